@@ -1,0 +1,250 @@
+"""Symbolic dimensions: integer polynomials over dimension symbols.
+
+A dim is a plain `int` or a `DimExpr`. Expressions are kept in a normal form (a sum of
+coefficient * monomial, a monomial being a sorted tuple of atoms) so that equal dims
+compare and hash equal, which shape checking and hash-consing both rely on. Floor
+division, modulo, max and min that cannot be simplified become opaque atoms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from math import gcd
+from typing import Union
+
+Dim = Union[int, "DimExpr"]
+
+
+class Atom:
+    """A symbol, or an opaque operation over dims (floordiv, mod, max, min)."""
+
+    __slots__ = ("op", "args", "_key")
+
+    def __init__(self, op: str, args: tuple):
+        self.op, self.args = op, args
+        self._key = (op, tuple(_key(a) for a in args))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Atom) and self._key == other._key
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    def __lt__(self, other: Atom) -> bool:
+        return repr(self._key) < repr(other._key)
+
+    def evaluate(self, env: Mapping[str, int]) -> int:
+        if self.op == "sym":
+            name = self.args[0]
+            if name not in env:
+                raise KeyError(name)
+            return int(env[name])
+        a, b = (evaluate(x, env) for x in self.args)
+        return {"idiv": lambda: a // b if b else 0, "mod": lambda: a % b if b else 0,
+                "max": lambda: max(a, b), "min": lambda: min(a, b)}[self.op]()
+
+    def __str__(self) -> str:
+        if self.op == "sym":
+            return self.args[0]
+        return f"({self.op} {' '.join(map(str, self.args))})"
+
+
+def _key(d: Dim) -> object:
+    return d._terms_key if isinstance(d, DimExpr) else d
+
+
+class DimExpr:
+    """A non-constant polynomial in dimension symbols (constants are plain ints)."""
+
+    __slots__ = ("terms", "_terms_key")
+
+    def __init__(self, terms: dict[tuple[Atom, ...], int]):
+        self.terms = {m: c for m, c in terms.items() if c}
+        self._terms_key = tuple(sorted(((tuple(a._key for a in m), c) for m, c in self.terms.items()), key=repr))
+
+    # construction ------------------------------------------------------------------
+    @staticmethod
+    def norm(terms: dict[tuple[Atom, ...], int]) -> Dim:
+        terms = {m: c for m, c in terms.items() if c}
+        if not terms:
+            return 0
+        if list(terms) == [()]:
+            return terms[()]
+        return DimExpr(terms)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DimExpr) and self._terms_key == other._terms_key
+
+    def __hash__(self) -> int:
+        return hash(self._terms_key)
+
+    def __add__(self, o: Dim) -> Dim:
+        return add(self, o)
+
+    __radd__ = __add__
+
+    def __mul__(self, o: Dim) -> Dim:
+        return mul(self, o)
+
+    __rmul__ = __mul__
+
+    def __neg__(self) -> Dim:
+        return mul(self, -1)
+
+    def __sub__(self, o: Dim) -> Dim:
+        return add(self, mul(o, -1))
+
+    def __rsub__(self, o: Dim) -> Dim:
+        return add(o, mul(self, -1))
+
+    def __floordiv__(self, o: Dim) -> Dim:
+        return floordiv(self, o)
+
+    def __str__(self) -> str:
+        parts = []
+        for m, c in sorted(self.terms.items(), key=lambda mc: (len(mc[0]) == 0, repr(mc[0]))):
+            factors = [str(a) for a in m]
+            if c != 1 or not factors:
+                factors.insert(0, str(c))
+            parts.append(factors[0] if len(factors) == 1 else f"(* {' '.join(factors)})")
+        return parts[0] if len(parts) == 1 else f"(+ {' '.join(parts)})"
+
+    __repr__ = __str__
+
+
+def _terms(d: Dim) -> dict[tuple[Atom, ...], int]:
+    return dict(d.terms) if isinstance(d, DimExpr) else {(): int(d)}
+
+
+def sym(name: str) -> DimExpr:
+    return DimExpr({(Atom("sym", (name,)),): 1})
+
+
+def add(a: Dim, b: Dim) -> Dim:
+    if isinstance(a, int) and isinstance(b, int):
+        return a + b
+    t = _terms(a)
+    for m, c in _terms(b).items():
+        t[m] = t.get(m, 0) + c
+    return DimExpr.norm(t)
+
+
+def mul(a: Dim, b: Dim) -> Dim:
+    if isinstance(a, int) and isinstance(b, int):
+        return a * b
+    t: dict[tuple[Atom, ...], int] = {}
+    for ma, ca in _terms(a).items():
+        for mb, cb in _terms(b).items():
+            m = tuple(sorted(ma + mb))
+            t[m] = t.get(m, 0) + ca * cb
+    return DimExpr.norm(t)
+
+
+def _content(d: Dim) -> int:
+    """The gcd of all coefficients (the largest integer that divides d exactly)."""
+    g = 0
+    for c in _terms(d).values():
+        g = gcd(g, c)
+    return g
+
+
+def floordiv(a: Dim, b: Dim) -> Dim:
+    if isinstance(a, int) and isinstance(b, int):
+        return a // b if b else 0
+    if isinstance(b, int) and b > 0 and _content(a) % b == 0:
+        return DimExpr.norm({m: c // b for m, c in _terms(a).items()})
+    if a == b:
+        return 1
+    return DimExpr.norm({(Atom("idiv", (a, b)),): 1})
+
+
+def divides(a: Dim, b: Dim) -> bool | None:
+    """Whether b divides a exactly: True, False, or None when it depends on the symbols."""
+    if isinstance(a, int) and isinstance(b, int):
+        return b != 0 and a % b == 0
+    if a == b or (isinstance(b, int) and b != 0 and _content(a) % b == 0):
+        return True
+    return None
+
+
+def mod(a: Dim, b: Dim) -> Dim:
+    if isinstance(a, int) and isinstance(b, int):
+        return a % b if b else 0
+    if divides(a, b):
+        return 0
+    return DimExpr.norm({(Atom("mod", (a, b)),): 1})
+
+
+def dmax(a: Dim, b: Dim) -> Dim:
+    if isinstance(a, int) and isinstance(b, int):
+        return max(a, b)
+    if a == b:
+        return a
+    diff = add(a, mul(b, -1))
+    if isinstance(diff, int):
+        return a if diff >= 0 else b
+    return DimExpr.norm({(Atom("max", tuple(sorted((a, b), key=repr))),): 1})
+
+
+def dmin(a: Dim, b: Dim) -> Dim:
+    return mul(dmax(mul(a, -1), mul(b, -1)), -1)
+
+
+def evaluate(d: Dim, env: Mapping[str, int]) -> int:
+    """The value of d under a binding of its symbols (KeyError names a missing one)."""
+    if isinstance(d, int):
+        return d
+    total = 0
+    for m, c in d.terms.items():
+        v = c
+        for a in m:
+            v *= a.evaluate(env)
+        total += v
+    return total
+
+
+def free_syms(d: Dim) -> list[str]:
+    """The symbols of d in a stable order."""
+    out: list[str] = []
+
+    def walk(x: Dim) -> None:
+        if isinstance(x, DimExpr):
+            for m in x.terms:
+                for a in m:
+                    if a.op == "sym":
+                        if a.args[0] not in out:
+                            out.append(a.args[0])
+                    else:
+                        for arg in a.args:
+                            walk(arg)
+
+    walk(d)
+    return out
+
+
+def substitute(d: Dim, env: Mapping[str, Dim]) -> Dim:
+    """d with the symbols of env replaced by dims (used for `where K = ...`)."""
+    if isinstance(d, int):
+        return d
+    total: Dim = 0
+    for m, c in d.terms.items():
+        v: Dim = c
+        for a in m:
+            if a.op == "sym":
+                v = mul(v, env.get(a.args[0], DimExpr({(a,): 1})))
+            else:
+                x, y = (substitute(arg, env) for arg in a.args)
+                v = mul(v, {"idiv": floordiv, "mod": mod, "max": dmax, "min": dmin}[a.op](x, y))
+        total = add(total, v)
+    return total
+
+
+def prod(ds) -> Dim:
+    out: Dim = 1
+    for d in ds:
+        out = mul(out, d)
+    return out
+
+
+def to_str(d: Dim) -> str:
+    return str(d)

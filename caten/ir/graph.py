@@ -1,0 +1,137 @@
+"""The graph IR: an immutable, hash-consed DAG of principal-op nodes.
+
+Building a node with the same op, dtype, shape, arg and operands returns the very same
+object, so common subexpressions are shared for free and `key` is a canonical structural
+hash (independent of source names and formatting) that the cache can use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import struct
+import weakref
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from caten.ir import dims as D
+from caten.ir.dims import Dim
+from caten.ir.dtypes import DType
+from caten.ir.ops import Op
+from caten.ir.view import View
+
+
+def _arg_key(arg: Any) -> Any:
+    """A key that tells apart values Python calls equal (0.0 and -0.0, True and 1, nan)."""
+    if isinstance(arg, float):
+        return ("f", struct.pack("<d", arg))
+    if isinstance(arg, bool):
+        return ("b", arg)
+    if isinstance(arg, tuple):
+        return tuple(_arg_key(a) for a in arg)
+    return arg
+
+
+class Node:
+    """One principal op applied to operand nodes. Build with `Node.make`; never mutate."""
+
+    __slots__ = ("op", "dtype", "shape", "src", "arg", "_key", "__weakref__", "_hash")
+    _interned: weakref.WeakValueDictionary[tuple, Node] = weakref.WeakValueDictionary()
+
+    op: Op
+    dtype: DType
+    shape: tuple[Dim, ...]
+    src: tuple[Node, ...]
+    arg: Any
+
+    @classmethod
+    def make(cls, op: Op, dtype: DType, shape: Sequence[Dim], src: Sequence[Node] = (), arg: Any = None) -> Node:
+        shape, src = tuple(shape), tuple(src)
+        key = (op, dtype, shape, tuple(id(s) for s in src), _arg_key(arg))
+        hit = cls._interned.get(key)
+        if hit is not None:
+            return hit
+        n = object.__new__(cls)
+        n.op, n.dtype, n.shape, n.src, n.arg, n._key = op, dtype, shape, src, arg, key
+        n._hash = hash(key)
+        cls._interned[key] = n
+        return n
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __repr__(self) -> str:
+        return f"<{self.op.value} {self.dtype} [{' '.join(map(str, self.shape))}]>"
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def view(self) -> View | None:
+        return self.arg if self.op is Op.VIEW else None
+
+
+def toposort(outputs: Iterable[Node]) -> list[Node]:
+    """Operands before users, iteratively (graphs can be deeper than Python's stack)."""
+    order: list[Node] = []
+    seen: set[int] = set()
+    for root in outputs:
+        stack: list[tuple[Node, bool]] = [(root, False)]
+        while stack:
+            n, done = stack.pop()
+            if done:
+                order.append(n)
+                continue
+            if id(n) in seen:
+                continue
+            seen.add(id(n))
+            stack.append((n, True))
+            stack.extend((s, False) for s in reversed(n.src) if id(s) not in seen)
+    return order
+
+
+def _fmt_arg(n: Node) -> str:
+    a = n.arg
+    if n.op is Op.CONST:
+        if isinstance(a, float) and (math.isinf(a) or math.isnan(a)):
+            return f" {a}"
+        return f" {a!r}" if isinstance(a, (int, float, bool)) else f" {D.to_str(a)}"
+    if n.op is Op.BUFFER:
+        return f" {a[2]}"
+    if n.op is Op.REDUCE:
+        return f" :op {a[0]} :axis [{' '.join(map(str, a[1]))}]"
+    if n.op is Op.VIEW:
+        return f" {a}"
+    if n.op in (Op.INDEX, Op.RAND, Op.EXTERN):
+        return f" {a[1]}"
+    return ""
+
+
+def dump(outputs: Sequence[Node], names: Sequence[str] | None = None) -> str:
+    """A readable listing: one line per node, `%k = OP dtype [shape] operands arg`."""
+    order = toposort(outputs)
+    ids = {id(n): i for i, n in enumerate(order)}
+    lines = []
+    for i, n in enumerate(order):
+        ops = " ".join(f"%{ids[id(s)]}" for s in n.src)
+        lines.append(f"%{i} = {n.op.value} {n.dtype} [{' '.join(map(str, n.shape))}]"
+                     f"{' ' + ops if ops else ''}{_fmt_arg(n)}")
+    names = names or [f"out{i}" for i in range(len(outputs))]
+    lines += [f"return {nm} = %{ids[id(o)]}" for nm, o in zip(names, outputs)]
+    return "\n".join(lines)
+
+
+def structural_hash(outputs: Sequence[Node]) -> str:
+    """sha256 of the graph's canonical text: equal graphs, equal hashes, whatever the source names."""
+    order = toposort(outputs)
+    ids = {id(n): i for i, n in enumerate(order)}
+    h = hashlib.sha256()
+    for n in order:
+        h.update(repr((n.op.value, n.dtype.name, tuple(map(str, n.shape)), tuple(ids[id(s)] for s in n.src),
+                       repr(_arg_key(n.arg[:2] if n.op is Op.BUFFER else n.arg)))).encode())
+    h.update(repr([ids[id(o)] for o in outputs]).encode())
+    return h.hexdigest()

@@ -1,0 +1,277 @@
+"""The principal-op table: the one place where an op's semantics live.
+
+Each entry holds the op's group, arity, dtype rule, numpy reference and doc line. The
+elaborator checks dtypes with `dtype_rule`, the reference runtime computes with `ref`,
+`caten ops` prints `doc`, and the conformance suite derives its cases from `dtypes`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+import numpy as np
+
+from caten.ir import dims as D
+from caten.ir import dtypes as T
+from caten.ir.dtypes import DType
+
+
+class Op(Enum):
+    NEG = "NEG"; RECIP = "RECIP"; SQRT = "SQRT"; EXP2 = "EXP2"; LOG2 = "LOG2"; SIN = "SIN"  # noqa: E702
+    NOT = "NOT"; CAST = "CAST"  # noqa: E702
+    ADD = "ADD"; MUL = "MUL"; IDIV = "IDIV"; MOD = "MOD"; MAX = "MAX"  # noqa: E702
+    AND = "AND"; OR = "OR"; XOR = "XOR"; CMPLT = "CMPLT"; CMPNE = "CMPNE"  # noqa: E702
+    WHERE = "WHERE"; REDUCE = "REDUCE"  # noqa: E702
+    BUFFER = "BUFFER"; CONST = "CONST"; VIEW = "VIEW"; COPY = "COPY"  # noqa: E702
+    INDEX = "INDEX"; RAND = "RAND"; EXTERN = "EXTERN"  # noqa: E702
+
+    def __repr__(self) -> str:
+        return self.value
+
+
+class DTypeError(Exception):
+    """An operand dtype the op does not accept; the elaborator adds the source location."""
+
+
+NUMERIC = tuple(d for d in T.ALL if not d.is_bool)
+FLOATS = tuple(d for d in T.ALL if d.is_float)
+INTLIKE = tuple(d for d in T.ALL if not d.is_float)  # bool and integers
+ALL = T.ALL
+REDUCE_OPS = ("add", "mul", "max")
+
+
+def _lowp(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    """Compute f16/bf16 math in f32 and round once, as accelerators do."""
+    def ref(*xs: np.ndarray) -> np.ndarray:
+        dt = xs[0].dtype
+        if dt.itemsize == 2 and dt.kind not in "iub":
+            return fn(*(x.astype(np.float32) for x in xs)).astype(dt)
+        return fn(*xs).astype(dt, copy=False)
+    return ref
+
+
+def _same(accepted: Sequence[DType], what: str) -> Callable[[Sequence[DType], Any], DType]:
+    def rule(ins: Sequence[DType], arg: Any) -> DType:
+        for d in ins:
+            if d not in accepted:
+                raise DTypeError(f"{what}, got {d}")
+        if any(d != ins[0] for d in ins):
+            raise DTypeError(f"operands have different dtypes ({', '.join(map(str, ins))}); convert one with (cast x DTYPE)")
+        return ins[0]
+    return rule
+
+
+def _compare(ins: Sequence[DType], arg: Any) -> DType:
+    _same(ALL, "")(ins, arg)
+    return T.bool_
+
+
+def _where(ins: Sequence[DType], arg: Any) -> DType:
+    if ins[0] != T.bool_:
+        raise DTypeError(f"where's condition must be bool, got {ins[0]}")
+    return _same(ALL, "")(ins[1:], arg)
+
+
+def _reduce(ins: Sequence[DType], arg: Any) -> DType:
+    op = arg[0]
+    if op in ("add", "mul") and ins[0].is_bool:
+        raise DTypeError(f"reduce-{op} needs a numeric operand, got bool; cast first")
+    return ins[0]
+
+
+def _arg_dtype(ins: Sequence[DType], arg: Any) -> DType:
+    return arg[0] if isinstance(arg, tuple) else arg
+
+
+def _first(ins: Sequence[DType], arg: Any) -> DType:
+    return ins[0]
+
+
+def _idiv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if a.dtype.kind in "iu":
+        return np.where(b == 0, 0, np.floor_divide(a, np.where(b == 0, 1, b))).astype(a.dtype)
+    return np.floor_divide(a, b)
+
+
+def _mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if a.dtype.kind in "iu":
+        return np.where(b == 0, 0, np.mod(a, np.where(b == 0, 1, b))).astype(a.dtype)
+    return np.mod(a, b)
+
+
+def _not(x: np.ndarray) -> np.ndarray:
+    return np.logical_not(x) if x.dtype == np.bool_ else np.invert(x)
+
+
+def _cast(x: np.ndarray, dt: DType) -> np.ndarray:
+    if x.dtype.kind == "f" and dt.is_int:
+        # truncation toward zero; out-of-range and nan give an unspecified (here: wrapped) result
+        x = np.nan_to_num(np.trunc(x.astype(np.float64)), nan=0.0, posinf=0.0, neginf=0.0)
+        return x.astype(np.int64 if dt.kind == "int" else np.uint64).astype(dt.np)
+    if x.dtype == T.bf16.np and dt.is_int:
+        return _cast(x.astype(np.float32), dt)
+    return x.astype(dt.np)
+
+
+def _reduce_ref(x: np.ndarray, arg: tuple) -> np.ndarray:
+    op, axes = arg
+    axes = tuple(axes)
+    if not axes:
+        return x.copy()
+    if op == "max":
+        return np.max(x, axis=axes, keepdims=True, initial=_lowest(x.dtype)) if x.size else \
+            np.full([1 if i in axes else n for i, n in enumerate(x.shape)], _lowest(x.dtype), x.dtype)
+    acc = x.dtype
+    if x.dtype.kind == "f" or x.dtype == T.bf16.np:
+        acc = np.float64  # the oracle accumulates wide, then rounds once
+    fn = np.sum if op == "add" else np.prod
+    return fn(x, axis=axes, keepdims=True, dtype=acc).astype(x.dtype)
+
+
+def _lowest(dt: np.dtype) -> Any:
+    if dt == np.bool_:
+        return False
+    if dt.kind in "iu":
+        return np.iinfo(dt).min
+    return -np.inf
+
+
+# threefry2x32-20 (Salmon et al., SC'11): the counter-based generator behind RAND
+_ROT = (13, 15, 26, 6, 17, 29, 16, 24)
+
+
+def threefry2x32(key: tuple[int, int], c0: np.ndarray, c1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Threefry-2x32 with 20 rounds over uint32 counter arrays (Random123's reference)."""
+    m = np.uint32
+    k0, k1 = m(key[0]), m(key[1])
+    ks = (k0, k1, m(0x1BD11BDA) ^ k0 ^ k1)
+    x0, x1 = (c0.astype(m) + ks[0]), (c1.astype(m) + ks[1])
+    for r in range(20):
+        x0 = x0 + x1
+        rot = _ROT[r % 8]
+        x1 = ((x1 << m(rot)) | (x1 >> m(32 - rot))) ^ x0
+        if r % 4 == 3:
+            i = r // 4 + 1
+            x0 = x0 + ks[i % 3]
+            x1 = x1 + ks[(i + 1) % 3] + m(i)
+    return x0, x1
+
+
+def _rand_ref(shape: tuple[int, ...], seed: int) -> np.ndarray:
+    n = int(np.prod(shape, dtype=np.int64))
+    ctr = np.arange(n, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        x0, _ = threefry2x32((seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF),
+                             (ctr & 0xFFFFFFFF).astype(np.uint32), (ctr >> 32).astype(np.uint32))
+    return x0.reshape(shape)
+
+
+@dataclass(frozen=True)
+class Ctx:
+    """What a reference implementation may read besides its operands."""
+    arg: Any
+    shape: tuple[int, ...]
+    dtype: DType
+    env: Mapping[str, int]  # dimension symbols -> values
+    inputs: Mapping[str, np.ndarray]  # BUFFER name -> argument array
+
+
+@dataclass(frozen=True)
+class OpInfo:
+    op: Op
+    group: str
+    arity: int  # -1: variable
+    dtypes: tuple[DType, ...]  # operand dtypes the op applies to
+    dtype_rule: Callable[[Sequence[DType], Any], DType]
+    ref: Callable[..., np.ndarray]  # ref(ctx, *operands): the numpy semantics
+    doc: str
+
+
+def _alu(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    return lambda ctx, *xs: fn(*xs)
+
+
+def _const_ref(ctx: Ctx) -> np.ndarray:
+    v = ctx.arg
+    if not isinstance(v, (int, float, bool)):
+        v = D.evaluate(v, ctx.env)
+    return np.array(v).astype(ctx.dtype.np)
+
+
+def _index_ref(ctx: Ctx) -> np.ndarray:
+    axis = ctx.arg[1]
+    n = ctx.shape[axis]
+    r = np.arange(n, dtype=ctx.dtype.np).reshape([n if i == axis else 1 for i in range(len(ctx.shape))])
+    return np.broadcast_to(r, ctx.shape)
+
+
+def _extern_ref(ctx: Ctx, *xs: np.ndarray) -> np.ndarray:
+    return np.asarray(EXTERNS[ctx.arg[1]](*xs)).astype(ctx.dtype.np)
+
+
+def _e(op: Op, group: str, arity: int, dts: Sequence[DType], rule, ref, doc: str) -> OpInfo:
+    return OpInfo(op, group, arity, tuple(dts), rule, ref, doc)
+
+
+_F = "needs a float operand (cast first)"
+TABLE: dict[Op, OpInfo] = {i.op: i for i in (
+    _e(Op.NEG, "unary", 1, NUMERIC, _same(NUMERIC, "NEG needs a numeric operand"), _alu(np.negative),
+       "-x (integers wrap)"),
+    _e(Op.RECIP, "unary", 1, FLOATS, _same(FLOATS, "RECIP " + _F), _alu(_lowp(np.reciprocal)), "1/x"),
+    _e(Op.SQRT, "unary", 1, FLOATS, _same(FLOATS, "SQRT " + _F), _alu(_lowp(np.sqrt)), "square root"),
+    _e(Op.EXP2, "unary", 1, FLOATS, _same(FLOATS, "EXP2 " + _F), _alu(_lowp(np.exp2)), "2**x"),
+    _e(Op.LOG2, "unary", 1, FLOATS, _same(FLOATS, "LOG2 " + _F), _alu(_lowp(np.log2)), "log base 2"),
+    _e(Op.SIN, "unary", 1, FLOATS, _same(FLOATS, "SIN " + _F), _alu(_lowp(np.sin)), "sine (radians)"),
+    _e(Op.NOT, "unary", 1, INTLIKE, _same(INTLIKE, "NOT needs a bool or integer operand"), _alu(_not),
+       "logical not of bool, bitwise not of integers"),
+    _e(Op.CAST, "unary", 1, ALL, _arg_dtype, lambda ctx, x: _cast(x, ctx.dtype),
+       "convert to another dtype: float->int truncates toward zero, ->bool is nonzero"),
+    _e(Op.ADD, "binary", 2, NUMERIC, _same(NUMERIC, "ADD needs numeric operands"), _alu(_lowp(np.add)),
+       "a + b (integers wrap)"),
+    _e(Op.MUL, "binary", 2, NUMERIC, _same(NUMERIC, "MUL needs numeric operands"), _alu(_lowp(np.multiply)),
+       "a * b (integers wrap)"),
+    _e(Op.IDIV, "binary", 2, NUMERIC, _same(NUMERIC, "IDIV needs numeric operands"), _alu(_lowp(_idiv)),
+       "floor division, as numpy's // (integer x // 0 is 0)"),
+    _e(Op.MOD, "binary", 2, NUMERIC, _same(NUMERIC, "MOD needs numeric operands"), _alu(_lowp(_mod)),
+       "remainder with the divisor's sign, as numpy's % (integer x % 0 is 0)"),
+    _e(Op.MAX, "binary", 2, ALL, _same(ALL, ""), _alu(_lowp(np.maximum)),
+       "elementwise maximum (nan propagates; or for bool)"),
+    _e(Op.AND, "binary", 2, INTLIKE, _same(INTLIKE, "AND needs bool or integer operands"), _alu(np.bitwise_and),
+       "logical and of bool, bitwise and of integers"),
+    _e(Op.OR, "binary", 2, INTLIKE, _same(INTLIKE, "OR needs bool or integer operands"), _alu(np.bitwise_or),
+       "logical or of bool, bitwise or of integers"),
+    _e(Op.XOR, "binary", 2, INTLIKE, _same(INTLIKE, "XOR needs bool or integer operands"), _alu(np.bitwise_xor),
+       "logical xor of bool, bitwise xor of integers"),
+    _e(Op.CMPLT, "binary", 2, ALL, _compare, _alu(np.less), "a < b, giving bool"),
+    _e(Op.CMPNE, "binary", 2, ALL, _compare, _alu(np.not_equal), "a != b, giving bool (nan != nan)"),
+    _e(Op.WHERE, "ternary", 3, ALL, _where, _alu(np.where), "c ? a : b elementwise"),
+    _e(Op.REDUCE, "reduce", 1, ALL, _reduce, lambda ctx, x: _reduce_ref(x, ctx.arg),
+       "reduce with add, mul or max over axes, keeping them as size 1"),
+    _e(Op.BUFFER, "memory", 0, ALL, _arg_dtype, lambda ctx: ctx.inputs[ctx.arg[1]],
+       "a program input: an array bound at call time"),
+    _e(Op.CONST, "memory", 0, ALL, _arg_dtype, _const_ref, "a scalar literal or a dimension symbol's value"),
+    _e(Op.VIEW, "memory", 1, ALL, _first, lambda ctx, x: ctx.arg.apply(x, ctx.env),
+       "reshape/permute/expand/shrink/pad/flip/step as shape, strides, offset and mask; never a copy"),
+    _e(Op.COPY, "memory", 1, ALL, _first, _alu(lambda x: np.array(x, copy=True)),
+       "materialize into a fresh contiguous buffer"),
+    _e(Op.INDEX, "index", 0, (T.i32, T.i64), _arg_dtype, _index_ref,
+       "the coordinate along an axis (arange, one-hot, argmax)"),
+    _e(Op.RAND, "other", 0, (T.u32,), _arg_dtype, lambda ctx: _rand_ref(ctx.shape, ctx.arg[1]),
+       "uniform u32 bits from threefry2x32-20 keyed by the seed, counter = flat index"),
+    _e(Op.EXTERN, "other", -1, ALL, _arg_dtype, _extern_ref,
+       "a call to a runtime-provided kernel (e.g. BLAS gemm), placed by a rule"),
+)}
+
+ELEMENTWISE = frozenset(o for o, i in TABLE.items() if i.group in ("unary", "binary", "ternary"))
+
+# numpy references of the kernels that EXTERN may name
+EXTERNS: dict[str, Callable[..., np.ndarray]] = {
+    "matmul": np.matmul,
+}
+
+
+def info(op: Op) -> OpInfo:
+    return TABLE[op]

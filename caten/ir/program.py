@@ -1,0 +1,65 @@
+"""A compiled-to-graph composite: what every runtime receives.
+
+The front end produces a `Program` per (composite, dtype binding): BUFFER nodes for the
+inputs, output nodes, the dimension symbols that stay dynamic, and the `where`
+constraints that must be checked at call time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from caten.ir import dims as D
+from caten.ir.dims import Dim
+from caten.ir.dtypes import DType
+from caten.ir.graph import Node, dump, structural_hash
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    dtype: DType
+    shape: tuple[Dim, ...]
+
+    def __str__(self) -> str:
+        dims = "" if not self.shape else "[" + ", ".join(map(str, self.shape)) + "]"
+        return f"{self.name}{{{self.dtype}}}{dims}"
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """`lhs = rhs` from a `where` clause between dims that inputs already determine."""
+    lhs: Dim
+    rhs: Dim
+    text: str
+
+
+@dataclass
+class Program:
+    name: str
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    nodes: list[Node]  # one per output, in order
+    dims: list[str]  # dynamic dimension symbols, in order of first appearance in the signature
+    constraints: list[Constraint] = field(default_factory=list)
+    defines: dict[str, int] = field(default_factory=dict)  # dims fixed at compile time (-D)
+
+    def dump(self) -> str:
+        head = f"composite {self.name} ({' '.join(map(str, self.inputs))} -> {' '.join(map(str, self.outputs))})"
+        return head + "\n" + dump(self.nodes, [o.name for o in self.outputs])
+
+    def key(self) -> str:
+        """A structural hash: equal graphs and signatures give equal keys, whatever the names."""
+        sig = [(i.dtype.name, tuple(map(str, i.shape))) for i in self.inputs]
+        return structural_hash(self.nodes) + repr((sig, self.dims))
+
+    def bind_dims(self, shapes: list[tuple[int, ...]]) -> dict[str, int]:
+        """Values of the dynamic dims, read off concrete input shapes (inputs already checked)."""
+        env: dict[str, int] = dict(self.defines)
+        for spec, shape in zip(self.inputs, shapes):
+            for d, n in zip(spec.shape, shape):
+                if isinstance(d, D.DimExpr):
+                    syms = D.free_syms(d)
+                    if len(syms) == 1 and d == D.sym(syms[0]):
+                        env.setdefault(syms[0], int(n))
+        return env

@@ -1,0 +1,202 @@
+"""Text -> S-expression forms with spans.
+
+A hand-written pre-pass strips nesting block comments (keeping positions), matches
+brackets and bounds the nesting depth, so that the commonest mistakes get exact
+locations; lark's LALR parser then reads the tokens of `grammar/caten.lark`.
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+
+import lark
+
+from caten.errors import Error, Span
+from caten.read.sexpr import Annot, Form, Kw, Num, SList, Str, Sym
+
+MAX_DEPTH = 200
+_CLOSE = {"(": ")", "[": "]"}
+
+
+@functools.lru_cache(maxsize=1)
+def _parser() -> lark.Lark:
+    text = resources.files("caten.grammar").joinpath("caten.lark").read_text(encoding="utf-8")
+    return lark.Lark(text, parser="lalr", propagate_positions=True, maybe_placeholders=False)
+
+
+class _Src:
+    def __init__(self, text: str, file: str):
+        self.text, self.file = text, file
+        self._starts = [0]
+        for i, ch in enumerate(text):
+            if ch == "\n":
+                self._starts.append(i + 1)
+
+    def span(self, pos: int, end: int | None = None) -> Span:
+        import bisect
+
+        line = bisect.bisect_right(self._starts, pos)
+        col = pos - self._starts[line - 1] + 1
+        if end is None:
+            return Span(self.file, line, col, line, col + 1, self.text)
+        eline = bisect.bisect_right(self._starts, end)
+        return Span(self.file, line, col, eline, end - self._starts[eline - 1] + 1, self.text)
+
+
+def _prescan(src: _Src) -> str:
+    """Blank out block comments; check strings, brackets and depth; return the text for lark."""
+    t = src.text
+    out = list(t)
+    stack: list[tuple[str, int]] = []
+    i, n = 0, len(t)
+    while i < n:
+        ch = t[i]
+        if ch == ";":
+            while i < n and t[i] != "\n":
+                i += 1
+            continue
+        if ch == '"':
+            j = i + 1
+            while j < n and t[j] != '"':
+                j += 2 if t[j] == "\\" else 1
+            if j >= n:
+                raise Error("unterminated string", src.span(i), "close it with \"")
+            i = j + 1
+            continue
+        if t.startswith("#|", i):
+            depth, j = 1, i + 2
+            while j < n and depth:
+                if t.startswith("#|", j):
+                    depth, j = depth + 1, j + 2
+                elif t.startswith("|#", j):
+                    depth, j = depth - 1, j + 2
+                else:
+                    j += 1
+            if depth:
+                raise Error("unterminated block comment", src.span(i, i + 2), "close it with |#")
+            for k in range(i, j):
+                if out[k] != "\n":
+                    out[k] = " "
+            i = j
+            continue
+        if ch in "([":
+            stack.append((ch, i))
+            if len(stack) > MAX_DEPTH:
+                raise Error(f"forms nest deeper than {MAX_DEPTH} levels", src.span(i),
+                            "split the expression with setf")
+        elif ch in ")]":
+            if not stack:
+                raise Error(f"unbalanced '{ch}': nothing is open here", src.span(i), "delete it")
+            o, at = stack.pop()
+            if _CLOSE[o] != ch:
+                raise Error(f"'{ch}' closes the '{o}' opened at line {src.span(at).line}, "
+                            f"column {src.span(at).col}", src.span(i), f"did you mean '{_CLOSE[o]}'?")
+        i += 1
+    if stack:
+        o, at = stack[-1]
+        raise Error(f"'{o}' is never closed", src.span(at), f"add '{_CLOSE[o]}' at the end of the form")
+    return "".join(out)
+
+
+def _unescape(s: str) -> str:
+    out, i = [], 0
+    while i < len(s):
+        if s[i] == "\\" and i + 1 < len(s):
+            out.append({"n": "\n", "t": "\t"}.get(s[i + 1], s[i + 1]))
+            i += 2
+        else:
+            out.append(s[i])
+            i += 1
+    return "".join(out)
+
+
+class _Convert:
+    def __init__(self, src: _Src):
+        self.src = src
+
+    def span_of(self, meta_or_tok) -> Span:
+        return self.src.span(meta_or_tok.start_pos, meta_or_tok.end_pos)
+
+    def form(self, t) -> Form:
+        if isinstance(t, lark.Token):
+            return self.atom(t)
+        kind = t.data
+        if kind == "atom":
+            return self.atom(t.children[0])
+        if kind in ("list", "vector"):
+            return SList([self.form(c) for c in t.children], self.span_of(t.meta), kind == "vector")
+        return self.annot(t)
+
+    def annot(self, t) -> Annot:
+        tok = t.children[0]
+        text = str(tok)
+        name, rest = text.split("{", 1)
+        dtype = rest.split("}", 1)[0]
+        span = self.span_of(t.meta)
+        if not dtype:
+            raise Error("empty dtype in annotation", span, "write NAME{f32}[...] or NAME{T}[...]")
+        dims = None
+        if tok.type == "ANNOT_OPEN":
+            dims = [self.form(c) for c in t.children[1:]]
+        return Annot(name, dtype, dims, span)
+
+    def atom(self, tok: lark.Token) -> Form:
+        span = self.span_of(tok)
+        s = str(tok)
+        if tok.type == "INT":
+            return Num(int(s), span)
+        if tok.type in ("FLOAT", "SPECIAL"):
+            return Num(float(s), span)
+        if tok.type == "STRING":
+            return Str(_unescape(s[1:-1]), span)
+        if tok.type == "KEYWORD":
+            return Kw(s[1:], span)
+        return Sym(s, span)
+
+
+def read(text: str, file: str = "<string>") -> list[Form]:
+    """Parse source text into top-level forms; bad input raises caten.Error."""
+    src = _Src(text, file)
+    clean = _prescan(src)
+    try:
+        tree = _parser().parse(clean)
+    except lark.UnexpectedCharacters as e:
+        ch = clean[e.pos_in_stream] if e.pos_in_stream < len(clean) else ""
+        hint = "tensor annotations are written NAME{DTYPE}[DIM, ...]" if ch in "{}" else None
+        raise Error(f"unexpected character {ch!r}", src.span(e.pos_in_stream), hint) from None
+    except lark.UnexpectedToken as e:
+        tok = e.token
+        pos = tok.start_pos if tok.start_pos is not None else len(clean)
+        what = "end of input" if tok.type == "$END" else f"{str(tok)!r}"
+        raise Error(f"unexpected {what}", src.span(pos)) from None
+    except lark.UnexpectedInput as e:  # UnexpectedEOF and relatives
+        pos = getattr(e, "pos_in_stream", None) or len(clean)
+        raise Error("unexpected end of input", src.span(max(0, min(pos, len(clean) - 1)))) from None
+    conv = _Convert(src)
+    return [conv.form(c) for c in tree.children]
+
+
+def read_file(path: str) -> list[Form]:
+    """Read a .lisp file, turning I/O and encoding problems into diagnostics."""
+    text = load_text(path)
+    return read(text, path)
+
+
+def load_text(path: str) -> str:
+    try:
+        data = open(path, "rb").read()
+    except FileNotFoundError:
+        raise Error(f"no such file: {path}", Span(path, 1, 1)) from None
+    except IsADirectoryError:
+        raise Error(f"{path} is a directory, not a source file", Span(path, 1, 1)) from None
+    except OSError as e:
+        raise Error(f"cannot read {path}: {e.strerror}", Span(path, 1, 1)) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        before = data[: e.start].decode("utf-8", "replace")
+        line = before.count("\n") + 1
+        col = len(before) - (before.rfind("\n") + 1) + 1
+        raise Error(f"invalid UTF-8 (byte 0x{data[e.start]:02x})", Span(path, line, col, line, col + 1,
+                    data.decode("utf-8", "replace")), "save the file as UTF-8") from None

@@ -1,0 +1,110 @@
+"""The runtime plugin interface and the registry that finds plugins.
+
+A runtime turns a `Program` into an `Executable`. Built-ins live in `caten.runtimes`
+(the repository's `runtimes/` folder); third parties register under the
+`caten.runtimes` entry-point group or are loaded from a file with `--plugin`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Protocol
+
+import numpy as np
+
+from caten.errors import Error
+from caten.ir.dtypes import DType
+from caten.ir.ops import Op
+from caten.ir.program import Program
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    opt_level: int = 2
+    use_cache: bool = True
+    verbose: bool = False
+    extra: dict = field(default_factory=dict)
+
+
+class Executable(Protocol):
+    def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], env: dict[str, int]) -> None:
+        """Compute into preallocated contiguous `outputs`; dims of `env` are already checked."""
+
+
+class Runtime:
+    """Base class of runtime plugins; subclasses set `name` and override what they do."""
+
+    name: str = "?"
+    description: str = ""
+
+    def available(self) -> tuple[bool, str]:
+        return True, ""
+
+    def supports(self, op: Op, dtype: DType) -> bool:
+        return True
+
+    def compile(self, program: Program, options: CompileOptions) -> Executable:
+        raise NotImplementedError
+
+    def emit(self, program: Program, kind: str, options: CompileOptions) -> dict[str, bytes | str]:
+        """Artifacts for `--emit KIND`, as {suffix: content}."""
+        raise Error(f"runtime '{self.name}' cannot emit '{kind}'")
+
+
+BUILTIN = {"numpy": "caten.runtimes.numpy_rt"}
+_loaded: dict[str, Runtime] = {}
+
+
+def _from_module(modname: str) -> Runtime:
+    mod = importlib.import_module(modname)
+    return mod.RUNTIME
+
+
+def load_plugin(path: str) -> Runtime:
+    """Load a runtime from a single Python file that defines RUNTIME (a Runtime instance)."""
+    spec = importlib.util.spec_from_file_location(f"caten_plugin_{abs(hash(path))}", path)
+    if spec is None or spec.loader is None:
+        raise Error(f"cannot load plugin {path}")
+    mod = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(mod)
+    except FileNotFoundError:
+        raise Error(f"no such plugin file: {path}") from None
+    rt = getattr(mod, "RUNTIME", None)
+    if not isinstance(rt, Runtime):
+        raise Error(f"plugin {path} defines no RUNTIME (an instance of caten.run.runtime.Runtime)")
+    _loaded[rt.name] = rt
+    return rt
+
+
+def names() -> list[str]:
+    found = list(BUILTIN)
+    try:
+        eps = metadata.entry_points(group="caten.runtimes")
+    except TypeError:  # Python < 3.10 API
+        eps = metadata.entry_points().get("caten.runtimes", [])
+    found += [ep.name for ep in eps if ep.name not in found]
+    return found + [n for n in _loaded if n not in found]
+
+
+def get(name: str) -> Runtime:
+    if name in _loaded:
+        return _loaded[name]
+    if name in BUILTIN:
+        rt = _from_module(BUILTIN[name])
+    else:
+        eps = [ep for ep in metadata.entry_points(group="caten.runtimes") if ep.name == name]
+        if not eps:
+            from caten.errors import closest
+
+            guess = closest(name, names())
+            raise Error(f"unknown runtime '{name}'", hint=f"did you mean '{guess}'?" if guess else
+                        f"available: {', '.join(names())}")
+        rt = eps[0].load()
+        rt = rt() if isinstance(rt, type) else rt
+    _loaded[name] = rt
+    return rt

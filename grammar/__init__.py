@@ -1,0 +1,1 @@
+"""caten's lark grammar, shipped as package data (`caten.grammar`)."""

@@ -1,0 +1,1 @@
+"""Runtime plugins, one module each (`caten.runtimes`)."""
