@@ -151,8 +151,13 @@ def _content(d: Dim) -> int:
 def floordiv(a: Dim, b: Dim) -> Dim:
     if isinstance(a, int) and isinstance(b, int):
         return a // b if b else 0
-    if isinstance(b, int) and b > 0 and _content(a) % b == 0:
-        return DimExpr.norm({m: c // b for m, c in _terms(a).items()})
+    if isinstance(b, int) and b > 0:
+        # (q*b + r) // b == q + r // b: pull out the terms that b divides
+        t = _terms(a)
+        q = {m: c // b for m, c in t.items() if c % b == 0}
+        r = DimExpr.norm({m: c for m, c in t.items() if c % b != 0})
+        if q:
+            return add(DimExpr.norm(q), floordiv(r, b) if r != 0 else 0)
     if a == b:
         return 1
     return DimExpr.norm({(Atom("idiv", (a, b)),): 1})
@@ -172,6 +177,10 @@ def mod(a: Dim, b: Dim) -> Dim:
         return a % b if b else 0
     if divides(a, b):
         return 0
+    if isinstance(b, int) and b > 0:
+        r = DimExpr.norm({m: c for m, c in _terms(a).items() if c % b != 0})
+        if r != a:
+            return mod(r, b)
     return DimExpr.norm({(Atom("mod", (a, b)),): 1})
 
 

@@ -26,8 +26,8 @@ def _parser() -> lark.Lark:
 
 
 class _Src:
-    def __init__(self, text: str, file: str):
-        self.text, self.file = text, file
+    def __init__(self, text: str, file: str, display_text: str | None = None):
+        self.text, self.file, self.shown = text, file, display_text if display_text is not None else text
         self._starts = [0]
         for i, ch in enumerate(text):
             if ch == "\n":
@@ -39,9 +39,9 @@ class _Src:
         line = bisect.bisect_right(self._starts, pos)
         col = pos - self._starts[line - 1] + 1
         if end is None:
-            return Span(self.file, line, col, line, col + 1, self.text)
+            return Span(self.file, line, col, line, col + 1, self.shown)
         eline = bisect.bisect_right(self._starts, end)
-        return Span(self.file, line, col, eline, end - self._starts[eline - 1] + 1, self.text)
+        return Span(self.file, line, col, eline, end - self._starts[eline - 1] + 1, self.shown)
 
 
 def _prescan(src: _Src) -> str:
@@ -155,9 +155,11 @@ class _Convert:
         return Sym(s, span)
 
 
-def read(text: str, file: str = "<string>") -> list[Form]:
-    """Parse source text into top-level forms; bad input raises caten.Error."""
-    src = _Src(text, file)
+def read(text: str, file: str = "<string>", display_text: str | None = None) -> list[Form]:
+    """Parse source text into top-level forms; bad input raises caten.Error.
+
+    `display_text` is the text diagnostics quote (the YAML reader passes the whole file)."""
+    src = _Src(text, file, display_text)
     clean = _prescan(src)
     try:
         tree = _parser().parse(clean)

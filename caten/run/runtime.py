@@ -55,7 +55,7 @@ class Runtime:
         raise Error(f"runtime '{self.name}' cannot emit '{kind}'")
 
 
-BUILTIN = {"numpy": "caten.runtimes.numpy_rt"}
+BUILTIN = {"numpy": "caten.runtimes.numpy_rt", "llvm": "caten.runtimes.llvm_rt"}
 _loaded: dict[str, Runtime] = {}
 
 

@@ -1,0 +1,17 @@
+"""caten: a gcc-like compiler for deep-learning kernels written in a small Lisp.
+
+The heavy parts (numpy, lark, llvmlite) load on first use, so `caten --help` stays fast.
+"""
+
+from caten.errors import Error
+
+__version__ = "0.1.0"
+__all__ = ["Error", "load", "loads", "__version__"]
+
+
+def __getattr__(name: str):
+    if name in ("load", "loads"):
+        from caten import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'caten' has no attribute {name!r}")

@@ -1,0 +1,5 @@
+"""`python -m caten` runs the command line."""
+
+from caten.cli.main import main
+
+main()

@@ -1,0 +1,29 @@
+"""The Python API of LANGUAGE.md section 10: `caten.load`, `caten.loads`."""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from caten.driver import read_source, read_text, split_defines
+from caten.run import runtime as R
+from caten.run.module import Module
+
+
+def _module(src, runtime: str, rules: Sequence[str] | None, defines: Mapping[str, object] | None,
+            opt_level: int, plugin: str | None = None, use_cache: bool = True) -> Module:
+    if plugin:
+        R.load_plugin(plugin)
+    types, dims = split_defines(dict(defines or {}))
+    return Module(src, R.get(runtime), types, dims, opt_level, list(rules or []), use_cache)
+
+
+def load(path: str, runtime: str = "llvm", rules: Sequence[str] | None = None,
+         defines: Mapping[str, object] | None = None, opt_level: int = 2, **kw) -> Module:
+    """Compile the composites of a .lisp or .yaml file for a runtime (lazily, per dtype binding)."""
+    return _module(read_source(str(path)), runtime, rules, defines, opt_level, **kw)
+
+
+def loads(text: str, runtime: str = "llvm", rules: Sequence[str] | None = None,
+          defines: Mapping[str, object] | None = None, opt_level: int = 2, yaml: bool = False, **kw) -> Module:
+    """Like `load`, from source text."""
+    return _module(read_text(text, "<string>", yaml), runtime, rules, defines, opt_level, **kw)

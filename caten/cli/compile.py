@@ -1,0 +1,73 @@
+"""`caten [OPTIONS] FILE`: compile composites and write what --emit/-S ask for."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from caten.errors import Error
+
+
+def programs_of(file: str, runtime: str, defines: dict[str, str], opt: int, rules: list[str],
+                plugin: str | None, entries: list[str]):
+    """The Programs of the chosen entries (every composite by default)."""
+    from caten.driver import compile_program, read_source, split_defines
+    from caten.run import runtime as R
+
+    if plugin:
+        R.load_plugin(plugin)
+    rt = R.get(runtime)
+    src = read_source(file)
+    types, dims = split_defines(defines)
+    names = entries or src.names
+    return rt, [compile_program(src, src.entry(n), types, dims, opt, rules) for n in names]
+
+
+def compile_file(file: str, runtime: str, defines: dict[str, str], opt: int, rules: list[str], use_cache: bool,
+                 plugin: str | None, verbose: bool, output: str | None, asm: bool, emit: str | None,
+                 entries: list[str]) -> None:
+    from caten.run.runtime import CompileOptions
+
+    rt, progs = programs_of(file, runtime, defines, opt, rules, plugin, entries)
+    if emit in ("ir", "opt-ir"):
+        text = "\n\n".join(p.dump() for p in progs) + "\n"
+        return _write_text(output, text)
+    if emit == "schedule":
+        from caten.schedule import schedule
+
+        return _write_text(output, "\n\n".join(schedule(p).dump() for p in progs) + "\n")
+    kind = emit or ("source" if asm else "lib")
+    ok, why = rt.available()
+    artifacts = rt.emit(progs, kind, CompileOptions(opt_level=opt, use_cache=use_cache, verbose=verbose))
+    stem = os.path.splitext(os.path.basename(file))[0]
+    main_suffix = next(iter(artifacts))
+    path = output or (f"lib{stem}{main_suffix}" if kind == "lib" else f"{stem}{main_suffix}")
+    base = os.path.splitext(path)[0]
+    for i, (suffix, content) in enumerate(artifacts.items()):
+        if i == 0:
+            target = path
+        else:  # companions (header, manifest) sit beside the main artifact, named after it
+            name = os.path.basename(base)
+            if suffix == ".h" and name.startswith("lib"):
+                name = name[3:]
+            target = os.path.join(os.path.dirname(base), name + suffix)
+        mode = "wb" if isinstance(content, bytes) else "w"
+        try:
+            with open(target, mode) as f:
+                f.write(content)
+        except OSError as e:
+            raise Error(f"cannot write {target}: {e.strerror}") from None
+        if verbose:
+            click.echo(f"wrote {target}", err=True)
+
+
+def _write_text(output: str | None, text: str) -> None:
+    if output:
+        try:
+            with open(output, "w") as f:
+                f.write(text)
+        except OSError as e:
+            raise Error(f"cannot write {output}: {e.strerror}") from None
+    else:
+        click.echo(text, nl=False)

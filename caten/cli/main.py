@@ -1,0 +1,159 @@
+"""The `caten` command: a compiler driver like gcc, plus run, ops, runtimes and friends.
+
+`caten [OPTIONS] FILE` compiles; any other first word names a subcommand. Every caten.Error
+is printed as a gcc-style diagnostic with exit status 1; usage errors exit 2.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from typing import Any, Callable
+
+import click
+
+from caten import __version__
+from caten.errors import Error
+
+EXAMPLES = """\b
+Examples:
+  caten run examples/softmax.lisp X=x.npy -o y.npy    run the last composite on .npy inputs
+  caten examples/softmax.lisp --emit ir -r numpy      show the principal-op graph
+  caten -r llvm examples/axpy.lisp -o libaxpy.so      shared library + axpy.h
+  caten -r cuda -S examples/softmax.lisp -o k.cu      CUDA C and a JSON manifest
+  caten ops                                           principal ops and library composites
+  caten runtimes                                      which runtimes work here, and why not
+"""
+
+
+def diagnostics(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn caten.Error into a diagnostic and exit 1; never show a traceback."""
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Error as e:
+            click.echo(e.format(), err=True)
+            sys.exit(1)
+        except BrokenPipeError:  # `caten ops | head`
+            import os
+
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(0)
+        except RecursionError:
+            click.echo("caten: error: input nests too deeply", err=True)
+            sys.exit(1)
+        except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt):
+            raise
+        except Exception as e:  # a bug in caten: say so in one line
+            click.echo(f"caten: internal compiler error: {type(e).__name__}: {e}\n"
+                       "please report this with the input that caused it", err=True)
+            sys.exit(3)
+    return wrapper
+
+
+class CatenGroup(click.Group):
+    """A group whose default command compiles: `caten [OPTIONS] FILE`."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
+            args = ["compile"] + args
+        return super().parse_args(ctx, args)
+
+
+def compile_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The options shared by compiling and running."""
+    opts = [
+        click.option("-r", "--runtime", default="llvm", show_default=True, help="runtime plugin"),
+        click.option("-D", "defines", multiple=True, metavar="NAME=VALUE", help="bind a dim or type variable"),
+        click.option("-O", "opt", type=click.IntRange(0, 3), default=2, show_default=True, help="optimisation level"),
+        click.option("--rules", multiple=True, type=click.Path(), help="rule file (repeatable)"),
+        click.option("--no-cache", is_flag=True, help="do not read or write the compile cache"),
+        click.option("--plugin", type=click.Path(), help="load a runtime plugin from a Python file"),
+        click.option("-v", "--verbose", is_flag=True, help="say what each stage did"),
+    ]
+    for o in reversed(opts):
+        fn = o(fn)
+    return fn
+
+
+def parse_defines(defines: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for d in defines:
+        if "=" not in d:
+            raise click.UsageError(f"-D expects NAME=VALUE, got '{d}'")
+        k, v = d.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+@click.group(cls=CatenGroup, epilog=EXAMPLES, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="caten")
+def cli() -> None:
+    """caten: compile tensor programs written in a small Lisp into kernels.
+
+    \b
+    caten [OPTIONS] FILE compiles FILE (.lisp or .yaml) like a C compiler:
+      -r/--runtime NAME  -o PATH  -S  --emit ir|opt-ir|schedule|source|asm|obj|lib
+      -D NAME=VALUE  -O0..-O3  --rules FILE  -e/--entry NAME  --no-cache  --plugin PATH  -v
+    (caten FILE --help lists them in full). The commands below run, inspect and test.
+    """
+
+
+@cli.command("compile", hidden=True, epilog=EXAMPLES)
+@click.argument("file", type=click.Path())
+@compile_options
+@click.option("-o", "output", type=click.Path(), help="output path")
+@click.option("-S", "asm", is_flag=True, help="write source/assembly text instead of a binary")
+@click.option("--emit", type=click.Choice(["ir", "opt-ir", "schedule", "source", "asm", "obj", "lib"]),
+              help="what to write")
+@click.option("-e", "--entry", multiple=True, help="composite to compile (default: every one)")
+@diagnostics
+def compile_cmd(file: str, runtime: str, defines: tuple[str, ...], opt: int, rules: tuple[str, ...],
+                no_cache: bool, plugin: str | None, verbose: bool, output: str | None, asm: bool,
+                emit: str | None, entry: tuple[str, ...]) -> None:
+    """Compile FILE."""
+    from caten.cli.compile import compile_file
+
+    compile_file(file, runtime, parse_defines(defines), opt, list(rules), not no_cache, plugin, verbose,
+                 output, asm, emit, list(entry))
+
+
+@cli.command("run", epilog=EXAMPLES)
+@click.argument("file", type=click.Path())
+@click.argument("inputs", nargs=-1)
+@compile_options
+@click.option("-e", "--entry", help="composite to run (default: the last one in the file)")
+@click.option("-o", "output", type=click.Path(), help="output .npy (one output) or .npz (several)")
+@diagnostics
+def run_cmd(file: str, inputs: tuple[str, ...], runtime: str, defines: tuple[str, ...], opt: int,
+            rules: tuple[str, ...], no_cache: bool, plugin: str | None, verbose: bool, entry: str | None,
+            output: str | None) -> None:
+    """Run a composite of FILE on .npy inputs given as NAME=PATH.npy."""
+    from caten.cli.run import run_file
+
+    run_file(file, list(inputs), runtime, parse_defines(defines), opt, list(rules), not no_cache, plugin,
+             verbose, entry, output)
+
+
+@cli.command("ops")
+@diagnostics
+def ops_cmd() -> None:
+    """List the principal ops and the library composites with their doc lines."""
+    from caten.cli.info import print_ops
+
+    print_ops()
+
+
+@cli.command("runtimes")
+@click.option("--plugin", type=click.Path(), help="load a runtime plugin from a Python file first")
+@diagnostics
+def runtimes_cmd(plugin: str | None) -> None:
+    """List runtimes, whether each is available here, and why not."""
+    from caten.cli.info import print_runtimes
+
+    print_runtimes(plugin)
+
+
+def main() -> None:
+    cli(prog_name="caten")

@@ -1,0 +1,68 @@
+"""`caten run FILE [NAME=PATH.npy ...] [-o OUT]`: run one composite on .npy inputs."""
+
+from __future__ import annotations
+
+import click
+import numpy as np
+
+from caten.errors import Error, Span
+
+
+def _load_array(path: str) -> np.ndarray:
+    try:
+        a = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise Error(f"no such input file: {path}") from None
+    except (ValueError, OSError) as e:
+        raise Error(f"cannot read {path} as .npy: {e}") from None
+    if not isinstance(a, np.ndarray):
+        raise Error(f"{path} holds several arrays; pass a .npy file per input")
+    return a
+
+
+def run_file(file: str, inputs: list[str], runtime: str, defines: dict[str, str], opt: int, rules: list[str],
+             use_cache: bool, plugin: str | None, verbose: bool, entry: str | None, output: str | None) -> None:
+    import caten
+
+    mod = caten.load(file, runtime=runtime, rules=rules, defines=defines, opt_level=opt, plugin=plugin,
+                     use_cache=use_cache)
+    src = mod.source
+    if not src.names:
+        raise Error(f"{file} defines no composite", Span(file, 1, 1))
+    name = entry or src.names[-1]
+    cdef = src.entry(name)
+    params = [p.name for p in cdef.params]
+    given: dict[str, np.ndarray] = {}
+    positional = []
+    for arg in inputs:
+        if "=" in arg:
+            k, v = arg.split("=", 1)
+            if k not in params:
+                from caten.errors import closest
+
+                g = closest(k, params)
+                raise Error(f"`{name}` has no input named {k}" + (f"; did you mean {g}?" if g else
+                            f" (inputs: {', '.join(params)})"))
+            given[k] = _load_array(v)
+        else:
+            positional.append(_load_array(arg))
+    for p in params:
+        if p not in given and positional:
+            given[p] = positional.pop(0)
+    missing = [p for p in params if p not in given]
+    if missing:
+        raise Error(f"`{name}` needs input{'s' if len(missing) > 1 else ''} {', '.join(missing)}",
+                    hint=" ".join(f"{p}=PATH.npy" for p in params))
+    result = getattr(mod, name.replace("-", "_"))(*(given[p] for p in params))
+    outs = result if isinstance(result, tuple) else (result,)
+    onames = [o.name for o in cdef.outputs]
+    if output:
+        if len(outs) == 1 and not output.endswith(".npz"):
+            np.save(output, outs[0])
+        else:
+            np.savez(output, **dict(zip(onames, outs)))
+        if verbose:
+            click.echo(f"wrote {output}", err=True)
+    else:
+        for n, o in zip(onames, outs):
+            click.echo(f"{n} = {np.array2string(o, threshold=50)}")

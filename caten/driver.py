@@ -1,0 +1,72 @@
+"""The compiler driver: source -> definitions -> (per entry and dtype binding) Program.
+
+One place that strings the stages together, used by both the Python API and the CLI.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from caten.elaborate.elaborator import Elaborator
+from caten.errors import Error, Span
+from caten.ir.dtypes import DType
+from caten.ir.program import Program
+from caten.read.program import CompositeDef, Unit, load_unit_file, load_unit_text
+
+
+@dataclass
+class Source:
+    """A loaded program: its composites by name, and where it came from."""
+    unit: Unit
+    file: str
+    by_name: dict[str, list[CompositeDef]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for c in self.unit.composites:
+            self.by_name.setdefault(c.name, []).append(c)
+
+    def entry(self, name: str) -> CompositeDef:
+        if name not in self.by_name:
+            from caten.errors import closest
+
+            guess = closest(name, self.by_name)
+            raise Error(f"no composite named `{name}` in {self.file}", Span(self.file, 1, 1),
+                        f"did you mean `{guess}`?" if guess else f"it defines: {', '.join(self.by_name) or 'nothing'}")
+        return self.by_name[name][-1]
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.by_name)
+
+
+def read_source(path: str) -> Source:
+    return Source(load_unit_file(path), path)
+
+
+def read_text(text: str, file: str = "<string>", yaml: bool = False) -> Source:
+    return Source(load_unit_text(text, file, yaml), file)
+
+
+def split_defines(defines: dict[str, object] | None) -> tuple[dict[str, DType], dict[str, int]]:
+    """-D NAME=VALUE: dtype names bind type variables, integers bind dims."""
+    from caten.ir import dtypes as T
+
+    types, dims = {}, {}
+    for k, v in (defines or {}).items():
+        if isinstance(v, DType):
+            types[k] = v
+        elif isinstance(v, str) and T.lookup(v):
+            types[k] = T.lookup(v)
+        else:
+            try:
+                dims[k] = int(v)
+            except (TypeError, ValueError):
+                raise Error(f"-D {k}={v}: expected an integer dimension or a dtype name") from None
+    return types, dims
+
+
+def compile_program(src: Source, cdef: CompositeDef, types: dict[str, DType], dims: dict[str, int],
+                    opt_level: int = 2, rules: list | None = None) -> Program:
+    """Elaborate one composite for one binding into a Program (rewrites plug in here)."""
+    user = {k: v for k, v in src.by_name.items()}
+    return Elaborator(user).compile(cdef, types, dims)

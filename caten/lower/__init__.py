@@ -1,0 +1,270 @@
+"""Lowering: a scheduled kernel (a group of realized nodes sharing outer loops) -> loop IR.
+
+Every realized node becomes a stage inside the kernel's outer loops: a store loop nest, a
+register reduction (accumulator, then one store), or a memory reduction (accumulate into
+the output slab, the loop order of the source so the innermost loop stays contiguous).
+Inlined nodes are computed where they are used; VIEWs become index arithmetic with masks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from caten.ir import dims as D
+from caten.ir import dtypes as T
+from caten.ir.dims import Dim
+from caten.ir.graph import Node
+from caten.ir.ops import Op
+from caten.lower import loopir as L
+from caten.lower.index import Aff, flatten, unflatten
+from caten.lower.loopir import X
+from caten.schedule import LOWP, Schedule, Unfusable, max_outer, reduce_mode
+
+_REDUCE_ALU = {"add": Op.ADD, "mul": Op.MUL, "max": Op.MAX}
+
+
+def identity(op: str, dtype) -> X:
+    if op == "add":
+        return L.const(False if dtype.is_bool else 0.0 if dtype.is_float else 0, dtype)
+    if op == "mul":
+        return L.const(True if dtype.is_bool else 1.0 if dtype.is_float else 1, dtype)
+    if dtype.is_bool:
+        return L.const(False, dtype)
+    if dtype.is_float:
+        return L.const(float("-inf"), dtype)
+    if dtype.kind == "uint":
+        return L.const(0, dtype)
+    return L.const(-(1 << (dtype.bits - 1)), dtype)
+
+
+class Coords:
+    """Coordinates in a shape, held as per-axis affine forms, a flat offset, or both."""
+
+    __slots__ = ("shape", "_axes", "_flat")
+
+    def __init__(self, shape: Sequence[Dim], axes: list[Aff] | None = None, flat: Aff | None = None):
+        self.shape, self._axes, self._flat = tuple(shape), axes, flat
+
+    def flat(self) -> Aff:
+        if self._flat is None:
+            self._flat = flatten(self._axes, self.shape)
+        return self._flat
+
+    def axes(self, ranges) -> list[Aff]:
+        if self._axes is None:
+            self._axes = unflatten(self._flat, self.shape, ranges)
+        return self._axes
+
+    def key(self) -> tuple:
+        return ("f", self.flat().key())
+
+
+class KernelLowerer:
+    def __init__(self, name: str, members: list[Node], outer: int, realized: set[Node],
+                 bufname: Callable[[Node], str | None], modes: dict[Node, str] | None = None):
+        self.name, self.members, self.p, self.realized = name, members, outer, realized
+        self.bufname = bufname
+        self.modes = modes or {}
+        self.done: set[Node] = set()
+        self.scalars: dict[Node, X] = {}
+        self.ranges: dict[X, tuple[Dim, Dim]] = {}
+        self.memo: dict = {}
+        self.nvar = 0
+        self.bufs: dict[str, tuple] = {}
+        shape = members[0].src[0].shape if members[0].op is Op.REDUCE else members[0].shape
+        self.outer_shape = tuple(shape[:outer])
+        self.outer_vars = [self.newvar(f"o{i}", d) for i, d in enumerate(self.outer_shape)]
+
+    def newvar(self, hint: str, extent: Dim) -> X:
+        v = L.var(f"{hint}_{self.nvar}")
+        self.nvar += 1
+        self.ranges[v] = (0, D.add(extent, -1))
+        return v
+
+    # values -----------------------------------------------------------------------------------
+    def check_outer(self, n: Node, c: Coords) -> None:
+        axes = c.axes(self.ranges)
+        for i, v in enumerate(self.outer_vars):
+            if self.outer_shape[i] == 1:
+                continue
+            if axes[i] != Aff.of(v):
+                raise Unfusable(f"{n} is read at other outer coordinates")
+
+    def load(self, n: Node, c: Coords) -> X:
+        buf = self.bufname(n)
+        self.bufs[buf] = n.dtype
+        return L.load(buf, c.flat().expr(), n.dtype)
+
+    def val(self, n: Node, c: Coords, root: bool = False) -> X:
+        if not root:
+            if n in self.scalars:
+                self.check_outer(n, c)
+                return self.scalars[n]
+            if n in self.done:
+                self.check_outer(n, c)
+                return self.load(n, c)
+            if n in self.realized:
+                if n in self.members:
+                    raise Unfusable("a later stage is read")
+                return self.load(n, c)
+        key = (n, c.key(), root, tuple(sorted(((id(a), D._key(b[0]), D._key(b[1])) for a, b in self.ranges.items()))))
+        hit = self.memo.get(key)
+        if hit is None:
+            hit = self.memo[key] = self._val(n, c)
+        return hit
+
+    def _val(self, n: Node, c: Coords) -> X:
+        op = n.op
+        if op is Op.BUFFER:
+            return self.load(n, c)
+        if op is Op.CONST:
+            v = n.arg
+            if isinstance(v, (bool, int, float)):
+                return L.const(v, n.dtype)
+            return L.alu(Op.CAST, n.dtype, L.dim(v))
+        if op is Op.INDEX:
+            a = c.axes(self.ranges)[n.arg[1]].expr()
+            return a if n.dtype == T.i64 else L.alu(Op.CAST, n.dtype, a)
+        if op is Op.RAND:
+            return X.make("rand", T.u32, (c.flat().expr(),), n.arg[1])
+        if op is Op.COPY:
+            return self.val(n.src[0], c)
+        if op is Op.VIEW:
+            return self.view(n, c)
+        if op is Op.REDUCE or op is Op.EXTERN:
+            raise NotImplementedError(f"{op.value} inside an expression")
+        srcs = [self.val(s, c) for s in n.src]
+        if op is Op.CAST:
+            return srcs[0] if n.src[0].dtype == n.dtype else L.alu(Op.CAST, n.dtype, srcs[0])
+        return L.alu(op, n.dtype, *srcs)
+
+    def view(self, n: Node, c: Coords) -> X:
+        v = n.arg
+        src = n.src[0]
+        axes = c.axes(self.ranges)
+        off = Aff(const=v.offset)
+        for a, s in zip(axes, v.strides):
+            if s != 0:
+                off = off.add(a.scale(s))
+        if v.mask is None:
+            return self.val(src, Coords(src.shape, flat=off))
+        cond = None
+        saved = dict(self.ranges)
+        for a, (lo, hi), d in zip(axes, v.mask, v.shape):
+            e = a.expr()
+            if lo != 0:
+                cond = L.land(cond, L.alu(Op.NOT, T.bool_, L.icmplt(e, L.dim(lo))))
+            if hi != d:
+                cond = L.land(cond, L.icmplt(e, L.dim(hi)))
+            if len(a.terms) == 1 and a.const == 0:
+                (atom, k), = a.terms.items()
+                if k == 1 and atom in self.ranges:
+                    self.ranges[atom] = (lo, D.add(hi, -1))
+        try:
+            inner = self.val(src, Coords(src.shape, flat=off))
+        finally:
+            self.ranges = saved
+        if cond is None:
+            return inner
+        return X.make("masked", n.dtype, (cond, inner))
+
+    # stages -------------------------------------------------------------------------------------
+    def loops(self, shape: Sequence[Dim], axes: Sequence[int], hint: str) -> tuple[list[X], list]:
+        """Loop vars for `axes` of shape; returns vars and a (outermost, innermost-body) pair."""
+        vs = [self.newvar(f"{hint}{a}", shape[a]) for a in axes]
+        return vs, vs
+
+    def nest(self, vs: list[X], shape_of: list[Dim], body: list) -> list:
+        for v, d in reversed(list(zip(vs, shape_of))):
+            body = [L.Loop(v.arg, L.dim(d), body)]
+        return body
+
+    def stage(self, n: Node, si: int) -> list:
+        p = self.p
+        if n.op is not Op.REDUCE:
+            inner = list(range(p, n.rank))
+            vs = [self.newvar(f"s{si}a{a}", n.shape[a]) for a in inner]
+            c = Coords(n.shape, axes=[Aff.of(v) for v in self.outer_vars + vs])
+            val = self.val(n, c, root=True)
+            buf = self.bufname(n)
+            self.bufs[buf] = n.dtype
+            self.done.add(n)
+            return self.nest(vs, [n.shape[a] for a in inner], [L.Store(buf, c.flat().expr(), val)])
+        src = n.src[0]
+        rop, axes = n.arg
+        mode = self.modes.get(n) or reduce_mode(n, p)
+        acc_dt = T.f32 if n.dtype.name in LOWP else n.dtype
+        alu = _REDUCE_ALU[rop]
+        if rop == "max" and n.dtype.is_bool:
+            alu = Op.OR
+        buf = self.bufname(n)
+        if mode == "memory":
+            inner = list(range(p, n.rank))
+            ivs = [self.newvar(f"s{si}i{a}", n.shape[a]) for a in inner]
+            ci = Coords(n.shape, axes=[Aff.of(v) for v in self.outer_vars + ivs])
+            init = self.nest(ivs, [n.shape[a] for a in inner],
+                             [L.Store(buf, ci.flat().expr(), identity(rop, n.dtype))])
+            vs = [self.newvar(f"s{si}a{a}", src.shape[a]) for a in range(p, src.rank)]
+            allv = self.outer_vars + vs
+            cs = Coords(src.shape, axes=[Aff.of(v) for v in allv])
+            co = Coords(n.shape, axes=[Aff() if i in axes else Aff.of(v) for i, v in enumerate(allv)])
+            idx = co.flat().expr()
+            v = self.val(src, cs)
+            upd = L.alu(alu, n.dtype, L.load(buf, idx, n.dtype), v, arg="acc")
+            self.bufs[buf] = n.dtype
+            self.done.add(n)
+            return init + self.nest(vs, [src.shape[a] for a in range(p, src.rank)], [L.Store(buf, idx, upd)])
+        keep = [a for a in range(p, src.rank) if a not in axes]
+        red = [a for a in range(p, src.rank) if a in axes]
+        kvs = [self.newvar(f"s{si}k{a}", src.shape[a]) for a in keep]
+        rvs = [self.newvar(f"s{si}r{a}", src.shape[a]) for a in red]
+        vmap = dict(zip(range(p), self.outer_vars)) | dict(zip(keep, kvs)) | dict(zip(red, rvs))
+        cs = Coords(src.shape, axes=[Aff.of(vmap[i]) for i in range(src.rank)])
+        acc = f"acc{si}_{self.nvar}"
+        self.nvar += 1
+        v = self.val(src, cs)
+        if acc_dt != n.dtype:
+            v = L.alu(Op.CAST, acc_dt, v)
+        upd = L.alu(alu, acc_dt, L.var(acc, acc_dt), v, arg="acc")
+        body: list = [L.Acc(acc, acc_dt, identity(rop, acc_dt))]
+        body += self.nest(rvs, [src.shape[a] for a in red], [L.SetAcc(acc, upd)])
+        res = L.var(acc, acc_dt)
+        if acc_dt != n.dtype:
+            res = L.alu(Op.CAST, n.dtype, res)
+        if buf is not None:
+            co = Coords(n.shape, axes=[Aff() if i in axes else Aff.of(vmap[i]) for i in range(n.rank)])
+            body.append(L.Store(buf, co.flat().expr(), res))
+            self.bufs[buf] = n.dtype
+        if not keep:
+            self.scalars[n] = res
+        else:
+            self.done.add(n)
+        return self.nest(kvs, [src.shape[a] for a in keep], body)
+
+    def lower(self) -> list:
+        body: list = []
+        for si, n in enumerate(self.members):
+            body += self.stage(n, si)
+        return self.nest(self.outer_vars, list(self.outer_shape), body)
+
+
+def check_group(members: list[Node], outer: int, realized: set[Node]) -> None:
+    """The scheduler's veto: can these nodes share `outer` loops?"""
+    for n in members:
+        if n.op is Op.REDUCE and max_outer(n) < outer:
+            raise Unfusable("reduce axis inside the outer loops")
+    KernelLowerer("check", members, outer, realized, lambda n: "b").lower()
+
+
+def lower(sched: Schedule) -> list[L.Kernel]:
+    """Loop-IR kernels of a schedule, one per scheduled kernel, in execution order."""
+    out: list[L.Kernel] = []
+    realized = {s.node for k in sched.kernels for s in k.stages}
+    for k in sched.kernels:
+        modes = {s.node: s.mode for s in k.stages if s.kind == "reduce"}
+        kl = KernelLowerer(k.name, [s.node for s in k.stages], k.outer, realized,
+                           lambda n: sched.node_buf.get(n), modes)
+        body = kl.lower()
+        params = [L.BufParam(b, sched.buffers[b].dtype, sched.buffers[b].role) for b in kl.bufs if b is not None]
+        out.append(L.Kernel(k.name, params, list(sched.program.dims), body))
+    return out

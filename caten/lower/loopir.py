@@ -1,0 +1,184 @@
+"""The loop IR: what a kernel is after lowering, shared by every renderer (LLVM, C-like).
+
+Expressions (`X`) are hash-consed trees; statements are plain objects. Index arithmetic is
+i64; `idiv`/`imod` on indices assume a non-negative numerator and a positive divisor
+(renderers may use truncating division). Values of f16/bf16 live in registers as f32 and
+are rounded after every op, as the reference does.
+
+Expression ops (`X.op`):
+  "const" arg=value | "dim" arg=Dim (i64) | "var" arg=name | "load" arg=buffer, src=(idx,)
+  "masked" src=(cond, value): value if cond else 0, value evaluated only under cond
+  "rand" arg=seed src=(ctr i64,) -> u32 | "idiv"/"imod" (index math) | an `Op` (ALU, CAST, WHERE)
+  An `Op.ADD/MUL/MAX` with arg "acc" is a reduction update that may be reassociated.
+Statements: Loop(var, extent, body), Store(buf, idx, value), Acc(var, dtype, init),
+  SetAcc(var, value).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+from caten.ir import dtypes as T
+from caten.ir.dtypes import DType
+from caten.ir.ops import Op
+
+IDX = T.i64
+
+
+def _argkey(a: Any) -> Any:
+    if isinstance(a, float):
+        return ("f", struct.pack("<d", a))
+    if isinstance(a, bool):
+        return ("b", a)
+    if isinstance(a, int):
+        return ("i", a)
+    return a
+
+
+class X:
+    __slots__ = ("op", "dtype", "src", "arg", "__weakref__")
+    _intern: dict = {}
+
+    op: Any
+    dtype: DType
+    src: tuple
+    arg: Any
+
+    @classmethod
+    def make(cls, op: Any, dtype: DType, src: tuple = (), arg: Any = None) -> X:
+        key = (op, dtype, tuple(id(s) for s in src), _argkey(arg))
+        hit = cls._intern.get(key)
+        if hit is not None:
+            return hit
+        x = object.__new__(cls)
+        x.op, x.dtype, x.src, x.arg = op, dtype, tuple(src), arg
+        cls._intern[key] = x
+        return x
+
+    def __repr__(self) -> str:
+        if self.op == "const":
+            return repr(self.arg)
+        if self.op in ("var", "dim"):
+            return str(self.arg)
+        if self.op == "load":
+            return f"{self.arg}[{self.src[0]!r}]"
+        name = self.op.value.lower() if isinstance(self.op, Op) else self.op
+        return f"({name} {' '.join(map(repr, self.src))})"
+
+
+def const(v: Any, dtype: DType = IDX) -> X:
+    return X.make("const", dtype, (), v)
+
+
+def var(name: str, dtype: DType = IDX) -> X:
+    return X.make("var", dtype, (), name)
+
+
+def dim(d: Any) -> X:
+    if isinstance(d, int):
+        return const(d)
+    return X.make("dim", IDX, (), d)
+
+
+def load(buf: str, idx: X, dtype: DType) -> X:
+    return X.make("load", dtype, (idx,), buf)
+
+
+def alu(op: Op, dtype: DType, *src: X, arg: Any = None) -> X:
+    return X.make(op, dtype, tuple(src), arg)
+
+
+# index arithmetic with folding -------------------------------------------------------------
+def iadd(a: X, b: X) -> X:
+    if a.op == "const" and a.arg == 0:
+        return b
+    if b.op == "const" and b.arg == 0:
+        return a
+    if a.op == "const" and b.op == "const":
+        return const(a.arg + b.arg)
+    return alu(Op.ADD, IDX, a, b)
+
+
+def imul(a: X, b: X) -> X:
+    if a.op == "const":
+        a, b = b, a
+    if b.op == "const":
+        if b.arg == 0:
+            return const(0)
+        if b.arg == 1:
+            return a
+        if a.op == "const":
+            return const(a.arg * b.arg)
+    return alu(Op.MUL, IDX, a, b)
+
+
+def icmplt(a: X, b: X) -> X:
+    return alu(Op.CMPLT, T.bool_, a, b)
+
+
+def land(a: X | None, b: X) -> X:
+    return b if a is None else alu(Op.AND, T.bool_, a, b)
+
+
+# statements ----------------------------------------------------------------------------------
+@dataclass
+class Loop:
+    var: str
+    extent: X
+    body: list = field(default_factory=list)
+
+
+@dataclass
+class Store:
+    buf: str
+    idx: X
+    value: X
+
+
+@dataclass
+class Acc:
+    var: str
+    dtype: DType
+    init: X
+
+
+@dataclass
+class SetAcc:
+    var: str
+    value: X
+
+
+@dataclass
+class BufParam:
+    name: str
+    dtype: DType
+    role: str  # "in" | "out" | "temp"
+
+
+@dataclass
+class Kernel:
+    """One function: loops over buffers passed by pointer, dims passed as i64."""
+    name: str
+    params: list[BufParam]
+    dims: list[str]
+    body: list
+
+    def dump(self) -> str:
+        lines = [f"kernel {self.name}({', '.join(f'{p.role} {p.dtype} *{p.name}' for p in self.params)}"
+                 f"{''.join(', i64 ' + d for d in self.dims)})"]
+
+        def walk(stmts: list, ind: str) -> None:
+            for s in stmts:
+                if isinstance(s, Loop):
+                    lines.append(f"{ind}for {s.var} in 0..{s.extent!r}:")
+                    walk(s.body, ind + "  ")
+                elif isinstance(s, Store):
+                    lines.append(f"{ind}{s.buf}[{s.idx!r}] = {s.value!r}")
+                elif isinstance(s, Acc):
+                    lines.append(f"{ind}{s.dtype} {s.var} = {s.init!r}")
+                elif isinstance(s, SetAcc):
+                    lines.append(f"{ind}{s.var} = {s.value!r}")
+        walk(self.body, "  ")
+        return "\n".join(lines)

@@ -1,0 +1,639 @@
+"""Loop IR -> LLVM IR text for the host CPU.
+
+Text rather than llvmlite.ir because kernels need fast-math flags on reduction updates and
+string function attributes ("prefer-vector-width"="512"), which llvmlite.ir cannot spell.
+EXP2/LOG2/SIN are inline polynomials (vectorizable; no libm call in a loop). f16/bf16 are
+computed in f32 and rounded after every op. Integer division by zero gives 0, never UB.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Sequence
+
+import ml_dtypes
+import numpy as np
+
+from caten.ir import dims as D
+from caten.ir import dtypes as T
+from caten.ir.dtypes import DType
+from caten.ir.ops import Op
+from caten.lower import loopir as L
+from caten.lower.loopir import X
+
+
+def rty(dt: DType) -> str:
+    if dt.is_bool:
+        return "i1"
+    if dt.is_int:
+        return f"i{dt.bits}"
+    return "double" if dt.bits == 64 else "float"
+
+
+def mty(dt: DType) -> str:
+    if dt.is_bool:
+        return "i8"
+    if dt.name == "f16":
+        return "half"
+    if dt.name == "bf16":
+        return "i16"
+    return rty(dt)
+
+
+def _fhex(v: float, ty: str) -> str:
+    if ty == "float":
+        v = float(np.float32(v))
+    return f"0x{struct.unpack('<Q', struct.pack('<d', v))[0]:016X}"
+
+
+def _int(v: int, bits: int) -> str:
+    v &= (1 << bits) - 1
+    if v >= 1 << (bits - 1):
+        v -= 1 << bits
+    return str(v)
+
+
+def const_str(v, dt: DType) -> str:
+    if dt.is_bool:
+        return "true" if v else "false"
+    if dt.is_int:
+        return _int(int(v), dt.bits)
+    v = float(v)
+    if dt.name == "f16":
+        v = float(np.float16(v))
+    elif dt.name == "bf16":
+        v = float(ml_dtypes.bfloat16(v))
+    return _fhex(v, rty(dt))
+
+
+_EXP2_F32 = (1.535336188319500e-4, 1.339887440266574e-3, 9.618437357674640e-3, 5.550332471162809e-2,
+             2.402264791363012e-1, 6.931472028550421e-1)
+_SINPI_F32 = (3.140625, 0.0009670257568359375, 6.2771141529083251953e-07, 1.2154201256553420762e-10)
+_SINPI_F64 = (3.1415926218032836914, 3.1786509424591713469e-08, 1.2246467864107188502e-16,
+              1.2736634327021899816e-24)
+_ROT = (13, 15, 26, 6, 17, 29, 16, 24)
+
+
+class FnGen:
+    """Builds one function's body; values are strings (SSA names or literals)."""
+
+    def __init__(self, mod: ModuleGen, dims: Sequence[str], defines: dict[str, int]):
+        self.mod, self.dims, self.defines = mod, list(dims), defines
+        self.lines: list[str | None] = []
+        self.allocas: list[str] = []
+        self.n = 0
+        self.cur = "entry"
+        self.scopes: list[dict] = [{}]
+        self.accs: dict[str, tuple[str, DType]] = {}
+
+    # plumbing ---------------------------------------------------------------------------------
+    def tmp(self) -> str:
+        self.n += 1
+        return f"%t{self.n}"
+
+    def label(self, hint: str) -> str:
+        self.n += 1
+        return f"{hint}{self.n}"
+
+    def emit(self, s: str) -> None:
+        self.lines.append("  " + s)
+
+    def block(self, name: str) -> None:
+        self.lines.append(f"{name}:")
+        self.cur = name
+
+    def ins(self, text: str) -> str:
+        t = self.tmp()
+        self.emit(f"{t} = {text}")
+        return t
+
+    def call(self, name: str, ret: str, args: Sequence[tuple[str, str]]) -> str:
+        self.mod.declare(name, ret, [a for a, _ in args])
+        return self.ins(f"call {ret} @{name}({', '.join(f'{t} {v}' for t, v in args)})")
+
+    def intr(self, base: str, ty: str, *vals: str) -> str:
+        suffix = {"float": "f32", "double": "f64"}.get(ty, ty)
+        return self.call(f"llvm.{base}.{suffix}", ty, [(ty, v) for v in vals])
+
+    def fop(self, op: str, ty: str, a: str, b: str, flags: str = "contract") -> str:
+        return self.ins(f"{op} {flags} {ty} {a}, {b}" if flags else f"{op} {ty} {a}, {b}")
+
+    def fc(self, v: float, ty: str) -> str:
+        return _fhex(v, ty)
+
+    def select(self, c: str, ty: str, a: str, b: str) -> str:
+        return self.ins(f"select i1 {c}, {ty} {a}, {ty} {b}")
+
+    def fcmp(self, pred: str, ty: str, a: str, b: str) -> str:
+        return self.ins(f"fcmp {pred} {ty} {a}, {b}")
+
+    def icmp(self, pred: str, ty: str, a: str, b: str) -> str:
+        return self.ins(f"icmp {pred} {ty} {a}, {b}")
+
+    def conv(self, op: str, fty: str, v: str, tty: str) -> str:
+        return self.ins(f"{op} {fty} {v} to {tty}")
+
+    # values -------------------------------------------------------------------------------------
+    def v(self, x: X) -> str:
+        if x.op == "const":
+            return const_str(x.arg, x.dtype)
+        if x.op == "var" and x.arg in self.accs:
+            ptr, dt = self.accs[x.arg]
+            return self.ins(f"load {rty(dt)}, ptr {ptr}")
+        for sc in reversed(self.scopes):
+            r = sc.get(x)
+            if r is not None:
+                return r
+        r = self._v(x)
+        self.scopes[-1][x] = r
+        return r
+
+    def dimval(self, d) -> str:
+        if isinstance(d, int):
+            return str(d)
+        total = None
+        for m, c in sorted(d.terms.items(), key=lambda mc: repr(mc[0])):
+            term = str(c)
+            for a in m:
+                av = self.atom(a)
+                term = av if term == "1" else self.ins(f"mul i64 {term}, {av}")
+            total = term if total is None else self.ins(f"add i64 {total}, {term}")
+        return total or "0"
+
+    def atom(self, a) -> str:
+        if a.op == "sym":
+            name = a.args[0]
+            if name in self.defines:
+                return str(int(self.defines[name]))
+            if name not in self.dims:
+                raise KeyError(f"dimension {name} is neither a dynamic dim nor defined")
+            return f"%d_{name}"
+        x, y = (self.dimval(s) for s in a.args)
+        if a.op in ("idiv", "mod"):
+            z = self.icmp("eq", "i64", y, "0")
+            ys = self.select(z, "i64", "1", y)
+            q = self.ins(f"{'sdiv' if a.op == 'idiv' else 'srem'} i64 {x}, {ys}")
+            if a.op == "idiv":  # floor
+                r = self.ins(f"srem i64 {x}, {ys}")
+                fix = self.ins(f"and i1 {self.icmp('ne', 'i64', r, '0')}, "
+                               f"{self.icmp('slt', 'i64', self.ins(f'xor i64 {r}, {ys}'), '0')}")
+                q = self.ins(f"sub i64 {q}, {self.conv('zext', 'i1', fix, 'i64')}")
+            else:
+                fix = self.ins(f"and i1 {self.icmp('ne', 'i64', q, '0')}, "
+                               f"{self.icmp('slt', 'i64', self.ins(f'xor i64 {q}, {ys}'), '0')}")
+                q = self.select(fix, "i64", self.ins(f"add i64 {q}, {ys}"), q)
+            return self.select(z, "i64", "0", q)
+        c = self.icmp("sgt" if a.op == "max" else "slt", "i64", x, y)
+        return self.select(c, "i64", x, y)
+
+    def _v(self, x: X) -> str:
+        op = x.op
+        if op == "dim":
+            return self.dimval(x.arg)
+        if op == "var":
+            return f"%v_{x.arg}"
+        if op == "load":
+            return self.load(x.arg, self.v(x.src[0]), x.dtype)
+        if op == "masked":
+            return self.masked(x)
+        if op == "rand":
+            return self.threefry(self.v(x.src[0]), x.arg)
+        if op in ("idiv", "imod"):
+            a, b = self.v(x.src[0]), self.v(x.src[1])
+            return self.ins(f"{'sdiv' if op == 'idiv' else 'srem'} i64 {a}, {b}")
+        if op is Op.CAST:
+            return self.cast(self.v(x.src[0]), x.src[0].dtype, x.dtype)
+        srcs = [self.v(s) for s in x.src]
+        return self.alu(op, x.dtype, x.src[0].dtype if x.src else x.dtype, srcs, x.arg)
+
+    def masked(self, x: X) -> str:
+        cond = self.v(x.src[0])
+        pre = self.cur
+        lt, lj = self.label("mt"), self.label("mj")
+        self.emit(f"br i1 {cond}, label %{lt}, label %{lj}")
+        self.block(lt)
+        self.scopes.append({})
+        val = self.v(x.src[1])
+        self.scopes.pop()
+        tend = self.cur
+        self.emit(f"br label %{lj}")
+        self.block(lj)
+        ty = rty(x.dtype)
+        zero = "false" if ty == "i1" else "0" if ty.startswith("i") else self.fc(0.0, ty)
+        return self.ins(f"phi {ty} [{val}, %{tend}], [{zero}, %{pre}]")
+
+    # memory -------------------------------------------------------------------------------------
+    def ptr(self, buf: str, idx: str, dt: DType) -> str:
+        return self.ins(f"getelementptr inbounds {mty(dt)}, ptr %b_{buf}, i64 {idx}")
+
+    def load(self, buf: str, idx: str, dt: DType) -> str:
+        p = self.ptr(buf, idx, dt)
+        raw = self.ins(f"load {mty(dt)}, ptr {p}, align {dt.itemsize}")
+        if dt.is_bool:
+            return self.icmp("ne", "i8", raw, "0")
+        if dt.name == "f16":
+            return self.conv("fpext", "half", raw, "float")
+        if dt.name == "bf16":
+            w = self.conv("zext", "i16", raw, "i32")
+            return self.conv("bitcast", "i32", self.ins(f"shl i32 {w}, 16"), "float")
+        return raw
+
+    def store(self, buf: str, idx: str, val: str, dt: DType) -> None:
+        if dt.is_bool:
+            val = self.conv("zext", "i1", val, "i8")
+        elif dt.name == "f16":
+            val = self.conv("fptrunc", "float", val, "half")
+        elif dt.name == "bf16":
+            b = self.conv("bitcast", "float", val, "i32")
+            val = self.conv("trunc", "i32", self.ins(f"lshr i32 {b}, 16"), "i16")
+        p = self.ptr(buf, idx, dt)
+        self.emit(f"store {mty(dt)} {val}, ptr {p}, align {dt.itemsize}")
+
+    # rounding and casts -----------------------------------------------------------------------
+    def round(self, dt: DType, v: str) -> str:
+        if dt.name == "f16":
+            return self.conv("fpext", "half", self.conv("fptrunc", "float", v, "half"), "float")
+        if dt.name == "bf16":
+            b = self.conv("bitcast", "float", v, "i32")
+            lsb = self.ins(f"and i32 {self.ins(f'lshr i32 {b}, 16')}, 1")
+            r = self.ins(f"add i32 {b}, {self.ins(f'add i32 {lsb}, 32767')}")
+            r = self.ins(f"and i32 {r}, -65536")
+            q = self.ins(f"and i32 {self.ins(f'or i32 {b}, 4194304')}, -65536")
+            r = self.select(self.fcmp("uno", "float", v, v), "i32", q, r)
+            return self.conv("bitcast", "i32", r, "float")
+        return v
+
+    def cast(self, v: str, src: DType, dst: DType) -> str:
+        fs, ts = rty(src), rty(dst)
+        if src == dst:
+            return v
+        if dst.is_bool:
+            if src.is_float:
+                return self.fcmp("une", fs, v, self.fc(0.0, fs))
+            return self.icmp("ne", fs, v, "0")
+        if src.is_bool:
+            if dst.is_float:
+                return self.conv("uitofp", "i1", v, ts)
+            return self.conv("zext", "i1", v, ts)
+        if src.is_int and dst.is_int:
+            if src.bits == dst.bits:
+                return v
+            if src.bits > dst.bits:
+                return self.conv("trunc", fs, v, ts)
+            return self.conv("sext" if src.kind == "int" else "zext", fs, v, ts)
+        if src.is_int and dst.is_float:
+            r = self.conv("sitofp" if src.kind == "int" else "uitofp", fs, v, ts)
+            return self.round(dst, r)
+        if src.is_float and dst.is_int:
+            a = self.intr("fabs", fs, v)
+            fin = self.fcmp("one", fs, a, self.fc(math.inf, fs))
+            xs = self.select(fin, fs, v, self.fc(0.0, fs))
+            s = self.call(f"llvm.fptosi.sat.i64.{'f64' if fs == 'double' else 'f32'}", "i64", [(fs, xs)])
+            if dst.kind == "uint":
+                u = self.call(f"llvm.fptoui.sat.i64.{'f64' if fs == 'double' else 'f32'}", "i64", [(fs, xs)])
+                s = self.select(self.fcmp("olt", fs, xs, self.fc(0.0, fs)), "i64", s, u)
+            return s if dst.bits == 64 else self.conv("trunc", "i64", s, ts)
+        # float -> float
+        if fs == "float" and ts == "double":
+            return self.conv("fpext", "float", v, "double")
+        if fs == "double" and ts == "float":
+            v = self.conv("fptrunc", "double", v, "float")
+        return self.round(dst, v)
+
+    # ALU ------------------------------------------------------------------------------------------
+    def alu(self, op: Op, dt: DType, sdt: DType, s: list[str], arg) -> str:
+        ty, sty = rty(dt), rty(sdt)
+        acc = arg == "acc"
+        if op is Op.WHERE:
+            return self.select(s[0], ty, s[1], s[2])
+        if op in (Op.CMPLT, Op.CMPNE):
+            if sdt.is_float:
+                return self.fcmp("olt" if op is Op.CMPLT else "une", sty, s[0], s[1])
+            pred = "ne" if op is Op.CMPNE else ("slt" if sdt.kind == "int" else "ult")
+            return self.icmp(pred, sty, s[0], s[1])
+        if dt.is_float:
+            r = self.falu(op, ty, s, acc)
+            return self.round(dt, r)
+        return self.ialu(op, dt, ty, s, acc)
+
+    def falu(self, op: Op, ty: str, s: list[str], acc: bool) -> str:
+        fl = "reassoc nsz contract" if acc else "contract"
+        if op is Op.ADD:
+            return self.fop("fadd", ty, s[0], s[1], fl)
+        if op is Op.MUL:
+            return self.fop("fmul", ty, s[0], s[1], fl)
+        if op is Op.NEG:
+            return self.ins(f"fneg {ty} {s[0]}")
+        if op is Op.RECIP:
+            return self.fop("fdiv", ty, self.fc(1.0, ty), s[0], "")
+        if op is Op.SQRT:
+            return self.intr("sqrt", ty, s[0])
+        if op is Op.MAX:
+            if acc:
+                return self.intr("maximum", ty, s[0], s[1])
+            c = self.ins(f"or i1 {self.fcmp('oge', ty, s[0], s[1])}, {self.fcmp('uno', ty, s[0], s[0])}")
+            return self.select(c, ty, s[0], s[1])
+        if op is Op.EXP2:
+            return self.exp2(s[0], ty)
+        if op is Op.LOG2:
+            if ty == "float":  # f32 via f64: correctly rounded in practice, still vectorized
+                return self.conv("fptrunc", "double", self.log2(self.conv("fpext", "float", s[0], "double"), "double"),
+                                 "float")
+            return self.log2(s[0], ty)
+        if op is Op.SIN:
+            return self.sin(s[0], ty)
+        if op in (Op.IDIV, Op.MOD):
+            return self.fdivmod(op, ty, s[0], s[1])
+        raise NotImplementedError(f"{op} on floats")
+
+    def ialu(self, op: Op, dt: DType, ty: str, s: list[str], acc: bool) -> str:
+        signed = dt.kind == "int"
+        if op is Op.ADD:
+            return self.ins(f"add {ty} {s[0]}, {s[1]}")
+        if op is Op.MUL:
+            return self.ins(f"mul {ty} {s[0]}, {s[1]}")
+        if op is Op.NEG:
+            return self.ins(f"sub {ty} 0, {s[0]}")
+        if op is Op.NOT:
+            return self.ins(f"xor {ty} {s[0]}, {'true' if ty == 'i1' else -1}")
+        if op in (Op.AND, Op.OR, Op.XOR):
+            return self.ins(f"{op.value.lower()} {ty} {s[0]}, {s[1]}")
+        if op is Op.MAX:
+            if dt.is_bool:
+                return self.ins(f"or i1 {s[0]}, {s[1]}")
+            if acc:
+                return self.intr("smax" if signed else "umax", ty, s[0], s[1])
+            c = self.icmp("sgt" if signed else "ugt", ty, s[0], s[1])
+            return self.select(c, ty, s[0], s[1])
+        if op in (Op.IDIV, Op.MOD):
+            return self.idivmod(op, ty, signed, s[0], s[1])
+        raise NotImplementedError(f"{op} on {dt}")
+
+    def idivmod(self, op: Op, ty: str, signed: bool, a: str, b: str) -> str:
+        z = self.icmp("eq", ty, b, "0")
+        if not signed:
+            bs = self.select(z, ty, "1", b)
+            r = self.ins(f"{'udiv' if op is Op.IDIV else 'urem'} {ty} {a}, {bs}")
+            return self.select(z, ty, "0", r)
+        m1 = self.icmp("eq", ty, b, "-1")
+        bad = self.ins(f"or i1 {z}, {m1}")
+        bs = self.select(bad, ty, "1", b)
+        q = self.ins(f"sdiv {ty} {a}, {bs}")
+        r = self.ins(f"srem {ty} {a}, {bs}")
+        fix = self.ins(f"and i1 {self.icmp('ne', ty, r, '0')}, "
+                       f"{self.icmp('slt', ty, self.ins(f'xor {ty} {r}, {bs}'), '0')}")
+        if op is Op.IDIV:
+            res = self.ins(f"sub {ty} {q}, {self.conv('zext', 'i1', fix, ty)}")
+            res = self.select(m1, ty, self.ins(f"sub {ty} 0, {a}"), res)
+        else:
+            res = self.select(fix, ty, self.ins(f"add {ty} {r}, {bs}"), r)
+            res = self.select(m1, ty, "0", res)
+        return self.select(z, ty, "0", res)
+
+    def fdivmod(self, op: Op, ty: str, a: str, b: str) -> str:
+        """numpy's npy_divmod (floor_divide / remainder) for floats."""
+        zero = self.fc(0.0, ty)
+        mod = self.fop("frem", ty, a, b, "")
+        bz = self.fcmp("oeq", ty, b, zero)
+        mnz = self.fcmp("une", ty, mod, zero)
+        sgn = self.ins(f"xor i1 {self.fcmp('olt', ty, b, zero)}, {self.fcmp('olt', ty, mod, zero)}")
+        fix = self.ins(f"and i1 {mnz}, {sgn}")
+        if op is Op.MOD:
+            m2 = self.select(fix, ty, self.fop("fadd", ty, mod, b, ""), mod)
+            m2 = self.select(mnz, ty, m2, self.intr("copysign", ty, zero, b))
+            return self.select(bz, ty, mod, m2)
+        div = self.fop("fdiv", ty, self.fop("fsub", ty, a, mod, ""), b, "")
+        div = self.select(fix, ty, self.fop("fsub", ty, div, self.fc(1.0, ty), ""), div)
+        fl = self.intr("floor", ty, div)
+        gt = self.fcmp("ogt", ty, self.fop("fsub", ty, div, fl, ""), self.fc(0.5, ty))
+        fl = self.select(gt, ty, self.fop("fadd", ty, fl, self.fc(1.0, ty), ""), fl)
+        q = self.fop("fdiv", ty, a, b, "")
+        res = self.select(self.fcmp("une", ty, div, zero), ty, fl, self.intr("copysign", ty, zero, q))
+        return self.select(bz, ty, q, res)
+
+    # transcendental polynomials ----------------------------------------------------------------
+    def horner(self, x: str, coefs: Sequence[float], ty: str) -> str:
+        acc = self.fc(coefs[0], ty)
+        for c in coefs[1:]:
+            acc = self.fop("fadd", ty, self.fop("fmul", ty, acc, x), self.fc(c, ty))
+        return acc
+
+    def exp2(self, x: str, ty: str) -> str:
+        f64 = ty == "double"
+        ity, mant, bias = ("i64", 52, 1023) if f64 else ("i32", 23, 127)
+        hi, lo = (1024.0, -1080.0) if f64 else (128.0, -150.0)
+        isn = self.fcmp("uno", ty, x, x)
+        xc = self.select(self.fcmp("ogt", ty, x, self.fc(hi, ty)), ty, self.fc(hi, ty), x)
+        xc = self.select(self.fcmp("olt", ty, xc, self.fc(lo, ty)), ty, self.fc(lo, ty), xc)
+        xc = self.select(isn, ty, self.fc(0.0, ty), xc)
+        n = self.intr("floor", ty, self.fop("fadd", ty, xc, self.fc(0.5, ty)))
+        f = self.fop("fsub", ty, xc, n)
+        if f64:
+            coefs = [math.log(2) ** k / math.factorial(k) for k in range(13, 0, -1)]
+            p = self.fop("fmul", ty, self.horner(f, coefs, ty), f)
+        else:
+            p = self.fop("fmul", ty, self.horner(f, _EXP2_F32, ty), f)
+        r = self.fop("fadd", ty, p, self.fc(1.0, ty))
+        ni = self.conv("fptosi", ty, n, ity)
+        n1 = self.ins(f"ashr {ity} {ni}, 1")
+        n2 = self.ins(f"sub {ity} {ni}, {n1}")
+        s1 = self.conv("bitcast", ity, self.ins(f"shl {ity} {self.ins(f'add {ity} {n1}, {bias}')}, {mant}"), ty)
+        s2 = self.conv("bitcast", ity, self.ins(f"shl {ity} {self.ins(f'add {ity} {n2}, {bias}')}, {mant}"), ty)
+        res = self.fop("fmul", ty, self.fop("fmul", ty, r, s1), s2)
+        return self.select(isn, ty, x, res)
+
+    def log2(self, x: str, ty: str) -> str:
+        f64 = ty == "double"
+        if f64:
+            ity, mant, bias, one, minn, sc = "i64", 52, 1023, 0x3FF0000000000000, 2.0 ** -1022, 52
+        else:
+            ity, mant, bias, one, minn, sc = "i32", 23, 127, 0x3F800000, 2.0 ** -126, 23
+        small = self.fcmp("olt", ty, x, self.fc(minn, ty))
+        xs = self.select(small, ty, self.fop("fmul", ty, x, self.fc(2.0 ** sc, ty)), x)
+        bits = self.conv("bitcast", ty, xs, ity)
+        e = self.ins(f"sub {ity} {self.ins(f'lshr {ity} {bits}, {mant}')}, {bias}")
+        mb = self.ins(f"or {ity} {self.ins(f'and {ity} {bits}, {(1 << mant) - 1}')}, {_int(one, 64 if f64 else 32)}")
+        m = self.conv("bitcast", ity, mb, ty)
+        big = self.fcmp("ogt", ty, m, self.fc(math.sqrt(2.0), ty))
+        m = self.select(big, ty, self.fop("fmul", ty, m, self.fc(0.5, ty)), m)
+        e = self.ins(f"add {ity} {e}, {self.conv('zext', 'i1', big, ity)}")
+        e = self.ins(f"sub {ity} {e}, {self.select(small, ity, str(sc), '0')}")
+        s = self.fop("fdiv", ty, self.fop("fsub", ty, m, self.fc(1.0, ty)),
+                     self.fop("fadd", ty, m, self.fc(1.0, ty)), "")
+        s2 = self.fop("fmul", ty, s, s)
+        nterm = 11 if f64 else 5
+        coefs = [2.0 / (2 * k + 1) for k in range(nterm - 1, -1, -1)]
+        ln = self.fop("fmul", ty, self.horner(s2, coefs, ty), s)
+        ef = self.conv("sitofp", ity, e, ty)
+        res = self.fop("fadd", ty, ef, self.fop("fmul", ty, ln, self.fc(1 / math.log(2), ty)))
+        res = self.select(self.fcmp("oeq", ty, x, self.fc(0.0, ty)), ty, self.fc(-math.inf, ty), res)
+        res = self.select(self.fcmp("olt", ty, x, self.fc(0.0, ty)), ty, self.fc(math.nan, ty), res)
+        res = self.select(self.fcmp("oeq", ty, x, self.fc(math.inf, ty)), ty, x, res)
+        return self.select(self.fcmp("uno", ty, x, x), ty, x, res)
+
+    def sin(self, x: str, ty: str) -> str:
+        f64 = ty == "double"
+        fin = self.fcmp("one", ty, self.intr("fabs", ty, x), self.fc(math.inf, ty))
+        xs = self.select(fin, ty, x, self.fc(0.0, ty))
+        k = self.intr("rint", ty, self.fop("fmul", ty, xs, self.fc(1 / math.pi, ty)))
+        nk = self.ins(f"fneg {ty} {k}")
+        r = xs
+        for part in (_SINPI_F64 if f64 else _SINPI_F32):
+            r = self.call(f"llvm.fma.{'f64' if f64 else 'f32'}", ty, [(ty, nk), (ty, self.fc(part, ty)), (ty, r)])
+        ki = self.call(f"llvm.fptosi.sat.i64.{'f64' if f64 else 'f32'}", "i64", [(ty, k)])
+        odd = self.conv("trunc", "i64", ki, "i1")
+        r2 = self.fop("fmul", ty, r, r)
+        nmax = 12 if f64 else 7
+        coefs = [(-1) ** j / math.factorial(2 * j + 1) for j in range(nmax - 1, 0, -1)]
+        p = self.fop("fadd", ty, r, self.fop("fmul", ty, self.fop("fmul", ty, r, r2), self.horner(r2, coefs, ty)))
+        res = self.select(odd, ty, self.ins(f"fneg {ty} {p}"), p)
+        return self.select(fin, ty, res, self.fc(math.nan, ty))
+
+    def threefry(self, ctr: str, seed: int) -> str:
+        k0, k1 = seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF
+        ks = (k0, k1, 0x1BD11BDA ^ k0 ^ k1)
+        c0 = self.conv("trunc", "i64", ctr, "i32")
+        c1 = self.conv("trunc", "i64", self.ins(f"lshr i64 {ctr}, 32"), "i32")
+        x0 = self.ins(f"add i32 {c0}, {_int(ks[0], 32)}")
+        x1 = self.ins(f"add i32 {c1}, {_int(ks[1], 32)}")
+        for r in range(20):
+            x0 = self.ins(f"add i32 {x0}, {x1}")
+            rot = self.call("llvm.fshl.i32", "i32", [("i32", x1), ("i32", x1), ("i32", str(_ROT[r % 8]))])
+            x1 = self.ins(f"xor i32 {rot}, {x0}")
+            if r % 4 == 3:
+                i = r // 4 + 1
+                x0 = self.ins(f"add i32 {x0}, {_int(ks[i % 3], 32)}")
+                x1 = self.ins(f"add i32 {x1}, {_int((ks[(i + 1) % 3] + i) & 0xFFFFFFFF, 32)}")
+        return x0
+
+    # statements ------------------------------------------------------------------------------
+    def stmts(self, body: list) -> None:
+        for s in body:
+            if isinstance(s, L.Loop):
+                self.loop(s)
+            elif isinstance(s, L.Store):
+                self.store(s.buf, self.v(s.idx), self.v(s.value), s.value.dtype)
+            elif isinstance(s, L.Acc):
+                ptr = f"%a_{s.var}"
+                if s.var not in self.accs:
+                    self.allocas.append(f"  {ptr} = alloca {rty(s.dtype)}")
+                    self.accs[s.var] = (ptr, s.dtype)
+                self.emit(f"store {rty(s.dtype)} {self.v(s.init)}, ptr {ptr}")
+            elif isinstance(s, L.SetAcc):
+                ptr, dt = self.accs[s.var]
+                self.emit(f"store {rty(dt)} {self.v(s.value)}, ptr {ptr}")
+            else:
+                raise TypeError(s)
+
+    def loop(self, s: L.Loop) -> None:
+        ext = self.v(s.extent)
+        pre = self.cur
+        h, b, e = self.label("lh"), self.label("lb"), self.label("le")
+        iv = f"%v_{s.var}"
+        self.emit(f"br label %{h}")
+        self.block(h)
+        at = len(self.lines)
+        self.lines.append(None)
+        c = self.icmp("slt", "i64", iv, ext)
+        self.emit(f"br i1 {c}, label %{b}, label %{e}")
+        self.block(b)
+        self.scopes.append({})
+        self.stmts(s.body)
+        self.scopes.pop()
+        nxt = self.ins(f"add nuw nsw i64 {iv}, 1")
+        latch = self.cur
+        self.emit(f"br label %{h}")
+        self.lines[at] = f"  {iv} = phi i64 [0, %{pre}], [{nxt}, %{latch}]"
+        self.block(e)
+
+    def text(self, header: str, ret: str = "ret void") -> str:
+        body = [ln for ln in self.lines if ln is not None]
+        return "\n".join([header, "entry:", *self.allocas, *body, "  " + ret, "}"])
+
+
+class ModuleGen:
+    def __init__(self, triple: str, layout: str, cpu: str, features: str):
+        self.triple, self.layout, self.cpu, self.features = triple, layout, cpu, features
+        self.decls: dict[str, str] = {}
+        self.funcs: list[str] = []
+
+    def declare(self, name: str, ret: str, args: Sequence[str]) -> None:
+        if name not in self.decls:
+            self.decls[name] = f"declare {ret} @{name}({', '.join(args)})"
+
+    def kernel(self, k: L.Kernel, defines: dict[str, int]) -> None:
+        g = FnGen(self, k.dims, defines)
+        g.stmts(k.body)
+        params = [f"ptr noalias %b_{p.name}" for p in k.params] + [f"i64 %d_{d}" for d in k.dims]
+        self.funcs.append(g.text(f"define internal void @{k.name}({', '.join(params)}) #0 {{"))
+
+    def text(self) -> str:
+        attrs = f'attributes #0 = {{ nounwind "prefer-vector-width"="512" "target-cpu"="{self.cpu}"'
+        if self.features:
+            attrs += f' "target-features"="{self.features}"'
+        attrs += " }"
+        head = [f'target datalayout = "{self.layout}"', f'target triple = "{self.triple}"', ""]
+        return "\n".join(head + self.funcs + [""] + list(self.decls.values()) + ["", attrs, ""])
+
+
+def entry_functions(mod: ModuleGen, name: str, sched, kernels: list[L.Kernel], defines: dict[str, int]) -> None:
+    """`NAME__impl(in..., out..., arena, dims...)` and the C ABI `int32_t NAME(in..., out..., dims...)`."""
+    prog = sched.program
+    ins = [f"in{i}" for i in range(len(prog.inputs))]
+    outs = [f"out{i}" for i in range(len(prog.outputs))]
+    g = FnGen(mod, prog.dims, defines)
+    ptrs = {b: f"%b_{b}" for b in ins + outs}
+    for b in sched.buffers.values():
+        if b.role == "temp":
+            off = g.dimval(b.offset)
+            ptrs[b.name] = g.ins(f"getelementptr inbounds i8, ptr %arena, i64 {off}")
+    for k in kernels:
+        args = [f"ptr {ptrs[p.name]}" for p in k.params] + [f"i64 %d_{d}" for d in k.dims]
+        g.emit(f"call void @{k.name}({', '.join(args)})")
+    params = [f"ptr %b_{b}" for b in ins + outs] + ["ptr %arena"] + [f"i64 %d_{d}" for d in prog.dims]
+    mod.funcs.append(g.text(f"define void @{name}__impl({', '.join(params)}) #0 {{"))
+
+    g = FnGen(mod, prog.dims, defines)
+    fail = None
+    for c in prog.constraints:
+        ne = g.icmp("ne", "i64", g.dimval(c.lhs), g.dimval(c.rhs))
+        fail = ne if fail is None else g.ins(f"or i1 {fail}, {ne}")
+    if fail is not None:
+        g.emit(f"br i1 {fail}, label %bad, label %ok")
+        g.block("bad")
+        g.emit("ret i32 1")
+        g.block("ok")
+    size = g.dimval(sched.arena_size)
+    mod.declare("malloc", "ptr", ["i64"])
+    mod.declare("free", "void", ["ptr"])
+    a = g.ins(f"call ptr @malloc(i64 {g.ins(f'add i64 {size}, 64')})")
+    args = [f"ptr %b_{b}" for b in ins + outs] + [f"ptr {a}"] + [f"i64 %d_{d}" for d in prog.dims]
+    g.emit(f"call void @{name}__impl({', '.join(args)})")
+    g.emit(f"call void @free(ptr {a})")
+    params = [f"ptr %b_{b}" for b in ins + outs] + [f"i64 %d_{d}" for d in prog.dims]
+    mod.funcs.append(g.text(f"define i32 @{name}({', '.join(params)}) #0 {{", "ret i32 0"))
+
+
+def c_type(dt: DType) -> str:
+    if dt.is_bool:
+        return "bool"
+    if dt.is_int:
+        return f"{'u' if dt.kind == 'uint' else ''}int{dt.bits}_t"
+    return {"f16": "uint16_t", "bf16": "uint16_t", "f32": "float", "f64": "double"}[dt.name]
+
+
+def c_header(prog, name: str) -> str:
+    guard = f"CATEN_{name.upper()}_H"
+    args = [f"const {c_type(s.dtype)} *{s.name}" for s in prog.inputs]
+    args += [f"{c_type(s.dtype)} *{s.name}" for s in prog.outputs]
+    args += [f"int64_t {d}" for d in prog.dims]
+    doc = f"/* {prog.name}: {' '.join(map(str, prog.inputs))} -> {' '.join(map(str, prog.outputs))}"
+    doc += " (f16/bf16 passed as uint16_t bits). Returns 0, or 1 if a where-constraint fails. */"
+    return "\n".join([f"#ifndef {guard}", f"#define {guard}", "#include <stdbool.h>", "#include <stdint.h>",
+                      "#ifdef __cplusplus", 'extern "C" {', "#endif", doc,
+                      f"int32_t {name}({', '.join(args) or 'void'});", "#ifdef __cplusplus", "}", "#endif",
+                      f"#endif /* {guard} */", ""])
+
+
+__all__ = ["ModuleGen", "FnGen", "entry_functions", "c_header", "D", "T"]

@@ -1,0 +1,140 @@
+"""Compiled composites as Python callables: numpy arrays in, numpy arrays out.
+
+Every argument is checked (count, dtype, rank, dims, `where` constraints) before any
+kernel runs, and nothing the caller passed is ever written.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from caten.driver import Source, compile_program
+from caten.errors import Error
+from caten.ir import dims as D
+from caten.ir import dtypes as T
+from caten.ir.dtypes import DType
+from caten.ir.program import Program
+from caten.read.program import CompositeDef
+from caten.run.runtime import CompileOptions, Runtime
+
+
+class Composite:
+    """One composite of a module; compiled once per binding of its type variables."""
+
+    def __init__(self, module: "Module", cdef: CompositeDef):
+        self.module, self.cdef = module, cdef
+        self._variants: dict[tuple, tuple[Program, Any]] = {}
+        self._programs: dict[tuple, Program] = {}
+        self.__doc__ = cdef.doc or None
+
+    def __repr__(self) -> str:
+        return f"<caten composite {self.cdef.name} on {self.module.runtime.name}>"
+
+    def _bind_types(self, arrays: list[np.ndarray]) -> dict[str, DType]:
+        types = dict(self.module.types)
+        for p, a in zip(self.cdef.params, arrays):
+            dt = T.from_numpy(a.dtype)
+            if dt is None:
+                raise Error(f"argument `{p.name}` of `{self.cdef.name}` has dtype {a.dtype}, which caten does not have")
+            want = T.lookup(p.dtype) or types.get(p.dtype)
+            if want is None:
+                types[p.dtype] = dt
+            elif want != dt:
+                what = f"type variable {p.dtype} is {want} from an earlier argument" if not T.lookup(p.dtype) else \
+                    f"declared {want}"
+                raise Error(f"argument `{p.name}` of `{self.cdef.name}` has dtype {dt}, but {what}")
+        return types
+
+    def elaborate(self, types: dict[str, DType]) -> Program:
+        key = tuple(sorted((k, v.name) for k, v in types.items()))
+        if key not in self._programs:
+            m = self.module
+            self._programs[key] = compile_program(m.source, self.cdef, types, m.dims, m.opt_level, m.rules)
+        return self._programs[key]
+
+    def program(self, types: dict[str, DType]) -> tuple[Program, Any]:
+        key = tuple(sorted((k, v.name) for k, v in types.items()))
+        if key not in self._variants:
+            m = self.module
+            prog = self.elaborate(types)
+            exe = m.runtime.compile(prog, CompileOptions(opt_level=m.opt_level, use_cache=m.use_cache))
+            self._variants[key] = (prog, exe)
+        return self._variants[key]
+
+    def __call__(self, *args: Any) -> Any:
+        name = self.cdef.name
+        if len(args) != len(self.cdef.params):
+            raise Error(f"`{name}` takes {len(self.cdef.params)} argument{'s' if len(self.cdef.params) != 1 else ''}, "
+                        f"got {len(args)}")
+        arrays = []
+        for p, a in zip(self.cdef.params, args):
+            if not isinstance(a, (np.ndarray, np.generic)):
+                raise Error(f"argument `{p.name}` of `{name}` must be a numpy array, got {type(a).__name__}")
+            arrays.append(np.asarray(a))
+        prog, exe = self.program(self._bind_types(arrays))
+        env = check_shapes(prog, arrays)
+        outs = [np.empty(tuple(D.evaluate(d, env) for d in o.shape), dtype=o.dtype.np) for o in prog.outputs]
+        exe.run([a if a.flags.c_contiguous else np.array(a, order="C") for a in arrays], outs, env)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def check_shapes(prog: Program, arrays: list[np.ndarray]) -> dict[str, int]:
+    """Bind dims from argument shapes and check every declared dim and constraint."""
+    env: dict[str, int] = dict(prog.defines)
+    for spec, a in zip(prog.inputs, arrays):
+        if a.ndim != len(spec.shape):
+            raise Error(f"argument `{spec.name}` of `{prog.name}` must have rank {len(spec.shape)} ({spec}), "
+                        f"got shape {a.shape}")
+        for d, n in zip(spec.shape, a.shape):
+            if isinstance(d, D.DimExpr) and D.free_syms(d) and d == D.sym(D.free_syms(d)[0]):
+                s = D.free_syms(d)[0]
+                if s in env and env[s] != n:
+                    raise Error(f"argument `{spec.name}` of `{prog.name}`: dimension {s} is {env[s]} from an earlier "
+                                f"argument but {n} here (shape {a.shape}, declared {spec})")
+                env[s] = int(n)
+    for spec, a in zip(prog.inputs, arrays):
+        for d, n in zip(spec.shape, a.shape):
+            try:
+                want = D.evaluate(d, env)
+            except KeyError as e:
+                raise Error(f"argument `{spec.name}`: dimension {d} cannot be determined ({e} is unbound)") from None
+            if want != n:
+                raise Error(f"argument `{spec.name}` of `{prog.name}` must have shape "
+                            f"({', '.join(str(D.evaluate(x, env)) for x in spec.shape)}) ({spec}), got {a.shape}")
+    for c in prog.constraints:
+        lhs, rhs = D.evaluate(c.lhs, env), D.evaluate(c.rhs, env)
+        if lhs != rhs:
+            raise Error(f"`{prog.name}`: constraint where {c.text} fails ({lhs} != {rhs})")
+    return env
+
+
+class Module:
+    """The composites of one source, compiled lazily for a runtime."""
+
+    def __init__(self, source: Source, runtime: Runtime, types: dict[str, DType], dims: dict[str, int],
+                 opt_level: int = 2, rules: list | None = None, use_cache: bool = True):
+        self.source, self.runtime = source, runtime
+        self.types, self.dims, self.opt_level, self.rules, self.use_cache = types, dims, opt_level, rules, use_cache
+        self._composites = {n.replace("-", "_"): Composite(self, source.entry(n)) for n in source.names}
+        for c in self._composites.values():  # report source errors at load time where the dtypes are known
+            if all(T.lookup(p.dtype) or p.dtype in types for p in c.cdef.params):
+                c.elaborate(dict(types))
+
+    def __getattr__(self, name: str) -> Composite:
+        comps = self.__dict__.get("_composites", {})
+        if name in comps:
+            return comps[name]
+        from caten.errors import closest
+
+        guess = closest(name, comps)
+        raise AttributeError(f"no composite `{name}` in {self.source.file}"
+                             + (f"; did you mean `{guess}`?" if guess else ""))
+
+    def __dir__(self) -> list[str]:
+        return list(self._composites) + list(super().__dir__())
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._composites)

@@ -1,0 +1,296 @@
+"""Kernel fusion and memory planning.
+
+`schedule(program)` picks the nodes that must live in memory ("realized": outputs, REDUCE,
+COPY, and the few elementwise nodes too costly to recompute under a broadcast), inlines
+everything else into its consumers (VIEWs become index arithmetic), and groups realized
+nodes into kernels: nodes sharing their leading ("outer") loop dims run as stages inside
+one outer loop nest, so a row softmax or layernorm is one kernel that reads each row from
+cache. Intermediates get offsets in one arena, reused by liveness (best fit).
+`Schedule.dump()` is what `--emit schedule` prints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from caten.ir import dims as D
+from caten.ir.dims import Dim
+from caten.ir.graph import Node, toposort
+from caten.ir.ops import Op
+from caten.ir.program import Program
+
+ALIGN = 64
+_HEAVY = {Op.EXP2, Op.LOG2, Op.SIN, Op.SQRT, Op.RECIP, Op.IDIV, Op.MOD, Op.RAND, Op.REDUCE}
+LOWP = ("f16", "bf16")
+
+
+@dataclass
+class Buffer:
+    name: str
+    dtype: object
+    shape: tuple[Dim, ...]
+    role: str  # "in" | "out" | "temp"
+    index: int = -1  # position among inputs or outputs
+    offset: Dim = 0  # arena offset (temps)
+    first: int = -1  # kernel that writes it
+    last: int = -1  # last kernel that reads it
+
+    @property
+    def nbytes(self) -> Dim:
+        return D.mul(D.prod(self.shape), self.dtype.itemsize)
+
+
+@dataclass
+class Stage:
+    node: Node
+    kind: str  # "store" | "reduce"
+    buffer: str | None = None  # None: a reduction kept in a register
+    mode: str = ""  # reduce: "register" | "memory"
+
+
+@dataclass
+class Kernel:
+    name: str
+    outer: int  # number of shared leading loops
+    outer_shape: tuple[Dim, ...]
+    stages: list[Stage] = field(default_factory=list)
+    reads: list[str] = field(default_factory=list)
+    writes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Schedule:
+    program: Program
+    kernels: list[Kernel]
+    buffers: dict[str, Buffer]
+    node_buf: dict[Node, str]
+    arena_size: Dim
+    peak: Dim
+    outputs: list[Node]
+
+    def dump(self) -> str:
+        p = self.program
+        temps = [b for b in self.buffers.values() if b.role == "temp"]
+        lines = [f"schedule {p.name}: {len(self.kernels)} kernel(s), {len(temps)} temp buffer(s), "
+                 f"arena {self.arena_size} bytes, peak {self.peak} bytes"]
+        for k in self.kernels:
+            lines.append(f"kernel {k.name}: outer [{' '.join(map(str, k.outer_shape))}]"
+                         f" reads {' '.join(k.reads) or '-'} writes {' '.join(k.writes) or '-'}")
+            for s in k.stages:
+                n = s.node
+                what = f"reduce-{n.arg[0]} axes {list(n.arg[1])} ({s.mode})" if s.kind == "reduce" else "store"
+                lines.append(f"  {what} {n.op.value} {n.dtype} [{' '.join(map(str, n.shape))}] -> "
+                             f"{s.buffer or 'register'}")
+        lines.append("buffers:")
+        for b in self.buffers.values():
+            where = f"arena+{b.offset} live k{b.first}..k{b.last}" if b.role == "temp" else b.role
+            lines.append(f"  {b.name} {b.dtype} [{' '.join(map(str, b.shape))}] {b.nbytes} bytes {where}")
+        return "\n".join(lines)
+
+
+class Unfusable(Exception):
+    pass
+
+
+def _is_leafish(n: Node) -> bool:
+    while n.op is Op.VIEW:
+        n = n.src[0]
+    return n.op in (Op.BUFFER, Op.CONST, Op.INDEX)
+
+
+def _expands(n: Node) -> bool:
+    v = n.arg
+    return any(s == 0 and d != 1 for s, d in zip(v.strides, v.shape))
+
+
+def _has_heavy(n: Node, realized: set, memo: dict) -> bool:
+    if n in memo:
+        return memo[n]
+    memo[n] = False
+    r = n.op in _HEAVY or any(_has_heavy(s, realized, memo) for s in n.src if s not in realized)
+    memo[n] = r
+    return r
+
+
+def realize_set(outputs: list[Node]) -> tuple[list[Node], set[Node]]:
+    order = toposort(outputs)
+    realized: set[Node] = set(outputs)
+    view_users: dict[Node, list[Node]] = {}
+    for n in order:
+        if n.op in (Op.REDUCE, Op.COPY, Op.EXTERN):
+            realized.add(n)
+        if n.op is Op.VIEW:
+            view_users.setdefault(n.src[0], []).append(n)
+    for n in order:
+        if n in realized or n.op in (Op.BUFFER, Op.CONST, Op.INDEX, Op.VIEW) or _is_leafish(n):
+            continue
+        vus = view_users.get(n, [])
+        if (len(vus) >= 2 or any(_expands(v) for v in vus)) and _has_heavy(n, realized, {}):
+            realized.add(n)
+    return order, realized
+
+
+def deps(n: Node, realized: set[Node]) -> set[Node]:
+    """Realized nodes (and input BUFFERs) that computing n reads."""
+    out: set[Node] = set()
+    seen: set[Node] = set()
+    stack = list(n.src)
+    while stack:
+        s = stack.pop()
+        if s in seen:
+            continue
+        seen.add(s)
+        if s in realized or s.op is Op.BUFFER:
+            out.add(s)
+        else:
+            stack.extend(s.src)
+    return out
+
+
+def stage_shape(n: Node) -> tuple[Dim, ...]:
+    return n.src[0].shape if n.op is Op.REDUCE else n.shape
+
+
+def max_outer(n: Node) -> int:
+    if n.op is Op.REDUCE:
+        return min(n.arg[1])
+    return n.rank
+
+
+def reduce_mode(n: Node, outer: int) -> str:
+    axes = n.arg[1]
+    inner = range(outer, n.src[0].rank)
+    if all(a in axes for a in inner):
+        return "register"
+    last = n.src[0].rank - 1
+    if last not in axes and n.dtype.name not in LOWP:
+        return "memory"
+    return "register"
+
+
+def schedule(program: Program, check=None) -> Schedule:
+    """Group `program` into kernels. `check(sched_kernel_nodes, outer)` may veto a fusion by
+    raising Unfusable (the lowering uses this to try a group before committing to it)."""
+    outs: list[Node] = []
+    seen_out: set[Node] = set()
+    for i, n in enumerate(program.nodes):
+        if n.op is Op.BUFFER or n in seen_out:
+            n = Node.make(Op.COPY, n.dtype, n.shape, (n,), ("out", i))
+        seen_out.add(n)
+        outs.append(n)
+    order, realized = realize_set(outs)
+    rnodes = [n for n in order if n in realized]
+
+    groups: list[tuple[list[Node], int]] = []
+    for n in rnodes:
+        placed = False
+        if groups:
+            members, p = groups[-1]
+            q = min(p, max_outer(n))
+            sh, gsh = stage_shape(n), stage_shape(members[0])
+            while q > 0 and tuple(sh[:q]) != tuple(gsh[:q]):
+                q -= 1
+            if q >= 1:
+                try:
+                    if check is not None:
+                        check(members + [n], q, realized)
+                    groups[-1] = (members + [n], q)
+                    placed = True
+                except Unfusable:
+                    pass
+        if not placed:
+            groups.append(([n], max_outer(n)))
+
+    # buffers ---------------------------------------------------------------------------------
+    buffers: dict[str, Buffer] = {}
+    node_buf: dict[Node, str] = {}
+    for i, spec in enumerate(program.inputs):
+        buffers[f"in{i}"] = Buffer(f"in{i}", spec.dtype, tuple(spec.shape), "in", i)
+    for n in order:
+        if n.op is Op.BUFFER:
+            node_buf[n] = f"in{n.arg[1]}"
+    for i, n in enumerate(outs):
+        name = f"out{i}"
+        buffers[name] = Buffer(name, n.dtype, tuple(n.shape), "out", i)
+        node_buf[n] = name
+    group_of: dict[Node, int] = {}
+    for gi, (members, _) in enumerate(groups):
+        for n in members:
+            group_of[n] = gi
+    readers: dict[Node, set[int]] = {}
+    for n in rnodes:
+        for d in deps(n, realized):
+            readers.setdefault(d, set()).add(group_of[n])
+    kernels: list[Kernel] = []
+    ntemp = 0
+    for gi, (members, p) in enumerate(groups):
+        k = Kernel(f"{program.name}_k{gi}", p, tuple(stage_shape(members[0])[:p]))
+        for n in members:
+            if n.op is Op.REDUCE:
+                st = Stage(n, "reduce", mode=reduce_mode(n, p))
+            else:
+                st = Stage(n, "store")
+            others = readers.get(n, set()) - {gi}
+            needs_mem = st.kind == "store" or st.mode == "memory" or bool(others) or n in node_buf
+            if st.kind == "reduce" and st.mode == "register" and any(
+                    a not in n.arg[1] for a in range(p, n.src[0].rank)):
+                needs_mem = True
+            if needs_mem:
+                if n not in node_buf:
+                    name = f"t{ntemp}"
+                    ntemp += 1
+                    buffers[name] = Buffer(name, n.dtype, tuple(n.shape), "temp")
+                    node_buf[n] = name
+                st.buffer = node_buf[n]
+            k.stages.append(st)
+        kernels.append(k)
+    for gi, (members, _) in enumerate(groups):
+        rd: list[str] = []
+        for n in members:
+            for d in deps(n, realized):
+                b = node_buf.get(d)
+                if b is not None and b not in rd and d not in members:
+                    rd.append(b)
+        kernels[gi].reads = rd
+        kernels[gi].writes = [s.buffer for s in kernels[gi].stages if s.buffer]
+    for gi, k in enumerate(kernels):
+        for b in k.writes:
+            buf = buffers[b]
+            if buf.first < 0:
+                buf.first = gi
+            buf.last = max(buf.last, gi)
+        for b in k.reads:
+            buffers[b].last = max(buffers[b].last, gi)
+    arena, peak = plan_arena([b for b in buffers.values() if b.role == "temp"])
+    return Schedule(program, kernels, buffers, node_buf, arena, peak, outs)
+
+
+def _align(n: Dim) -> Dim:
+    if isinstance(n, int):
+        return (n + ALIGN - 1) // ALIGN * ALIGN
+    return D.mul(D.floordiv(D.add(n, ALIGN - 1), ALIGN), ALIGN)
+
+
+def plan_arena(temps: list[Buffer]) -> tuple[Dim, Dim]:
+    """Best-fit placement of temps by live interval; symbolic sizes go after the static part."""
+    static = [b for b in temps if isinstance(b.nbytes, int)]
+    dynamic = [b for b in temps if not isinstance(b.nbytes, int)]
+    placed: list[Buffer] = []
+    end = 0
+    for b in sorted(static, key=lambda b: (b.first, -b.nbytes)):
+        size = _align(b.nbytes)
+        live = sorted((x for x in placed if not (x.last < b.first or x.first > b.last)), key=lambda x: x.offset)
+        best, best_gap, cur = None, None, 0
+        for x in live:
+            gap = x.offset - cur
+            if gap >= size and (best_gap is None or gap < best_gap):
+                best, best_gap = cur, gap
+            cur = max(cur, x.offset + _align(x.nbytes))
+        b.offset = best if best is not None else cur
+        placed.append(b)
+        end = max(end, b.offset + size)
+    total: Dim = end
+    for b in dynamic:
+        b.offset = total
+        total = D.add(total, _align(b.nbytes))
+    return total, total

@@ -1,0 +1,61 @@
+;;; Arithmetic, comparison, logic and selection, each a few principal ops.
+;;; [...] in a signature accepts any shape; &fold lets (+ a b c) mean (+ (+ a b) c).
+
+(composite + ((A{T}[...] B{T}[...] &fold) -> (C{T}[...])) "a + b (numpy broadcasting)" (ADD A B))
+(composite * ((A{T}[...] B{T}[...] &fold) -> (C{T}[...])) "a * b" (MUL A B))
+(composite - ((A{T}[...]) -> (C{T}[...])) "negation" (NEG A))
+(composite - ((A{T}[...] B{T}[...] &fold) -> (C{T}[...])) "a - b" (ADD A (NEG B)))
+(composite / ((A{T}[...] B{T}[...]) -> (C{T}[...])) "true division (float operands)" (MUL A (RECIP B)))
+(composite neg ((A{T}[...]) -> (C{T}[...])) "-a" (NEG A))
+(composite recip ((A{T}[...]) -> (C{T}[...])) "1/a (float)" (RECIP A))
+(composite mod ((A{T}[...] B{T}[...]) -> (C{T}[...])) "remainder with the divisor's sign, as numpy's %" (MOD A B))
+(composite idiv ((A{T}[...] B{T}[...]) -> (C{T}[...])) "floor division, as numpy's //" (IDIV A B))
+
+(composite max ((A{T}[...] B{T}[...]) -> (C{T}[...])) "elementwise maximum (nan propagates)" (MAX A B))
+(composite min ((A{T}[...] B{T}[...]) -> (C{T}[...]))
+  "elementwise minimum (nan propagates)"
+  ;; floats: negation reverses order exactly; integers and bool: bitwise not does, without overflow
+  (if (float? A) (NEG (MAX (NEG A) (NEG B))) (NOT (MAX (NOT A) (NOT B)))))
+
+(composite abs ((A{T}[...]) -> (C{T}[...])) "absolute value" (WHERE (CMPLT A 0) (NEG A) A))
+(composite sign ((A{T}[...]) -> (C{T}[...]))
+  "-1, 0 or 1 (nan for nan)"
+  (setf s (ADD (CAST (CMPLT 0 A) (dtype A)) (NEG (CAST (CMPLT A 0) (dtype A)))))
+  (if (float? A) (WHERE (CMPNE A A) A s) s))
+
+(composite pow ((A{T}[...] B{T}[...]) -> (C{T}[...]))
+  "a ** b: floats as exp2(b log2 |a|) with numpy's signs; integers by repeated squaring"
+  (if (float? A)
+      (let ((mag (EXP2 (MUL B (LOG2 (abs A)))))
+            (int-b (= B (CAST (CAST B i64) (dtype B))))
+            (odd-b (= (MOD B 2) 1)))
+        (WHERE (= B 0) 1
+          (WHERE (CMPLT A 0)
+            (WHERE int-b (WHERE odd-b (NEG mag) mag) nan)
+            mag)))
+      (progn
+        (setf acc (CONST 1 :dtype (dtype A) :shape (shape (ADD A B))))
+        (setf base A)
+        (setf e B)
+        (dotimes (i (- (bits A) 1))
+          (setf acc (WHERE (= (MOD e 2) 1) (MUL acc base) acc))
+          (setf base (MUL base base))
+          (setf e (IDIV e 2)))
+        acc)))
+
+;;; comparisons give bool; written so that nan compares false
+(composite < ((A{T}[...] B{T}[...]) -> (C{bool}[...])) "a < b" (CMPLT A B))
+(composite > ((A{T}[...] B{T}[...]) -> (C{bool}[...])) "a > b" (CMPLT B A))
+(composite <= ((A{T}[...] B{T}[...]) -> (C{bool}[...])) "a <= b" (OR (CMPLT A B) (NOT (CMPNE A B))))
+(composite >= ((A{T}[...] B{T}[...]) -> (C{bool}[...])) "a >= b" (OR (CMPLT B A) (NOT (CMPNE A B))))
+(composite = ((A{T}[...] B{T}[...]) -> (C{bool}[...])) "a == b" (NOT (CMPNE A B)))
+(composite != ((A{T}[...] B{T}[...]) -> (C{bool}[...])) "a != b" (CMPNE A B))
+
+;;; logic: logical on bool, bitwise on integers
+(composite and ((A{T}[...] B{T}[...] &fold) -> (C{T}[...])) "logical/bitwise and" (AND A B))
+(composite or ((A{T}[...] B{T}[...] &fold) -> (C{T}[...])) "logical/bitwise or" (OR A B))
+(composite xor ((A{T}[...] B{T}[...]) -> (C{T}[...])) "logical/bitwise xor" (XOR A B))
+(composite not ((A{T}[...]) -> (C{T}[...])) "logical/bitwise not" (NOT A))
+
+(composite where ((C{bool}[...] A{T}[...] B{T}[...]) -> (Y{T}[...])) "c ? a : b elementwise" (WHERE C A B))
+(composite cast ((X{T}[...] dtype) -> (Y{U}[...])) "convert to DTYPE (float->int truncates)" (CAST X dtype))

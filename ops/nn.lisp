@@ -1,0 +1,85 @@
+;;; Neural-network composites.
+
+(composite matmul ((A{T}[...] B{T}[...]) -> (C{T}[...]))
+  "matrix product with numpy's rules: batched, broadcast batch axes, 1-D operands"
+  (assert (and (> (rank A) 0) (> (rank B) 0)) "matmul needs operands of rank >= 1")
+  (if (= (rank A) 1)
+      (VIEW (matmul (VIEW A :unsqueeze 0) B) :squeeze -2)
+      (if (= (rank B) 1)
+          (VIEW (matmul A (VIEW B :unsqueeze -1)) :squeeze -1)
+          (progn
+            (assert (same-dim? (dim A -1) (dim B -2))
+                    "matmul: inner dimensions differ:" (dim A -1) "vs" (dim B -2))
+            ;; [..., M, 1, K] * [..., 1, N, K] summed over K
+            (sum (MUL (VIEW A :unsqueeze -2) (VIEW (transpose B) :unsqueeze -3)) :axis -1)))))
+
+(composite linear ((X{T}[...] W{T}[...] b{T}[...]) -> (Y{T}[...])) "x @ W + b" (ADD (matmul X W) b))
+
+(composite softmax ((X{T}[...]) -> (Y{T}[...]) &key (axis -1))
+  "exp(x - max) / sum(exp(x - max)) along :axis"
+  (let ((e (exp (- X (max X :axis axis :keepdims true)))))
+    (/ e (sum e :axis axis :keepdims true))))
+(composite log-softmax ((X{T}[...]) -> (Y{T}[...]) &key (axis -1))
+  "x - max - log(sum(exp(x - max))) along :axis"
+  (let ((z (- X (max X :axis axis :keepdims true))))
+    (- z (log (sum (exp z) :axis axis :keepdims true)))))
+
+(composite layernorm ((X{T}[...] gamma{T}[...] beta{T}[...]) -> (Y{T}[...]) &key (axis -1) (eps 1e-5))
+  "(x - mean) / sqrt(var + eps) * gamma + beta over trailing :axis (biased variance)"
+  (let ((mu (mean X :axis axis :keepdims true))
+        (d (- X mu))
+        (var (mean (* d d) :axis axis :keepdims true)))
+    (+ (* (* d (rsqrt (+ var eps))) gamma) beta)))
+(composite rmsnorm ((X{T}[...] gamma{T}[...]) -> (Y{T}[...]) &key (axis -1) (eps 1e-6))
+  "x / sqrt(mean(x*x) + eps) * gamma"
+  (* (* X (rsqrt (+ (mean (* X X) :axis axis :keepdims true) eps))) gamma))
+
+(composite windows ((X{T}[...]) -> (Y{T}[...]) &key (kernel 1) (stride 1) (dilation 1) (groups 1))
+  "sliding windows of an [N C H W] tensor as a view [N G C/G OH OW KH KW] (im2col without a copy)"
+  (let ((k (pair kernel)) (s (pair stride)) (dl (pair dilation))
+        (N (dim X 0)) (C (dim X 1)) (H (dim X 2)) (W (dim X 3))
+        (KH (nth k 0)) (KW (nth k 1)) (SH (nth s 0)) (SW (nth s 1)) (DH (nth dl 0)) (DW (nth dl 1))
+        (OH (+ (idiv (- H (* DH (- KH 1)) 1) SH) 1))
+        (OW (+ (idiv (- W (* DW (- KW 1)) 1) SW) 1))
+        (CG (idiv C groups)))
+    (VIEW X :strided [[N groups CG OH OW KH KW]
+                      [(* C H W) (* CG H W) (* H W) (* SH W) SW (* DH W) DW]
+                      0])))
+
+(composite conv2d ((X{T}[...] Wt{T}[...]) -> (Y{T}[...]) &key (stride 1) (padding 0) (dilation 1) (groups 1))
+  "2-D convolution, NCHW input, OIHW weights"
+  (assert (= (rank X) 4) "conv2d needs an [N C H W] input")
+  (assert (= (rank Wt) 4) "conv2d needs [O C/groups KH KW] weights")
+  (assert (same-dim? (dim X 1) (* groups (dim Wt 1))) "conv2d: input channels differ from weights' C * groups")
+  (let ((p (pair padding))
+        (xp (VIEW X :pad [[0 0] [0 0] [(nth p 0) (nth p 0)] [(nth p 1) (nth p 1)]]))
+        (win (windows xp :kernel [(dim Wt 2) (dim Wt 3)] :stride stride :dilation dilation :groups groups))
+        (O (dim Wt 0))
+        (OG (idiv O groups))
+        (w (VIEW Wt :reshape [1 groups OG (dim Wt 1) 1 1 (dim Wt 2) (dim Wt 3)]))
+        (y (sum (MUL (VIEW win :unsqueeze 2) w) :axis [3 6 7])))
+    (VIEW y :reshape [(dim X 0) O (dim y 3) (dim y 4)])))
+(composite conv2d ((X{T}[...] Wt{T}[...] b{T}[...]) -> (Y{T}[...])
+                   &key (stride 1) (padding 0) (dilation 1) (groups 1))
+  "2-D convolution with a bias per output channel"
+  (ADD (conv2d X Wt :stride stride :padding padding :dilation dilation :groups groups)
+       (VIEW b :reshape [1 (dim b 0) 1 1])))
+
+(composite max-pool2d ((X{T}[...]) -> (Y{T}[...]) &key (kernel 2) (stride nil) (padding 0))
+  "maximum over KxK windows (stride defaults to the kernel)"
+  (let ((p (pair padding))
+        (xp (if (= (+ (nth p 0) (nth p 1)) 0) X
+                (pad X [[0 0] [0 0] [(nth p 0) (nth p 0)] [(nth p 1) (nth p 1)]] :value -inf)))
+        (win (windows xp :kernel kernel :stride (if (nil? stride) kernel stride))))
+    (VIEW (max win :axis [5 6]) :squeeze 1)))
+(composite avg-pool2d ((X{T}[...]) -> (Y{T}[...]) &key (kernel 2) (stride nil) (padding 0))
+  "mean over KxK windows (zero padding counts, as torch's default)"
+  (let ((p (pair padding))
+        (xp (VIEW X :pad [[0 0] [0 0] [(nth p 0) (nth p 0)] [(nth p 1) (nth p 1)]]))
+        (win (windows xp :kernel kernel :stride (if (nil? stride) kernel stride))))
+    (VIEW (mean win :axis [5 6]) :squeeze 1)))
+
+(composite cross-entropy ((logits{T}[...] onehot{T}[...]) -> (Y{T}[...]))
+  "mean over the batch of -sum(onehot * log_softmax(logits))"
+  (mean (NEG (sum (MUL onehot (log-softmax logits :axis -1)) :axis -1))))
+(composite mse ((A{T}[...] B{T}[...]) -> (Y{T}[...])) "mean squared error" (let ((d (- A B))) (mean (MUL d d))))

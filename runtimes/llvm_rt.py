@@ -1,0 +1,236 @@
+"""`-r llvm`: fused loop kernels compiled by LLVM for the host CPU (JIT in-process, or AOT to
+an object / shared library with a C header).
+
+Pipeline: schedule (fusion + arena plan) -> loop IR -> LLVM IR text -> O3 (new pass
+manager) -> one shared MCJIT engine. Each program exports `NAME__impl(in..., out...,
+arena, dims...)` (the JIT calls it with a cached arena) and the C ABI entry of LANGUAGE.md
+section 8, `int32_t NAME(const T *in..., T *out..., int64_t dim...)`, which mallocs its
+own arena.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import re
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from caten.errors import Error
+from caten.ir import dims as D
+from caten.ir.dtypes import DType
+from caten.ir.ops import TABLE, Op
+from caten.ir.program import Program
+from caten.run.runtime import CompileOptions, Runtime
+
+_lock = threading.RLock()
+_state: dict = {}
+
+
+def _llvm():
+    import llvmlite.binding as llvm
+
+    if "init" not in _state:
+        try:
+            llvm.initialize()
+        except Exception:  # newer llvmlite initializes itself and may refuse the call
+            pass
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        _state["init"] = True
+    return llvm
+
+
+def host() -> tuple[str, str, str]:
+    llvm = _llvm()
+    if "host" not in _state:
+        cpu = llvm.get_host_cpu_name()
+        try:
+            feats = llvm.get_host_cpu_features().flatten()
+        except Exception:
+            feats = ""
+        _state["host"] = (llvm.get_process_triple(), cpu, feats)
+    return _state["host"]
+
+
+def target_machine(opt: int = 3):
+    llvm = _llvm()
+    triple, cpu, feats = host()
+    target = llvm.Target.from_triple(triple)
+    return target.create_target_machine(cpu=cpu, features=feats, opt=opt, reloc="pic", codemodel="default")
+
+
+def _engine():
+    if "engine" not in _state:
+        llvm = _llvm()
+        tm = target_machine()
+        _state["tm"] = tm
+        _state["engine"] = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
+    return _state["engine"]
+
+
+def symbol(name: str) -> str:
+    s = re.sub(r"[^A-Za-z0-9_]", "_", name)
+    return s if s and not s[0].isdigit() else "_" + s
+
+
+def generate(program: Program, name: str) -> tuple[str, object]:
+    """LLVM IR text of a program (unoptimized) and its schedule."""
+    from caten.lower import check_group, lower
+    from caten.render.llvm import ModuleGen, entry_functions
+    from caten.schedule import schedule
+
+    sched = schedule(program, check=check_group)
+    for i, k in enumerate(sched.kernels):
+        k.name = f"{name}__k{i}"
+    kernels = lower(sched)
+    llvm = _llvm()
+    tm = target_machine()
+    triple, cpu, feats = host()
+    mod = ModuleGen(triple, str(tm.target_data), cpu, feats)
+    defines = dict(program.defines)
+    for k in kernels:
+        mod.kernel(k, defines)
+    entry_functions(mod, name, sched, kernels, defines)
+    del llvm
+    return mod.text(), sched
+
+
+def optimize(ir_text: str, opt: int = 3):
+    llvm = _llvm()
+    mod = llvm.parse_assembly(ir_text)
+    mod.verify()
+    if opt > 0:
+        tm = target_machine(opt)
+        pto = llvm.create_pipeline_tuning_options(speed_level=min(opt, 3))
+        pto.loop_vectorization = True
+        pto.slp_vectorization = True
+        pto.loop_unrolling = True
+        try:
+            pto.loop_interleaving = True
+        except Exception:
+            pass
+        pb = llvm.create_pass_builder(tm, pto)
+        pb.getModulePassManager().run(mod, pb)
+    return mod
+
+
+class LLVMExecutable:
+    def __init__(self, program: Program, sched, fn, ir: str, name: str, compile_s: float):
+        self.program, self.sched, self.fn, self.ir, self.name = program, sched, fn, ir, name
+        self.compile_s = compile_s
+        self.arena = np.empty(0, np.uint8)
+        self._arena_ptr = 0
+
+    def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], env: dict[str, int]) -> None:
+        env = {**self.program.defines, **env}
+        size = D.evaluate(self.sched.arena_size, env) if not isinstance(self.sched.arena_size, int) \
+            else self.sched.arena_size
+        if size + 64 > self.arena.size:
+            self.arena = np.empty(size + 128, np.uint8)
+            base = self.arena.ctypes.data
+            self._arena_ptr = base + (-base) % 64
+        ins = [np.ascontiguousarray(a) for a in inputs]
+        for o in outputs:
+            if not o.flags.c_contiguous:
+                raise Error("llvm runtime: outputs must be C-contiguous")
+        ptrs = [a.ctypes.data for a in ins] + [o.ctypes.data for o in outputs]
+        dims = [int(env[d]) for d in self.program.dims]
+        self.fn(*ptrs, self._arena_ptr, *dims)
+
+
+class LLVMRuntime(Runtime):
+    name = "llvm"
+    description = "fused loop kernels compiled by LLVM for the host CPU (JIT, or AOT .so/.o/.ll)"
+
+    def __init__(self) -> None:
+        self._cache: dict = {}
+        self._count = 0
+
+    def available(self) -> tuple[bool, str]:
+        try:
+            _llvm()
+            return True, ""
+        except Exception as e:  # pragma: no cover
+            return False, f"llvmlite unavailable: {e}"
+
+    def supports(self, op: Op, dtype: DType) -> bool:
+        if op is Op.EXTERN:
+            return False
+        return dtype in TABLE[op].dtypes or op in (Op.CAST, Op.BUFFER, Op.CONST, Op.VIEW, Op.COPY, Op.REDUCE,
+                                                   Op.WHERE)
+
+    def compile(self, program: Program, options: CompileOptions | None = None) -> LLVMExecutable:
+        options = options or CompileOptions()
+        opt = 3 if options.opt_level is None else max(0, min(3, int(options.opt_level)))
+        opt = 3 if opt >= 2 else opt
+        key = (program.key(), tuple(sorted(program.defines.items())), tuple(map(str, program.inputs)),
+               tuple(map(str, program.outputs)), opt)
+        with _lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                return hit
+            t0 = time.perf_counter()
+            self._count += 1
+            digest = hashlib.sha256(repr(key).encode()).hexdigest()[:10]
+            name = f"{symbol(program.name)}_{digest}_{self._count}"
+            ir, sched = generate(program, name)
+            mod = optimize(ir, opt)
+            eng = _engine()
+            eng.add_module(mod)
+            eng.finalize_object()
+            addr = eng.get_function_address(f"{name}__impl")
+            nptr = len(program.inputs) + len(program.outputs) + 1
+            proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * nptr), *([ctypes.c_int64] * len(program.dims)))
+            exe = LLVMExecutable(program, sched, proto(addr), ir, name, time.perf_counter() - t0)
+            exe._module = mod
+            self._cache[key] = exe
+            if options.verbose:
+                print(f"[llvm] compiled {program.name}: {len(sched.kernels)} kernel(s) in {exe.compile_s * 1e3:.1f} ms")
+            return exe
+
+    def emit(self, program: Program, kind: str, options: CompileOptions | None = None) -> dict[str, bytes | str]:
+        from caten.render.llvm import c_header
+
+        options = options or CompileOptions()
+        opt = max(0, min(3, int(options.opt_level if options.opt_level is not None else 3)))
+        name = symbol(program.name)
+        if kind == "schedule":
+            from caten.lower import check_group
+            from caten.schedule import schedule
+            return {".txt": schedule(program, check=check_group).dump() + "\n"}
+        ir, _ = generate(program, name)
+        if kind == "source":
+            return {".ll": ir}
+        mod = optimize(ir, opt)
+        if kind in ("asm", "opt-ir", "ll"):
+            return {".ll": str(mod)}
+        tm = target_machine(opt)
+        obj = tm.emit_object(mod)
+        if kind == "obj":
+            return {".o": obj}
+        if kind == "lib":
+            return {".so": link_shared(obj), ".h": c_header(program, name)}
+        raise Error(f"runtime 'llvm' cannot emit '{kind}'", hint="use source, asm, obj, lib or schedule")
+
+
+def link_shared(obj: bytes) -> bytes:
+    cc = os.environ.get("CC", "cc")
+    with tempfile.TemporaryDirectory() as d:
+        o, so = os.path.join(d, "k.o"), os.path.join(d, "k.so")
+        with open(o, "wb") as f:
+            f.write(obj)
+        r = subprocess.run([cc, "-shared", "-o", so, o, "-lm"], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise Error(f"linking the shared library failed: {r.stderr.strip()}")
+        with open(so, "rb") as f:
+            return f.read()
+
+
+RUNTIME = LLVMRuntime()
