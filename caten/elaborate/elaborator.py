@@ -487,11 +487,11 @@ class Elaborator:
             if isinstance(v, Lit):
                 t = Tensor(B.expand(t.node, want))
             if tuple(t.shape) != want:
-                raise Error(f"output `{p.name}` of `{cdef.name}` is declared {B.fmt_shape(want)} but the body gives "
-                            f"{B.fmt_shape(t.shape)}", span)
+                raise Error(f"output `{p.name}` of `{cdef.name}` has shape {B.fmt_shape(t.shape)} but is declared "
+                            f"{B.fmt_shape(want)}", span)
         elif p.dims is None and t.node.rank != 0:
-            raise Error(f"output `{p.name}` of `{cdef.name}` is declared a scalar but the body gives "
-                        f"{B.fmt_shape(t.shape)}", span)
+            raise Error(f"output `{p.name}` of `{cdef.name}` has shape {B.fmt_shape(t.shape)} but is declared "
+                        "a scalar", span)
         return t
 
     def _declared_shape(self, cdef: CompositeDef, p: Param, dims: dict[str, Dim], span: Span) -> tuple[Dim, ...]:
@@ -537,9 +537,30 @@ class Elaborator:
                 dims[s] = D.sym(s)
         constraints: list[Constraint] = []
         subst: dict[str, Dim] = {}
+        derived: dict[str, Dim] = {}
         for w in cdef.wheres:
-            val = self.eval_dim(w.expr, Scope(None, {k: Lit(v, "dim") for k, v in dims.items()}))
             text = f"{w.name} = {show(w.expr)}"
+            if w.name not in dims and head(w.expr) == "/" and len(w.expr.items) == 3 and \
+                    isinstance(w.expr.items[2], Num) and isinstance(w.expr.items[2].value, int) and \
+                    w.expr.items[2].value > 0:
+                # K = (/ X c): X must be a multiple of c; the graph sees X as c*K with K = X idiv c
+                num = self.eval_dim(w.expr.items[1], Scope(None, {k: Lit(v, "dim") for k, v in dims.items()}))
+                c = w.expr.items[2].value
+                numv = D.substitute(num, subst)
+                if isinstance(numv, int):
+                    if numv % c:
+                        raise Error(f"where {text} fails: {numv} is not divisible by {c}", w.span)
+                    dims[w.name] = numv // c
+                    continue
+                k = D.sym(w.name)
+                dims[w.name] = k
+                derived[w.name] = D.floordiv(numv, c)
+                constraints.append(Constraint(D.mod(numv, c), 0, f"{show(w.expr.items[1])} divisible by {c}"))
+                syms = D.free_syms(num)
+                if isinstance(num, D.DimExpr) and len(syms) == 1 and num == D.sym(syms[0]) and syms[0] in plain:
+                    subst[syms[0]] = D.mul(k, c)
+                continue
+            val = self.eval_dim(w.expr, Scope(None, {k: Lit(v, "dim") for k, v in dims.items()}))
             if w.name in dims:
                 if isinstance(dims[w.name], int) and isinstance(val, int):
                     if dims[w.name] != val:
@@ -585,7 +606,7 @@ class Elaborator:
             ospecs.append(TensorSpec(p.name, t.dtype, tuple(self._sig_dim(d, dims, p) for d in p.dims or [])))
         dyn = [s for s in order if s not in defines and s in plain]
         return Program(cdef.name, inputs, ospecs, nodes, dyn, constraints,
-                       {k: int(v) for k, v in defines.items() if k in order})
+                       {k: int(v) for k, v in defines.items() if k in order}, derived)
 
     def _sig_dim(self, d: Form, dims: dict[str, Dim], p: Param) -> Dim:
         for s in _syms(d):

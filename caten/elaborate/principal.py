@@ -46,7 +46,7 @@ def to_tensor(v: Any, span: Span, dtype: DType | None = None) -> Tensor:
     if v.kind == "bool" and not dt.is_bool:
         raise Error(f"the literal {'true' if v.value else 'false'} meets a {dt} tensor", span,
                     "convert with (cast x DTYPE)")
-    if v.kind in ("int", "dim") and dt.is_bool:
+    if v.kind in ("int", "dim") and dt.is_bool and v.value not in (0, 1):
         raise Error(f"the integer literal {v.value} meets a bool tensor", span, "use true or false")
     if v.concrete and dt.is_int and v.kind in ("int", "dim"):
         info = np.iinfo(dt.np)
@@ -209,7 +209,13 @@ def view(x: Tensor, key: str, val: Any, span: Span) -> Tensor:
                 shape[shape.index(-1)] = D.floordiv(total, rest)
             return Tensor(B.reshape(n, shape))
         if key == "permute":
-            return Tensor(B.permute(n, [as_int(a, span, "an axis") % max(n.rank, 1) for a in val]))
+            if not isinstance(val, list):
+                raise Error(f"permute needs a list of axes, got {describe(val)}", span)
+            axes = [as_int(a, span, "an axis") for a in val]
+            for a in axes:
+                if not -n.rank <= a < n.rank:
+                    raise Error(f"axis {a} is out of range for a tensor of rank {n.rank}", span)
+            return Tensor(B.permute(n, [a % n.rank for a in axes]))
         if key == "swap":
             a, b = as_axes(val, n.rank, span) if isinstance(val, list) else (None, None)
             perm = list(range(n.rank))

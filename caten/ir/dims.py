@@ -184,14 +184,37 @@ def mod(a: Dim, b: Dim) -> Dim:
     return DimExpr.norm({(Atom("mod", (a, b)),): 1})
 
 
+def sign_of(d: Dim) -> int | None:
+    """1 if d >= 0, -1 if d <= 0 for every binding, else None.
+
+    Assumes what shapes guarantee: a dimension symbol is >= 1 and an opaque atom
+    (floor division, modulo, max, min of dims) is >= 0."""
+    if isinstance(d, int):
+        return 1 if d >= 0 else -1
+    const = d.terms.get((), 0)
+    lo = hi = const  # bounds with every monomial at its least value
+    signs = set()
+    for m, c in d.terms.items():
+        if m:
+            least = 1 if all(a.op == "sym" for a in m) else 0
+            signs.add(c > 0)
+            lo += c * least
+            hi += c * least
+    if signs == {True} and lo >= 0:
+        return 1
+    if signs == {False} and hi <= 0:
+        return -1
+    return None
+
+
 def dmax(a: Dim, b: Dim) -> Dim:
     if isinstance(a, int) and isinstance(b, int):
         return max(a, b)
     if a == b:
         return a
-    diff = add(a, mul(b, -1))
-    if isinstance(diff, int):
-        return a if diff >= 0 else b
+    sgn = sign_of(add(a, mul(b, -1)))
+    if sgn is not None:
+        return a if sgn > 0 else b
     return DimExpr.norm({(Atom("max", tuple(sorted((a, b), key=repr))),): 1})
 
 

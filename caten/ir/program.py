@@ -43,6 +43,7 @@ class Program:
     dims: list[str]  # dynamic dimension symbols, in order of first appearance in the signature
     constraints: list[Constraint] = field(default_factory=list)
     defines: dict[str, int] = field(default_factory=dict)  # dims fixed at compile time (-D)
+    derived: dict[str, Dim] = field(default_factory=dict)  # dims computed from the others (where K = (/ N 2))
 
     def dump(self) -> str:
         head = f"composite {self.name} ({' '.join(map(str, self.inputs))} -> {' '.join(map(str, self.outputs))})"

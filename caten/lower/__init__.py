@@ -61,10 +61,12 @@ class Coords:
 
 class KernelLowerer:
     def __init__(self, name: str, members: list[Node], outer: int, realized: set[Node],
-                 bufname: Callable[[Node], str | None], modes: dict[Node, str] | None = None):
+                 bufname: Callable[[Node], str | None], modes: dict[Node, str] | None = None,
+                 local: set[Node] | None = None):
         self.name, self.members, self.p, self.realized = name, members, outer, realized
         self.bufname = bufname
         self.modes = modes or {}
+        self.local = local or set()
         self.done: set[Node] = set()
         self.scalars: dict[Node, X] = {}
         self.ranges: dict[X, tuple[Dim, Dim]] = {}
@@ -90,10 +92,15 @@ class KernelLowerer:
             if axes[i] != Aff.of(v):
                 raise Unfusable(f"{n} is read at other outer coordinates")
 
+    def index(self, n: Node, c: Coords) -> X:
+        if n in self.local:
+            return flatten(c.axes(self.ranges)[self.p:], n.shape[self.p:]).expr()
+        return c.flat().expr()
+
     def load(self, n: Node, c: Coords) -> X:
         buf = self.bufname(n)
         self.bufs[buf] = n.dtype
-        return L.load(buf, c.flat().expr(), n.dtype)
+        return L.load(buf, self.index(n, c), n.dtype)
 
     def val(self, n: Node, c: Coords, root: bool = False) -> X:
         if not root:
@@ -189,7 +196,7 @@ class KernelLowerer:
             buf = self.bufname(n)
             self.bufs[buf] = n.dtype
             self.done.add(n)
-            return self.nest(vs, [n.shape[a] for a in inner], [L.Store(buf, c.flat().expr(), val)])
+            return self.nest(vs, [n.shape[a] for a in inner], [L.Store(buf, self.index(n, c), val)])
         src = n.src[0]
         rop, axes = n.arg
         mode = self.modes.get(n) or reduce_mode(n, p)
@@ -198,6 +205,8 @@ class KernelLowerer:
         if rop == "max" and n.dtype.is_bool:
             alu = Op.OR
         buf = self.bufname(n)
+        if mode == "tiled":
+            return self.tiled(n, si, alu, buf)
         if mode == "memory":
             inner = list(range(p, n.rank))
             ivs = [self.newvar(f"s{si}i{a}", n.shape[a]) for a in inner]
@@ -241,6 +250,64 @@ class KernelLowerer:
             self.done.add(n)
         return self.nest(kvs, [src.shape[a] for a in keep], body)
 
+    def tiled(self, n: Node, si: int, alu: Op, buf: str) -> list:
+        """Register tiling of a contraction: batch, j0, i0, reduced axes, ii (MR), jj (NR vector),
+        with tails for sizes that do not divide; the tile of the output stays in registers."""
+        src = n.src[0]
+        rop, axes = n.arg
+        rank = src.rank
+        j = rank - 1
+        nonred = [a for a in range(rank) if a not in axes]
+        i = nonred[-2] if len(nonred) >= 2 else None
+        batch = [a for a in nonred if a not in (i, j)]
+        item = n.dtype.itemsize
+        nr = max(16, 256 // item)
+        mr = 6 if i is not None else 1
+        init_vs = [self.newvar(f"s{si}i{a}", n.shape[a]) for a in range(n.rank)]
+        ci = Coords(n.shape, axes=[Aff.of(v) for v in init_vs])
+        out = self.nest(init_vs, list(n.shape), [L.Store(buf, ci.flat().expr(), identity(rop, n.dtype))])
+        self.bufs[buf] = n.dtype
+
+        def parts(axis, step):
+            if axis is None:
+                return [(None, [], [], Aff())]
+            size = src.shape[axis]
+            if step == 1:
+                v = self.newvar(f"s{si}t{axis}", size)
+                return [(None, [], [(v, size)], Aff.of(v))]
+            nmain = D.floordiv(size, step)
+            v0 = self.newvar(f"s{si}b{axis}", nmain)
+            v1 = self.newvar(f"s{si}u{axis}", step)
+            main = (v0, [(v0, nmain)], [(v1, step)], Aff({v0: step, v1: 1}))
+            rem = D.mod(size, step)
+            vt = self.newvar(f"s{si}r{axis}", rem)
+            tail = (None, [], [(vt, rem)], Aff({vt: 1}, D.mul(nmain, step)))
+            return [main, tail]
+
+        nj, ni = len(parts(j, nr)), len(parts(i, mr))
+        for jk in range(nj):
+            for ik in range(ni):
+                jp, ip = parts(j, nr)[jk], parts(i, mr)[ik]
+                bvs = [self.newvar(f"s{si}a{a}", src.shape[a]) for a in batch]
+                rvs = [self.newvar(f"s{si}k{a}", src.shape[a]) for a in axes]
+                coord: dict[int, Aff] = {a: Aff.of(v) for a, v in zip(batch, bvs)}
+                coord.update({a: Aff.of(v) for a, v in zip(axes, rvs)})
+                coord[j] = jp[3]
+                if i is not None:
+                    coord[i] = ip[3]
+                cs = Coords(src.shape, axes=[coord[a] for a in range(rank)])
+                co = Coords(n.shape, axes=[Aff() if a in axes else coord[a] for a in range(rank)])
+                idx = co.flat().expr()
+                upd = L.alu(alu, n.dtype, L.load(buf, idx, n.dtype), self.val(src, cs), arg="acc")
+                body = [L.Store(buf, idx, upd)]
+                inner = ip[2] + jp[2]
+                body = self.nest([v for v, _ in inner], [d for _, d in inner], body)
+                body = self.nest(rvs, [src.shape[a] for a in axes], body)
+                outer = [(v, d) for v, d in zip(bvs, [src.shape[a] for a in batch])] + jp[1] + ip[1]
+                out += self.nest([v for v, _ in outer], [d for _, d in outer], body)
+        self.done.add(n)
+        return out
+
     def lower(self) -> list:
         body: list = []
         for si, n in enumerate(self.members):
@@ -262,8 +329,9 @@ def lower(sched: Schedule) -> list[L.Kernel]:
     realized = {s.node for k in sched.kernels for s in k.stages}
     for k in sched.kernels:
         modes = {s.node: s.mode for s in k.stages if s.kind == "reduce"}
+        local = {s.node for s in k.stages if s.buffer and sched.buffers[s.buffer].local >= 0}
         kl = KernelLowerer(k.name, [s.node for s in k.stages], k.outer, realized,
-                           lambda n: sched.node_buf.get(n), modes)
+                           lambda n: sched.node_buf.get(n), modes, local)
         body = kl.lower()
         params = [L.BufParam(b, sched.buffers[b].dtype, sched.buffers[b].role) for b in kl.bufs if b is not None]
         out.append(L.Kernel(k.name, params, list(sched.program.dims), body))

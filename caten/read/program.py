@@ -10,6 +10,7 @@ INPUTS holds annotations `X{T}[M, N]` (tensors; `[...]` = any shape), plain symb
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 
 from caten.errors import Error, Span
@@ -76,8 +77,24 @@ class Unit:
     rules: list[RuleDef] = field(default_factory=list)
 
 
+_DTYPE_LIKE = re.compile(r"^(bool\w*|[iuf]\d+|bf\d+|float\d*|int\d*|uint\d*|double|half)$")
+
+
+def check_dtype_name(name: str, span: Span) -> None:
+    """A name that looks like a dtype but is none is a typo, not a type variable."""
+    from caten.ir import dtypes as T
+
+    if T.lookup(name) is None and _DTYPE_LIKE.match(name):
+        from caten.errors import closest
+
+        guess = closest(name, T.BY_NAME)
+        raise Error(f"unknown dtype `{name}`", span, f"did you mean `{guess}`?" if guess else
+                    "dtypes: " + " ".join(T.BY_NAME))
+
+
 def _param(f: Form, where: str) -> Param:
     if isinstance(f, Annot):
+        check_dtype_name(f.dtype, f.span)
         return Param(f.name, f.span, f.dtype, f.dims)
     if isinstance(f, Sym) and where == "inputs":
         return Param(f.name, f.span)
@@ -127,6 +144,12 @@ def parse_composite(form: SList, library: bool = False) -> CompositeDef:
             params.append(_param(f, "inputs"))
         i += 1
     outputs = [_param(f, "outputs") for f in outs.items]
+    seen: dict[str, Param] = {}
+    for p in params + outputs:
+        if p.name in seen:
+            raise Error(f"`{p.name}` is declared twice in the signature of `{name}`", p.span,
+                        f"first declared at line {seen[p.name].span.line}, column {seen[p.name].span.col}")
+        seen[p.name] = p
     wheres: list[Where] = []
     keys: list[tuple[str, Form | None, Span]] = []
     tail = parts[end:]
@@ -214,8 +237,11 @@ def parse_forms(forms: list[Form], file: str, library: bool = False, seen: set[s
         else:
             span = f.span if not isinstance(f, SList) or f.span else None
             what = f"({h} ...)" if h else show(f)[:40]
+            from caten.errors import closest
+
+            guess = closest(h, ["composite", "defcomposite", "defoptimizer", "import"]) if h else None
             raise Error(f"expected a top-level form (composite, defcomposite, defoptimizer or import), got `{what}`",
-                        span)
+                        span, f"did you mean `{guess}`?" if guess else None)
     return unit
 
 

@@ -204,6 +204,12 @@ class FnGen:
             return self.ins(f"{'sdiv' if op == 'idiv' else 'srem'} i64 {a}, {b}")
         if op is Op.CAST:
             return self.cast(self.v(x.src[0]), x.src[0].dtype, x.dtype)
+        if x.arg == "acc" and op is Op.ADD and x.dtype.is_float and x.dtype.name not in ("f16", "bf16") \
+                and x.src[1].op is Op.MUL and not any(x.src[1] in sc for sc in self.scopes):
+            # a product feeding a reduction may fuse into an FMA (elementwise ops never contract)
+            m = x.src[1]
+            prod = self.fop("fmul", rty(m.dtype), self.v(m.src[0]), self.v(m.src[1]), "contract")
+            return self.alu(op, x.dtype, x.dtype, [self.v(x.src[0]), prod], x.arg)
         srcs = [self.v(s) for s in x.src]
         return self.alu(op, x.dtype, x.src[0].dtype if x.src else x.dtype, srcs, x.arg)
 
@@ -318,7 +324,7 @@ class FnGen:
         return self.ialu(op, dt, ty, s, acc)
 
     def falu(self, op: Op, ty: str, s: list[str], acc: bool) -> str:
-        fl = "reassoc nsz contract" if acc else "contract"
+        fl = "reassoc nsz contract" if acc else ""
         if op is Op.ADD:
             return self.fop("fadd", ty, s[0], s[1], fl)
         if op is Op.MUL:

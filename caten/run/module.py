@@ -94,6 +94,12 @@ def check_shapes(prog: Program, arrays: list[np.ndarray]) -> dict[str, int]:
                     raise Error(f"argument `{spec.name}` of `{prog.name}`: dimension {s} is {env[s]} from an earlier "
                                 f"argument but {n} here (shape {a.shape}, declared {spec})")
                 env[s] = int(n)
+    for k, expr in prog.derived.items():
+        env[k] = D.evaluate(expr, env)
+    for c in prog.constraints:
+        lhs, rhs = D.evaluate(c.lhs, env), D.evaluate(c.rhs, env)
+        if lhs != rhs:
+            raise Error(f"`{prog.name}`: constraint where {c.text} fails ({lhs} != {rhs})")
     for spec, a in zip(prog.inputs, arrays):
         for d, n in zip(spec.shape, a.shape):
             try:
@@ -103,10 +109,6 @@ def check_shapes(prog: Program, arrays: list[np.ndarray]) -> dict[str, int]:
             if want != n:
                 raise Error(f"argument `{spec.name}` of `{prog.name}` must have shape "
                             f"({', '.join(str(D.evaluate(x, env)) for x in spec.shape)}) ({spec}), got {a.shape}")
-    for c in prog.constraints:
-        lhs, rhs = D.evaluate(c.lhs, env), D.evaluate(c.rhs, env)
-        if lhs != rhs:
-            raise Error(f"`{prog.name}`: constraint where {c.text} fails ({lhs} != {rhs})")
     return env
 
 

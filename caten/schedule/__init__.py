@@ -22,6 +22,7 @@ from caten.ir.program import Program
 ALIGN = 64
 _HEAVY = {Op.EXP2, Op.LOG2, Op.SIN, Op.SQRT, Op.RECIP, Op.IDIV, Op.MOD, Op.RAND, Op.REDUCE}
 LOWP = ("f16", "bf16")
+_TRANSC = {Op.EXP2, Op.LOG2, Op.SIN}
 
 
 @dataclass
@@ -34,10 +35,12 @@ class Buffer:
     offset: Dim = 0  # arena offset (temps)
     first: int = -1  # kernel that writes it
     last: int = -1  # last kernel that reads it
+    local: int = -1  # >= 0: only read inside its kernel; holds one slice past the first `local` axes
 
     @property
     def nbytes(self) -> Dim:
-        return D.mul(D.prod(self.shape), self.dtype.itemsize)
+        shape = self.shape[self.local:] if self.local >= 0 else self.shape
+        return D.mul(D.prod(shape), self.dtype.itemsize)
 
 
 @dataclass
@@ -84,6 +87,8 @@ class Schedule:
         lines.append("buffers:")
         for b in self.buffers.values():
             where = f"arena+{b.offset} live k{b.first}..k{b.last}" if b.role == "temp" else b.role
+            if b.local >= 0:
+                where += f" (kernel-local slice past axis {b.local})"
             lines.append(f"  {b.name} {b.dtype} [{' '.join(map(str, b.shape))}] {b.nbytes} bytes {where}")
         return "\n".join(lines)
 
@@ -116,7 +121,10 @@ def realize_set(outputs: list[Node]) -> tuple[list[Node], set[Node]]:
     order = toposort(outputs)
     realized: set[Node] = set(outputs)
     view_users: dict[Node, list[Node]] = {}
+    users: dict[Node, set[Node]] = {}
     for n in order:
+        for x in n.src:
+            users.setdefault(x, set()).add(n)
         if n.op in (Op.REDUCE, Op.COPY, Op.EXTERN):
             realized.add(n)
         if n.op is Op.VIEW:
@@ -127,6 +135,8 @@ def realize_set(outputs: list[Node]) -> tuple[list[Node], set[Node]]:
         vus = view_users.get(n, [])
         if (len(vus) >= 2 or any(_expands(v) for v in vus)) and _has_heavy(n, realized, {}):
             realized.add(n)
+        elif n.op in _TRANSC and len(users.get(n, ())) >= 2 and any(u.op is Op.REDUCE for u in users[n]):
+            realized.add(n)  # e.g. softmax's exp: computed once into a row-local scratch buffer
     return order, realized
 
 
@@ -151,9 +161,17 @@ def stage_shape(n: Node) -> tuple[Dim, ...]:
     return n.src[0].shape if n.op is Op.REDUCE else n.shape
 
 
+def tiled(n: Node) -> bool:
+    """A reduction whose innermost source axis is kept: a contraction (matmul, column sums),
+    run as a register-tiled loop nest in a kernel of its own."""
+    src = n.src[0]
+    return (n.op is Op.REDUCE and src.rank >= 2 and src.rank - 1 not in n.arg[1]
+            and n.dtype.name not in LOWP and not n.dtype.is_bool)
+
+
 def max_outer(n: Node) -> int:
     if n.op is Op.REDUCE:
-        return min(n.arg[1])
+        return 0 if tiled(n) else min(n.arg[1])
     return n.rank
 
 
@@ -162,6 +180,8 @@ def reduce_mode(n: Node, outer: int) -> str:
     inner = range(outer, n.src[0].rank)
     if all(a in axes for a in inner):
         return "register"
+    if outer == 0 and tiled(n):
+        return "tiled"
     last = n.src[0].rank - 1
     if last not in axes and n.dtype.name not in LOWP:
         return "memory"
@@ -176,6 +196,9 @@ def schedule(program: Program, check=None) -> Schedule:
     for i, n in enumerate(program.nodes):
         if n.op is Op.BUFFER or n in seen_out:
             n = Node.make(Op.COPY, n.dtype, n.shape, (n,), ("out", i))
+        elif n.op is Op.VIEW and n.arg.contiguous and n.src[0].op not in (Op.BUFFER, Op.CONST) \
+                and n.src[0] not in seen_out and n.src[0] not in program.nodes:
+            n = n.src[0]  # a reshape of a computed node: compute straight into the output
         seen_out.add(n)
         outs.append(n)
     order, realized = realize_set(outs)
@@ -231,7 +254,7 @@ def schedule(program: Program, check=None) -> Schedule:
             else:
                 st = Stage(n, "store")
             others = readers.get(n, set()) - {gi}
-            needs_mem = st.kind == "store" or st.mode == "memory" or bool(others) or n in node_buf
+            needs_mem = st.kind == "store" or st.mode in ("memory", "tiled") or bool(others) or n in node_buf
             if st.kind == "reduce" and st.mode == "register" and any(
                     a not in n.arg[1] for a in range(p, n.src[0].rank)):
                 needs_mem = True
@@ -240,6 +263,8 @@ def schedule(program: Program, check=None) -> Schedule:
                     name = f"t{ntemp}"
                     ntemp += 1
                     buffers[name] = Buffer(name, n.dtype, tuple(n.shape), "temp")
+                    if st.kind == "store" and not others and p > 0:
+                        buffers[name].local = p
                     node_buf[n] = name
                 st.buffer = node_buf[n]
             k.stages.append(st)
