@@ -10,11 +10,11 @@ from caten.run.module import Module
 
 
 def _module(src, runtime: str, rules: Sequence[str] | None, defines: Mapping[str, object] | None,
-            opt_level: int, plugin: str | None = None, use_cache: bool = True) -> Module:
+            opt_level: int, plugin: str | None = None, use_cache: bool = True, explain=None) -> Module:
     if plugin:
         R.load_plugin(plugin)
     types, dims = split_defines(dict(defines or {}))
-    return Module(src, R.get(runtime), types, dims, opt_level, list(rules or []), use_cache)
+    return Module(src, R.get(runtime), types, dims, opt_level, [str(r) for r in rules or []], use_cache, explain)
 
 
 def load(path: str, runtime: str = "llvm", rules: Sequence[str] | None = None,

@@ -66,7 +66,9 @@ def split_defines(defines: dict[str, object] | None) -> tuple[dict[str, DType], 
 
 
 def compile_program(src: Source, cdef: CompositeDef, types: dict[str, DType], dims: dict[str, int],
-                    opt_level: int = 2, rules: list | None = None) -> Program:
-    """Elaborate one composite for one binding into a Program (rewrites plug in here)."""
+                    opt_level: int = 2, rules: list | None = None, runtime: str = "numpy", explain=None) -> Program:
+    """Elaborate one composite for one binding into a Program (rewrites plug in here).
+
+    `rules` are user rule-file paths; `explain`, when given, collects what each rule did."""
     user = {k: v for k, v in src.by_name.items()}
     return Elaborator(user).compile(cdef, types, dims)

@@ -10,7 +10,7 @@ from caten.errors import Error
 
 
 def programs_of(file: str, runtime: str, defines: dict[str, str], opt: int, rules: list[str],
-                plugin: str | None, entries: list[str]):
+                plugin: str | None, entries: list[str], explain=None):
     """The Programs of the chosen entries (every composite by default)."""
     from caten.driver import compile_program, read_source, split_defines
     from caten.run import runtime as R
@@ -21,15 +21,22 @@ def programs_of(file: str, runtime: str, defines: dict[str, str], opt: int, rule
     src = read_source(file)
     types, dims = split_defines(defines)
     names = entries or src.names
-    return rt, [compile_program(src, src.entry(n), types, dims, opt, rules) for n in names]
+    return rt, [compile_program(src, src.entry(n), types, dims, opt, rules, rt.name, explain) for n in names]
 
 
 def compile_file(file: str, runtime: str, defines: dict[str, str], opt: int, rules: list[str], use_cache: bool,
                  plugin: str | None, verbose: bool, output: str | None, asm: bool, emit: str | None,
-                 entries: list[str]) -> None:
+                 entries: list[str], explain_rules: bool = False) -> None:
     from caten.run.runtime import CompileOptions
 
-    rt, progs = programs_of(file, runtime, defines, opt, rules, plugin, entries)
+    explain = None
+    if explain_rules:
+        from caten.rewrite import Explain
+
+        explain = Explain()
+    rt, progs = programs_of(file, runtime, defines, opt, rules, plugin, entries, explain)
+    if explain is not None:
+        click.echo(explain.report(), err=True)
     if emit in ("ir", "opt-ir"):
         text = "\n\n".join(p.dump() for p in progs) + "\n"
         return _write_text(output, text)

@@ -71,6 +71,7 @@ def compile_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--no-cache", is_flag=True, help="do not read or write the compile cache"),
         click.option("--plugin", type=click.Path(), help="load a runtime plugin from a Python file"),
         click.option("-v", "--verbose", is_flag=True, help="say what each stage did"),
+        click.option("--explain-rules", is_flag=True, help="report each rewrite rule that fired, where and how often"),
     ]
     for o in reversed(opts):
         fn = o(fn)
@@ -110,13 +111,13 @@ def cli() -> None:
 @click.option("-e", "--entry", multiple=True, help="composite to compile (default: every one)")
 @diagnostics
 def compile_cmd(file: str, runtime: str, defines: tuple[str, ...], opt: int, rules: tuple[str, ...],
-                no_cache: bool, plugin: str | None, verbose: bool, output: str | None, asm: bool,
+                no_cache: bool, plugin: str | None, verbose: bool, explain_rules: bool, output: str | None, asm: bool,
                 emit: str | None, entry: tuple[str, ...]) -> None:
     """Compile FILE."""
     from caten.cli.compile import compile_file
 
     compile_file(file, runtime, parse_defines(defines), opt, list(rules), not no_cache, plugin, verbose,
-                 output, asm, emit, list(entry))
+                 output, asm, emit, list(entry), explain_rules)
 
 
 @cli.command("run", epilog=EXAMPLES)
@@ -127,13 +128,44 @@ def compile_cmd(file: str, runtime: str, defines: tuple[str, ...], opt: int, rul
 @click.option("-o", "output", type=click.Path(), help="output .npy (one output) or .npz (several)")
 @diagnostics
 def run_cmd(file: str, inputs: tuple[str, ...], runtime: str, defines: tuple[str, ...], opt: int,
-            rules: tuple[str, ...], no_cache: bool, plugin: str | None, verbose: bool, entry: str | None,
-            output: str | None) -> None:
+            rules: tuple[str, ...], no_cache: bool, plugin: str | None, verbose: bool, explain_rules: bool,
+            entry: str | None, output: str | None) -> None:
     """Run a composite of FILE on .npy inputs given as NAME=PATH.npy."""
     from caten.cli.run import run_file
 
     run_file(file, list(inputs), runtime, parse_defines(defines), opt, list(rules), not no_cache, plugin,
-             verbose, entry, output)
+             verbose, entry, output, explain_rules)
+
+
+@cli.command("test-runtime")
+@click.option("-r", "--runtime", default="llvm", show_default=True, help="runtime to test")
+@click.option("-o", "output", type=click.Path(), help="report path (default reports/RUNTIME.md)")
+@click.option("--compile-only", is_flag=True, help="compile every case but run none (device absent)")
+@click.option("--ops", "pattern", help="only ops whose name matches this glob pattern")
+@click.option("--plugin", type=click.Path(), help="load a runtime plugin from a Python file first")
+@diagnostics
+def test_runtime_cmd(runtime: str, output: str | None, compile_only: bool, pattern: str | None,
+                     plugin: str | None) -> None:
+    """Run the op-coverage conformance suite and write reports/RUNTIME.md and .json."""
+    from caten.cli.testrt import run_conformance
+
+    sys.exit(run_conformance(runtime, output, compile_only, pattern, plugin))
+
+
+@cli.group("rules")
+def rules_group() -> None:
+    """Work with rewrite-rule files."""
+
+
+@rules_group.command("check")
+@click.argument("files", nargs=-1, required=True, type=click.Path())
+@click.option("-v", "--verbose", is_flag=True, help="show every rule checked")
+@diagnostics
+def rules_check_cmd(files: tuple[str, ...], verbose: bool) -> None:
+    """Test each rule for soundness on random inputs; exit 1 on a counterexample."""
+    from caten.cli.rules import check_files
+
+    sys.exit(check_files(list(files), verbose))
 
 
 @cli.command("ops")

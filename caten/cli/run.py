@@ -21,11 +21,17 @@ def _load_array(path: str) -> np.ndarray:
 
 
 def run_file(file: str, inputs: list[str], runtime: str, defines: dict[str, str], opt: int, rules: list[str],
-             use_cache: bool, plugin: str | None, verbose: bool, entry: str | None, output: str | None) -> None:
+             use_cache: bool, plugin: str | None, verbose: bool, entry: str | None, output: str | None,
+             explain_rules: bool = False) -> None:
     import caten
 
+    explain = None
+    if explain_rules:
+        from caten.rewrite import Explain
+
+        explain = Explain()
     mod = caten.load(file, runtime=runtime, rules=rules, defines=defines, opt_level=opt, plugin=plugin,
-                     use_cache=use_cache)
+                     use_cache=use_cache, explain=explain)
     src = mod.source
     if not src.names:
         raise Error(f"{file} defines no composite", Span(file, 1, 1))
@@ -54,6 +60,8 @@ def run_file(file: str, inputs: list[str], runtime: str, defines: dict[str, str]
         raise Error(f"`{name}` needs input{'s' if len(missing) > 1 else ''} {', '.join(missing)}",
                     hint=" ".join(f"{p}=PATH.npy" for p in params))
     result = getattr(mod, name.replace("-", "_"))(*(given[p] for p in params))
+    if explain is not None:
+        click.echo(explain.report(), err=True)
     outs = result if isinstance(result, tuple) else (result,)
     onames = [o.name for o in cdef.outputs]
     if output:

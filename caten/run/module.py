@@ -51,7 +51,8 @@ class Composite:
         key = tuple(sorted((k, v.name) for k, v in types.items()))
         if key not in self._programs:
             m = self.module
-            self._programs[key] = compile_program(m.source, self.cdef, types, m.dims, m.opt_level, m.rules)
+            self._programs[key] = compile_program(m.source, self.cdef, types, m.dims, m.opt_level, m.rules,
+                                                  m.runtime.name, m.explain)
         return self._programs[key]
 
     def program(self, types: dict[str, DType]) -> tuple[Program, Any]:
@@ -116,8 +117,8 @@ class Module:
     """The composites of one source, compiled lazily for a runtime."""
 
     def __init__(self, source: Source, runtime: Runtime, types: dict[str, DType], dims: dict[str, int],
-                 opt_level: int = 2, rules: list | None = None, use_cache: bool = True):
-        self.source, self.runtime = source, runtime
+                 opt_level: int = 2, rules: list | None = None, use_cache: bool = True, explain=None):
+        self.source, self.runtime, self.explain = source, runtime, explain
         self.types, self.dims, self.opt_level, self.rules, self.use_cache = types, dims, opt_level, rules, use_cache
         self._composites = {n.replace("-", "_"): Composite(self, source.entry(n)) for n in source.names}
         for c in self._composites.values():  # report source errors at load time where the dtypes are known
