@@ -105,6 +105,8 @@ class Elaborator:
     # evaluation -------------------------------------------------------------------------
     def eval(self, f: Form, env: Scope) -> Any:
         if isinstance(f, Num):
+            if isinstance(f.value, int) and not -(2 ** 63) <= f.value < 2 ** 64:
+                raise Error(f"the integer {f.value} is out of range for every integer dtype", f.span)
             return Lit(f.value, "float" if isinstance(f.value, float) else "int")
         if isinstance(f, Sym):
             return self.lookup(f, env)
@@ -308,11 +310,11 @@ class Elaborator:
         if op is Op.INDEX:
             self._arity(op.value, args, 1, span)
             shape = P.as_shape(args[0], span)
-            axis = P.as_axes(kwarg("axis", Lit(0, "int")), len(shape), span)
+            axis = P.one_axis(kwarg("axis", Lit(0, "int")), len(shape), span)
             dt = kwarg("dtype", T.i64)
             if dt not in info.dtypes:
                 raise Error(f"INDEX gives i32 or i64, not {describe(dt)}", span)
-            return Tensor(B.index(shape, axis[0], dt))
+            return Tensor(B.index(shape, axis, dt))
         if op is Op.RAND:
             self._arity(op.value, args, 1, span)
             return Tensor(B.rand_bits(P.as_shape(args[0], span), P.as_int(kwarg("seed", Lit(0, "int")), span)))

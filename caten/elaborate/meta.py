@@ -38,8 +38,7 @@ def _shape(e, args, kw, span):
 def _dim(e, args, kw, span):
     _n(args, 2, "dim", span)
     t = _tensor_like(args[0], span)
-    ax = P.as_axes(args[1], t.node.rank, span)[0]
-    return Lit(t.shape[ax], "dim")
+    return Lit(t.shape[P.one_axis(args[1], t.node.rank, span)], "dim")
 
 
 def _count(e, args, kw, span):
@@ -127,7 +126,7 @@ def _range(e, args, kw, span):
 def _axis(e, args, kw, span):
     """(axis X K): K normalized to 0..rank-1 (negative counts from the end)."""
     _n(args, 2, "axis", span)
-    return Lit(P.as_axes(args[1], _tensor_like(args[0], span).node.rank, span)[0], "int")
+    return Lit(P.one_axis(args[1], _tensor_like(args[0], span).node.rank, span), "int")
 
 
 def _repeat(e, args, kw, span):

@@ -72,6 +72,9 @@ def _fold(op: Op, lits: Sequence[Lit], arg: Any, span: Span) -> Lit | Tensor:
         out_dt = TABLE[op].dtype_rule(dts, arg)
     except DTypeError as e:
         raise Error(str(e), span) from None
+    for lit, dt in zip(lits, dts):
+        if dt.is_int and not -(2 ** 63) <= int(lit.value) < 2 ** 63:
+            raise Error(f"the integer {lit.value} does not fit i64", span)
     xs = [np.array(lit.value).astype(dt.np) for lit, dt in zip(lits, dts)]
     with np.errstate(all="ignore"):
         r = np.asarray(TABLE[op].ref(Ctx(arg, (), out_dt, {}, ()), *xs)).item()
@@ -163,6 +166,16 @@ def as_axes(v: Any, rank: int, span: Span) -> tuple[int, ...]:
         raise Error(str(e), span) from None
 
 
+def one_axis(v: Any, rank: int, span: Span) -> int:
+    """A single axis of a tensor of `rank` (negative counts from the end)."""
+    if rank == 0:
+        raise Error("a scalar has no axes", span)
+    axes = as_axes(v, rank, span)
+    if len(axes) != 1:
+        raise Error(f"expected one axis, got {len(axes)}", span)
+    return axes[0]
+
+
 def as_pairs(v: Any, span: Span, what: str) -> list[tuple[Dim, Dim]]:
     if not isinstance(v, list) or not all(isinstance(p, list) and len(p) == 2 for p in v):
         raise Error(f"expected {what} as [[lo hi] ...], got {describe(v)}", span)
@@ -217,7 +230,9 @@ def view(x: Tensor, key: str, val: Any, span: Span) -> Tensor:
                     raise Error(f"axis {a} is out of range for a tensor of rank {n.rank}", span)
             return Tensor(B.permute(n, [a % n.rank for a in axes]))
         if key == "swap":
-            a, b = as_axes(val, n.rank, span) if isinstance(val, list) else (None, None)
+            if not isinstance(val, list) or len(val) != 2:
+                raise Error("expected :swap [A B]", span)
+            a, b = one_axis(val[0], n.rank, span), one_axis(val[1], n.rank, span)
             perm = list(range(n.rank))
             perm[a], perm[b] = perm[b], perm[a]
             return Tensor(B.permute(n, perm))

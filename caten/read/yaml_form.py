@@ -30,8 +30,16 @@ def _read_scalar(node: yaml.ScalarNode, text: str, file: str) -> list[Form]:
 
 
 def read_yaml(text: str, file: str) -> list[Form]:
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += 1 if ch in "[{" else -1 if ch in "]}" else 0
+        if depth > 100:
+            line = text.count("\n", 0, i) + 1
+            raise Error("YAML nests deeper than 100 levels", Span(file, line, i - text.rfind("\n", 0, i), text=text))
     try:
         root = yaml.compose(text)
+    except RecursionError:
+        raise Error("YAML nests too deeply", Span(file, 1, 1, text=text)) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
         span = _span(file, mark, text) if mark else Span(file, 1, 1, text=text)

@@ -9,6 +9,7 @@ computed in f32 and rounded after every op. Integer division by zero gives 0, ne
 from __future__ import annotations
 
 import math
+import re
 import struct
 from collections.abc import Sequence
 
@@ -629,17 +630,20 @@ def c_type(dt: DType) -> str:
     return {"f16": "uint16_t", "bf16": "uint16_t", "f32": "float", "f64": "double"}[dt.name]
 
 
-def c_header(prog, name: str) -> str:
-    guard = f"CATEN_{name.upper()}_H"
-    args = [f"const {c_type(s.dtype)} *{s.name}" for s in prog.inputs]
-    args += [f"{c_type(s.dtype)} *{s.name}" for s in prog.outputs]
-    args += [f"int64_t {d}" for d in prog.dims]
-    doc = f"/* {prog.name}: {' '.join(map(str, prog.inputs))} -> {' '.join(map(str, prog.outputs))}"
-    doc += " (f16/bf16 passed as uint16_t bits). Returns 0, or 1 if a where-constraint fails. */"
-    return "\n".join([f"#ifndef {guard}", f"#define {guard}", "#include <stdbool.h>", "#include <stdint.h>",
-                      "#ifdef __cplusplus", 'extern "C" {', "#endif", doc,
-                      f"int32_t {name}({', '.join(args) or 'void'});", "#ifdef __cplusplus", "}", "#endif",
-                      f"#endif /* {guard} */", ""])
+def c_header(progs, names: Sequence[str], stem: str = "caten") -> str:
+    """One C header declaring the entry of every program (LANGUAGE.md section 8)."""
+    guard = f"CATEN_{re.sub(r'[^A-Za-z0-9]', '_', stem).upper()}_H"
+    lines = [f"#ifndef {guard}", f"#define {guard}", "#include <stdbool.h>", "#include <stdint.h>",
+             "#ifdef __cplusplus", 'extern "C" {', "#endif"]
+    for prog, name in zip(progs, names):
+        args = [f"const {c_type(s.dtype)} *{s.name}" for s in prog.inputs]
+        args += [f"{c_type(s.dtype)} *{s.name}" for s in prog.outputs]
+        args += [f"int64_t {d}" for d in prog.dims]
+        lines.append(f"/* {prog.name}: {' '.join(map(str, prog.inputs))} -> {' '.join(map(str, prog.outputs))}"
+                     " (f16/bf16 as uint16_t bits). Returns 0, or 1 if a where-constraint fails. */")
+        lines.append(f"int32_t {name}({', '.join(args) or 'void'});")
+    lines += ["#ifdef __cplusplus", "}", "#endif", f"#endif /* {guard} */", ""]
+    return "\n".join(lines)
 
 
 __all__ = ["ModuleGen", "FnGen", "entry_functions", "c_header", "D", "T"]

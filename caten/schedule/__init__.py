@@ -188,9 +188,13 @@ def reduce_mode(n: Node, outer: int) -> str:
     return "register"
 
 
-def schedule(program: Program, check=None) -> Schedule:
-    """Group `program` into kernels. `check(sched_kernel_nodes, outer)` may veto a fusion by
-    raising Unfusable (the lowering uses this to try a group before committing to it)."""
+def schedule(program: Program, check="lowering") -> Schedule:
+    """Group `program` into kernels. `check(members, outer, realized)` may veto a fusion by
+    raising Unfusable; by default the lowering tries each group before it is committed."""
+    if check == "lowering":
+        from caten.lower import check_group  # lower builds on this module; imported late on purpose
+
+        check = check_group
     outs: list[Node] = []
     seen_out: set[Node] = set()
     for i, n in enumerate(program.nodes):

@@ -1,0 +1,23 @@
+"""Shared fixtures.
+
+`runtime` is parametrized over the runtimes named in the environment variable
+CATEN_TEST_RUNTIMES (comma-separated, default "numpy"), so the same tests run on every
+runtime under test: `CATEN_TEST_RUNTIMES=numpy,llvm pytest`.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+def runtimes_under_test() -> list[str]:
+    names = [r.strip() for r in os.environ.get("CATEN_TEST_RUNTIMES", "numpy").split(",")]
+    return [r for r in names if r] or ["numpy"]
+
+
+@pytest.fixture(params=runtimes_under_test())
+def runtime(request) -> str:
+    """The name of a caten runtime, for `caten.loads(..., runtime=runtime)`."""
+    return request.param
