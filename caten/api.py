@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from caten.driver import read_source, read_text, split_defines
 from caten.run import runtime as R

@@ -10,8 +10,9 @@ user's call of it).
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from caten.elaborate import meta
 from caten.elaborate import principal as P
@@ -38,10 +39,10 @@ _CONSTS = {"true": Lit(True, "bool"), "t": Lit(True, "bool"), "false": Lit(False
 class Scope:
     __slots__ = ("vars", "parent")
 
-    def __init__(self, parent: "Scope | None" = None, vars: dict[str, Any] | None = None):
+    def __init__(self, parent: Scope | None = None, vars: dict[str, Any] | None = None):
         self.vars, self.parent = vars or {}, parent
 
-    def find(self, name: str) -> "Scope | None":
+    def find(self, name: str) -> Scope | None:
         s: Scope | None = self
         while s is not None:
             if name in s.vars:
@@ -526,7 +527,8 @@ class Elaborator:
         order: list[str] = []
         for p in cdef.params + cdef.outputs:
             if p.any_shape:
-                raise Error(f"`{p.name}`: a compiled composite needs a concrete rank ([...] is for the library)", p.span)
+                raise Error(f"`{p.name}`: a compiled composite needs a concrete rank ([...] is for the library)",
+                            p.span)
             for d in p.dims or []:
                 for s in _syms(d):
                     if s not in order:

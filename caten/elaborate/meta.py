@@ -6,13 +6,13 @@ caten's language ask a tensor's rank, read a dim, build an axis list, or fail wi
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from caten.elaborate import principal as P
 from caten.elaborate.values import Lit, Tensor, describe
 from caten.errors import Error, Span
 from caten.ir import dims as D
-from caten.ir import dtypes as T
 from caten.ir.dtypes import DType
 
 

@@ -8,10 +8,12 @@ reference, so folding can never disagree with the interpreter.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
+from caten.elaborate.values import Lit, Tensor, describe
 from caten.errors import Error, Span
 from caten.ir import build as B
 from caten.ir import dims as D
@@ -20,9 +22,8 @@ from caten.ir.build import ShapeError
 from caten.ir.dims import Dim
 from caten.ir.dtypes import DType
 from caten.ir.graph import Node
-from caten.ir.view import View
 from caten.ir.ops import TABLE, Ctx, DTypeError, Op
-from caten.elaborate.values import Lit, Tensor, describe
+from caten.ir.view import View
 
 _DIM_FOLD: dict[Op, Callable[..., Dim]] = {
     Op.ADD: D.add, Op.MUL: D.mul, Op.IDIV: D.floordiv, Op.MOD: D.mod, Op.MAX: D.dmax,

@@ -45,7 +45,8 @@ class DType:
 bool_ = DType("bool", "bool", 8)
 i8, i16, i32, i64 = (DType(f"i{b}", "int", b) for b in (8, 16, 32, 64))
 u8, u16, u32, u64 = (DType(f"u{b}", "uint", b) for b in (8, 16, 32, 64))
-f16, bf16, f32, f64 = DType("f16", "float", 16), DType("bf16", "float", 16), DType("f32", "float", 32), DType("f64", "float", 64)
+f16, bf16 = DType("f16", "float", 16), DType("bf16", "float", 16)
+f32, f64 = DType("f32", "float", 32), DType("f64", "float", 64)
 
 ALL: tuple[DType, ...] = (bool_, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64)
 BY_NAME: dict[str, DType] = {d.name: d for d in ALL}

@@ -59,7 +59,8 @@ def _same(accepted: Sequence[DType], what: str) -> Callable[[Sequence[DType], An
             if d not in accepted:
                 raise DTypeError(f"{what}, got {d}")
         if any(d != ins[0] for d in ins):
-            raise DTypeError(f"operands have different dtypes ({', '.join(map(str, ins))}); convert one with (cast x DTYPE)")
+            raise DTypeError(f"operands have different dtypes ({', '.join(map(str, ins))}); "
+                             "convert one with (cast x DTYPE)")
         return ins[0]
     return rule
 

@@ -55,7 +55,7 @@ def read_yaml(text: str, file: str) -> list[Form]:
         if not isinstance(vnode, yaml.MappingNode):
             raise Error(f"composite `{knode.value}` must map to in/out/impl", span)
         fields = {k.value: v for k, v in vnode.value}
-        for k, v in vnode.value:
+        for k, _ in vnode.value:
             if k.value not in _KEYS:
                 raise Error(f"unknown key `{k.value}` (expected one of {', '.join(_KEYS)})",
                             _span(file, k.start_mark, text))
@@ -63,7 +63,7 @@ def read_yaml(text: str, file: str) -> list[Form]:
             if req not in fields:
                 raise Error(f"composite `{knode.value}` lacks `{req}`", span)
 
-        def seq(key: str) -> list[Form]:
+        def seq(key: str, fields: dict = fields) -> list[Form]:
             node = fields.get(key)
             if node is None:
                 return []

@@ -23,7 +23,7 @@ from caten.run.runtime import CompileOptions, Runtime
 class Composite:
     """One composite of a module; compiled once per binding of its type variables."""
 
-    def __init__(self, module: "Module", cdef: CompositeDef):
+    def __init__(self, module: Module, cdef: CompositeDef):
         self.module, self.cdef = module, cdef
         self._variants: dict[tuple, tuple[Program, Any]] = {}
         self._programs: dict[tuple, Program] = {}
