@@ -351,3 +351,14 @@ def test_diagnostic_exits_1_and_is_gcc_style(tmp_path):
     assert m and int(m.group(1)) in (11, 12), text
     assert "  (return (softmx X)))" in text
     assert "Traceback" not in text
+
+
+def test_graph_writes_dot(tmp_path):
+    """`caten graph FILE -e NAME -o g.dot` draws the principal-op graph."""
+    src = tmp_path / "g.lisp"
+    src.write_text("(composite f ((X{f32}[N]) -> (Y{f32}[N])) (exp X))\n")
+    r = subprocess.run([sys.executable, "-m", "caten", "graph", str(src), "-e", "f", "-o", str(tmp_path / "g.dot")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    dot = (tmp_path / "g.dot").read_text()
+    assert dot.startswith('digraph "f"') and "EXP2" in dot and "BUFFER" in dot and "->" in dot

@@ -153,6 +153,19 @@ def test_runtime_cmd(runtime: str, output: str | None, compile_only: bool, patte
     sys.exit(run_conformance(runtime, output, compile_only, pattern, plugin))
 
 
+@cli.command("graph")
+@click.argument("file", type=click.Path())
+@click.option("-e", "--entry", help="composite to draw (default: the last one)")
+@click.option("-o", "output", type=click.Path(), help="g.dot (or g.svg/g.png with Graphviz installed)")
+@click.option("-D", "defines", multiple=True, metavar="NAME=VALUE", help="bind a dim or type variable")
+@diagnostics
+def graph_cmd(file: str, entry: str | None, output: str | None, defines: tuple[str, ...]) -> None:
+    """Draw a composite's principal-op graph as Graphviz DOT (or SVG)."""
+    from caten.cli.graph import write_graph
+
+    write_graph(file, entry, output, parse_defines(defines))
+
+
 @cli.group("rules")
 def rules_group() -> None:
     """Work with rewrite-rule files."""
