@@ -166,6 +166,43 @@ def graph_cmd(file: str, entry: str | None, output: str | None, defines: tuple[s
     write_graph(file, entry, output, parse_defines(defines))
 
 
+@cli.group("cache")
+def cache_group() -> None:
+    """Inspect or clear the compile cache (~/.cache/caten, $XDG_CACHE_HOME, $CATEN_CACHE_DIR)."""
+
+
+@cache_group.command("info")
+@click.option("-v", "--verbose", is_flag=True, help="also this process's hit/miss counts per kind")
+@diagnostics
+def cache_info_cmd(verbose: bool) -> None:
+    """Where the cache is, how many entries, how large."""
+    from caten.cache import default_cache
+
+    c = default_cache()
+    ents = c.entries()
+    kinds: dict[str, int] = {}
+    for f, _, _ in ents:
+        k = f.suffix.lstrip(".")
+        kinds[k] = kinds.get(k, 0) + 1
+    click.echo(f"location: {c.root}")
+    click.echo(f"entries:  {len(ents)}" + (f" ({', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))})"
+                                           if kinds else ""))
+    click.echo(f"size:     {sum(s for _, s, _ in ents) / 1e6:.2f} MB of {c.cap / 1e6:.0f} MB")
+    if verbose:
+        st = c.stats
+        click.echo(f"this process: {st.hits} hits, {st.misses} misses, {st.writes} writes, {st.corrupt} corrupt")
+
+
+@cache_group.command("clear")
+@diagnostics
+def cache_clear_cmd() -> None:
+    """Delete every cache entry."""
+    from caten.cache import default_cache
+
+    c = default_cache()
+    click.echo(f"removed {c.clear()} entries from {c.root}")
+
+
 @cli.group("rules")
 def rules_group() -> None:
     """Work with rewrite-rule files."""
