@@ -21,9 +21,13 @@
 (composite selu ((X{T}[...]) -> (Y{T}[...]))
   "scale * (x if x > 0 else alpha (e**x - 1))"
   (MUL 1.0507009873554805 (WHERE (CMPLT 0 X) X (MUL 1.6732632423543772 (- (exp X) 1)))))
+(composite log1p ((X{T}[...]) -> (Y{T}[...]))
+  "log(1 + x), accurate for small x (Kahan: log(u) * x / (u - 1) with u = 1 + x)"
+  (let ((u (+ 1 X)))
+    (WHERE (= u 1) X (/ (* (log u) X) (- u 1)))))
 (composite softplus ((X{T}[...]) -> (Y{T}[...]))
-  "log(1 + e**x), computed stably as max(x, 0) + log(1 + e**-|x|)"
-  (+ (MAX X 0) (log (+ 1 (exp (NEG (abs X)))))))
+  "log(1 + e**x), computed stably as max(x, 0) + log1p(e**-|x|)"
+  (+ (MAX X 0) (log1p (exp (NEG (abs X))))))
 
 (composite horner ((S{T}[...] &rest cs) -> (Y{T}[...]))
   "the polynomial c0 + s*(c1 + s*(c2 + ...)) by Horner's rule"
