@@ -80,26 +80,29 @@ def symbol(name: str) -> str:
     return s if s and not s[0].isdigit() else "_" + s
 
 
-def generate(program: Program, name: str) -> tuple[str, object]:
-    """LLVM IR text of a program (unoptimized) and its schedule."""
+def generate(programs: Program | Sequence[Program], names: str | Sequence[str]) -> tuple[str, list]:
+    """LLVM IR text (unoptimized) of one or several programs in one module, and their schedules."""
     from caten.lower import check_group, lower
     from caten.render.llvm import ModuleGen, entry_functions
     from caten.schedule import schedule
 
-    sched = schedule(program, check=check_group)
-    for i, k in enumerate(sched.kernels):
-        k.name = f"{name}__k{i}"
-    kernels = lower(sched)
-    llvm = _llvm()
+    if isinstance(programs, Program):
+        programs, names = [programs], [names]
     tm = target_machine()
     triple, cpu, feats = host()
     mod = ModuleGen(triple, str(tm.target_data), cpu, feats)
-    defines = dict(program.defines)
-    for k in kernels:
-        mod.kernel(k, defines)
-    entry_functions(mod, name, sched, kernels, defines)
-    del llvm
-    return mod.text(), sched
+    scheds = []
+    for program, name in zip(programs, names):
+        sched = schedule(program, check=check_group)
+        for i, k in enumerate(sched.kernels):
+            k.name = f"{name}__k{i}"
+        kernels = lower(sched)
+        defines = dict(program.defines)
+        for k in kernels:
+            mod.kernel(k, defines)
+        entry_functions(mod, name, sched, kernels, defines)
+        scheds.append(sched)
+    return mod.text(), scheds
 
 
 def optimize(ir_text: str, opt: int = 3):
@@ -180,7 +183,7 @@ class LLVMRuntime(Runtime):
             self._count += 1
             digest = hashlib.sha256(repr(key).encode()).hexdigest()[:10]
             name = f"{symbol(program.name)}_{digest}_{self._count}"
-            ir, sched = generate(program, name)
+            ir, (sched,) = generate(program, name)
             mod = optimize(ir, opt)
             eng = _engine()
             eng.add_module(mod)
@@ -195,17 +198,22 @@ class LLVMRuntime(Runtime):
                 print(f"[llvm] compiled {program.name}: {len(sched.kernels)} kernel(s) in {exe.compile_s * 1e3:.1f} ms")
             return exe
 
-    def emit(self, program: Program, kind: str, options: CompileOptions | None = None) -> dict[str, bytes | str]:
+    def emit(self, program: Program | Sequence[Program], kind: str,
+             options: CompileOptions | None = None) -> dict[str, bytes | str]:
+        """AOT artifacts of one program or several (one module, one library, one header)."""
         from caten.render.llvm import c_header
 
         options = options or CompileOptions()
         opt = max(0, min(3, int(options.opt_level if options.opt_level is not None else 3)))
-        name = symbol(program.name)
+        progs = [program] if isinstance(program, Program) else list(program)
+        names = [symbol(p.name) for p in progs]
+        if len(set(names)) != len(names):
+            raise Error("two composites have the same C name: " + ", ".join(names))
         if kind == "schedule":
             from caten.lower import check_group
             from caten.schedule import schedule
-            return {".txt": schedule(program, check=check_group).dump() + "\n"}
-        ir, _ = generate(program, name)
+            return {".txt": "\n\n".join(schedule(p, check=check_group).dump() for p in progs) + "\n"}
+        ir, _ = generate(progs, names)
         if kind == "source":
             return {".ll": ir}
         mod = optimize(ir, opt)
@@ -216,7 +224,7 @@ class LLVMRuntime(Runtime):
         if kind == "obj":
             return {".o": obj}
         if kind == "lib":
-            return {".so": link_shared(obj), ".h": c_header(program, name)}
+            return {".so": link_shared(obj), ".h": c_header(progs, names, names[0] if len(names) == 1 else "caten")}
         raise Error(f"runtime 'llvm' cannot emit '{kind}'", hint="use source, asm, obj, lib or schedule")
 
 
