@@ -20,10 +20,17 @@ def _module(src, runtime: str, rules: Sequence[str] | None, defines: Mapping[str
 def load(path: str, runtime: str = "llvm", rules: Sequence[str] | None = None,
          defines: Mapping[str, object] | None = None, opt_level: int = 2, **kw) -> Module:
     """Compile the composites of a .lisp or .yaml file for a runtime (lazily, per dtype binding)."""
-    return _module(read_source(str(path)), runtime, rules, defines, opt_level, **kw)
+    from caten.read.cached import read_source_cached
+
+    src = read_source_cached(str(path)) if kw.get("use_cache", True) else read_source(str(path))
+    return _module(src, runtime, rules, defines, opt_level, **kw)
 
 
 def loads(text: str, runtime: str = "llvm", rules: Sequence[str] | None = None,
           defines: Mapping[str, object] | None = None, opt_level: int = 2, yaml: bool = False, **kw) -> Module:
     """Like `load`, from source text."""
-    return _module(read_text(text, "<string>", yaml), runtime, rules, defines, opt_level, **kw)
+    src = read_text(text, "<string>", yaml)
+    from caten.cache import key_of
+
+    src.key = key_of("text", str(yaml), text)
+    return _module(src, runtime, rules, defines, opt_level, **kw)

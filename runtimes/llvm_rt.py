@@ -11,8 +11,10 @@ own arena.
 from __future__ import annotations
 
 import ctypes
+import glob
 import hashlib
 import os
+import pickle
 import re
 import subprocess
 import tempfile
@@ -22,6 +24,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from caten.cache import default_cache, key_of
 from caten.errors import Error
 from caten.ir import dims as D
 from caten.ir.dtypes import DType
@@ -125,16 +128,33 @@ def optimize(ir_text: str, opt: int = 3):
 
 
 class LLVMExecutable:
-    def __init__(self, program: Program, sched, fn, ir: str, name: str, compile_s: float):
-        self.program, self.sched, self.fn, self.ir, self.name = program, sched, fn, ir, name
+    def __init__(self, program: Program, sched, fn, ir: str | None, name: str, compile_s: float,
+                 arena_size=None):
+        self.program, self._sched, self.fn, self._ir, self.name = program, sched, fn, ir, name
         self.compile_s = compile_s
+        self.arena_size = sched.arena_size if sched is not None else arena_size
         self.arena = np.empty(0, np.uint8)
         self._arena_ptr = 0
 
+    @property
+    def sched(self):
+        """The schedule (recomputed on demand when the code came from the disk cache)."""
+        if self._sched is None:
+            from caten.lower import check_group
+            from caten.schedule import schedule
+
+            self._sched = schedule(self.program, check=check_group)
+        return self._sched
+
+    @property
+    def ir(self) -> str:
+        if self._ir is None:
+            self._ir = generate(self.program, self.name)[0]
+        return self._ir
+
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], env: dict[str, int]) -> None:
         env = {**self.program.defines, **env}
-        size = D.evaluate(self.sched.arena_size, env) if not isinstance(self.sched.arena_size, int) \
-            else self.sched.arena_size
+        size = D.evaluate(self.arena_size, env) if not isinstance(self.arena_size, int) else self.arena_size
         if size + 64 > self.arena.size:
             self.arena = np.empty(size + 128, np.uint8)
             base = self.arena.ctypes.data
@@ -154,7 +174,6 @@ class LLVMRuntime(Runtime):
 
     def __init__(self) -> None:
         self._cache: dict = {}
-        self._count = 0
 
     def available(self) -> tuple[bool, str]:
         try:
@@ -173,29 +192,43 @@ class LLVMRuntime(Runtime):
         options = options or CompileOptions()
         opt = 3 if options.opt_level is None else max(0, min(3, int(options.opt_level)))
         opt = 3 if opt >= 2 else opt
-        key = (program.key(), tuple(sorted(program.defines.items())), tuple(map(str, program.inputs)),
-               tuple(map(str, program.outputs)), opt)
+        # structure only: renaming a composite or its variables, or reformatting, finds the same code
+        key = (program.key(), tuple(sorted(program.defines.items())),
+               tuple((t.dtype.name, tuple(map(str, t.shape))) for t in program.inputs + program.outputs), opt)
         with _lock:
             hit = self._cache.get(key)
             if hit is not None:
                 return hit
             t0 = time.perf_counter()
-            self._count += 1
-            digest = hashlib.sha256(repr(key).encode()).hexdigest()[:10]
-            name = f"{symbol(program.name)}_{digest}_{self._count}"
-            ir, (sched,) = generate(program, name)
-            mod = optimize(ir, opt)
-            eng = _engine()
-            eng.add_module(mod)
-            eng.finalize_object()
-            addr = eng.get_function_address(f"{name}__impl")
+            digest = hashlib.sha256(repr(key).encode()).hexdigest()[:16]
+            name = f"caten_{digest}"
             nptr = len(program.inputs) + len(program.outputs) + 1
             proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * nptr), *([ctypes.c_int64] * len(program.dims)))
-            exe = LLVMExecutable(program, sched, proto(addr), ir, name, time.perf_counter() - t0)
-            exe._module = mod
+            store = default_cache() if options.use_cache else None
+            ckey = key_of("llvm-program", repr(key), name, code_fingerprint(), *host()) if store else ""
+            cached = store.get(ckey, "llvmobj") if store else None
+            eng = _engine()
+            if cached is not None:
+                meta = pickle.loads(cached)
+                eng.add_object_file(_llvm().ObjectFileRef.from_data(meta["obj"]))
+                eng.finalize_object()
+                exe = LLVMExecutable(program, None, proto(eng.get_function_address(f"{name}__impl")), None, name,
+                                     time.perf_counter() - t0, meta["arena"])
+            else:
+                ir, (sched,) = generate(program, name)
+                mod = optimize(ir, opt)
+                if store is not None:
+                    store.put(ckey, "llvmobj", pickle.dumps({"obj": target_machine(opt).emit_object(mod),
+                                                             "arena": sched.arena_size}))
+                eng.add_module(mod)
+                eng.finalize_object()
+                exe = LLVMExecutable(program, sched, proto(eng.get_function_address(f"{name}__impl")), ir, name,
+                                     time.perf_counter() - t0)
+                exe._module = mod
             self._cache[key] = exe
             if options.verbose:
-                print(f"[llvm] compiled {program.name}: {len(sched.kernels)} kernel(s) in {exe.compile_s * 1e3:.1f} ms")
+                how = "loaded from the cache" if cached is not None else "compiled"
+                print(f"[llvm] {how} {program.name} in {exe.compile_s * 1e3:.1f} ms")
             return exe
 
     def emit(self, program: Program | Sequence[Program], kind: str,
@@ -226,6 +259,33 @@ class LLVMRuntime(Runtime):
         if kind == "lib":
             return {".so": link_shared(obj), ".h": c_header(progs, names, names[0] if len(names) == 1 else "caten")}
         raise Error(f"runtime 'llvm' cannot emit '{kind}'", hint="use source, asm, obj, lib or schedule")
+
+
+def code_fingerprint() -> str:
+    """A hash of the code generator's own sources: editing it invalidates cached objects."""
+    if "fingerprint" not in _state:
+        import caten
+        import caten.lower
+        import caten.render.llvm
+        import caten.schedule
+
+        files = [caten.schedule.__file__, caten.render.llvm.__file__, __file__,
+                 *sorted(glob.glob(os.path.join(os.path.dirname(caten.lower.__file__), "*.py")))]
+        parts = [caten.__version__, _llvm_version()]
+        for f in files:
+            with open(f, "rb") as fh:
+                parts.append(hashlib.sha256(fh.read()).hexdigest())
+        _state["fingerprint"] = key_of(*parts)
+    return _state["fingerprint"]
+
+
+def _llvm_version() -> str:
+    try:
+        import llvmlite
+
+        return f"llvmlite-{llvmlite.__version__}-llvm-{'.'.join(map(str, _llvm().llvm_version_info))}"
+    except Exception:  # pragma: no cover
+        return "llvmlite-unknown"
 
 
 def link_shared(obj: bytes) -> bytes:

@@ -3,29 +3,61 @@
 from __future__ import annotations
 
 import functools
+import pickle
 from importlib import resources
 
 from caten.read.program import CompositeDef, RuleDef, parse_forms
 from caten.read.reader import read
 
 
-@functools.lru_cache(maxsize=1)
-def _load() -> tuple[dict[str, list[CompositeDef]], dict[str, list[RuleDef]]]:
-    comps: dict[str, list[CompositeDef]] = {}
-    rules: dict[str, list[RuleDef]] = {}
+def _sources() -> list[tuple[str, str]]:
+    """(name, text) of every library file: the grammar, ops/*.lisp and ops/rules/*.lisp."""
     root = resources.files("caten.ops")
+    out = [("<grammar>", resources.files("caten.grammar").joinpath("caten.lark").read_text(encoding="utf-8"))]
     for entry in sorted(root.iterdir(), key=lambda p: p.name):
         if entry.name.endswith(".lisp"):
-            unit = parse_forms(read(entry.read_text(encoding="utf-8"), f"<ops>/{entry.name}"), entry.name, True)
-            for c in unit.composites:
-                comps.setdefault(c.name, []).append(c)
+            out.append((entry.name, entry.read_text(encoding="utf-8")))
     rdir = root.joinpath("rules")
     if rdir.is_dir():
         for entry in sorted(rdir.iterdir(), key=lambda p: p.name):
             if entry.name.endswith(".lisp"):
-                unit = parse_forms(read(entry.read_text(encoding="utf-8"), f"<ops>/rules/{entry.name}"), entry.name)
-                rules[entry.name[:-5]] = unit.rules
+                out.append(("rules/" + entry.name, entry.read_text(encoding="utf-8")))
+    return out
+
+
+def _parse(sources: list[tuple[str, str]]) -> tuple[dict[str, list[CompositeDef]], dict[str, list[RuleDef]]]:
+    comps: dict[str, list[CompositeDef]] = {}
+    rules: dict[str, list[RuleDef]] = {}
+    for name, text in sources:
+        if name == "<grammar>":
+            continue
+        if name.startswith("rules/"):
+            unit = parse_forms(read(text, f"<ops>/{name}"), name)
+            rules[name[len("rules/"):-5]] = unit.rules
+        else:
+            for c in parse_forms(read(text, f"<ops>/{name}"), name, True).composites:
+                comps.setdefault(c.name, []).append(c)
     return comps, rules
+
+
+@functools.lru_cache(maxsize=1)
+def _load() -> tuple[dict[str, list[CompositeDef]], dict[str, list[RuleDef]]]:
+    """The parsed library, from the compile cache when its sources are unchanged."""
+    import caten
+    from caten.cache import default_cache, key_of
+
+    sources = _sources()
+    key = key_of("library", caten.__version__, *(part for s in sources for part in s))
+    store = default_cache()
+    blob = store.get(key, "lib")
+    if blob is not None:
+        try:
+            return pickle.loads(blob)
+        except Exception:  # an entry from an incompatible build: rebuild it
+            pass
+    parsed = _parse(sources)
+    store.put(key, "lib", pickle.dumps(parsed, protocol=pickle.HIGHEST_PROTOCOL))
+    return parsed
 
 
 def composites() -> dict[str, list[CompositeDef]]:

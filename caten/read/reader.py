@@ -10,8 +10,6 @@ from __future__ import annotations
 import functools
 from importlib import resources
 
-import lark
-
 from caten.errors import Error, Span
 from caten.read.sexpr import Annot, Form, Kw, Num, SList, Str, Sym
 
@@ -20,7 +18,10 @@ _CLOSE = {"(": ")", "[": "]"}
 
 
 @functools.lru_cache(maxsize=1)
-def _parser() -> lark.Lark:
+def _parser():
+    """lark's LALR parser for grammar/caten.lark (imported on first use: warm runs never need it)."""
+    import lark
+
     text = resources.files("caten.grammar").joinpath("caten.lark").read_text(encoding="utf-8")
     return lark.Lark(text, parser="lalr", propagate_positions=True, maybe_placeholders=False)
 
@@ -119,6 +120,8 @@ class _Convert:
         return self.src.span(meta_or_tok.start_pos, meta_or_tok.end_pos)
 
     def form(self, t) -> Form:
+        import lark
+
         if isinstance(t, lark.Token):
             return self.atom(t)
         kind = t.data
@@ -141,7 +144,7 @@ class _Convert:
             dims = [self.form(c) for c in t.children[1:]]
         return Annot(name, dtype, dims, span)
 
-    def atom(self, tok: lark.Token) -> Form:
+    def atom(self, tok) -> Form:
         span = self.span_of(tok)
         s = str(tok)
         if tok.type == "INT":
@@ -159,6 +162,8 @@ def read(text: str, file: str = "<string>", display_text: str | None = None) -> 
     """Parse source text into top-level forms; bad input raises caten.Error.
 
     `display_text` is the text diagnostics quote (the YAML reader passes the whole file)."""
+    import lark
+
     src = _Src(text, file, display_text)
     clean = _prescan(src)
     try:

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from caten.cache import default_cache, key_of
 from caten.driver import Source, compile_program
 from caten.errors import Error
 from caten.ir import dims as D
@@ -51,8 +52,15 @@ class Composite:
         key = tuple(sorted((k, v.name) for k, v in types.items()))
         if key not in self._programs:
             m = self.module
-            self._programs[key] = compile_program(m.source, self.cdef, types, m.dims, m.opt_level, m.rules,
-                                                  m.runtime.name, m.explain)
+            pkey = program_cache_key(m, self.cdef.name, key)
+            store = default_cache()
+            prog = _unpickle(store.get(pkey, "prog")) if pkey else None
+            if prog is None:
+                prog = compile_program(m.source, self.cdef, types, m.dims, m.opt_level, m.rules,
+                                       m.runtime.name, m.explain)
+                if pkey:
+                    store.put(pkey, "prog", _pickle(prog))
+            self._programs[key] = prog
         return self._programs[key]
 
     def program(self, types: dict[str, DType]) -> tuple[Program, Any]:
@@ -79,6 +87,62 @@ class Composite:
         outs = [np.empty(tuple(D.evaluate(d, env) for d in o.shape), dtype=o.dtype.np) for o in prog.outputs]
         exe.run([a if a.flags.c_contiguous else np.array(a, order="C") for a in arrays], outs, env)
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def program_cache_key(m: Module, name: str, types: tuple) -> str | None:
+    """The key of an elaborated (and rewritten) Program, or None when it must not be cached."""
+    src_key = getattr(m.source, "key", None)
+    if src_key is None or m.explain is not None or not m.use_cache:
+        return None
+    rules = []
+    for r in m.rules or []:
+        try:
+            with open(r, "rb") as f:
+                rules.append(f.read())
+        except OSError:
+            return None  # the compiler will report it
+    return key_of("program", src_key, front_fingerprint(), name, repr(types), repr(sorted(m.dims.items())),
+                  str(m.opt_level), m.runtime.name, *rules)
+
+
+def front_fingerprint() -> str:
+    """The library's sources and the front end's code: a change to either invalidates cached programs."""
+    global _FRONT
+    if _FRONT is None:
+        import glob
+        import os
+
+        import caten
+        from caten.elaborate.library import _sources
+
+        parts = [caten.__version__] + [t for _, t in _sources()]
+        base = os.path.dirname(caten.__file__)
+        for pkg in ("elaborate", "ir", "read", "rewrite"):
+            for f in sorted(glob.glob(os.path.join(base, pkg, "*.py"))):
+                with open(f, "rb") as fh:
+                    parts.append(fh.read().decode("utf-8", "replace"))
+        _FRONT = key_of(*parts)
+    return _FRONT
+
+
+_FRONT: str | None = None
+
+
+def _pickle(prog: Program) -> bytes:
+    from caten.ir.serialize import dumps
+
+    return dumps(prog)
+
+
+def _unpickle(blob: bytes | None) -> Program | None:
+    if blob is None:
+        return None
+    from caten.ir.serialize import loads
+
+    try:
+        return loads(blob)
+    except Exception:  # an entry from an incompatible build: elaborate afresh
+        return None
 
 
 def check_shapes(prog: Program, arrays: list[np.ndarray]) -> dict[str, int]:

@@ -1,0 +1,35 @@
+"""Programs to bytes and back, iteratively: graphs can be far deeper than pickle's recursion.
+
+Nodes are written in topological order with operand indices, and rebuilt with `Node.make`, so
+a loaded program is hash-consed like a freshly elaborated one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+
+from caten.ir import dtypes as T
+from caten.ir.graph import Node, toposort
+from caten.ir.ops import Op
+from caten.ir.program import Program
+
+FORMAT = 1
+
+
+def dumps(prog: Program) -> bytes:
+    order = toposort(prog.nodes)
+    ids = {id(n): i for i, n in enumerate(order)}
+    flat = [(n.op.value, n.dtype.name, n.shape, tuple(ids[id(s)] for s in n.src), n.arg) for n in order]
+    fields = {f.name: getattr(prog, f.name) for f in dataclasses.fields(prog) if f.name != "nodes"}
+    return pickle.dumps((FORMAT, flat, [ids[id(n)] for n in prog.nodes], fields), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def loads(blob: bytes) -> Program:
+    fmt, flat, outs, fields = pickle.loads(blob)
+    if fmt != FORMAT:
+        raise ValueError(f"serialized program format {fmt}, expected {FORMAT}")
+    nodes: list[Node] = []
+    for op, dt, shape, src, arg in flat:
+        nodes.append(Node.make(Op(op), T.BY_NAME[dt], shape, tuple(nodes[i] for i in src), arg))
+    return Program(nodes=[nodes[i] for i in outs], **fields)

@@ -1,0 +1,63 @@
+"""Reading sources through the compile cache: a warm run skips lark entirely.
+
+A cached entry holds the parsed definitions of a file together with the content hashes of
+every file it imported; it is used only while all of them are unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+
+from caten.cache import default_cache, key_of
+
+
+def _digest(path: str) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        return None
+
+
+def source_key(path: str, data: bytes) -> str:
+    import caten
+
+    return key_of("source", caten.__version__, os.path.abspath(path), data)
+
+
+def read_source_cached(path: str):
+    """The `Source` of a file, from the cache when it and its imports are unchanged."""
+    from caten.driver import Source
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        data = None
+    if data is None:  # let the reader produce the diagnostic
+        from caten.driver import read_source
+
+        return read_source(path)
+    key = source_key(path, data)
+    store = default_cache()
+    blob = store.get(key, "src")
+    if blob is not None:
+        try:
+            entry = pickle.loads(blob)
+            if all(_digest(p) == h for p, h in entry["deps"]):
+                src = Source(entry["unit"], path)
+                src.key = key
+                return src
+        except Exception:  # an entry from an incompatible build: read afresh
+            pass
+    from caten.read.program import load_unit_file
+
+    seen: set[str] = set()
+    unit = load_unit_file(path, seen=seen)
+    store.put(key, "src", pickle.dumps({"unit": unit, "deps": [(p, _digest(p)) for p in sorted(seen)]},
+                                       protocol=pickle.HIGHEST_PROTOCOL))
+    src = Source(unit, path)
+    src.key = key
+    return src
