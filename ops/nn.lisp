@@ -3,7 +3,9 @@
 (composite matmul ((A{T}[...] B{T}[...]) -> (C{T}[...]))
   "matrix product with numpy's rules: batched, broadcast batch axes, 1-D operands"
   (assert (and (> (rank A) 0) (> (rank B) 0)) "matmul needs operands of rank >= 1")
-  (if (= (rank A) 1)
+  (if (and (= (rank A) 1) (= (rank B) 1))
+      (sum (MUL A B))                                    ; 1-D . 1-D: the inner product, a scalar
+    (if (= (rank A) 1)
       (VIEW (matmul (VIEW A :unsqueeze 0) B) :squeeze -2)
       (if (= (rank B) 1)
           (VIEW (matmul A (VIEW B :unsqueeze -1)) :squeeze -1)
@@ -11,7 +13,7 @@
             (assert (same-dim? (dim A -1) (dim B -2))
                     "matmul: inner dimensions differ:" (dim A -1) "vs" (dim B -2))
             ;; [..., M, 1, K] * [..., 1, N, K] summed over K
-            (sum (MUL (VIEW A :unsqueeze -2) (VIEW (transpose B) :unsqueeze -3)) :axis -1)))))
+            (sum (MUL (VIEW A :unsqueeze -2) (VIEW (transpose B) :unsqueeze -3)) :axis -1))))))
 
 (composite linear ((X{T}[...] W{T}[...] b{T}[...]) -> (Y{T}[...])) "x @ W + b" (ADD (matmul X W) b))
 

@@ -132,9 +132,16 @@ class LLVMExecutable:
                  arena_size=None):
         self.program, self._sched, self.fn, self._ir, self.name = program, sched, fn, ir, name
         self.compile_s = compile_s
-        self.arena_size = sched.arena_size if sched is not None else arena_size
+        size = sched.arena_size if sched is not None else arena_size
+        # in canonical dim names, so that a structurally equal program with other names can share the code
+        self.arena_size = size if isinstance(size, int) or sched is None else \
+            D.substitute(size, program.canonical_dims())
         self.arena = np.empty(0, np.uint8)
         self._arena_ptr = 0
+
+    def rebind(self, program: Program) -> LLVMExecutable:
+        """This code for a structurally equal program (other names): same function, own arena."""
+        return LLVMExecutable(program, None, self.fn, self._ir, self.name, 0.0, self.arena_size)
 
     @property
     def sched(self):
@@ -154,7 +161,11 @@ class LLVMExecutable:
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], env: dict[str, int]) -> None:
         env = {**self.program.defines, **env}
-        size = D.evaluate(self.arena_size, env) if not isinstance(self.arena_size, int) else self.arena_size
+        if isinstance(self.arena_size, int):
+            size = self.arena_size
+        else:
+            canon = {str(v): env[k] for k, v in self.program.canonical_dims().items() if k in env}
+            size = D.evaluate(self.arena_size, canon)
         if size + 64 > self.arena.size:
             self.arena = np.empty(size + 128, np.uint8)
             base = self.arena.ctypes.data
@@ -193,19 +204,18 @@ class LLVMRuntime(Runtime):
         opt = 3 if options.opt_level is None else max(0, min(3, int(options.opt_level)))
         opt = 3 if opt >= 2 else opt
         # structure only: renaming a composite or its variables, or reformatting, finds the same code
-        key = (program.key(), tuple(sorted(program.defines.items())),
-               tuple((t.dtype.name, tuple(map(str, t.shape))) for t in program.inputs + program.outputs), opt)
+        key = (program.key(), opt)
         with _lock:
             hit = self._cache.get(key)
-            if hit is not None:
-                return hit
+            if hit is not None:  # the same structure, perhaps under other names
+                return hit if hit.program is program else hit.rebind(program)
             t0 = time.perf_counter()
             digest = hashlib.sha256(repr(key).encode()).hexdigest()[:16]
             name = f"caten_{digest}"
             nptr = len(program.inputs) + len(program.outputs) + 1
             proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * nptr), *([ctypes.c_int64] * len(program.dims)))
             store = default_cache() if options.use_cache else None
-            ckey = key_of("llvm-program", repr(key), name, code_fingerprint(), *host()) if store else ""
+            ckey = key_of("llvm-program", repr(key), code_fingerprint(), *host()) if store else ""
             cached = store.get(ckey, "llvmobj") if store else None
             eng = _engine()
             if cached is not None:
@@ -218,8 +228,10 @@ class LLVMRuntime(Runtime):
                 ir, (sched,) = generate(program, name)
                 mod = optimize(ir, opt)
                 if store is not None:
+                    arena = sched.arena_size if isinstance(sched.arena_size, int) else \
+                        D.substitute(sched.arena_size, program.canonical_dims())
                     store.put(ckey, "llvmobj", pickle.dumps({"obj": target_machine(opt).emit_object(mod),
-                                                             "arena": sched.arena_size}))
+                                                             "arena": arena}))
                 eng.add_module(mod)
                 eng.finalize_object()
                 exe = LLVMExecutable(program, sched, proto(eng.get_function_address(f"{name}__impl")), ir, name,

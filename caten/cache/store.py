@@ -59,6 +59,7 @@ class Cache:
         self.stats = Stats()
         self._warned = False
         self._lock = threading.Lock()
+        self._approx: int | None = None  # running estimate of the folder's size: a scan per put would be O(n^2)
 
     # paths ------------------------------------------------------------------------------
     def path(self, key: str, kind: str) -> Path:
@@ -129,7 +130,12 @@ class Cache:
             return
         self.stats.writes += 1
         with self._lock:
-            self._evict()
+            if self._approx is None:
+                self._approx = self.size()
+            else:
+                self._approx += len(data)
+            if self._approx > self.cap:
+                self._evict()
 
     # maintenance -----------------------------------------------------------------------
     def entries(self) -> list[tuple[Path, int, float]]:
@@ -151,20 +157,26 @@ class Cache:
         return sum(s for _, s, _ in self.entries())
 
     def _evict(self) -> None:
+        """Drop least recently used entries down to 90% of the cap (rescanning the folder, which
+        other processes share, only when the running estimate says the cap is passed)."""
         ents = self.entries()
         total = sum(s for _, s, _ in ents)
+        self._approx = total
         if total <= self.cap:
             return
+        target = int(self.cap * 0.9)
         for f, s, _ in sorted(ents, key=lambda e: e[2]):  # least recently used first
             try:
                 f.unlink()
             except OSError:
                 continue
             total -= s
-            if total <= self.cap:
+            if total <= target:
                 break
+        self._approx = total
 
     def clear(self) -> int:
+        self._approx = None
         n = 0
         for f, _, _ in self.entries():
             try:

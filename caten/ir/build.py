@@ -133,6 +133,8 @@ def _base(x: Node) -> tuple[Node, View]:
 
 def reshape(x: Node, shape: Sequence[Dim]) -> Node:
     shape = tuple(shape)
+    if any(isinstance(d, int) and d < 0 for d in shape):
+        raise ShapeError(f"cannot reshape {fmt_shape(x.shape)} into {fmt_shape(shape)}: negative size")
     if D.prod(shape) != D.prod(x.shape):
         raise ShapeError(f"cannot reshape {fmt_shape(x.shape)} into {fmt_shape(shape)}: sizes differ")
     if shape == x.shape:
@@ -161,7 +163,7 @@ def expand(x: Node, shape: Sequence[Dim]) -> Node:
     if len(shape) > x.rank:
         x = reshape(x, (1,) * (len(shape) - x.rank) + x.shape)
     for d, n in zip(x.shape, shape):
-        if d != n and d != 1:
+        if (d != n and d != 1) or (isinstance(n, int) and n < 0):
             raise ShapeError(f"cannot expand {fmt_shape(x.shape)} to {fmt_shape(shape)}")
     base, v = _base(x)
     return _view(base, v.expand(shape))

@@ -125,13 +125,28 @@ def dump(outputs: Sequence[Node], names: Sequence[str] | None = None) -> str:
     return "\n".join(lines)
 
 
-def structural_hash(outputs: Sequence[Node]) -> str:
-    """sha256 of the graph's canonical text: equal graphs, equal hashes, whatever the source names."""
+def structural_hash(outputs: Sequence[Node], rename: dict[str, Dim] | None = None) -> str:
+    """sha256 of the graph's canonical text: equal graphs, equal hashes, whatever the source names.
+
+    `rename` maps dimension symbols to canonical ones, so `[N M]` and `[R C]` hash alike."""
     order = toposort(outputs)
     ids = {id(n): i for i, n in enumerate(order)}
     h = hashlib.sha256()
+    canon = (lambda x: x) if not rename else (lambda x: _canon(x, rename))
     for n in order:
-        h.update(repr((n.op.value, n.dtype.name, tuple(map(str, n.shape)), tuple(ids[id(s)] for s in n.src),
-                       repr(_arg_key(n.arg[:2] if n.op is Op.BUFFER else n.arg)))).encode())
+        arg = n.arg[:2] if n.op is Op.BUFFER else n.arg
+        h.update(repr((n.op.value, n.dtype.name, tuple(str(canon(d)) for d in n.shape),
+                       tuple(ids[id(s)] for s in n.src), repr(_arg_key(canon(arg))))).encode())
     h.update(repr([ids[id(o)] for o in outputs]).encode())
     return h.hexdigest()
+
+
+def _canon(x: Any, rename: dict[str, Dim]) -> Any:
+    if isinstance(x, D.DimExpr):
+        return D.substitute(x, rename)
+    if isinstance(x, tuple):
+        return tuple(_canon(a, rename) for a in x)
+    if isinstance(x, View):
+        return View(_canon(x.shape, rename), _canon(x.strides, rename), _canon(x.offset, rename),
+                    None if x.mask is None else _canon(x.mask, rename))
+    return x

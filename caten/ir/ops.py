@@ -126,8 +126,11 @@ def _reduce_ref(x: np.ndarray, arg: tuple) -> np.ndarray:
         return np.max(x, axis=axes, keepdims=True, initial=_lowest(x.dtype)) if x.size else \
             np.full([1 if i in axes else n for i, n in enumerate(x.shape)], _lowest(x.dtype), x.dtype)
     acc = x.dtype
-    if x.dtype.kind == "f" or x.dtype == T.bf16.np:
-        acc = np.float64  # the oracle accumulates wide, then rounds once
+    if x.dtype.itemsize == 2 and x.dtype.kind not in "iub":
+        acc = np.float32  # f16/bf16 accumulate in f32, as accelerators do
+    elif op == "add" and x.dtype.kind == "f":
+        acc = np.float64  # sums: the oracle accumulates wide, then rounds once
+    # products accumulate in their own dtype, as numpy's prod does (an overflow midway is an overflow)
     fn = np.sum if op == "add" else np.prod
     return fn(x, axis=axes, keepdims=True, dtype=acc).astype(x.dtype)
 

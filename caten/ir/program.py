@@ -50,9 +50,27 @@ class Program:
         return head + "\n" + dump(self.nodes, [o.name for o in self.outputs])
 
     def key(self) -> str:
-        """A structural hash: equal graphs and signatures give equal keys, whatever the names."""
-        sig = [(i.dtype.name, tuple(map(str, i.shape))) for i in self.inputs]
-        return structural_hash(self.nodes) + repr((sig, self.dims))
+        """A structural hash: equal graphs and signatures give equal keys, whatever the names
+        (of the composite, its tensors or its dimension symbols)."""
+        rename = self.canonical_dims()
+
+        def canon(d: Dim) -> str:
+            return str(D.substitute(d, rename))
+
+        sig = [(t.dtype.name, tuple(canon(d) for d in t.shape)) for t in self.inputs + self.outputs]
+        extra = ([canon(D.sym(s)) for s in self.dims], sorted((canon(D.sym(k)), canon(v)) for k, v in
+                                                              self.derived.items()),
+                 [(canon(c.lhs), canon(c.rhs)) for c in self.constraints], sorted(self.defines.items()))
+        return structural_hash(self.nodes, rename) + repr((sig, extra))
+
+    def canonical_dims(self) -> dict[str, Dim]:
+        """Each dimension symbol -> `_d0`, `_d1`, ... by first appearance: names stop mattering."""
+        order: list[str] = []
+        for t in self.inputs + self.outputs:
+            for d in t.shape:
+                order += [s for s in D.free_syms(d) if s not in order]
+        order += [s for s in self.dims + list(self.derived) if s not in order]
+        return {s: D.sym(f"_d{i}") for i, s in enumerate(order)}
 
     def bind_dims(self, shapes: list[tuple[int, ...]]) -> dict[str, int]:
         """Values of the dynamic dims, read off concrete input shapes (inputs already checked)."""

@@ -1,0 +1,175 @@
+"""Test inputs that reach the edge cases of each dtype, and the ULP-based comparison.
+
+Inputs are deterministic (seeded from the case), so a failure reproduces. Floats mix ordinary
+values with zeros, signed zeros, halfway points, huge and tiny magnitudes, subnormals, inf and
+nan; integers mix small values with the whole range and its overflow edges.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+from caten.ir.dtypes import DType
+
+# value profiles: the call that runs at size 1 and the large call use ordinary values (so
+# reductions over many elements measure accuracy); the middle call mixes in the edge cases
+ORDINARY, EDGES, EDGES_NO_HUGE = "ordinary", "edges", "edges-no-huge"
+
+
+def finfo(dt: DType):
+    return ml_dtypes.finfo(dt.np) if dt.name == "bf16" else np.finfo(dt.np)
+
+
+def seed_of(*parts: object) -> int:
+    return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:8], "little")
+
+
+def _float_specials(dt: DType) -> np.ndarray:
+    fi = finfo(dt)
+    big = {"f16": 3.0e4, "bf16": 1.0e30, "f32": 1.0e30, "f64": 1.0e200}[dt.name]
+    return np.array([0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.5, big, -big, float(fi.tiny), -float(fi.tiny),
+                     float(fi.smallest_subnormal), float(fi.max), -float(fi.max), np.inf, -np.inf, np.nan],
+                    dtype=np.float64)
+
+
+def _int_specials(dt: DType) -> np.ndarray:
+    ii = np.iinfo(dt.np)
+    vals = {0, 1, 2, 3, ii.max, ii.max - 1, ii.min, ii.min + 1, 7}
+    if ii.min < 0:
+        vals |= {-1, -2, -7}
+    return np.array(sorted(vals), dtype=object)
+
+
+def generate(dt: DType, shape: tuple[int, ...], seed: int, profile: str, domain: str = "") -> np.ndarray:
+    """An array of `dt` and `shape`. `domain` narrows the values: "castable" keeps floats where
+    a cast to every integer dtype is defined (truncates into 0..127)."""
+    rng = np.random.default_rng(seed)
+    n = int(np.prod(shape, dtype=np.int64))
+    if dt.is_bool:
+        return rng.random(n).reshape(shape) < 0.5
+    if dt.is_int:
+        ii = np.iinfo(dt.np)
+        small = rng.integers(max(ii.min, -20), min(ii.max, 20), size=n, endpoint=True, dtype=np.int64)
+        if domain == "small":
+            return small.astype(dt.np).reshape(shape)
+        wide = rng.integers(ii.min, ii.max, size=n, endpoint=True, dtype=dt.np)
+        out = np.where(rng.random(n) < 0.5, small.astype(dt.np), wide)
+        if profile in (EDGES, EDGES_NO_HUGE) and n:
+            sp = _int_specials(dt)
+            k = max(1, n // 3)
+            pos = rng.choice(n, size=min(k, n), replace=False)
+            out[pos] = np.array([int(sp[i]) for i in rng.integers(0, len(sp), size=len(pos))], dtype=object)
+        return out.astype(dt.np).reshape(shape)
+    if domain == "castable":
+        x = rng.uniform(-0.99, 127.9, size=n)
+        if n:
+            x[rng.random(n) < 0.1] = 0.0
+        return x.astype(dt.np).reshape(shape)
+    x = rng.standard_normal(n) * 3.0
+    if domain == "positive":
+        x = np.abs(x) + 0.1
+    if profile in (EDGES, EDGES_NO_HUGE) and n:
+        sp = _float_specials(dt)
+        if profile == EDGES_NO_HUGE:  # where accumulation order decides overflow: a sum or product
+            sp = sp[~np.isfinite(sp) | (np.abs(sp) <= 4)]
+        k = max(1, n // 3)
+        pos = rng.choice(n, size=min(k, n), replace=False)
+        x[pos] = sp[rng.integers(0, len(sp), size=len(pos))]
+    with np.errstate(over="ignore"):
+        return x.astype(dt.np).reshape(shape)
+
+
+# comparison ---------------------------------------------------------------------------
+# tolerance in units in the last place of the reference value, by dtype and by the kind of
+# graph: "basic" (arithmetic, movement), "math" (EXP2/LOG2/SIN inside), "reduce" (a REDUCE
+# inside: accumulation order may differ, so the floor scales with the result's magnitude)
+ULPS: dict[str, dict[str, float]] = {
+    "basic": {"f16": 2, "bf16": 2, "f32": 2, "f64": 2},
+    "math": {"f16": 8, "bf16": 8, "f32": 64, "f64": 64},
+    "reduce": {"f16": 16, "bf16": 16, "f32": 64, "f64": 64},
+}
+
+
+@dataclass
+class Outcome:
+    ok: bool
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    reason: str = ""
+
+
+def ulp(x: np.ndarray, dt: DType) -> np.ndarray:
+    """The spacing of `dt` at |x| (computed in f64; subnormal spacing near zero)."""
+    fi = finfo(dt)
+    ax = np.abs(x.astype(np.float64))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        e = np.floor(np.log2(np.where(ax > 0, ax, 1.0)))
+    sp = np.exp2(e) * float(fi.eps)
+    return np.maximum(np.where(ax > 0, sp, 0.0), float(fi.smallest_subnormal))
+
+
+def _fmt(v: object) -> str:
+    if isinstance(v, (float, np.floating)):
+        return f"{float(v):.9g}"
+    return str(v)
+
+
+def compare(got: np.ndarray, want: np.ndarray, dt: DType, kind: str, prec: DType | None = None) -> Outcome:
+    """Compare a runtime's output with the reference: exact for bool/int, ULPs for floats;
+    nan matches nan and equal infinities match. `prec` is the float dtype whose ULPs count
+    (the least precise float the output was computed in; default the output's own)."""
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape:
+        return Outcome(False, reason=f"shape {got.shape}, expected {want.shape}")
+    if got.dtype != want.dtype:
+        return Outcome(False, reason=f"dtype {got.dtype}, expected {want.dtype}")
+    if want.size == 0:
+        return Outcome(True)
+    if not dt.is_float:
+        bad = np.asarray(got != want)
+        if dt.is_bool:
+            err = rel = bad.astype(np.float64)
+        else:
+            g, w = np.atleast_1d(got).astype(object), np.atleast_1d(want).astype(object)
+            err = np.asarray(np.abs(g - w), dtype=np.float64)
+            aw = np.asarray(np.abs(w), dtype=np.float64)
+            rel = np.where(aw > 0, err / np.where(aw > 0, aw, 1), err)
+        out = Outcome(not bad.any(), float(err.max()), float(rel.max()))
+        if bad.any():
+            i = np.unravel_index(int(np.argmax(bad)), bad.shape)
+            out.reason = (f"{int(bad.sum())}/{bad.size} elements differ; e.g. at {tuple(int(j) for j in i)} "
+                          f"got {_fmt(got[i].item())}, expected {_fmt(want[i].item())}")
+        return out
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    gn, wn = np.isnan(g), np.isnan(w)
+    fin = np.isfinite(g) & np.isfinite(w)
+    special_bad = ~fin & ~(gn & wn) & ~((g == w) & ~gn)
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.where(fin, np.abs(g - w), 0.0)
+        aw = np.abs(np.where(fin, w, 0.0))
+        rel = np.where(aw > 0, err / np.where(aw > 0, aw, 1.0), err)
+        pdt = prec if prec is not None and prec.is_float else dt
+        tol = ULPS[kind][pdt.name]
+        fi = finfo(pdt)
+        scale = 1.0
+        if kind == "reduce":
+            finite_w = np.abs(w[np.isfinite(w)])
+            scale = max(1.0, float(finite_w.max()) if finite_w.size else 1.0)
+        limit = np.maximum(tol * ulp(w, pdt), tol * float(fi.eps) * scale)
+        bad = special_bad | (fin & (err > limit))
+    out = Outcome(not bad.any(), float(err.max()), float(rel.max()))
+    if bad.any():
+        i = np.unravel_index(int(np.argmax(bad)), bad.shape)
+        nb = int(bad.sum())
+        if special_bad[i]:
+            what = "a nan/inf mismatch"
+            out.max_abs = out.max_rel = float("inf")
+        else:
+            what = f"{float(err[i]) / float(ulp(np.asarray(w[i]), pdt)):.3g} ulp > {tol:g}"
+        out.reason = (f"{nb}/{bad.size} elements off ({what}); e.g. at {tuple(int(j) for j in i)} "
+                      f"got {_fmt(got[i].item())}, expected {_fmt(want[i].item())}")
+    return out

@@ -1,0 +1,139 @@
+"""`caten test-runtime`: the op-coverage suite and its reports (LANGUAGE.md section 9)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from caten.cli.main import cli
+from caten.cli.testrt import run_conformance
+from caten.conformance import cases as C
+from caten.elaborate import elaborator as elab_mod
+from caten.elaborate import library
+from caten.ir.ops import TABLE
+from caten.read.program import parse_forms
+from caten.read.reader import read
+
+PLUGINS = Path(__file__).parent / "plugins"
+INTS = ["i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"]
+
+
+def _load(md: Path) -> dict:
+    return json.loads(md.with_suffix(".json").read_text())
+
+
+def test_rows_are_every_principal_op_and_every_composite():
+    names = {r.name for r in C.rows()}
+    assert {op.value for op in TABLE} <= names
+    for name, defs in library.composites().items():
+        if len(defs) == 1:
+            assert name in names
+        else:
+            assert {f"{name}/{d.arity}" for d in defs} <= names
+    assert len(names) == len(TABLE) + sum(len(d) for d in library.composites().values())
+
+
+def test_every_row_has_cases():
+    for row in C.rows():
+        C.build(row)
+        assert row.variants, f"{row.name}: {row.note}"
+        assert all(v.outs for v in row.variants)
+
+
+def test_numpy_subset_writes_both_files(tmp_path):
+    md = tmp_path / "reports" / "numpy.md"
+    assert run_conformance("numpy", str(md), False, "ADD", None) == 0
+    data = _load(md)
+    assert set(data) == {"runtime", "device", "results"} and data["runtime"] == "numpy"
+    got = {r["dtype"]: r for r in data["results"] if r["op"] == "ADD"}
+    assert set(got) == set(INTS + ["f16", "bf16", "f32", "f64"])  # ADD needs numbers: no bool
+    for r in data["results"]:
+        assert set(r) == {"op", "dtype", "status", "max_abs_err", "max_rel_err"}
+        assert r["status"] == "pass"
+    text = md.read_text()
+    assert "| `ADD` |" in text and "12 passed, 0 failed, 0 unsupported" in text
+    readme = (tmp_path / "reports" / "README.md").read_text()
+    assert "[numpy](numpy.md) | 12 | 0 | 0 |" in readme
+
+
+def test_integer_and_bool_columns_where_they_apply(tmp_path):
+    md = tmp_path / "r.md"
+    assert run_conformance("numpy", str(md), False, "[ac]*", None) == 0  # and, abs, cast, concat, ...
+    res = {(r["op"], r["dtype"]): r["status"] for r in _load(md)["results"]}
+    assert res[("and", "bool")] == "pass" and res[("and", "u16")] == "pass" and ("and", "f32") not in res
+    assert all(res[("cast", d)] == "pass" for d in ["bool", *INTS, "f16", "bf16", "f32", "f64"])
+    assert ("cos", "i32") not in res and res[("cos", "bf16")] == "pass"
+    assert res[("abs", "i8")] == "pass"
+    assert not (tmp_path / "README.md").exists()  # only a reports/ folder gets the summary page
+
+
+def test_cli_exit_status_and_summary(tmp_path):
+    out = tmp_path / "n.md"
+    r = CliRunner().invoke(cli, ["test-runtime", "-r", "numpy", "--ops", "CMP*", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "26 passed, 0 failed, 0 unsupported" in r.output
+    statuses = {(x["op"], x["dtype"]) for x in _load(out)["results"]}
+    assert ("CMPLT", "bool") in statuses and ("CMPNE", "u64") in statuses
+
+
+def test_broken_plugin_fails_with_footnotes(tmp_path):
+    md = tmp_path / "broken.md"
+    rc = run_conformance("broken-add", str(md), False, "[A+]*", str(PLUGINS / "broken_add.py"))
+    assert rc == 1
+    data = _load(md)
+    assert data["runtime"] == "broken-add"
+    st = {(r["op"], r["dtype"]): r["status"] for r in data["results"]}
+    assert st[("ADD", "f32")] == "fail" and st[("ADD", "i8")] == "fail" and st[("+", "u32")] == "fail"
+    assert st[("AND", "bool")] == "pass"  # AND has no ADD in it
+    text = md.read_text()
+    assert "FAIL[^1]" in text and "\n[^1]: `" in text and "expected" in text
+    r = CliRunner().invoke(cli, ["test-runtime", "-r", "broken-add", "--plugin", str(PLUGINS / "broken_add.py"),
+                                 "--ops", "ADD", "-o", str(tmp_path / "b2.md")])
+    assert r.exit_code == 1 and "0 passed, 12 failed" in r.output
+
+
+def test_declared_unsupported_and_compile_only(tmp_path):
+    plugin = tmp_path / "nof16.py"
+    plugin.write_text(
+        "from caten.runtimes.numpy_rt import NumpyRuntime\n"
+        "class NoF16(NumpyRuntime):\n"
+        "    name = 'no-f16'\n"
+        "    def supports(self, op, dtype):\n"
+        "        return dtype.name != 'f16'\n"
+        "RUNTIME = NoF16()\n")
+    md = tmp_path / "u.md"
+    assert run_conformance("no-f16", str(md), False, "sqrt", str(plugin)) == 0
+    st = {r["dtype"]: r["status"] for r in _load(md)["results"]}
+    assert st == {"f16": "unsupported", "bf16": "pass", "f32": "pass", "f64": "pass"}
+    assert "| `sqrt` |" in md.read_text() and " - |" in md.read_text()
+    assert run_conformance("no-f16", str(md), True, "NEG", None) == 0
+    st = {r["dtype"]: r["status"] for r in _load(md)["results"]}
+    assert st["f16"] == "unsupported" and st["i32"] == "compile-only" and "bool" not in st
+    assert "compile-only" in md.read_text()
+
+
+def test_a_new_composite_adds_a_row(monkeypatch, tmp_path):
+    src = '(composite cube-plus-one ((X{T}[...]) -> (Y{T}[...])) "x*x*x + 1" (ADD (MUL X (MUL X X)) 1))'
+    extra = parse_forms(read(src, "<ops>/extra.lisp"), "extra.lisp", True).composites
+    comps = dict(library.composites())
+    comps["cube-plus-one"] = extra
+    monkeypatch.setattr(library, "composites", lambda: comps)
+    monkeypatch.setattr(elab_mod, "library_composites", lambda: comps)
+    assert "cube-plus-one" in {r.name for r in C.rows()}
+    md = tmp_path / "x.md"
+    assert run_conformance("numpy", str(md), False, "cube-plus-one", None) == 0
+    st = {r["dtype"]: r["status"] for r in _load(md)["results"]}
+    assert set(st) == set(INTS + ["f16", "bf16", "f32", "f64"]) and set(st.values()) == {"pass"}
+    assert "| `cube-plus-one` |" in md.read_text()
+
+
+@pytest.mark.skipif(os.environ.get("CATEN_TEST_CONFORMANCE_FULL") != "1", reason="the full suite takes a minute")
+def test_full_numpy_suite(tmp_path):
+    md = tmp_path / "reports" / "numpy.md"
+    assert run_conformance("numpy", str(md), False, None, None) == 0
+    ops = {r["op"] for r in _load(md)["results"]}
+    assert ops == {r.name for r in C.rows()}
