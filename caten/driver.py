@@ -67,8 +67,22 @@ def split_defines(defines: dict[str, object] | None) -> tuple[dict[str, DType], 
 
 def compile_program(src: Source, cdef: CompositeDef, types: dict[str, DType], dims: dict[str, int],
                     opt_level: int = 2, rules: list | None = None, runtime: str = "numpy", explain=None) -> Program:
-    """Elaborate one composite for one binding into a Program (rewrites plug in here).
+    """Elaborate one composite for one binding into a Program, running the rewrite rules.
 
-    `rules` are user rule-file paths; `explain`, when given, collects what each rule did."""
+    Built-in rule sets run from -O1 (see caten.rewrite.LEVELS); the program's own `defoptimizer`
+    rules and the `rules` files (user rule-file paths) run at every level. Rules with
+    `:runtime R` apply only when `runtime` is R. `explain`, when given (a caten.rewrite.Explain),
+    collects what each rule did."""
+    from caten import rewrite
+
     user = {k: v for k, v in src.by_name.items()}
-    return Elaborator(user).compile(cdef, types, dims)
+    rules_list = rewrite.rules_for(src.unit.rules, opt_level, rules, rewrite.library_names() | set(user))
+    engine = rewrite.Engine(rules_list, runtime, explain)
+    if engine.empty:
+        return Elaborator(user).compile(cdef, types, dims)
+    elab = Elaborator(user, call_hook=engine.call_hook if engine.call_index else None)
+    engine.elab = elab
+    prog = elab.compile(cdef, types, dims)
+    if engine.op_index:
+        prog.nodes = engine.rewrite(prog.nodes, cdef.name)
+    return prog

@@ -31,6 +31,7 @@ from caten.ir.dtypes import DType
 from caten.ir.ops import TABLE, Op
 from caten.ir.program import Program
 from caten.run.runtime import CompileOptions, Runtime
+from caten.run.split import ExternSplit, has_extern
 
 _lock = threading.RLock()
 _state: dict = {}
@@ -194,13 +195,13 @@ class LLVMRuntime(Runtime):
             return False, f"llvmlite unavailable: {e}"
 
     def supports(self, op: Op, dtype: DType) -> bool:
-        if op is Op.EXTERN:
-            return False
         return dtype in TABLE[op].dtypes or op in (Op.CAST, Op.BUFFER, Op.CONST, Op.VIEW, Op.COPY, Op.REDUCE,
                                                    Op.WHERE)
 
     def compile(self, program: Program, options: CompileOptions | None = None) -> LLVMExecutable:
         options = options or CompileOptions()
+        if has_extern(program):  # cut at EXTERN calls: compiled stages around host kernels (e.g. BLAS)
+            return ExternSplit(program, lambda p: self.compile(p, options))
         opt = 3 if options.opt_level is None else max(0, min(3, int(options.opt_level)))
         opt = 3 if opt >= 2 else opt
         # structure only: renaming a composite or its variables, or reformatting, finds the same code

@@ -12,11 +12,17 @@ import ml_dtypes
 import numpy as np
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class DType:
+    """One of the 13 dtypes. Each exists once, so identity is equality (and hashing is cheap:
+    graph nodes are hash-consed on keys that hold a dtype)."""
+
     name: str
     kind: str  # "bool" | "int" | "uint" | "float"
     bits: int
+
+    def __reduce__(self):  # unpickle to the one instance
+        return (lookup, (self.name,))
 
     @property
     def np(self) -> np.dtype:

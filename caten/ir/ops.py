@@ -31,6 +31,8 @@ class Op(Enum):
     def __repr__(self) -> str:
         return self.value
 
+    __hash__ = object.__hash__  # members are singletons: identity hashing keeps Node.make cheap
+
 
 class DTypeError(Exception):
     """An operand dtype the op does not accept; the elaborator adds the source location."""

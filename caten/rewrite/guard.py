@@ -1,0 +1,194 @@
+"""Guards (`:when`): a tiny compile-time language over the matched values, compiled to closures.
+
+`(dtype ?x)`, `(shape ?x)`, `(rank ?x)`, `(const? ?x)`, `(float? ?x)`, `(int? ?x)`, `(bool? ?x)`,
+`(dim ?x K)`, `(value ?x)` (a constant's value), `(lossless? FROM TO)` (every FROM value is exact in
+TO), `(len L)`, `(nth L I)`, `(list ...)`, `+ - *` over integers, comparisons `= != < <= > >=`,
+and `and`, `or`, `not`. Dtype names, numbers, `true`/`false` and `[...]` lists are literals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from caten.elaborate.values import Lit, Tensor
+from caten.errors import Error
+from caten.ir import dtypes as T
+from caten.ir.dtypes import DType
+from caten.ir.graph import Node
+from caten.read.sexpr import Form, Num, SList, Str, Sym, head, show
+from caten.rewrite.rule import value_const
+
+# significant bits of each float dtype (with the implicit one)
+_MANT = {"f16": 11, "bf16": 8, "f32": 24, "f64": 53}
+
+
+def lossless(a: DType, b: DType) -> bool:
+    """Is every value of dtype `a` exactly representable in dtype `b` (so a cast through b is exact)?"""
+    if a == b or a.is_bool:
+        return True
+    if a.is_int:
+        if b.is_bool:
+            return False
+        if b.is_int:
+            if a.kind == b.kind:
+                return b.bits >= a.bits
+            return a.kind == "uint" and b.kind == "int" and b.bits > a.bits
+        need = a.bits - (1 if a.kind == "int" else 0)
+        return _MANT[b.name] >= need
+    if a.is_float and b.is_float:
+        if a.name in ("f16", "bf16"):
+            return b.name in ("f32", "f64")
+        return a.name == "f32" and b.name == "f64"
+    return False
+
+
+def _plain(v: Any) -> Any:
+    """Normalize a value for comparison: literals to numbers, lists elementwise."""
+    if isinstance(v, Lit):
+        return v.value
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    return v
+
+
+def _dtype_of(v: Any) -> Any:
+    if isinstance(v, (Tensor, Node)):
+        return v.dtype
+    if isinstance(v, Lit):
+        return v.default_dtype
+    return v
+
+
+def _truthy(v: Any) -> bool:
+    if v is True or v is False:
+        return v
+    v = _plain(v)
+    return v is not None and v is not False and v != []
+
+
+def _t(v: Any) -> Any:
+    """Tensor bindings (call-level rules) read as their nodes."""
+    return v.node if isinstance(v, Tensor) else v
+
+
+def _f_shape(x: Any) -> Any:
+    x = _t(x)
+    return list(x.shape) if isinstance(x, Node) else [] if isinstance(x, Lit) else None
+
+
+def _f_rank(x: Any) -> Any:
+    x = _t(x)
+    return len(x.shape) if isinstance(x, Node) else 0 if isinstance(x, Lit) else None
+
+
+def _f_kind(kind: str) -> Callable[[Any], bool]:
+    def f(x: Any) -> bool:
+        dt = _dtype_of(x)
+        return isinstance(dt, DType) and {"float": dt.is_float, "int": dt.is_int, "bool": dt.is_bool}[kind]
+    return f
+
+
+def _f_dim(x: Any, k: Any) -> Any:
+    x, k = _t(x), _plain(k)
+    if not isinstance(x, Node) or not isinstance(k, int):
+        return None
+    return x.shape[k] if -len(x.shape) <= k < len(x.shape) else None
+
+
+def _f_len(x: Any) -> Any:
+    return len(x) if isinstance(x, list) else None
+
+
+def _f_nth(x: Any, i: Any) -> Any:
+    i = _plain(i)
+    return x[i] if isinstance(x, list) and isinstance(i, int) and -len(x) <= i < len(x) else None
+
+
+def _f_lossless(a: Any, b: Any) -> bool:
+    a, b = _dtype_of(a), _dtype_of(b)
+    return isinstance(a, DType) and isinstance(b, DType) and lossless(a, b)
+
+
+def _f_arith(h: str) -> Callable[..., Any]:
+    def f(*xs: Any) -> Any:
+        vals = [_plain(x) for x in xs]
+        if not vals or not all(isinstance(v, int) for v in vals):
+            return None
+        if h == "-" and len(vals) == 1:
+            return -vals[0]
+        out = vals[0]
+        for v in vals[1:]:
+            out = out + v if h == "+" else out - v if h == "-" else out * v
+        return out
+    return f
+
+
+def _cmp(h: str) -> Callable[[Any, Any], bool]:
+    def f(a: Any, b: Any) -> bool:
+        a, b = _plain(a), _plain(b)
+        if h == "=":
+            return a == b
+        if h == "!=":
+            return a != b
+        if not (isinstance(a, (int, float)) and isinstance(b, (int, float))):
+            return False
+        return a < b if h == "<" else a <= b if h == "<=" else a > b if h == ">" else a >= b
+    return f
+
+
+FUNCS: dict[str, Callable[..., Any]] = {
+    "dtype": _dtype_of, "shape": _f_shape, "rank": _f_rank, "const?": lambda x: value_const(x) is not None,
+    "value": value_const, "float?": _f_kind("float"), "int?": _f_kind("int"), "bool?": _f_kind("bool"),
+    "dim": _f_dim, "len": _f_len, "nth": _f_nth, "lossless?": _f_lossless,
+    "+": _f_arith("+"), "-": _f_arith("-"), "*": _f_arith("*"), "list": lambda *xs: list(xs),
+    **{c: _cmp(c) for c in ("=", "!=", "<", "<=", ">", ">=")},
+}
+
+
+def compile_guard(f: Form) -> Callable[[dict], Any]:
+    """A guard form as a Python function of the bindings (names were checked in rule.py)."""
+    if isinstance(f, Sym):
+        name = f.name
+        if name.startswith("?"):
+            return lambda b: b[name]
+        c: Any = True if name in ("true", "t") else False if name in ("false", "nil") else T.lookup(name)
+        return lambda b: c
+    if isinstance(f, (Num, Str)):
+        v = f.value
+        return lambda b: v
+    if not isinstance(f, SList):
+        raise Error(f"cannot evaluate `{show(f)}` in a guard", getattr(f, "span", None))
+    gs = [compile_guard(x) for x in (f.items if f.bracket else f.items[1:])]
+    if f.bracket:
+        return lambda b: [g(b) for g in gs]
+    h = head(f)
+    if h == "and":
+        if len(gs) == 2:
+            g0, g1 = gs
+            return lambda b: _truthy(g0(b)) and _truthy(g1(b))
+        return lambda b: all(_truthy(g(b)) for g in gs)
+    if h == "or":
+        return lambda b: any(_truthy(g(b)) for g in gs)
+    if h == "not":
+        if len(gs) != 1:
+            raise Error("`not` takes one argument in a guard", f.span)
+        g0 = gs[0]
+        return lambda b: not _truthy(g0(b))
+    fn = FUNCS.get(h or "")
+    if fn is None:
+        raise Error(f"unknown guard function `{h}`", f.span)
+    if h == "const?" and len(gs) == 1 and isinstance(f.items[1], Sym) and f.items[1].name.startswith("?"):
+        name = f.items[1].name  # the common case, kept fast
+        return lambda b: value_const(b[name]) is not None
+    if len(gs) == 1:
+        g0 = gs[0]
+        return lambda b: fn(g0(b))
+    if len(gs) == 2:
+        g0, g1 = gs
+        return lambda b: fn(g0(b), g1(b))
+    return lambda b: fn(*(g(b) for g in gs))
+
+
+def holds(guard: Callable[[dict], Any] | None, binds: dict[str, Any]) -> bool:
+    return guard is None or _truthy(guard(binds))

@@ -1,0 +1,37 @@
+;;; Algebraic identities (-O2 and up). Every rule here is exact for every dtype it applies to,
+;;; nan and inf included (`caten rules check` tests them); x + 0 may turn -0.0 into 0.0.
+
+;; identities of + and *
+(defoptimizer add-zero   (ADD ?x 0) => ?x)
+(defoptimizer zero-add   (ADD 0 ?x) => ?x)
+(defoptimizer mul-one    (MUL ?x 1) => ?x)
+(defoptimizer one-mul    (MUL 1 ?x) => ?x)
+(defoptimizer mul-neg-one (MUL ?x -1) => (NEG ?x) :when (not (bool? ?x)))
+
+;; involutions
+(defoptimizer neg-neg    (NEG (NEG ?x)) => ?x)
+(defoptimizer not-not    (NOT (NOT ?x)) => ?x)
+
+;; idempotent binary ops
+(defoptimizer max-self   (MAX ?x ?x) => ?x)
+(defoptimizer and-self   (AND ?x ?x) => ?x)
+(defoptimizer or-self    (OR ?x ?x) => ?x)
+(defoptimizer xor-self   (XOR ?x ?x) => 0)
+(defoptimizer and-true   (AND ?x true) => ?x)
+(defoptimizer or-false   (OR ?x false) => ?x)
+
+;; selection with a known or negated condition, or equal branches
+(defoptimizer where-true  (WHERE true ?a ?b) => ?a)
+(defoptimizer where-false (WHERE false ?a ?b) => ?b)
+(defoptimizer where-same  (WHERE ?c ?a ?a) => ?a)
+(defoptimizer where-not   (WHERE (NOT ?c) ?a ?b) => (WHERE ?c ?b ?a))
+
+;; a cast through a dtype that holds every value of the source exactly is one cast
+(defoptimizer cast-cast  (CAST (CAST ?x ?t) ?u) => (CAST ?x ?u) :when (lossless? (dtype ?x) ?t))
+
+;; copying a fresh copy again
+(defoptimizer copy-copy  (COPY (COPY ?x)) => (COPY ?x))
+
+;; library level: these match calls before they are expanded
+(defoptimizer neg-neg-call (neg (neg ?x)) => ?x)
+(defoptimizer transpose-transpose (transpose (transpose ?x)) => ?x)
