@@ -1,139 +1,222 @@
-"""LLVM runtime vs numpy on the workloads of shared/bench/BASELINES.md (medians of one run).
+"""caten's LLVM runtime against numpy (and torch eager when installed) in ONE run, on the
+workloads of shared/bench/peers.py (same shapes, float32).
 
-    python benchmarks/bench_llvm.py [--reps 7] [--only a,b,c,d,e1]
+    python benchmarks/bench_llvm.py [--reps 7] [--only a,b,c,d,e1,f,g]
 
-Graphs are built with caten.ir.build directly (the language front end will replace this).
+Every workload is written in caten's language and compiled through `caten.loads` (the
+Mixer block is examples/mlp_mixer.lisp). Timings alternate the systems call by call so
+that drift on this shared machine hits all of them alike; the table shows medians, the
+ratio numpy/caten (> 1: caten is faster), GFLOP/s where meaningful, and caten's compile
+time (caten.loads + first call, in-memory JIT, no disk cache).
+
+Note on g: the caten block uses the exact (erf) GELU of examples/mlp_mixer.lisp, so the
+numpy reference here does too (scipy.special.erf when available); peers.py's numpy
+Mixer uses the tanh approximation, which is a little cheaper.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import sys
 import time
 
 import numpy as np
-from caten.runtimes.llvm_rt import RUNTIME
 
-from caten.ir import build as B
-from caten.ir import dtypes as T
-from caten.ir.ops import Op
-from caten.ir.program import Program, TensorSpec
-from caten.run.runtime import CompileOptions
+HERE = os.path.dirname(os.path.abspath(__file__))
+N_ELEM = 1 << 24
 
-F32 = T.f32
-LOG2E = 1.4426950408889634
-
-
-def program(name, ins, outs):
-    return Program(name, [TensorSpec(f"X{i}", b.dtype, b.shape) for i, b in enumerate(ins)],
-                   [TensorSpec(f"Y{i}", o.dtype, o.shape) for i, o in enumerate(outs)], list(outs), [])
-
-
-def c(v):
-    return B.const(v, F32)
-
-
-def exp(x):
-    return B.alu(Op.EXP2, B.alu(Op.MUL, x, c(LOG2E)))
+SOURCES = {
+    "a": "(composite ew ((A{f32}[N]) (B{f32}[N]) (C{f32}[N]) -> (Y{f32}[N])) (* (exp (+ (* A B) C)) 0.5))",
+    "b": "(composite total ((X{f32}[N]) -> (Y{f32}[1])) (sum X :axis 0 :keepdims true))",
+    "c": "(composite sm ((X{f32}[R, N]) -> (Y{f32}[R, N])) (softmax X :axis -1))",
+    "d": "(composite ln ((X{f32}[R, N]) (G{f32}[N]) (B{f32}[N]) -> (Y{f32}[R, N])) "
+         "(layernorm X G B :axis -1 :eps 1e-5))",
+    "e1": "(composite mm ((A{f32}[M, K]) (B{f32}[K, N]) -> (C{f32}[M, N])) (matmul A B))",
+    "f": "(composite conv ((X{f32}[N, C, H, W]) (Wt{f32}[O, C, 3, 3]) -> (Y{f32}[N, O, H, W])) "
+         "(conv2d X Wt :padding 1))",
+}
+TITLES = {"a": "a: exp(a*b+c)*0.5 16M", "b": "b: sum 16M", "c": "c: softmax 4096x4096",
+          "d": "d: layernorm 8192x1024", "e1": "e1: matmul 1024^3", "f": "f: conv2d 8x64x56x56 3x3",
+          "g": "g: MLP-Mixer block"}
+FLOPS = {"e1": 2 * 1024 ** 3, "f": 2 * 8 * 64 * 56 * 56 * 64 * 9,
+         "g": 2 * 2 * 8 * 512 * 196 * 256 + 2 * 2 * 8 * 196 * 512 * 2048}
+ENTRY = {"a": "ew", "b": "total", "c": "sm", "d": "ln", "e1": "mm", "f": "conv", "g": "mixer_block"}
 
 
-def w_elementwise(n=1 << 24):
-    a, b, cc = (B.buffer(F32, (n,), i, k) for i, k in enumerate("abc"))
-    y = B.alu(Op.MUL, exp(B.alu(Op.ADD, B.alu(Op.MUL, a, b), cc)), c(0.5))
-    r = np.random.default_rng(0)
-    args = [r.uniform(-1, 1, n).astype(np.float32) for _ in range(3)]
-    return program("ew", [a, b, cc], [y]), args, lambda a, b, c: np.exp(a * b + c) * 0.5, None
+def make_data(wl: str) -> list[np.ndarray]:
+    """The arrays of peers.py's make_data, in the order of the caten composite's inputs."""
+    rng = np.random.default_rng(0)
+
+    def r(*s):
+        return rng.standard_normal(s, dtype=np.float32)
+
+    if wl == "a":
+        return [r(N_ELEM) * 0.5, r(N_ELEM) * 0.5, r(N_ELEM) * 0.5]
+    if wl == "b":
+        return [rng.random(N_ELEM, dtype=np.float32)]
+    if wl == "c":
+        return [r(4096, 4096)]
+    if wl == "d":
+        return [r(8192, 1024), r(1024), r(1024)]
+    if wl == "e1":
+        return [r(1024, 1024), r(1024, 1024)]
+    if wl == "f":
+        return [r(8, 64, 56, 56), r(64, 64, 3, 3) * np.float32(0.05)]
+    if wl == "g":
+        def s(fan_in):
+            return np.float32(1.0 / fan_in ** 0.5)
+        x = r(8, 196, 512)
+        g1, be1, g2, be2 = 1 + 0.1 * r(512), 0.1 * r(512), 1 + 0.1 * r(512), 0.1 * r(512)
+        w1, b1, w2, b2 = r(196, 256) * s(196), 0.1 * r(256), r(256, 196) * s(256), 0.1 * r(196)
+        w3, b3, w4, b4 = r(512, 2048) * s(512), 0.1 * r(2048), r(2048, 512) * s(2048), 0.1 * r(512)
+        # examples/mlp_mixer.lisp: X gamma1 beta1 W1 b1 W2 b2 gamma2 beta2 W3 b3 W4 b4
+        return [x, g1, be1, w1, b1, w2, b2, g2, be2, w3, b3, w4, b4]
+    raise KeyError(wl)
 
 
-def w_sum(n=1 << 24):
-    a = B.buffer(F32, (n,), 0, "a")
-    args = [np.random.default_rng(0).uniform(-1, 1, n).astype(np.float32)]
-    return program("sum", [a], [B.reduce(a, "add", (0,))]), args, lambda a: a.sum(keepdims=True), None
+def _erf():
+    try:
+        from scipy.special import erf
+        return erf
+    except ImportError:  # Abramowitz-Stegun 7.1.26 (|error| < 1.5e-7), numpy only
+        def erf(x):
+            s = np.sign(x)
+            a = np.abs(x)
+            t = 1 / (1 + np.float32(0.3275911) * a)
+            y = 1 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t
+                     + 0.254829592) * t * np.exp(-a * a)
+            return (s * y).astype(x.dtype)
+        return erf
 
 
-def w_softmax(b=4096, n=4096):
-    x = B.buffer(F32, (b, n), 0, "x")
-    m = B.reduce(x, "max", (1,))
-    e = exp(B.alu(Op.ADD, x, B.alu(Op.NEG, m)))
-    y = B.alu(Op.MUL, e, B.alu(Op.RECIP, B.reduce(e, "add", (1,))))
+def numpy_impl(wl: str):
+    def ln(x, g, b):
+        m = x.mean(-1, keepdims=True)
+        v = ((x - m) ** 2).mean(-1, keepdims=True)
+        return (x - m) / np.sqrt(v + np.float32(1e-5)) * g + b
 
-    def ref(x):
-        e = np.exp(x - x.max(1, keepdims=True))
-        return e / e.sum(1, keepdims=True)
-    args = [np.random.default_rng(0).standard_normal((b, n)).astype(np.float32)]
-    return program("softmax", [x], [y]), args, ref, None
+    def softmax(x):
+        e = np.exp(x - x.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
 
+    def conv(x, w):  # im2col + one GEMM (peers.py)
+        n, c, h, wd = x.shape
+        k = w.shape[0]
+        xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+        cols = np.empty((n, h, wd, c, 3, 3), np.float32)
+        for i in range(3):
+            for j in range(3):
+                cols[..., i, j] = xp[:, :, i:i + h, j:j + wd].transpose(0, 2, 3, 1)
+        out = cols.reshape(n * h * wd, c * 9) @ w.reshape(k, c * 9).T
+        return out.reshape(n, h, wd, k).transpose(0, 3, 1, 2)
 
-def w_layernorm(b=8192, n=1024):
-    x = B.buffer(F32, (b, n), 0, "x")
-    g = B.buffer(F32, (n,), 1, "g")
-    bb = B.buffer(F32, (n,), 2, "b")
-    mean = B.alu(Op.MUL, B.reduce(x, "add", (1,)), c(1.0 / n))
-    d = B.alu(Op.ADD, x, B.alu(Op.NEG, mean))
-    var = B.alu(Op.MUL, B.reduce(B.alu(Op.MUL, d, d), "add", (1,)), c(1.0 / n))
-    rstd = B.alu(Op.RECIP, B.alu(Op.SQRT, B.alu(Op.ADD, var, c(1e-5))))
-    y = B.alu(Op.ADD, B.alu(Op.MUL, B.alu(Op.MUL, d, rstd), g), bb)
+    erf = _erf()
 
-    def ref(x, g, b):
-        m = x.mean(1, keepdims=True)
-        v = ((x - m) ** 2).mean(1, keepdims=True)
-        return (x - m) / np.sqrt(v + 1e-5) * g + b
-    r = np.random.default_rng(0)
-    args = [r.standard_normal((b, n)).astype(np.float32), r.standard_normal(n).astype(np.float32),
-            r.standard_normal(n).astype(np.float32)]
-    return program("layernorm", [x, g, bb], [y]), args, ref, None
+    def gelu(x):
+        return np.float32(0.5) * x * (1 + erf(x * np.float32(0.7071067811865476)))
 
+    def mixer(x, g1, be1, w1, b1, w2, b2, g2, be2, w3, b3, w4, b4):
+        B, T, C = x.shape
+        y = ln(x, g1, be1).transpose(0, 2, 1).reshape(B * C, T)
+        y = gelu(y @ w1 + b1) @ w2 + b2
+        x = x + y.reshape(B, C, T).transpose(0, 2, 1)
+        z = ln(x, g2, be2).reshape(B * T, C)
+        z = gelu(z @ w3 + b3) @ w4 + b4
+        return x + z.reshape(B, T, C)
 
-def w_matmul(n=1024):
-    a = B.buffer(F32, (n, n), 0, "a")
-    b = B.buffer(F32, (n, n), 1, "b")
-    prod = B.alu(Op.MUL, B.reshape(a, (n, n, 1)), B.reshape(b, (1, n, n)))
-    y = B.reshape(B.reduce(prod, "add", (1,)), (n, n))
-    r = np.random.default_rng(0)
-    args = [r.standard_normal((n, n)).astype(np.float32) for _ in range(2)]
-    return program("matmul", [a, b], [y]), args, lambda a, b: a @ b, 2 * n ** 3
+    return {"a": lambda a, b, c: np.exp(a * b + c) * np.float32(0.5),
+            "b": lambda x: x.sum(keepdims=True), "c": softmax, "d": ln, "e1": lambda a, b: a @ b,
+            "f": conv, "g": mixer}[wl]
 
 
-WORKLOADS = {"a": ("exp(a*b+c)*0.5 16M", w_elementwise), "b": ("sum 16M", w_sum),
-             "c": ("softmax 4096x4096", w_softmax), "d": ("layernorm 8192x1024", w_layernorm),
-             "e1": ("matmul 1024^3", w_matmul)}
+def torch_impl(wl: str):
+    import torch
+    import torch.nn.functional as F
+
+    def mixer(x, g1, be1, w1, b1, w2, b2, g2, be2, w3, b3, w4, b4):
+        y = F.layer_norm(x, (x.shape[-1],), g1, be1).transpose(1, 2)
+        y = F.gelu(y @ w1 + b1) @ w2 + b2
+        x = x + y.transpose(1, 2)
+        z = F.layer_norm(x, (x.shape[-1],), g2, be2)
+        z = F.gelu(z @ w3 + b3) @ w4 + b4
+        return x + z
+
+    return {"a": lambda a, b, c: torch.exp(a * b + c) * 0.5, "b": lambda x: x.sum().reshape(1),
+            "c": lambda x: torch.softmax(x, -1), "d": lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b),
+            "e1": lambda a, b: a @ b, "f": lambda x, w: F.conv2d(x, w, padding=1), "g": mixer}[wl]
 
 
-def paired_medians(f_numpy, f_caten, reps):
-    """Alternate the two so that machine drift hits both alike; medians of each."""
-    f_numpy(), f_caten()
-    tn, tc = [], []
-    for _ in range(reps):
-        for fn, ts in ((f_numpy, tn), (f_caten, tc)):
+def source(wl: str) -> str:
+    if wl == "g":
+        with open(os.path.join(HERE, "..", "examples", "mlp_mixer.lisp")) as f:
+            return f.read()
+    return SOURCES[wl]
+
+
+def interleaved(fns: dict, reps: int, max_s: float) -> dict:
+    """Median seconds of each callable, calls alternating between them."""
+    for f in fns.values():
+        f()
+    ts: dict = {k: [] for k in fns}
+    t_start = time.perf_counter()
+    for i in range(reps):
+        for k, f in fns.items():
             t0 = time.perf_counter()
-            fn()
-            ts.append(time.perf_counter() - t0)
-    return statistics.median(tn), statistics.median(tc)
+            f()
+            ts[k].append(time.perf_counter() - t0)
+        if i >= 2 and time.perf_counter() - t_start > max_s:
+            break
+    return {k: statistics.median(v) for k, v in ts.items()}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--max-s", type=float, default=20.0, help="per workload, after at least 3 rounds")
     ap.add_argument("--only", default="")
+    ap.add_argument("--no-torch", action="store_true")
     opts = ap.parse_args()
-    keys = [k for k in WORKLOADS if not opts.only or k in opts.only.split(",")]
-    print(f"{'workload':24} {'numpy':>10} {'caten':>10} {'speedup':>8} {'compile':>9} {'max err':>9}")
-    for k in keys:
-        title, make = WORKLOADS[k]
-        prog, args, ref, flops = make()
-        t0 = time.perf_counter()
-        exe = RUNTIME.compile(prog, CompileOptions())
-        ct = time.perf_counter() - t0
-        outs = [np.empty(tuple(o.shape), o.dtype.np) for o in prog.outputs]
-        tn, tc = paired_medians(lambda: ref(*args), lambda: exe.run(args, outs, {}), opts.reps)  # noqa: B023
-        want = ref(*args)
-        err = float(np.max(np.abs(outs[0].reshape(want.shape) - want)) / max(1.0, float(np.max(np.abs(want)))))
-        if flops:
-            line = f"{title:24} {flops / tn / 1e9:8.1f}GF {flops / tc / 1e9:8.1f}GF"
-        else:
-            line = f"{title:24} {tn * 1e3:8.2f}ms {tc * 1e3:8.2f}ms"
-        print(f"{line} {tn / tc:7.2f}x {ct * 1e3:7.0f}ms {err:9.1e}", flush=True)
+    sys.path.insert(0, os.path.join(HERE, ".."))
+    import caten
 
+    torch = None
+    if not opts.no_torch:
+        try:
+            import torch
+            torch.set_grad_enabled(False)
+        except Exception:  # absent, or a broken install
+            torch = None
+    keys = [k for k in TITLES if not opts.only or k in opts.only.split(",")]
+    cols = ["numpy", "caten", "np/caten"] + (["torch"] if torch else []) + ["compile", "max err"]
+    print(f"| workload | {' | '.join(cols)} |")
+    print("|---" * (len(cols) + 1) + "|")
+    for k in keys:
+        args = make_data(k)
+        ref = numpy_impl(k)
+        t0 = time.perf_counter()
+        mod = caten.loads(source(k), use_cache=False)
+        fn = getattr(mod, ENTRY[k])
+        got = fn(*args)
+        compile_s = time.perf_counter() - t0
+        want = ref(*args)
+        err = float(np.max(np.abs(np.asarray(got, np.float64) - want)) / max(1.0, float(np.max(np.abs(want)))))
+        fns = {"numpy": lambda: ref(*args), "caten": lambda: fn(*args)}  # noqa: B023
+        if torch:
+            targs = [torch.from_numpy(a) for a in args]
+            tf = torch_impl(k)
+            fns["torch"] = lambda: tf(*targs)  # noqa: B023
+        med = interleaved(fns, opts.reps, opts.max_s)
+
+        def cell(name, k=k, med=med):
+            s = med[name]
+            return f"{s * 1e3:.2f} ms ({FLOPS[k] / s / 1e9:.0f} GF/s)" if k in FLOPS else f"{s * 1e3:.2f} ms"
+        row = [cell("numpy"), cell("caten"), f"{med['numpy'] / med['caten']:.2f}x"]
+        if torch:
+            row.append(cell("torch"))
+        row += [f"{compile_s:.2f} s", f"{err:.1e}"]
+        print(f"| {TITLES[k]} | {' | '.join(row)} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -16,9 +16,9 @@ from caten.ir.dims import Dim
 from caten.ir.graph import Node
 from caten.ir.ops import Op
 from caten.lower import loopir as L
-from caten.lower.index import Aff, flatten, unflatten
+from caten.lower.index import Aff, contiguous_strides, flatten, unflatten
 from caten.lower.loopir import X
-from caten.schedule import LOWP, Schedule, Unfusable, max_outer, reduce_mode
+from caten.schedule import LOWP, GemmPlan, Schedule, Unfusable, gemm_plan, max_outer, reduce_mode
 
 _REDUCE_ALU = {"add": Op.ADD, "mul": Op.MUL, "max": Op.MAX}
 
@@ -62,8 +62,9 @@ class Coords:
 class KernelLowerer:
     def __init__(self, name: str, members: list[Node], outer: int, realized: set[Node],
                  bufname: Callable[[Node], str | None], modes: dict[Node, str] | None = None,
-                 local: set[Node] | None = None):
+                 local: set[Node] | None = None, scratch: dict[Node, tuple] | None = None):
         self.name, self.members, self.p, self.realized = name, members, outer, realized
+        self.scratch = scratch or {}
         self.bufname = bufname
         self.modes = modes or {}
         self.local = local or set()
@@ -206,6 +207,9 @@ class KernelLowerer:
             alu = Op.OR
         buf = self.bufname(n)
         if mode == "tiled":
+            plan = gemm_plan(n)
+            if plan is not None and p <= plan.lead:
+                return self.gemm(n, si, buf, plan)
             return self.tiled(n, si, alu, buf)
         if mode == "memory":
             inner = list(range(p, n.rank))
@@ -308,11 +312,150 @@ class KernelLowerer:
         self.done.add(n)
         return out
 
+    def gemm(self, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
+        """BLIS-style: N blocks (nc) > K blocks (kc; pack B) > M blocks (mc; pack A) > nr x mr
+        micro-tiles (TileMM), each summing one K block into the output (the first one stores)."""
+        src = n.src[0]
+        p, dt = self.p, n.dtype
+        opa, opb = src.src[plan.a], src.src[plan.b]
+        pa, pb = self.scratch.get(n, ("pa", "pb"))
+        self.bufs[pa] = dt
+        self.bufs[pb] = dt
+        self.bufs[buf] = dt
+        mr, nr, kc, mc, nc = plan.mr, plan.nr, plan.kc, plan.mc, plan.nc
+        M, N, K = L.dim(plan.M), L.dim(plan.N), L.dim(plan.K)
+        loops: list[tuple[X, X]] = []
+        coord: dict[int, Aff] = {}
+        for a in plan.batch:
+            if a < p:
+                coord[a] = Aff.of(self.outer_vars[a])
+            elif src.shape[a] == 1:
+                coord[a] = Aff()
+            else:
+                v = self.newvar(f"s{si}g{a}", src.shape[a])
+                coord[a] = Aff.of(v)
+                loops.append((v, L.dim(src.shape[a])))
+
+        def var(hint: str, ext: Dim) -> X:
+            return self.newvar(f"s{si}{hint}", ext)
+
+        nkc = _ceil(K, kc)
+        jc, kcv = var("jc", D.floordiv(D.add(plan.N, nc - 1), nc)), var("kc", D.floordiv(D.add(plan.K, kc - 1), kc))
+        klen = _min(L.const(kc), _sub(K, L.imul(kcv, L.const(kc))))
+        j0 = L.imul(jc, L.const(nc))
+        npj = _ceil(_min(L.const(nc), _sub(N, j0)), nr)
+
+        def exact(e: X, size: Dim) -> Aff:
+            """A coordinate known to lie in [0, size) (loops stop at the valid part of a block)."""
+            if e.op == "var":
+                lo, hi = self.ranges[e]
+                if isinstance(hi, int) and isinstance(size, int):
+                    self.ranges[e] = (0, min(hi, size - 1))
+            else:
+                self.ranges[e] = (0, D.add(size, -1))
+            return Aff.of(e)
+
+        def kcoords(kk: X) -> None:
+            rem = L.iadd(L.imul(kcv, L.const(kc)), kk)
+            if len(plan.red) == 1:
+                coord[plan.red[0]] = exact(rem, plan.K)
+                return
+            for a in reversed(plan.red):
+                d = src.shape[a]
+                coord[a] = exact(X.make("imod", L.IDX, (rem, L.dim(d))), d)
+                rem = X.make("idiv", L.IDX, (rem, L.dim(d)))
+
+        def operand(node: Node, at: dict[int, Aff]) -> X:
+            c = Coords(src.shape, axes=[at.get(a, coord.get(a, Aff())) for a in range(src.rank)])
+            return self.val(node, c)
+
+        zero = L.const(0.0, dt)
+        # pack B: panels of nr columns, k-major, zero-padded past N
+        jp, kk, cc, cz = var("jp", nc // nr), var("bk", kc), var("bc", nr), var("bz", nr)
+        kcoords(kk)
+        jb = L.iadd(j0, L.imul(jp, L.const(nr)))
+        cv = _min(L.const(nr), _sub(N, jb))
+        bbase = L.iadd(L.imul(jp, L.const(kc * nr)), L.imul(kk, L.const(nr)))
+        bval = operand(opb, {plan.j: exact(L.iadd(jb, cc), plan.N)} | ({plan.i: Aff()} if plan.i is not None else {}))
+        pack_b = [L.Loop(jp.arg, npj, [L.Loop(kk.arg, klen, [
+            L.Loop(cc.arg, cv, [L.Store(pb, L.iadd(bbase, cc), bval)]),
+            L.Loop(cz.arg, _sub(L.const(nr), cv), [L.Store(pb, L.iadd(bbase, L.iadd(cv, cz)), zero)], "cold")])])]
+        # pack A: panels of mr rows, k-major, zero-padded past M
+        ic = var("ic", D.floordiv(D.add(plan.M, mc - 1), mc))
+        i0 = L.imul(ic, L.const(mc))
+        npi = _ceil(_min(L.const(mc), _sub(M, i0)), mr)
+        ip, rr, rz, ka, kz = var("ip", mc // mr), var("ar", mr), var("az", mr), var("ak", kc), var("akz", kc)
+        ib = L.iadd(i0, L.imul(ip, L.const(mr)))
+        rv = _min(L.const(mr), _sub(M, ib))
+        kcoords(ka)
+        at = {plan.j: Aff()}
+        if plan.i is not None:
+            at[plan.i] = exact(L.iadd(ib, rr), plan.M)
+        aval = operand(opa, at)
+        abase = L.imul(ip, L.const(kc * mr))
+        pack_a = [L.Loop(ip.arg, npi, [
+            L.Loop(rr.arg, rv, [L.Loop(ka.arg, klen, [
+                L.Store(pa, L.iadd(abase, L.iadd(L.imul(ka, L.const(mr)), rr)), aval)], "cold")], "cold"),
+            L.Loop(rz.arg, _sub(L.const(mr), rv), [L.Loop(kz.arg, klen, [
+                L.Store(pa, L.iadd(abase, L.iadd(L.imul(kz, L.const(mr)), L.iadd(rv, rz))), zero)], "cold")],
+                   "cold")])]
+        # micro-tiles
+        jt, it = var("jt", nc // nr), var("it", mc // mr)
+        jb2 = L.iadd(j0, L.imul(jt, L.const(nr)))
+        ib2 = L.iadd(i0, L.imul(it, L.const(mr)))
+        local = n in self.local
+        oshape = list(n.shape[p:] if local else n.shape)
+        ostr = contiguous_strides(oshape)
+        off = 0 if not local else p
+        ooff: X = L.const(0)
+        for a in range(n.rank):
+            if a < off or oshape[a - off] == 1:
+                continue
+            s = L.dim(ostr[a - off])
+            if a == plan.j:
+                ooff = L.iadd(ooff, L.imul(jb2, s))
+            elif a == plan.i:
+                ooff = L.iadd(ooff, L.imul(ib2, s))
+            elif a in coord:
+                ooff = L.iadd(ooff, L.imul(coord[a].expr(), s))
+        ostride = L.dim(ostr[plan.i - off]) if plan.i is not None and plan.i >= off else L.const(0)
+        beta = L.const(False, T.bool_) if nkc.op == "const" and nkc.arg == 1 else L.icmplt(L.const(0), kcv)
+        tile = L.TileMM(f"s{si}_{self.nvar}", dt, mr, nr, klen, pa, L.imul(it, L.const(kc * mr)), pb,
+                        L.imul(jt, L.const(kc * nr)), buf, ooff, ostride,
+                        _min(L.const(mr), _sub(M, ib2)), _min(L.const(nr), _sub(N, jb2)), beta)
+        self.nvar += 1
+        body = [L.Loop(ic.arg, _ceil(M, mc), pack_a + [L.Loop(jt.arg, npj, [L.Loop(it.arg, npi, [tile])])])]
+        body = [L.Loop(jc.arg, _ceil(N, nc), [L.Loop(kcv.arg, nkc, pack_b + body)])]
+        for v, e in reversed(loops):
+            body = [L.Loop(v.arg, e, body)]
+        self.done.add(n)
+        return body
+
     def lower(self) -> list:
         body: list = []
         for si, n in enumerate(self.members):
             body += self.stage(n, si)
         return self.nest(self.outer_vars, list(self.outer_shape), body)
+
+
+def _sub(a: X, b: X) -> X:
+    if a.op == "const" and b.op == "const":
+        return L.const(a.arg - b.arg)
+    return L.iadd(a, L.imul(b, L.const(-1)))
+
+
+def _min(a: X, b: X) -> X:
+    if a.op == "const" and b.op == "const":
+        return L.const(min(a.arg, b.arg))
+    return L.alu(Op.WHERE, L.IDX, L.icmplt(a, b), a, b)
+
+
+def _ceil(a: X, k: int) -> X:
+    if a.op == "const":
+        return L.const(-(-a.arg // k))
+    if k == 1:
+        return a
+    return X.make("idiv", L.IDX, (L.iadd(a, L.const(k - 1)), L.const(k)))
 
 
 def check_group(members: list[Node], outer: int, realized: set[Node]) -> None:
@@ -330,8 +473,9 @@ def lower(sched: Schedule) -> list[L.Kernel]:
     for k in sched.kernels:
         modes = {s.node: s.mode for s in k.stages if s.kind == "reduce"}
         local = {s.node for s in k.stages if s.buffer and sched.buffers[s.buffer].local >= 0}
+        scratch = {s.node: s.scratch for s in k.stages if s.scratch}
         kl = KernelLowerer(k.name, [s.node for s in k.stages], k.outer, realized,
-                           lambda n: sched.node_buf.get(n), modes, local)
+                           lambda n: sched.node_buf.get(n), modes, local, scratch)
         body = kl.lower()
         params = [L.BufParam(b, sched.buffers[b].dtype, sched.buffers[b].role) for b in kl.bufs if b is not None]
         out.append(L.Kernel(k.name, params, list(sched.program.dims), body))

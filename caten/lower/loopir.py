@@ -11,7 +11,8 @@ Expression ops (`X.op`):
   "rand" arg=seed src=(ctr i64,) -> u32 | "idiv"/"imod" (index math) | an `Op` (ALU, CAST, WHERE)
   An `Op.ADD/MUL/MAX` with arg "acc" is a reduction update that may be reassociated.
 Statements: Loop(var, extent, body), Store(buf, idx, value), Acc(var, dtype, init),
-  SetAcc(var, value).
+  SetAcc(var, value), TileMM (a GEMM micro-kernel over packed panels; `expand()` gives the
+  same computation in the other statements, for renderers without a register-tile path).
 """
 
 from __future__ import annotations
@@ -128,6 +129,7 @@ class Loop:
     var: str
     extent: X
     body: list = field(default_factory=list)
+    hint: str = ""  # "cold": rarely run or tiny (renderers may skip vectorizing/unrolling it)
 
 
 @dataclass
@@ -148,6 +150,48 @@ class Acc:
 class SetAcc:
     var: str
     value: X
+
+
+@dataclass
+class TileMM:
+    """A register-tiled multiply-accumulate over packed, zero-padded panels:
+
+        for r in 0..rvalid, c in 0..cvalid:
+            acc = sum over k in 0..kext of a[aoff + k*rows + r] * b[boff + k*cols + c]  (reassociable)
+            out[ooff + r*ostride + c] = (out[ooff + r*ostride + c] if beta else 0) + acc
+
+    `rows`/`cols` are ints; the panels hold rows (cols) values per k, so a renderer may keep the
+    whole rows x cols tile in vector registers and store only the valid part. `var` prefixes
+    the names of the loop variables of `expand()`."""
+    var: str
+    dtype: DType
+    rows: int
+    cols: int
+    kext: X
+    a: str
+    aoff: X
+    b: str
+    boff: X
+    out: str
+    ooff: X
+    ostride: X
+    rvalid: X
+    cvalid: X
+    beta: X
+
+    def expand(self) -> list:
+        r, c, k, acc = (f"{self.var}_{x}" for x in "rcka")
+        rv, cv, kv = var(r), var(c), var(k)
+        av = load(self.a, iadd(self.aoff, iadd(imul(kv, const(self.rows)), rv)), self.dtype)
+        bv = load(self.b, iadd(self.boff, iadd(imul(kv, const(self.cols)), cv)), self.dtype)
+        upd = alu(Op.ADD, self.dtype, var(acc, self.dtype), alu(Op.MUL, self.dtype, av, bv), arg="acc")
+        oidx = iadd(self.ooff, iadd(imul(rv, self.ostride), cv))
+        accv = var(acc, self.dtype)
+        val = alu(Op.WHERE, self.dtype, self.beta, alu(Op.ADD, self.dtype, load(self.out, oidx, self.dtype), accv),
+                  accv)
+        body = [Acc(acc, self.dtype, const(0.0, self.dtype)), Loop(k, self.kext, [SetAcc(acc, upd)]),
+                Store(self.out, oidx, val)]
+        return [Loop(r, self.rvalid, [Loop(c, self.cvalid, body)])]
 
 
 @dataclass
@@ -180,5 +224,10 @@ class Kernel:
                     lines.append(f"{ind}{s.dtype} {s.var} = {s.init!r}")
                 elif isinstance(s, SetAcc):
                     lines.append(f"{ind}{s.var} = {s.value!r}")
+                elif isinstance(s, TileMM):
+                    lines.append(f"{ind}tile {s.rows}x{s.cols} k<{s.kext!r}: {s.out}[{s.ooff!r} + r*{s.ostride!r} + c]"
+                                 f" {'+' if s.beta.op != 'const' or s.beta.arg else ''}= "
+                                 f"{s.a}[{s.aoff!r} + k*{s.rows} + r] * {s.b}[{s.boff!r} + k*{s.cols} + c]"
+                                 f" (r<{s.rvalid!r}, c<{s.cvalid!r}, beta {s.beta!r})")
         walk(self.body, "  ")
         return "\n".join(lines)

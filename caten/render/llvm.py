@@ -73,6 +73,34 @@ _EXP2_F32 = (1.535336188319500e-4, 1.339887440266574e-3, 9.618437357674640e-3, 5
 _SINPI_F32 = (3.140625, 0.0009670257568359375, 6.2771141529083251953e-07, 1.2154201256553420762e-10)
 _SINPI_F64 = (3.1415926218032836914, 3.1786509424591713469e-08, 1.2246467864107188502e-16,
               1.2736634327021899816e-24)
+
+
+def _inv_pi_windows(pad: int, count: int, prec: int = 1400) -> list[int]:
+    """64-bit windows of the bits of 1/pi = 0.b1 b2 b3 ... (b_i = 0 for i <= 0): entry j holds
+    b_a .. b_(a+63), a = 8 * (j - pad). Exact integer arithmetic (Machin's formula, 32 guard bits)."""
+    one = 1 << (prec + 64)
+
+    def atan_inv(n: int) -> int:
+        tot, term, k, n2 = 0, one // n, 0, n * n
+        while term:
+            tot += term // (2 * k + 1) if k % 2 == 0 else -(term // (2 * k + 1))
+            term //= n2
+            k += 1
+        return tot
+
+    pi_s = 16 * atan_inv(5) - 4 * atan_inv(239)  # pi * 2**(prec+64), error < 2**8 units
+    inv = (1 << (2 * prec + 64)) // pi_s  # floor(2**prec / pi) up to the last few of prec bits
+    return [(inv >> (prec - 8 * (j - pad) - 63)) & ((1 << 64) - 1) for j in range(count)]
+
+
+# Payne-Hanek reduction for large |x| (both paths are computed; a select picks one per lane):
+# x = M * 2**E, the 1/pi bits that matter start near bit E (earlier ones give even multiples of
+# x/pi). Table entry j = floor((E-1)/8) + pad, clamped to [0, _SINTAB_MAX], the rest of E-1 shifts M.
+_SINTAB_PAD = 9
+_SINTAB_MAX = 121 + _SINTAB_PAD  # f64's largest exponent: floor((971 - 1) / 8) = 121
+_SINTAB = _inv_pi_windows(_SINTAB_PAD, _SINTAB_MAX + 17)
+_SIN_BIG_F32, _SIN_BIG_F64 = 2.0 ** 14, 2.0 ** 24  # |x| >= this: exact reduction
+_PI_126 = (math.pi * 2.0 ** -126, 1.2246467991473532e-16 * 2.0 ** -126)  # pi * 2**-126, head + tail
 _ROT = (13, 15, 26, 6, 17, 29, 16, 24)
 
 
@@ -480,8 +508,12 @@ class FnGen:
         return self.select(self.fcmp("uno", ty, x, x), ty, x, res)
 
     def sin(self, x: str, ty: str) -> str:
+        """sin on [-pi/2, pi/2] after x = k*pi + r: Cody-Waite for ordinary |x|, Payne-Hanek
+        (integer product of the mantissa with bits of 1/pi, exact for every finite x) above
+        _SIN_BIG_*; both reductions are branch-free vector code, a select picks one."""
         f64 = ty == "double"
-        fin = self.fcmp("one", ty, self.intr("fabs", ty, x), self.fc(math.inf, ty))
+        ax = self.intr("fabs", ty, x)
+        fin = self.fcmp("one", ty, ax, self.fc(math.inf, ty))
         xs = self.select(fin, ty, x, self.fc(0.0, ty))
         k = self.intr("rint", ty, self.fop("fmul", ty, xs, self.fc(1 / math.pi, ty)))
         nk = self.ins(f"fneg {ty} {k}")
@@ -490,12 +522,118 @@ class FnGen:
             r = self.call(f"llvm.fma.{'f64' if f64 else 'f32'}", ty, [(ty, nk), (ty, self.fc(part, ty)), (ty, r)])
         ki = self.call(f"llvm.fptosi.sat.i64.{'f64' if f64 else 'f32'}", "i64", [(ty, k)])
         odd = self.conv("trunc", "i64", ki, "i1")
+        big = self.fcmp("oge", ty, ax, self.fc(_SIN_BIG_F64 if f64 else _SIN_BIG_F32, ty))
+        rb, oddb = self._sin_big64(xs) if f64 else self._sin_big32(xs)
+        r = self.select(big, ty, rb, r)
+        odd = self.select(big, "i1", oddb, odd)
         r2 = self.fop("fmul", ty, r, r)
         nmax = 12 if f64 else 7
         coefs = [(-1) ** j / math.factorial(2 * j + 1) for j in range(nmax - 1, 0, -1)]
         p = self.fop("fadd", ty, r, self.fop("fmul", ty, self.fop("fmul", ty, r, r2), self.horner(r2, coefs, ty)))
         res = self.select(odd, ty, self.ins(f"fneg {ty} {p}"), p)
+        res = self.select(self.fcmp("oeq", ty, xs, self.fc(0.0, ty)), ty, xs, res)  # sin(-0.0) = -0.0
         return self.select(fin, ty, res, self.fc(math.nan, ty))
+
+    def _sintab(self, j: str, off: int) -> str:
+        """Entry j + off of the 1/pi window table (a private constant global; gathers in vector loops)."""
+        self.mod.decls.setdefault("@caten_inv_pi", f"@caten_inv_pi = private unnamed_addr constant "
+                                  f"[{len(_SINTAB)} x i64] [{', '.join(f'i64 {_int(v, 64)}' for v in _SINTAB)}]")
+        ji = self.ins(f"add i64 {j}, {off}") if off else j
+        return self.ins(f"load i64, ptr {self.ins(f'getelementptr inbounds i64, ptr @caten_inv_pi, i64 {ji}')}")
+
+    def _sin_index(self, e1: str, ity: str) -> tuple[str, str]:
+        """(table index as i64, shift c = (E-1) mod 8 as i64) from E-1."""
+        j = self.ins(f"add {ity} {self.ins(f'ashr {ity} {e1}, 3')}, {_SINTAB_PAD}")
+        j = self.intr("smin", ity, self.intr("smax", ity, j, "0"), str(_SINTAB_MAX))
+        c = self.ins(f"and {ity} {e1}, 7")
+        if ity != "i64":
+            j, c = self.conv("zext", ity, j, "i64"), self.conv("zext", ity, c, "i64")
+        return j, c
+
+    def _sin_big32(self, x: str) -> tuple[str, str]:
+        """f32 x -> (r, odd): R = (x/pi mod 4) * 2**62 mod 2**64 from the 24-bit mantissa times
+        96 bits of 1/pi (error < 2 units of 2**-62); r = (R - round(R)) * pi, via f64."""
+        bits = self.conv("bitcast", "float", x, "i32")
+        be = self.ins(f"lshr i32 {self.ins(f'and i32 {bits}, 2147483647')}, 23")
+        j, c = self._sin_index(self.ins(f"sub i32 {be}, 151"), "i32")
+        m = self.conv("zext", "i32", self.ins(f"or i32 {self.ins(f'and i32 {bits}, 8388607')}, 8388608"), "i64")
+        ms = self.ins(f"shl i64 {m}, {c}")
+        g0, g1 = self._sintab(j, 0), self._sintab(j, 8)
+        w0, w1 = self.ins(f"lshr i64 {g0}, 32"), self.ins(f"and i64 {g0}, 4294967295")
+        w2 = self.ins(f"lshr i64 {g1}, 32")
+        rr = self.ins(f"shl i64 {self.ins(f'mul i64 {ms}, {w0}')}, 32")
+        rr = self.ins(f"add i64 {rr}, {self.ins(f'mul i64 {ms}, {w1}')}")
+        p2 = self.ins(f"mul i64 {ms}, {w2}")
+        rr = self.ins(f"add i64 {rr}, {self.ins(f'lshr i64 {p2}, 32')}")
+        n = self.ins(f"lshr i64 {self.ins(f'add i64 {rr}, {1 << 61}')}, 62")
+        fr = self.ins(f"sub i64 {rr}, {self.ins(f'shl i64 {n}, 62')}")
+        rd = self.conv("sitofp", "i64", fr, "double")
+        rd = self.fop("fmul", "double", rd, self.fc(math.pi * 2.0 ** -62, "double"))
+        r = self.conv("fptrunc", "double", rd, "float")
+        neg = self.icmp("slt", "i32", bits, "0")
+        return self.select(neg, "float", self.ins(f"fneg float {r}"), r), self.conv("trunc", "i64", n, "i1")
+
+    def _sin_big64(self, x: str) -> tuple[str, str]:
+        """f64 x -> (r, odd): R = (x/pi mod 4) * 2**126 as 128 bits (hi, lo) from the 53-bit
+        mantissa times 192 bits of 1/pi in 32-bit limbs (column sums in i64; error < 2 units)."""
+        mask = "4294967295"
+        bits = self.conv("bitcast", "double", x, "i64")
+        be = self.ins(f"lshr i64 {self.ins(f'and i64 {bits}, {(1 << 63) - 1}')}, 52")
+        j, c = self._sin_index(self.ins(f"sub i64 {be}, 1076"), "i64")
+        m = self.ins(f"or i64 {self.ins(f'and i64 {bits}, {(1 << 52) - 1}')}, {1 << 52}")
+        ms = self.ins(f"shl i64 {m}, {c}")
+        mh, ml = self.ins(f"lshr i64 {ms}, 32"), self.ins(f"and i64 {ms}, {mask}")
+        w = []
+        for off in (0, 8, 16):
+            g = self._sintab(j, off)
+            w += [self.ins(f"lshr i64 {g}, 32"), self.ins(f"and i64 {g}, {mask}")]
+        cols: dict[int, list[str]] = {q: [] for q in range(-1, 4)}  # column q has weight 2**(32q)
+        for k, wk in enumerate(w):
+            for limb, q in ((ml, 3 - k), (mh, 4 - k)):
+                if q > 3 or (limb is mh and k == 0):
+                    continue
+                p = self.ins(f"mul i64 {limb}, {wk}")
+                if q >= -1:
+                    cols[q].append(self.ins(f"and i64 {p}, {mask}"))
+                if -1 <= q + 1 <= 3:
+                    cols[q + 1].append(self.ins(f"lshr i64 {p}, 32"))
+        acc: dict[int, str] = {}
+        carry = None
+        for q in range(-1, 4):
+            terms = cols[q] + ([carry] if carry else [])
+            s = terms[0]
+            for t in terms[1:]:
+                s = self.ins(f"add i64 {s}, {t}")
+            acc[q] = s
+            carry = self.ins(f"lshr i64 {s}, 32")
+        hi = self.ins(f"or i64 {self.ins(f'shl i64 {acc[3]}, 32')}, {self.ins(f'and i64 {acc[2]}, {mask}')}")
+        lo = self.ins(f"or i64 {self.ins(f'shl i64 {acc[1]}, 32')}, {self.ins(f'and i64 {acc[0]}, {mask}')}")
+        n = self.ins(f"lshr i64 {self.ins(f'add i64 {hi}, {1 << 61}')}, 62")
+        fhi = self.ins(f"sub i64 {hi}, {self.ins(f'shl i64 {n}, 62')}")
+        neg = self.icmp("slt", "i64", fhi, "0")
+        nlo = self.ins(f"sub i64 0, {lo}")
+        borrow = self.conv("zext", "i1", self.icmp("ne", "i64", lo, "0"), "i64")
+        nhi = self.ins(f"sub i64 {self.ins(f'sub i64 0, {fhi}')}, {borrow}")
+        mhi, mlo = self.select(neg, "i64", nhi, fhi), self.select(neg, "i64", nlo, lo)
+        # |frac| * 2**126 = mhi * 2**64 + mlo as a double-double (exact but for < 2**-105 when
+        # mhi >= 2**11), then times pi as a double-double: r to within ~0.5 ulp.
+        d = "double"
+        h = self.conv("sitofp", "i64", mhi, d)
+        hi_err = self.ins(f"sub i64 {mhi}, {self.conv('fptosi', d, h, 'i64')}")
+        e = self.conv("sitofp", "i64", hi_err, d)
+        lo_d = self.conv("uitofp", "i64", mlo, d)
+        rest = self.call("llvm.fma.f64", d, [(d, e), (d, self.fc(2.0 ** 64, d)), (d, lo_d)])
+        h = self.fop("fmul", d, h, self.fc(2.0 ** 64, d))
+        mh = self.fop("fadd", d, h, rest, "")
+        ml = self.fop("fadd", d, self.fop("fsub", d, h, mh, ""), rest, "")
+        p1, p2 = _PI_126
+        rh = self.fop("fmul", d, mh, self.fc(p1, d), "")
+        rl = self.call("llvm.fma.f64", d, [(d, mh), (d, self.fc(p1, d)), (d, self.ins(f"fneg double {rh}"))])
+        rl = self.call("llvm.fma.f64", d, [(d, ml), (d, self.fc(p1, d)), (d, rl)])
+        rl = self.call("llvm.fma.f64", d, [(d, mh), (d, self.fc(p2, d)), (d, rl)])
+        r = self.fop("fadd", d, rh, rl, "")
+        flip = self.ins(f"xor i1 {neg}, {self.icmp('slt', 'i64', bits, '0')}")
+        return self.select(flip, "double", self.ins(f"fneg double {r}"), r), self.conv("trunc", "i64", n, "i1")
 
     def threefry(self, ctr: str, seed: int) -> str:
         k0, k1 = seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF
@@ -530,6 +668,10 @@ class FnGen:
             elif isinstance(s, L.SetAcc):
                 ptr, dt = self.accs[s.var]
                 self.emit(f"store {rty(dt)} {self.v(s.value)}, ptr {ptr}")
+            elif isinstance(s, L.TileMM):
+                self.tilemm(s)
+            elif isinstance(s, _Call):
+                self.emit(f"call void @{s.name}({', '.join(s.args)})")
             else:
                 raise TypeError(s)
 
@@ -550,13 +692,124 @@ class FnGen:
         self.scopes.pop()
         nxt = self.ins(f"add nuw nsw i64 {iv}, 1")
         latch = self.cur
-        self.emit(f"br label %{h}")
+        self.emit(f"br label %{h}" + (f", !llvm.loop {self.mod.cold_md()}" if s.hint == "cold" else ""))
         self.lines[at] = f"  {iv} = phi i64 [0, %{pre}], [{nxt}, %{latch}]"
         self.block(e)
+
+    def tilemm(self, s: L.TileMM) -> None:
+        """The micro-kernel: rows accumulators of <cols x T> carried in phis through the k loop,
+        one vector load of B and one broadcast of A per row and k, then full-tile vector stores
+        (or, for an edge tile, a spill to a stack tile and scalar stores of the valid part)."""
+        ty, rows, cols = rty(s.dtype), s.rows, s.cols
+        vt = f"<{cols} x {ty}>"
+        fma = f"llvm.fma.v{cols}{'f64' if ty == 'double' else 'f32'}"
+        self.mod.declare(fma, vt, [vt, vt, vt])
+        aoff, boff, kext = self.v(s.aoff), self.v(s.boff), self.v(s.kext)
+        pre = self.cur
+        h, b, e = self.label("th"), self.label("tb"), self.label("te")
+        k, k1 = self.tmp(), self.tmp()
+        accs = [self.tmp() for _ in range(rows)]
+        news = [self.tmp() for _ in range(rows)]
+        self.emit(f"br label %{h}")
+        self.block(h)
+        self.emit(f"{k} = phi i64 [0, %{pre}], [{k1}, %{b}]")
+        for a, nw in zip(accs, news):
+            self.emit(f"{a} = phi {vt} [zeroinitializer, %{pre}], [{nw}, %{b}]")
+        c = self.icmp("slt", "i64", k, kext)
+        self.emit(f"br i1 {c}, label %{b}, label %{e}")
+        self.block(b)
+        bi = self.ins(f"add i64 {self.ins(f'mul i64 {k}, {cols}')}, {boff}")
+        bv = self.ins(f"load {vt}, ptr {self.ins(f'getelementptr inbounds {ty}, ptr %b_{s.b}, i64 {bi}')}, align 4")
+        ai = self.ins(f"add i64 {self.ins(f'mul i64 {k}, {rows}')}, {aoff}")
+        ap = self.ins(f"getelementptr inbounds {ty}, ptr %b_{s.a}, i64 {ai}")
+        for r in range(rows):
+            pr = ap if r == 0 else self.ins(f"getelementptr inbounds {ty}, ptr {ap}, i64 {r}")
+            av = self.ins(f"load {ty}, ptr {pr}, align 4")
+            ins = self.ins(f"insertelement {vt} poison, {ty} {av}, i32 0")
+            sp = self.ins(f"shufflevector {vt} {ins}, {vt} poison, <{cols} x i32> zeroinitializer")
+            self.emit(f"{news[r]} = call {vt} @{fma}({vt} {sp}, {vt} {bv}, {vt} {accs[r]})")
+        self.emit(f"{k1} = add nuw nsw i64 {k}, 1")
+        self.emit(f"br label %{h}")
+        self.block(e)
+        ooff, ostr, rv, cv, beta = (self.v(x) for x in (s.ooff, s.ostride, s.rvalid, s.cvalid, s.beta))
+        full = self.ins(f"and i1 {self.icmp('eq', 'i64', rv, str(rows))}, {self.icmp('eq', 'i64', cv, str(cols))}")
+        lf, lp, lj = self.label("tf"), self.label("tp"), self.label("tj")
+        self.emit(f"br i1 {full}, label %{lf}, label %{lp}")
+        self.block(lf)
+        for r, a in enumerate(accs):
+            oi = self.ins(f"add i64 {ooff}, {self.ins(f'mul i64 {ostr}, {r}')}")
+            op = self.ins(f"getelementptr inbounds {ty}, ptr %b_{s.out}, i64 {oi}")
+            old = self.ins(f"load {vt}, ptr {op}, align 4")
+            val = self.select(beta, vt, self.fop("fadd", vt, old, a, ""), a)
+            self.emit(f"store {vt} {val}, ptr {op}, align 4")
+        self.emit(f"br label %{lj}")
+        self.block(lp)
+        tname = f"{s.var}_tile"
+        self.allocas.append(f"  %b_{tname} = alloca [{rows * cols} x {ty}], align 64")
+        for r, a in enumerate(accs):
+            tp = self.ins(f"getelementptr inbounds {ty}, ptr %b_{tname}, i64 {r * cols}")
+            self.emit(f"store {vt} {a}, ptr {tp}, align 4")
+        rvar, cvar = f"{s.var}_er", f"{s.var}_ec"
+        oidx = L.iadd(s.ooff, L.iadd(L.imul(L.var(rvar), s.ostride), L.var(cvar)))
+        tv = L.load(tname, L.iadd(L.imul(L.var(rvar), L.const(cols)), L.var(cvar)), s.dtype)
+        val = L.alu(Op.WHERE, s.dtype, s.beta, L.alu(Op.ADD, s.dtype, L.load(s.out, oidx, s.dtype), tv), tv)
+        self.scopes.append({})
+        self.stmts([L.Loop(rvar, s.rvalid, [L.Loop(cvar, s.cvalid, [L.Store(s.out, oidx, val)], "cold")], "cold")])
+        self.scopes.pop()
+        self.emit(f"br label %{lj}")
+        self.block(lj)
 
     def text(self, header: str, ret: str = "ret void") -> str:
         body = [ln for ln in self.lines if ln is not None]
         return "\n".join([header, "entry:", *self.allocas, *body, "  " + ret, "}"])
+
+
+class _Call:
+    """A call of an outlined stage (renderer-private statement)."""
+
+    def __init__(self, name: str, args: list[str]):
+        self.name, self.args = name, args
+
+
+def _free_vars(stmts: list) -> set[str]:
+    """Variables a statement list reads but does not bind (loop counters, accumulators)."""
+    used: set[str] = set()
+    bound: set[str] = set()
+    seen: set[int] = set()
+
+    def x(e: X) -> None:
+        stack = [e]
+        while stack:
+            e = stack.pop()
+            if id(e) in seen:
+                continue
+            seen.add(id(e))
+            if e.op == "var":
+                used.add(e.arg)
+            stack.extend(e.src)
+
+    def walk(ss: list) -> None:
+        for s in ss:
+            if isinstance(s, L.Loop):
+                bound.add(s.var)
+                x(s.extent)
+                walk(s.body)
+            elif isinstance(s, L.Store):
+                x(s.idx)
+                x(s.value)
+            elif isinstance(s, L.Acc):
+                bound.add(s.var)
+                x(s.init)
+            elif isinstance(s, L.SetAcc):
+                used.add(s.var)
+                x(s.value)
+            elif isinstance(s, L.TileMM):
+                for e in (s.kext, s.aoff, s.boff, s.ooff, s.ostride, s.rvalid, s.cvalid, s.beta):
+                    x(e)
+            else:
+                used.add("?")
+    walk(stmts)
+    return used - bound
 
 
 class ModuleGen:
@@ -564,24 +817,60 @@ class ModuleGen:
         self.triple, self.layout, self.cpu, self.features = triple, layout, cpu, features
         self.decls: dict[str, str] = {}
         self.funcs: list[str] = []
+        self.mds: list[str] = []
+
+    def cold_md(self) -> str:
+        """Loop metadata: neither vectorize nor unroll (cold or tiny loops; saves compile time)."""
+        if not self.mds:
+            self.mds += ['!0 = !{!"llvm.loop.vectorize.enable", i1 false}', '!1 = !{!"llvm.loop.unroll.disable"}']
+        n = len(self.mds)
+        self.mds.append(f"!{n} = distinct !{{!{n}, !0, !1}}")
+        return f"!{n}"
 
     def declare(self, name: str, ret: str, args: Sequence[str]) -> None:
         if name not in self.decls:
             self.decls[name] = f"declare {ret} @{name}({', '.join(args)})"
 
     def kernel(self, k: L.Kernel, defines: dict[str, int]) -> None:
-        g = FnGen(self, k.dims, defines)
-        g.stmts(k.body)
+        """One function per kernel; the stages inside its shared outer loops are outlined into
+        functions of their own (smaller functions: much faster register allocation and LSR)."""
         params = [f"ptr noalias %b_{p.name}" for p in k.params] + [f"i64 %d_{d}" for d in k.dims]
-        self.funcs.append(g.text(f"define internal void @{k.name}({', '.join(params)}) #0 {{"))
+        args = [f"ptr %b_{p.name}" for p in k.params] + [f"i64 %d_{d}" for d in k.dims]
+        chain: list[L.Loop] = []
+        body = k.body
+        while len(body) == 1 and isinstance(body[0], L.Loop):
+            chain.append(body[0])
+            body = body[0].body
+        if len(body) >= 2:
+            outer = [lp.var for lp in chain]
+            new: list = []
+            for i, st in enumerate(body):
+                if isinstance(st, (L.Loop, L.TileMM)) and _free_vars([st]) <= set(outer):
+                    name = f"{k.name}__s{i}"
+                    g = FnGen(self, k.dims, defines)
+                    g.stmts([st])
+                    ps = params + [f"i64 %v_{v}" for v in outer]
+                    self.funcs.append(g.text(f"define internal void @{name}({', '.join(ps)}) #1 {{"))
+                    new.append(_Call(name, args + [f"i64 %v_{v}" for v in outer]))
+                else:
+                    new.append(st)
+            for lp in reversed(chain):
+                new = [L.Loop(lp.var, lp.extent, new)]
+            body = new
+        else:
+            body = k.body
+        g = FnGen(self, k.dims, defines)
+        g.stmts(body)
+        self.funcs.append(g.text(f"define internal void @{k.name}({', '.join(params)}) #1 {{"))
 
     def text(self) -> str:
         attrs = f'attributes #0 = {{ nounwind "prefer-vector-width"="512" "target-cpu"="{self.cpu}"'
         if self.features:
             attrs += f' "target-features"="{self.features}"'
         attrs += " }"
+        attrs += "\n" + attrs.replace("#0 = { nounwind", "#1 = { noinline nounwind", 1)
         head = [f'target datalayout = "{self.layout}"', f'target triple = "{self.triple}"', ""]
-        return "\n".join(head + self.funcs + [""] + list(self.decls.values()) + ["", attrs, ""])
+        return "\n".join(head + self.funcs + [""] + list(self.decls.values()) + ["", attrs, ""] + self.mds + [""])
 
 
 def entry_functions(mod: ModuleGen, name: str, sched, kernels: list[L.Kernel], defines: dict[str, int]) -> None:
@@ -615,7 +904,10 @@ def entry_functions(mod: ModuleGen, name: str, sched, kernels: list[L.Kernel], d
     mod.declare("malloc", "ptr", ["i64"])
     mod.declare("free", "void", ["ptr"])
     a = g.ins(f"call ptr @malloc(i64 {g.ins(f'add i64 {size}, 64')})")
-    args = [f"ptr %b_{b}" for b in ins + outs] + [f"ptr {a}"] + [f"i64 %d_{d}" for d in prog.dims]
+    ai = g.ins(f"ptrtoint ptr {a} to i64")
+    pad = g.ins(f"and i64 {g.ins(f'sub i64 0, {ai}')}, 63")
+    aligned = g.ins(f"getelementptr inbounds i8, ptr {a}, i64 {pad}")
+    args = [f"ptr %b_{b}" for b in ins + outs] + [f"ptr {aligned}"] + [f"i64 %d_{d}" for d in prog.dims]
     g.emit(f"call void @{name}__impl({', '.join(args)})")
     g.emit(f"call void @free(ptr {a})")
     params = [f"ptr %b_{b}" for b in ins + outs] + [f"i64 %d_{d}" for d in prog.dims]

@@ -48,7 +48,8 @@ class Stage:
     node: Node
     kind: str  # "store" | "reduce"
     buffer: str | None = None  # None: a reduction kept in a register
-    mode: str = ""  # reduce: "register" | "memory"
+    mode: str = ""  # reduce: "register" | "memory" | "tiled"
+    scratch: tuple[str, ...] = ()  # tiled contraction: packed-panel buffers (A, B) in the arena
 
 
 @dataclass
@@ -82,6 +83,8 @@ class Schedule:
             for s in k.stages:
                 n = s.node
                 what = f"reduce-{n.arg[0]} axes {list(n.arg[1])} ({s.mode})" if s.kind == "reduce" else "store"
+                if s.scratch:
+                    what += f" packed via {' '.join(s.scratch)}"
                 lines.append(f"  {what} {n.op.value} {n.dtype} [{' '.join(map(str, n.shape))}] -> "
                              f"{s.buffer or 'register'}")
         lines.append("buffers:")
@@ -161,16 +164,133 @@ def stage_shape(n: Node) -> tuple[Dim, ...]:
     return n.src[0].shape if n.op is Op.REDUCE else n.shape
 
 
-def tiled(n: Node) -> bool:
-    """A reduction whose innermost source axis is kept: a contraction (matmul, column sums),
-    run as a register-tiled loop nest in a kernel of its own."""
+def axis_deps(n: Node, memo: dict | None = None) -> frozenset:
+    """Axes of n's own coordinates its value may depend on (an over-approximation)."""
+    memo = {} if memo is None else memo
+    hit = memo.get(n)
+    if hit is not None:
+        return hit
+    op = n.op
+    if op is Op.CONST:
+        r: frozenset = frozenset()
+    elif op is Op.INDEX:
+        r = frozenset({n.arg[1]})
+    elif op is Op.VIEW:
+        v = n.arg
+        r = set()
+        if axis_deps(n.src[0], memo):
+            r |= {a for a, (st, d) in enumerate(zip(v.strides, v.shape)) if st != 0 and d != 1}
+        if v.mask is not None:
+            r |= {a for a, ((lo, hi), d) in enumerate(zip(v.mask, v.shape)) if lo != 0 or hi != d}
+        r = frozenset(r)
+    elif op in (Op.BUFFER, Op.REDUCE, Op.COPY, Op.EXTERN, Op.RAND) or not n.src:
+        r = frozenset(a for a, d in enumerate(n.shape) if d != 1)
+    else:  # elementwise: every source has n's shape
+        r = frozenset().union(*(axis_deps(x, memo) for x in n.src))
+    memo[n] = r
+    return r
+
+
+@dataclass(frozen=True)
+class GemmPlan:
+    """A contraction sum_k a[.., i, k] * b[.., k, j] run as a packed, register-tiled GEMM.
+    Axes index the REDUCE's source; `a`/`b` pick the MUL operand (0 or 1); block sizes are in
+    elements: micro-tile mr x nr, K blocks of kc, M blocks of mc, N blocks of nc."""
+    i: int | None
+    j: int
+    a: int
+    b: int
+    batch: tuple[int, ...]
+    red: tuple[int, ...]
+    M: Dim
+    N: Dim
+    K: Dim
+    mr: int
+    nr: int
+    kc: int
+    mc: int
+    nc: int
+
+    @property
+    def lead(self) -> int:
+        """How many leading source axes are batch axes (the most outer loops it can share)."""
+        q = 0
+        while q in self.batch:
+            q += 1
+        return q
+
+    def pack_sizes(self) -> tuple[Dim, Dim]:
+        return self.mc * self.kc, self.kc * self.nc
+
+
+def _roundup(x: int, m: int) -> int:
+    return (x + m - 1) // m * m
+
+
+_PLANS: dict = {}
+
+
+def gemm_plan(n: Node) -> GemmPlan | None:
+    """The GEMM plan of a REDUCE-add of a product whose operands each vary along one kept axis."""
+    if n.op is not Op.REDUCE or n.arg[0] != "add" or n.dtype.name not in ("f32", "f64"):
+        return None
+    if n in _PLANS:
+        return _PLANS[n]
+    if len(_PLANS) > 4096:
+        _PLANS.clear()
+    _PLANS[n] = plan = _gemm_plan(n)
+    return plan
+
+
+def _gemm_plan(n: Node) -> GemmPlan | None:
     src = n.src[0]
+    if src.op is not Op.MUL or src.rank < 2:
+        return None
+    axes = tuple(sorted(n.arg[1]))
+    kept = [a for a in range(src.rank) if a not in axes and src.shape[a] != 1]
+    if not kept or not axes:
+        return None
+    memo: dict = {}
+    d0, d1 = axis_deps(src.src[0], memo), axis_deps(src.src[1], memo)
+    j = kept[-1]
+    if (j in d0) == (j in d1):
+        return None
+    ai, bi = (1, 0) if j in d0 else (0, 1)
+    da, db = (d0, d1) if ai == 0 else (d1, d0)
+    i = next((x for x in reversed(kept[:-1]) if x in da and x not in db), None)
+    batch = tuple(x for x in range(src.rank) if x not in axes and x not in (i, j))
+    M = src.shape[i] if i is not None else 1
+    N, K = src.shape[j], D.prod([src.shape[a] for a in axes])
+    item = n.dtype.itemsize
+    mr, nr = (6, 128 // item) if i is not None else (1, 256 // item)
+    if isinstance(K, int):
+        kc = K if K <= 384 else -(-K // -(-K // 320))
+    else:
+        kc = 256
+    mc = 120 if i is not None else 1
+    if isinstance(M, int):
+        mc = min(mc, _roundup(M, mr))
+    nc = 1024 if item == 4 else 512
+    if isinstance(N, int):
+        nc = min(nc, _roundup(N, nr))
+    return GemmPlan(i, j, ai, bi, batch, axes, M, N, K, mr, nr, kc, mc, nc)
+
+
+def tiled(n: Node) -> bool:
+    """A reduction whose innermost source axis is kept (matmul, column sums) or a GEMM-like
+    contraction: run as a register-tiled loop nest."""
+    src = n.src[0]
+    if n.op is Op.REDUCE and gemm_plan(n) is not None:
+        return True
     return (n.op is Op.REDUCE and src.rank >= 2 and src.rank - 1 not in n.arg[1]
             and n.dtype.name not in LOWP and not n.dtype.is_bool)
 
 
 def max_outer(n: Node) -> int:
     if n.op is Op.REDUCE:
+        plan = gemm_plan(n)
+        if plan is not None:
+            return plan.lead
         return 0 if tiled(n) else min(n.arg[1])
     return n.rank
 
@@ -180,6 +300,9 @@ def reduce_mode(n: Node, outer: int) -> str:
     inner = range(outer, n.src[0].rank)
     if all(a in axes for a in inner):
         return "register"
+    plan = gemm_plan(n)
+    if plan is not None and outer <= plan.lead:
+        return "tiled"
     if outer == 0 and tiled(n):
         return "tiled"
     last = n.src[0].rank - 1
@@ -252,6 +375,7 @@ def schedule(program: Program, check="lowering") -> Schedule:
     ntemp = 0
     for gi, (members, p) in enumerate(groups):
         k = Kernel(f"{program.name}_k{gi}", p, tuple(stage_shape(members[0])[:p]))
+        scratch: dict = {}
         for n in members:
             if n.op is Op.REDUCE:
                 st = Stage(n, "reduce", mode=reduce_mode(n, p))
@@ -267,10 +391,23 @@ def schedule(program: Program, check="lowering") -> Schedule:
                     name = f"t{ntemp}"
                     ntemp += 1
                     buffers[name] = Buffer(name, n.dtype, tuple(n.shape), "temp")
-                    if st.kind == "store" and not others and p > 0:
+                    if (st.kind == "store" or st.mode == "tiled") and not others and p > 0:
                         buffers[name].local = p
                     node_buf[n] = name
                 st.buffer = node_buf[n]
+            plan = gemm_plan(n) if st.mode == "tiled" else None
+            if plan is not None:  # packed panels: shared by the GEMMs of a kernel (they run in turn)
+                names = scratch.get(n.dtype)
+                if names is None:
+                    names = scratch[n.dtype] = []
+                    for _ in range(2):
+                        name = f"t{ntemp}"
+                        ntemp += 1
+                        buffers[name] = Buffer(name, n.dtype, (0,), "temp")
+                        names.append(name)
+                for name, size in zip(names, plan.pack_sizes()):
+                    buffers[name].shape = (max(buffers[name].shape[0], size),)
+                st.scratch = tuple(names)
             k.stages.append(st)
         kernels.append(k)
     for gi, (members, _) in enumerate(groups):
@@ -282,6 +419,7 @@ def schedule(program: Program, check="lowering") -> Schedule:
                     rd.append(b)
         kernels[gi].reads = rd
         kernels[gi].writes = [s.buffer for s in kernels[gi].stages if s.buffer]
+        kernels[gi].writes += list(dict.fromkeys(b for s in kernels[gi].stages for b in s.scratch))
     for gi, k in enumerate(kernels):
         for b in k.writes:
             buf = buffers[b]
