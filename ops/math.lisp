@@ -7,7 +7,13 @@
 (composite sqrt ((X{T}[...]) -> (Y{T}[...])) "square root" (SQRT X))
 (composite rsqrt ((X{T}[...]) -> (Y{T}[...])) "1/sqrt(x)" (RECIP (SQRT X)))
 (composite sin ((X{T}[...]) -> (Y{T}[...])) "sine" (SIN X))
-(composite cos ((X{T}[...]) -> (Y{T}[...])) "cosine" (SIN (ADD (NEG X) 1.5707963267948966)))
+(composite cos ((X{T}[...]) -> (Y{T}[...]))
+  "cosine: sin(x + pi/2), the shift done in f64 for f32 and narrower; 1 - 2 sin(x/2)^2 for huge |x|"
+  (let ((h (SIN (MUL X 0.5)))
+        (far (- 1 (* 2 h h))))
+    (if (= (bits X) 64)
+        (WHERE (CMPLT (abs X) 16384) (SIN (ADD (NEG X) 1.5707963267948966)) far)
+        (WHERE (CMPLT (abs X) 1048576) (CAST (SIN (ADD (CAST X f64) 1.5707963267948966)) (dtype X)) far))))
 (composite tan ((X{T}[...]) -> (Y{T}[...])) "tangent" (/ (sin X) (cos X)))
 
 (composite sigmoid ((X{T}[...]) -> (Y{T}[...])) "1/(1+e**-x)" (RECIP (ADD 1 (exp (NEG X)))))
