@@ -6,6 +6,7 @@ kernel runs, and nothing the caller passed is ever written.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,7 @@ class Composite:
         self.module, self.cdef = module, cdef
         self._variants: dict[tuple, tuple[Program, Any]] = {}
         self._programs: dict[tuple, Program] = {}
+        self._pool = OutputPool()
         self.__doc__ = cdef.doc or None
 
     def __repr__(self) -> str:
@@ -84,9 +86,34 @@ class Composite:
             arrays.append(np.asarray(a))
         prog, exe = self.program(self._bind_types(arrays))
         env = check_shapes(prog, arrays)
-        outs = [np.empty(tuple(D.evaluate(d, env) for d in o.shape), dtype=o.dtype.np) for o in prog.outputs]
+        outs = [self._pool.take(tuple(D.evaluate(d, env) for d in o.shape), o.dtype.np) for o in prog.outputs]
         exe.run([a if a.flags.c_contiguous else np.array(a, order="C") for a in arrays], outs, env)
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+class OutputPool:
+    """Output arrays recycled once the caller has let go of them.
+
+    Touching freshly allocated memory costs the kernel's page zeroing (about as much as a
+    memory-bound kernel itself), so an output whose array nobody references any more (no
+    variable, no view: numpy views keep their base alive) is handed out again. The pool keeps
+    at most `per_key` arrays of each shape and dtype.
+    """
+
+    def __init__(self, per_key: int = 2):
+        self.per_key = per_key
+        self.arrays: dict[tuple, list[np.ndarray]] = {}
+
+    def take(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        lst = self.arrays.setdefault((shape, dtype.str), [])
+        for i in range(len(lst)):
+            # referenced only by the list (and getrefcount's own argument): free to reuse
+            if sys.getrefcount(lst[i]) <= 2:
+                return lst[i]
+        arr = np.empty(shape, dtype)
+        if len(lst) < self.per_key and arr.nbytes >= 1 << 20:  # small outputs are cheap to allocate
+            lst.append(arr)
+        return arr
 
 
 def program_cache_key(m: Module, name: str, types: tuple) -> str | None:
