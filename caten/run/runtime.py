@@ -55,7 +55,8 @@ class Runtime:
         raise Error(f"runtime '{self.name}' cannot emit '{kind}'")
 
 
-BUILTIN = {"numpy": "caten.runtimes.numpy_rt", "llvm": "caten.runtimes.llvm_rt"}
+BUILTIN = {"numpy": "caten.runtimes.numpy_rt", "llvm": "caten.runtimes.llvm_rt", "c": "caten.runtimes.c_rt",
+           "opencl": "caten.runtimes.opencl_rt", "cuda": "caten.runtimes.cuda_rt"}
 _loaded: dict[str, Runtime] = {}
 
 

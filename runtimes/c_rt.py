@@ -1,0 +1,205 @@
+"""`-r c`: the loop IR rendered as plain C by the shared C-style renderer, compiled by the
+system C compiler (`cc -O3 -march=native -shared -fPIC`) and loaded with ctypes.
+
+Each program becomes `NAME__impl(in..., out..., arena, dims...)` (called with a cached
+arena) and the C ABI of LANGUAGE.md section 8, `int32_t NAME(const T *in..., T *out...,
+int64_t dim...)`, which checks the `where` constraints and mallocs its own arena. Compiled
+libraries are kept in the caten cache, keyed by source, compiler and flags.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+
+from caten.cache.store import default_cache, key_of
+from caten.errors import Error
+from caten.ir import dims as D
+from caten.ir.ops import Op
+from caten.ir.program import Program
+from caten.render import cstyle as CS
+from caten.run.runtime import CompileOptions, Runtime
+
+FLAGS = ["-O3", "-march=native", "-shared", "-fPIC", "-ffp-contract=off", "-fwrapv", "-fno-math-errno",
+         "-fno-trapping-math", "-fno-strict-aliasing"]
+_lock = threading.RLock()
+
+
+def cc() -> str:
+    return os.environ.get("CC", "cc")
+
+
+def generate(progs: Sequence[Program], names: Sequence[str]) -> tuple[str, list]:
+    """C source of several programs: static kernels, then each program's two entry points."""
+    from caten.lower import check_group, lower
+    from caten.schedule import schedule
+
+    used: set[str] = set()
+    funcs, scheds = [], []
+    for prog, name in zip(progs, names):
+        sched = schedule(prog, check=check_group)
+        for i, k in enumerate(sched.kernels):
+            k.name = f"{name}__k{i}"
+        kernels = lower(sched)
+        defines = dict(prog.defines)
+        funcs += [CS.c_function(k, CS.C, defines, used) for k in kernels]
+        funcs.append(entries(prog, name, sched, kernels, defines, used))
+        scheds.append(sched)
+    text = "\n".join([CS.C.prelude, "#include <stdlib.h>", CS.helper_source(CS.C, used), *funcs]) + "\n"
+    return text, scheds
+
+
+def entries(prog: Program, name: str, sched, kernels, defines: dict, used: set[str]) -> str:
+    g = CS.Fn(CS.C, prog.dims, defines, used)
+    io = [f"in{i}" for i in range(len(prog.inputs))] + [f"out{i}" for i in range(len(prog.outputs))]
+    sig = [f"{'const ' if b[:2] == 'in' else ''}{CS.stype(sched.buffers[b].dtype)} *b_{b}" for b in io]
+    dims = [f"i64 d_{d}" for d in prog.dims]
+    for b in sched.buffers.values():
+        if b.role == "temp":
+            g.emit(f"{CS.stype(b.dtype)} *b_{b.name} = ({CS.stype(b.dtype)} *)(arena + {g.dimval(b.offset)});")
+    for k in kernels:
+        g.emit(f"{k.name}({', '.join([f'b_{p.name}' for p in k.params] + [f'd_{d}' for d in k.dims])});")
+    impl = f"void {name}__impl({', '.join(sig + ['u8 *arena'] + dims)}) {{\n{g.body()}\n}}"
+    g = CS.Fn(CS.C, prog.dims, defines, used)
+    for c in prog.constraints:
+        g.emit(f"if ({g.dimval(c.lhs)} != {g.dimval(c.rhs)}) return 1;")
+    g.emit(f"u8 *arena = (u8 *)malloc((size_t){g.dimval(sched.arena_size)} + 64);")
+    g.emit("if (!arena) return 2;")
+    args = [f"b_{b}" for b in io] + ["arena"] + [f"d_{d}" for d in prog.dims]
+    g.emit(f"{name}__impl({', '.join(args)});")
+    g.emit("free(arena);")
+    g.emit("return 0;")
+    return impl + f"\nint32_t {name}({', '.join(sig + dims) or 'void'}) {{\n{g.body()}\n}}"
+
+
+def build(src: str, out_suffix: str = ".so", extra: Sequence[str] = ()) -> bytes:
+    flags = [f for f in FLAGS if out_suffix == ".so" or f != "-shared"] + list(extra)
+    with tempfile.TemporaryDirectory() as d:
+        c, out = os.path.join(d, "k.c"), os.path.join(d, "k" + out_suffix)
+        with open(c, "w") as f:
+            f.write(src)
+        mode = {".so": [], ".o": ["-c"], ".s": ["-S"]}[out_suffix]
+        r = subprocess.run([cc(), *flags, *mode, "-o", out, c, *(["-lm"] if out_suffix == ".so" else [])],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise Error(f"the C compiler failed on generated code (a caten bug): {r.stderr.strip()[:2000]}")
+        with open(out, "rb") as f:
+            return f.read()
+
+
+_tmpdir: list[str] = []
+
+
+def _load(lib: bytes, tag: str) -> ctypes.CDLL:
+    if not _tmpdir:
+        _tmpdir.append(tempfile.mkdtemp(prefix="caten-c-"))
+        atexit.register(shutil.rmtree, _tmpdir[0], True)
+    path = os.path.join(_tmpdir[0], f"{tag}.so")
+    if not os.path.exists(path):  # never rewrite a library that may be mapped: same tag, same bytes
+        with open(path + ".tmp", "wb") as f:
+            f.write(lib)
+        os.replace(path + ".tmp", path)
+    return ctypes.CDLL(path)
+
+
+class CExecutable:
+    def __init__(self, program: Program, sched, fn, source: str):
+        self.program, self.sched, self.fn, self.source = program, sched, fn, source
+        self.arena = np.empty(0, np.uint8)
+        self._ptr = 0
+
+    def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], env: dict[str, int]) -> None:
+        env = {**self.program.defines, **env}
+        size = D.evaluate(self.sched.arena_size, env) if not isinstance(self.sched.arena_size, int) \
+            else self.sched.arena_size
+        if size + 64 > self.arena.size:
+            self.arena = np.empty(size + 128, np.uint8)
+            self._ptr = self.arena.ctypes.data + (-self.arena.ctypes.data) % 64
+        ins = [np.ascontiguousarray(a) for a in inputs]
+        ptrs = [a.ctypes.data for a in ins] + [o.ctypes.data for o in outputs]
+        self.fn(*ptrs, self._ptr, *[int(env[d]) for d in self.program.dims])
+
+
+class CRuntime(Runtime):
+    name = "c"
+    description = "plain C from the shared C-style renderer, built by the system cc (-O3 -march=native)"
+
+    def __init__(self) -> None:
+        self._cache: dict = {}
+
+    def available(self) -> tuple[bool, str]:
+        if shutil.which(cc()) is None:
+            return False, f"no C compiler: '{cc()}' is not on PATH (set CC)"
+        return True, ""
+
+    def supports(self, op: Op, dtype) -> bool:
+        return op is not Op.EXTERN
+
+    def _version(self) -> str:
+        if "ver" not in self.__dict__:
+            r = subprocess.run([cc(), "--version"], capture_output=True, text=True)
+            self.ver = r.stdout.splitlines()[0] if r.returncode == 0 and r.stdout else "?"
+        return self.ver
+
+    def library(self, src: str, use_cache: bool) -> bytes:
+        key = key_of("c-rt/1", src, cc(), self._version(), " ".join(FLAGS))
+        store = default_cache() if use_cache else None
+        lib = store.get(key, "c-so") if store else None
+        if lib is None:
+            lib = build(src)
+            if store:
+                store.put(key, "c-so", lib)
+        return lib
+
+    def compile(self, program: Program, options: CompileOptions | None = None) -> CExecutable:
+        options = options or CompileOptions()
+        key = (program.key(), tuple(sorted(program.defines.items())), tuple(map(str, program.inputs)),
+               tuple(map(str, program.outputs)))
+        with _lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                return hit
+            name = CS.symbol(program.name)
+            src, (sched,) = generate([program], [name])
+            lib = self.library(src, options.use_cache)
+            dll = _load(lib, f"{name}_{key_of(src, lib)[:24]}")
+            fn = getattr(dll, f"{name}__impl")
+            fn.restype = None
+            nptr = len(program.inputs) + len(program.outputs) + 1
+            fn.argtypes = [ctypes.c_void_p] * nptr + [ctypes.c_int64] * len(program.dims)
+            exe = CExecutable(program, sched, fn, src)
+            exe._dll = dll
+            self._cache[key] = exe
+            return exe
+
+    def emit(self, program: Program | Sequence[Program], kind: str,
+             options: CompileOptions | None = None) -> dict[str, bytes | str]:
+        from caten.render.llvm import c_header
+
+        options = options or CompileOptions()
+        progs = [program] if isinstance(program, Program) else list(program)
+        names = [CS.symbol(p.name) for p in progs]
+        if len(set(names)) != len(names):
+            raise Error("two composites have the same C name: " + ", ".join(names))
+        src, _ = generate(progs, names)
+        header = c_header(progs, names, names[0] if len(names) == 1 else "caten")
+        if kind == "source":
+            return {".c": src, ".h": header}
+        if kind == "lib":
+            return {".so": self.library(src, options.use_cache), ".h": header}
+        if kind == "obj":
+            return {".o": build(src, ".o"), ".h": header}
+        if kind == "asm":
+            return {".s": build(src, ".s").decode()}
+        raise Error(f"runtime 'c' cannot emit '{kind}'", hint="use source (-S), asm, obj or lib")
+
+
+RUNTIME = CRuntime()

@@ -1,0 +1,321 @@
+"""`-r cuda`: the loop IR rendered as CUDA C by the shared C-style renderer, compiled to PTX
+in-process with NVRTC (the `nvidia-cuda-nvrtc` wheel, through ctypes) or with `nvcc -ptx`,
+and run through `cuda-bindings` (cuda.bindings.driver) when a GPU is present.
+
+Kernels map their independent leading loops to threads (one thread per iteration) or to
+thread blocks of 256 (threads share the inner loops; reductions combine in shared memory).
+`-S` writes the .cu source, `--emit asm` the PTX, `--emit lib`/`obj` a cubin (ptxas), each with
+a JSON manifest beside it (kernels, argument order, buffer and launch sizes as expressions of
+the dims). Without a GPU the runtime is unavailable but emits all of these.
+Target: CATEN_CUDA_ARCH (e.g. sm_90; default sm_80, or the GPU's own when one is present).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+
+from caten.errors import Error
+from caten.ir.ops import Op
+from caten.ir.program import Program
+from caten.render import cstyle as CS
+from caten.run.runtime import CompileOptions, Runtime
+
+BLOCK = 256
+_lock = threading.RLock()
+_state: dict = {}
+
+
+# NVRTC through ctypes -------------------------------------------------------------------------
+def _nvrtc_lib():
+    if "nvrtc" in _state:
+        return _state["nvrtc"]
+    lib = None
+    paths: list[str] = []
+    try:
+        from cuda import pathfinder
+
+        paths.append(pathfinder.load_nvidia_dynamic_lib("nvrtc").abs_path)
+    except Exception:
+        pass
+    for sp in sys.path:
+        paths += sorted(glob.glob(os.path.join(sp, "nvidia", "*", "lib", "libnvrtc.so*")))
+        paths += sorted(glob.glob(os.path.join(sp, "nvidia", "cuda_nvrtc", "lib", "libnvrtc.so*")))
+    found = ctypes.util.find_library("nvrtc")
+    if found:
+        paths.append(found)
+    for p in paths:
+        if "builtins" in p:
+            continue
+        try:
+            lib = ctypes.CDLL(p)
+            break
+        except OSError:
+            continue
+    _state["nvrtc"] = lib
+    return lib
+
+
+def nvrtc_version() -> tuple[int, int] | None:
+    lib = _nvrtc_lib()
+    if lib is None:
+        return None
+    a, b = ctypes.c_int(), ctypes.c_int()
+    lib.nvrtcVersion(ctypes.byref(a), ctypes.byref(b))
+    return a.value, b.value
+
+
+def nvrtc_ptx(src: str, arch: str) -> str:
+    lib = _nvrtc_lib()
+    prog = ctypes.c_void_p()
+    r = lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), b"caten.cu", 0, None, None)
+    if r != 0:
+        raise Error(f"nvrtcCreateProgram failed ({r})")
+    opts = [f"--gpu-architecture={arch.replace('sm_', 'compute_')}".encode(), b"--std=c++17"]
+    arr = (ctypes.c_char_p * len(opts))(*opts)
+    try:
+        r = lib.nvrtcCompileProgram(prog, len(opts), arr)
+        if r != 0:
+            n = ctypes.c_size_t()
+            lib.nvrtcGetProgramLogSize(prog, ctypes.byref(n))
+            log = ctypes.create_string_buffer(n.value)
+            lib.nvrtcGetProgramLog(prog, log)
+            raise Error(f"NVRTC failed on generated code (a caten bug): {log.value.decode(errors='replace')[:2000]}")
+        n = ctypes.c_size_t()
+        lib.nvrtcGetPTXSize(prog, ctypes.byref(n))
+        buf = ctypes.create_string_buffer(n.value)
+        lib.nvrtcGetPTX(prog, buf)
+        return buf.value.decode()
+    finally:
+        lib.nvrtcDestroyProgram(ctypes.byref(prog))
+
+
+def _tool_version(tool: str) -> tuple[int, int] | None:
+    path = shutil.which(tool)
+    if path is None:
+        return None
+    r = subprocess.run([path, "--version"], capture_output=True, text=True)
+    m = re.search(r"release (\d+)\.(\d+)", r.stdout)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def nvcc_ptx(src: str, arch: str) -> str:
+    with tempfile.TemporaryDirectory() as d:
+        cu, ptx = os.path.join(d, "k.cu"), os.path.join(d, "k.ptx")
+        with open(cu, "w") as f:
+            f.write(src)
+        r = subprocess.run(["nvcc", "-ptx", f"-arch={arch.replace('sm_', 'compute_')}", "-o", ptx, cu],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise Error(f"nvcc failed on generated code (a caten bug): {r.stderr.strip()[:2000]}")
+        with open(ptx) as f:
+            return f.read()
+
+
+def to_ptx(src: str, arch: str) -> str:
+    """PTX of CUDA C source: NVRTC in-process unless it is newer than the local toolkit's ptxas
+    (whose PTX it could not assemble); else `nvcc -ptx`."""
+    nv, tk = nvrtc_version(), _tool_version("ptxas") or _tool_version("nvcc")
+    use_nvrtc = nv is not None and (tk is None or nv <= tk or shutil.which("nvcc") is None)
+    if use_nvrtc:
+        return nvrtc_ptx(src, arch)
+    if shutil.which("nvcc"):
+        return nvcc_ptx(src, arch)
+    raise Error("no CUDA compiler: install nvidia-cuda-nvrtc (pip install 'caten[cuda]') or the CUDA toolkit (nvcc)")
+
+
+def cubin(ptx: str, arch: str) -> bytes:
+    if shutil.which("ptxas") is None:
+        raise Error("ptxas is not on PATH", hint="use --emit asm for PTX, or install the CUDA toolkit")
+    with tempfile.TemporaryDirectory() as d:
+        p, o = os.path.join(d, "k.ptx"), os.path.join(d, "k.cubin")
+        with open(p, "w") as f:
+            f.write(ptx)
+        r = subprocess.run(["ptxas", f"-arch={arch}", "-o", o, p], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise Error(f"ptxas failed: {r.stderr.strip()[:2000]}")
+        with open(o, "rb") as f:
+            return f.read()
+
+
+# the driver -----------------------------------------------------------------------------------
+def _driver():
+    from cuda.bindings import driver as cu
+
+    return cu
+
+
+def _ok(res):
+    cu = _driver()
+    err, *rest = res if isinstance(res, tuple) else (res,)
+    if err != cu.CUresult.CUDA_SUCCESS:
+        name = cu.cuGetErrorName(err)[1]
+        raise Error(f"CUDA driver error {name.decode() if isinstance(name, bytes) else name}")
+    return rest[0] if len(rest) == 1 else rest
+
+
+def gpu() -> dict:
+    """Initialise the driver and the first GPU's primary context, once."""
+    if "gpu" not in _state:
+        cu = _driver()
+        _ok(cu.cuInit(0))
+        if _ok(cu.cuDeviceGetCount()) < 1:
+            raise Error("no CUDA device")
+        dev = _ok(cu.cuDeviceGet(0))
+        ctx = _ok(cu.cuDevicePrimaryCtxRetain(dev))
+        _ok(cu.cuCtxSetCurrent(ctx))
+        a = cu.CUdevice_attribute
+        major = _ok(cu.cuDeviceGetAttribute(a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev))
+        minor = _ok(cu.cuDeviceGetAttribute(a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))
+        name = _ok(cu.cuDeviceGetName(64, dev))
+        _state["gpu"] = {"dev": dev, "ctx": ctx, "arch": f"sm_{major}{minor}",
+                         "name": name.split(b"\0")[0].decode() if isinstance(name, bytes) else str(name)}
+    _ok(_driver().cuCtxSetCurrent(_state["gpu"]["ctx"]))
+    return _state["gpu"]
+
+
+def arch() -> str:
+    env = os.environ.get("CATEN_CUDA_ARCH")
+    if env:
+        return env if env.startswith("sm_") else f"sm_{env}"
+    return "sm_80"
+
+
+class CUDAExecutable:
+    def __init__(self, dp: CS.DeviceProgram, ptx: str):
+        cu = _driver()
+        self.dp, self.ptx = dp, ptx
+        self.module = _ok(cu.cuModuleLoadData(ptx.encode() + b"\0"))
+        self.funcs = [(k, _ok(cu.cuModuleGetFunction(self.module, k.name.encode()))) for k in dp.kernels]
+        self.mem: dict[str, tuple[int, int]] = {}  # buffer -> (device pointer, bytes)
+        self.defines = dict(dp.program.defines)
+
+    def _alloc(self, name: str, nbytes: int) -> int:
+        cu = _driver()
+        hit = self.mem.get(name)
+        if hit is None or hit[1] < nbytes:
+            if hit is not None:
+                _ok(cu.cuMemFree(hit[0]))
+            ptr = _ok(cu.cuMemAlloc(max(nbytes, 1)))
+            self.mem[name] = hit = (ptr, max(nbytes, 1))
+        return hit[0]
+
+    def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], env: dict[str, int]) -> None:
+        cu = _driver()
+        gpu()
+        env = {**self.defines, **env}
+        ptrs: dict[str, int] = {}
+        for b in self.dp.buffers.values():
+            if b.role == "in":
+                a = np.ascontiguousarray(inputs[b.index])
+                ptrs[b.name] = self._alloc(b.name, a.nbytes)
+                if a.nbytes:
+                    _ok(cu.cuMemcpyHtoD(ptrs[b.name], a.ctypes.data, a.nbytes))
+            elif b.role == "out":
+                ptrs[b.name] = self._alloc(b.name, outputs[b.index].nbytes)
+            else:
+                ptrs[b.name] = self._alloc(b.name, CS.eval_dim(b.nbytes, env))
+        for k, fn in self.funcs:
+            groups = CS.eval_dim(k.count, env) if k.mode == "groups" else -(-CS.eval_dim(k.count, env) // k.local)
+            if groups == 0:
+                continue
+            vals = [np.array([int(ptrs[p.name])], np.uint64) for p in k.params]
+            vals += [np.array([env[d]], np.int64) for d in k.dims]
+            argv = np.array([v.ctypes.data for v in vals], np.uint64)
+            _ok(cu.cuLaunchKernel(fn, groups, 1, 1, k.local, 1, 1, 0, cu.CUstream(0), argv.ctypes.data, 0))
+        for b in self.dp.buffers.values():
+            if b.role == "out":
+                o = outputs[b.index]
+                if o.nbytes:
+                    _ok(cu.cuMemcpyDtoH(o.ctypes.data, ptrs[b.name], o.nbytes))
+        _ok(cu.cuCtxSynchronize())
+
+
+class CUDARuntime(Runtime):
+    name = "cuda"
+    description = "CUDA C from the shared C-style renderer -> PTX (NVRTC or nvcc), run with cuda-bindings"
+
+    def __init__(self) -> None:
+        self._cache: dict = {}
+
+    def available(self) -> tuple[bool, str]:
+        try:
+            _driver()
+        except Exception as e:
+            return False, f"no CUDA GPU: cuda-bindings is not importable ({e}); pip install 'caten[cuda]'"
+        try:
+            g = gpu()
+        except Exception as e:
+            return False, f"no CUDA GPU: {e}"
+        if _nvrtc_lib() is None and shutil.which("nvcc") is None:
+            return False, "no CUDA compiler: pip install nvidia-cuda-nvrtc, or put nvcc on PATH"
+        return True, g["name"]
+
+    def supports(self, op: Op, dtype) -> bool:
+        return op is not Op.EXTERN
+
+    def compile(self, program: Program, options: CompileOptions | None = None) -> CUDAExecutable:
+        options = options or CompileOptions()
+        key = (program.key(), tuple(sorted(program.defines.items())), tuple(map(str, program.inputs)),
+               tuple(map(str, program.outputs)))
+        with _lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                return hit
+            g = gpu()
+            dp = CS.device_program(program, CS.CUDA, local=BLOCK, coop=True)
+            src = CS.device_source([dp], CS.CUDA)
+            ptx = self.ptx(src, os.environ.get("CATEN_CUDA_ARCH") or g["arch"], options.use_cache)
+            exe = CUDAExecutable(dp, ptx)
+            exe.source = src
+            self._cache[key] = exe
+            return exe
+
+    def ptx(self, src: str, target: str, use_cache: bool = True) -> str:
+        from caten.cache.store import default_cache, key_of
+
+        key = key_of("cuda-rt/1", src, target, repr(nvrtc_version()), repr(_tool_version("nvcc")))
+        store = default_cache() if use_cache else None
+        hit = store.get(key, "ptx") if store else None
+        if hit is not None:
+            return hit.decode()
+        ptx = to_ptx(src, target)
+        if store:
+            store.put(key, "ptx", ptx.encode())
+        return ptx
+
+    def emit(self, program: Program | Sequence[Program], kind: str,
+             options: CompileOptions | None = None) -> dict[str, bytes | str]:
+        options = options or CompileOptions()
+        progs = [program] if isinstance(program, Program) else list(program)
+        names = [CS.symbol(p.name) for p in progs]
+        if len(set(names)) != len(names):
+            raise Error("two composites have the same kernel name prefix: " + ", ".join(names))
+        if kind not in ("source", "asm", "lib", "obj"):
+            raise Error(f"runtime 'cuda' cannot emit '{kind}'", hint="use -S (CUDA C), asm (PTX) or lib (cubin)")
+        dps = [CS.device_program(p, CS.CUDA, local=BLOCK, coop=True, name=n) for p, n in zip(progs, names)]
+        src = CS.device_source(dps, CS.CUDA, "/* generated by caten -r cuda; see the .json manifest beside it */")
+        target = arch()
+        man = json.dumps(CS.manifest(dps, "cuda", "", {"language": "CUDA C++", "arch": target,
+                                                      "block": BLOCK}), indent=1) + "\n"
+        if kind == "source":
+            return {".cu": src, ".json": man}
+        ptx = self.ptx(src, target, options.use_cache)
+        if kind == "asm":
+            return {".ptx": ptx, ".json": man}
+        return {".cubin": cubin(ptx, target), ".json": man}
+
+
+RUNTIME = CUDARuntime()

@@ -1,0 +1,210 @@
+"""`-r opencl`: the loop IR rendered as OpenCL C by the shared C-style renderer, built and run
+with pyopencl on any OpenCL device (PoCL on the CPU when nothing else is there).
+
+Each loop-IR kernel becomes one or more device kernels (see `caten.render.cstyle`): the
+independent leading loops spread over work-items, or over work-groups whose work-items share
+the inner loops, reductions combining in local memory. A program's intermediates stay on the
+device between its kernels; on a CPU device inputs and outputs are used in place
+(CL_MEM_USE_HOST_PTR), elsewhere they are copied. `-S` writes the .cl source and a JSON
+manifest beside it (kernels, argument order, buffer and launch sizes as expressions of the dims).
+Pick a device with CATEN_OPENCL_DEVICE=PLATFORM_SUBSTRING[:DEVICE_INDEX] (default: a GPU if
+there is one, else the first device).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import warnings
+from collections.abc import Sequence
+
+import numpy as np
+
+from caten.errors import Error
+from caten.ir.dtypes import DType
+from caten.ir.ops import Op
+from caten.ir.program import Program
+from caten.render import cstyle as CS
+from caten.run.runtime import CompileOptions, Runtime
+
+_lock = threading.RLock()
+_state: dict = {}
+
+
+def _cl():
+    import pyopencl as cl
+
+    return cl
+
+
+def device():
+    """(context, queue, device), created once."""
+    if "dev" not in _state:
+        cl = _cl()
+        devs = [(p, d) for p in cl.get_platforms() for d in p.get_devices()]
+        if not devs:
+            raise Error("no OpenCL device found")
+        want = os.environ.get("CATEN_OPENCL_DEVICE", "")
+        if want:
+            plat, _, idx = want.partition(":")
+            devs = [(p, d) for p, d in devs if plat.lower() in p.name.lower()] or devs
+            devs = devs[int(idx):] if idx.isdigit() else devs
+        gpus = [pd for pd in devs if pd[1].type & cl.device_type.GPU]
+        d = (gpus or devs)[0][1]
+        ctx = cl.Context([d])
+        _state["dev"] = (ctx, cl.CommandQueue(ctx), d)
+    return _state["dev"]
+
+
+def settings(dev) -> dict:
+    """How to map kernels onto a device: work-group size, whether work-groups share inner loops,
+    the chunk of iterations a CPU work-item runs as a plain (vectorizable) loop, the target table."""
+    cl = _cl()
+    cpu = bool(dev.type & cl.device_type.CPU)
+    lim = min(256, dev.max_work_group_size)
+    local = 1 << (lim.bit_length() - 1)
+    env = {k: int(os.environ[f"CATEN_OPENCL_{k.upper()}"]) for k in ("local", "chunk", "coop")
+           if os.environ.get(f"CATEN_OPENCL_{k.upper()}", "").isdigit()}
+    if cpu:
+        s = {"local": 16, "coop": False, "chunk": 1024, "cpu": True, "target": CS.OPENCL_CPU}
+    else:
+        s = {"local": local, "coop": True, "chunk": 1, "cpu": False, "target": CS.OPENCL}
+    s.update({k: (bool(v) if k == "coop" else v) for k, v in env.items()})
+    return s
+
+
+class OpenCLExecutable:
+    def __init__(self, dp: CS.DeviceProgram, prog, ctx, queue, cpu: bool):
+        cl = _cl()
+        self.dp, self.ctx, self.queue, self.cpu = dp, ctx, queue, cpu
+        self.kernels = [(k, cl.Kernel(prog, k.name)) for k in dp.kernels]
+        self.temps: dict[str, object] = {}
+        self.defines = dict(dp.program.defines)
+
+    def _temp(self, name: str, nbytes: int):
+        buf = self.temps.get(name)
+        if buf is None or buf.size < nbytes:
+            buf = _cl().Buffer(self.ctx, _cl().mem_flags.READ_WRITE, max(nbytes, 1))
+            self.temps[name] = buf
+        return buf
+
+    def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], env: dict[str, int]) -> None:
+        cl = _cl()
+        mf = cl.mem_flags
+        env = {**self.defines, **env}
+        q = self.queue
+        bufs: dict[str, object] = {}
+        outs = []
+        for b in self.dp.buffers.values():
+            if b.role == "in":
+                a = np.ascontiguousarray(inputs[b.index])
+                if a.nbytes == 0:
+                    bufs[b.name] = self._temp("__empty", 1)
+                elif self.cpu:
+                    bufs[b.name] = cl.Buffer(self.ctx, mf.READ_ONLY | mf.USE_HOST_PTR, hostbuf=a)
+                else:
+                    bufs[b.name] = cl.Buffer(self.ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=a)
+            elif b.role == "out":
+                o = outputs[b.index]
+                if o.nbytes == 0:
+                    bufs[b.name] = self._temp("__empty", 1)
+                elif self.cpu:
+                    bufs[b.name] = cl.Buffer(self.ctx, mf.READ_WRITE | mf.USE_HOST_PTR, hostbuf=o)
+                    outs.append((o, bufs[b.name], True))
+                else:
+                    bufs[b.name] = self._temp(b.name, o.nbytes)
+                    outs.append((o, bufs[b.name], False))
+            else:
+                bufs[b.name] = self._temp(b.name, CS.eval_dim(b.nbytes, env))
+        dims = {}
+        for k, kern in self.kernels:
+            gs = k.global_size(env)
+            if gs == 0:
+                continue
+            for d in k.dims:
+                if d not in dims:
+                    dims[d] = np.int64(env[d])
+            kern.set_args(*[bufs[p.name] for p in k.params], *[dims[d] for d in k.dims])
+            local = (k.local,) if (k.mode == "groups" or not self.cpu) else None
+            cl.enqueue_nd_range_kernel(q, kern, (gs if local else CS.eval_dim(k.count, env),), local)
+        for o, buf, mapped in outs:
+            if mapped:
+                arr, _ = cl.enqueue_map_buffer(q, buf, cl.map_flags.READ, 0, o.shape, o.dtype, is_blocking=True)
+                arr.base.release(q)
+            else:
+                cl.enqueue_copy(q, o, buf)
+        q.finish()
+
+
+class OpenCLRuntime(Runtime):
+    name = "opencl"
+    description = "OpenCL C from the shared C-style renderer, run with pyopencl (PoCL on the CPU)"
+
+    def __init__(self) -> None:
+        self._cache: dict = {}
+
+    def available(self) -> tuple[bool, str]:
+        try:
+            _cl()
+        except Exception as e:
+            return False, f"pyopencl is not installed ({e}); pip install 'caten[opencl]'"
+        try:
+            _, _, d = device()
+        except Exception as e:
+            return False, f"no usable OpenCL device: {e}"
+        return True, d.name.strip()
+
+    def supports(self, op: Op, dtype: DType) -> bool:
+        if op is Op.EXTERN:
+            return False
+        if dtype.name == "f64":
+            try:
+                return "cl_khr_fp64" in device()[2].extensions
+            except Exception:
+                return True
+        return True
+
+    def compile(self, program: Program, options: CompileOptions | None = None) -> OpenCLExecutable:
+        options = options or CompileOptions()
+        key = (program.key(), tuple(sorted(program.defines.items())), tuple(map(str, program.inputs)),
+               tuple(map(str, program.outputs)))
+        with _lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                return hit
+            cl = _cl()
+            ctx, q, dev = device()
+            st = settings(dev)
+            cpu = st["cpu"]
+            dp = CS.device_program(program, st["target"], local=st["local"], coop=st["coop"], chunk=st["chunk"])
+            src = CS.device_source([dp], st["target"])
+            try:
+                with warnings.catch_warnings():  # e.g. "division by zero" in branches never taken
+                    warnings.simplefilter("ignore")
+                    prog = cl.Program(ctx, src).build(options=[])
+            except cl.RuntimeError as e:
+                raise Error(f"the OpenCL compiler failed on generated code (a caten bug): {str(e)[:2000]}") from None
+            exe = OpenCLExecutable(dp, prog, ctx, q, cpu)
+            exe.source = src
+            self._cache[key] = exe
+            if options.verbose:
+                print(f"[opencl] built {program.name}: {len(dp.kernels)} kernel(s) on {dev.name.strip()}")
+            return exe
+
+    def emit(self, program: Program | Sequence[Program], kind: str,
+             options: CompileOptions | None = None) -> dict[str, bytes | str]:
+        progs = [program] if isinstance(program, Program) else list(program)
+        if kind not in ("source", "lib"):
+            raise Error(f"runtime 'opencl' cannot emit '{kind}'",
+                        hint="use -S (OpenCL C source and a JSON manifest); the device driver compiles it")
+        names = [CS.symbol(p.name) for p in progs]
+        if len(set(names)) != len(names):
+            raise Error("two composites have the same kernel name prefix: " + ", ".join(names))
+        dps = [CS.device_program(p, CS.OPENCL, local=256, coop=True, name=n) for p, n in zip(progs, names)]
+        src = CS.device_source(dps, CS.OPENCL, "/* generated by caten -r opencl; see the .json manifest beside it */")
+        man = CS.manifest(dps, "opencl", "", {"language": "OpenCL C 1.2"})
+        return {".cl": src, ".json": json.dumps(man, indent=1) + "\n"}
+
+
+RUNTIME = OpenCLRuntime()
