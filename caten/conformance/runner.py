@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from caten.conformance import cases as C
-from caten.conformance.values import EDGES, EDGES_NO_HUGE, ORDINARY, compare, generate, seed_of
+from caten.conformance.values import EDGES, EDGES_NO_HUGE, NEAR_ONE, ORDINARY, compare, generate, seed_of
 from caten.errors import Error
 from caten.ir import dims as D
 from caten.ir import dtypes as T
@@ -254,13 +254,14 @@ class RowRunner:
         return ok
 
 
-def _inputs(prog: Any, row: str, dt: DType, domains: dict[str, str], edges: str) -> list[dict[str, np.ndarray]]:
+def _inputs(prog: Any, row: str, dt: DType, domains: dict[str, str], edges: str,
+            ordinary: str = ORDINARY) -> list[dict[str, np.ndarray]]:
     """Input arrays by parameter name for each call (seeded by name: a subset sees the same).
     The middle call gets the edge values; where a float sum or product is involved, without
     huge finite ones, whose overflow depends on the order of accumulation."""
     out = []
     for ci, sizes in enumerate(C.SIZES):
-        profile = edges if ci == 1 else ORDINARY
+        profile = edges if ci == 1 else ordinary
         arrays = {}
         for spec in prog.inputs:
             shape = tuple(D.evaluate(d, sizes) for d in spec.shape)
@@ -279,7 +280,9 @@ def _reference(rr: RowRunner, variants: list[C.Variant], dt: DType) -> tuple[lis
         ref, src = rr.modules(variants)
         prog = ref.all.elaborate(dict(types))
         overflow_order = any(n.op is Op.REDUCE and n.dtype.is_float for n in toposort(prog.nodes))
-        calls = _inputs(prog, rr.row.name, dt, domains, EDGES_NO_HUGE if overflow_order else EDGES)
+        product = any(n.op is Op.REDUCE and n.arg[0] == "mul" and n.dtype.is_float for n in toposort(prog.nodes))
+        calls = _inputs(prog, rr.row.name, dt, domains, EDGES_NO_HUGE if overflow_order else EDGES,
+                        NEAR_ONE if product else ORDINARY)
         wants, bad = [], []
         for arrays in calls:
             try:

@@ -17,7 +17,7 @@ from caten.ir.dtypes import DType
 
 # value profiles: the call that runs at size 1 and the large call use ordinary values (so
 # reductions over many elements measure accuracy); the middle call mixes in the edge cases
-ORDINARY, EDGES, EDGES_NO_HUGE = "ordinary", "edges", "edges-no-huge"
+ORDINARY, EDGES, EDGES_NO_HUGE, NEAR_ONE = "ordinary", "edges", "edges-no-huge", "near-one"
 
 
 def finfo(dt: DType):
@@ -70,6 +70,10 @@ def generate(dt: DType, shape: tuple[int, ...], seed: int, profile: str, domain:
             x[rng.random(n) < 0.1] = 0.0
         return x.astype(dt.np).reshape(shape)
     x = rng.standard_normal(n) * 3.0
+    if profile == NEAR_ONE:
+        # products, whose overflow would depend on the accumulation order: magnitudes near 1
+        # keep a product of hundreds of factors far from the edge of the range
+        x = np.where(x < 0, -1.0, 1.0) * np.exp(rng.uniform(-0.5, 0.5, size=n))
     if domain == "positive":
         x = np.abs(x) + 0.1
     if profile in (EDGES, EDGES_NO_HUGE) and n:

@@ -202,6 +202,8 @@ class KernelLowerer:
         rop, axes = n.arg
         mode = self.modes.get(n) or reduce_mode(n, p)
         acc_dt = T.f32 if n.dtype.name in LOWP else n.dtype
+        if acc_dt != n.dtype and mode in ("memory", "tiled"):
+            mode = "register"  # a 16-bit buffer cannot carry the f32 accumulator: round once, at the end
         alu = _REDUCE_ALU[rop]
         if rop == "max" and n.dtype.is_bool:
             alu = Op.OR
