@@ -62,7 +62,8 @@ def const_str(v, dt: DType) -> str:
         return _int(int(v), dt.bits)
     v = float(v)
     if dt.name == "f16":
-        v = float(np.float16(v))
+        with np.errstate(over="ignore"):  # beyond f16's range the constant is inf, as the cast says
+            v = float(np.float16(v))
     elif dt.name == "bf16":
         v = float(ml_dtypes.bfloat16(v))
     return _fhex(v, rty(dt))
