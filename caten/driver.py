@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from caten.elaborate.elaborator import Elaborator
 from caten.errors import Error, Span
 from caten.ir.dtypes import DType
 from caten.ir.program import Program
@@ -74,6 +73,7 @@ def compile_program(src: Source, cdef: CompositeDef, types: dict[str, DType], di
     `:runtime R` apply only when `runtime` is R. `explain`, when given (a caten.rewrite.Explain),
     collects what each rule did."""
     from caten import rewrite
+    from caten.elaborate.elaborator import Elaborator  # imported here: a cached program never needs it
 
     user = {k: v for k, v in src.by_name.items()}
     rules_list = rewrite.rules_for(src.unit.rules, opt_level, rules, rewrite.library_names() | set(user))

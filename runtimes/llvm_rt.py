@@ -275,15 +275,20 @@ class LLVMRuntime(Runtime):
 
 
 def code_fingerprint() -> str:
-    """A hash of the code generator's own sources: editing it invalidates cached objects."""
+    """A hash of the code generator's own sources: editing it invalidates cached objects.
+    (Files are located, not imported: a warm start never loads the code generator.)"""
     if "fingerprint" not in _state:
-        import caten
-        import caten.lower
-        import caten.render.llvm
-        import caten.schedule
+        import importlib.util
 
-        files = [caten.schedule.__file__, caten.render.llvm.__file__, __file__,
-                 *sorted(glob.glob(os.path.join(os.path.dirname(caten.lower.__file__), "*.py")))]
+        import caten
+
+        def origin(mod: str) -> str:
+            spec = importlib.util.find_spec(mod)
+            return spec.origin if spec and spec.origin else ""
+
+        lower = origin("caten.lower")
+        files = [origin("caten.schedule"), origin("caten.render.llvm"), __file__,
+                 *sorted(glob.glob(os.path.join(os.path.dirname(lower), "*.py")))]
         parts = [caten.__version__, _llvm_version()]
         for f in files:
             with open(f, "rb") as fh:

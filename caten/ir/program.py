@@ -44,6 +44,7 @@ class Program:
     constraints: list[Constraint] = field(default_factory=list)
     defines: dict[str, int] = field(default_factory=dict)  # dims fixed at compile time (-D)
     derived: dict[str, Dim] = field(default_factory=dict)  # dims computed from the others (where K = (/ N 2))
+    cached_key: str | None = field(default=None, compare=False, repr=False)  # key(), once computed
 
     def dump(self) -> str:
         head = f"composite {self.name} ({' '.join(map(str, self.inputs))} -> {' '.join(map(str, self.outputs))})"
@@ -52,6 +53,11 @@ class Program:
     def key(self) -> str:
         """A structural hash: equal graphs and signatures give equal keys, whatever the names
         (of the composite, its tensors or its dimension symbols)."""
+        if self.cached_key is None:
+            self.cached_key = self._key()
+        return self.cached_key
+
+    def _key(self) -> str:
         rename = self.canonical_dims()
 
         def canon(d: Dim) -> str:

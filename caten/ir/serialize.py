@@ -21,6 +21,7 @@ def dumps(prog: Program) -> bytes:
     order = toposort(prog.nodes)
     ids = {id(n): i for i, n in enumerate(order)}
     flat = [(n.op.value, n.dtype.name, n.shape, tuple(ids[id(s)] for s in n.src), n.arg) for n in order]
+    prog.key()  # stored with the program: a warm load need not hash the graph again
     fields = {f.name: getattr(prog, f.name) for f in dataclasses.fields(prog) if f.name != "nodes"}
     return pickle.dumps((FORMAT, flat, [ids[id(n)] for n in prog.nodes], fields), protocol=pickle.HIGHEST_PROTOCOL)
 
