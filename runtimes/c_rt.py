@@ -24,9 +24,9 @@ from caten.cache.store import default_cache, key_of
 from caten.errors import Error
 from caten.ir import dims as D
 from caten.ir.ops import Op
-from caten.ir.program import Program
+from caten.ir.program import Program, c_symbol
 from caten.render import cstyle as CS
-from caten.run.runtime import CompileOptions, Runtime
+from caten.run.runtime import CompileOptions, Runtime, named_programs
 
 FLAGS = ["-O3", "-march=native", "-shared", "-fPIC", "-ffp-contract=off", "-fwrapv", "-fno-math-errno",
          "-fno-trapping-math", "-fno-strict-aliasing"]
@@ -167,7 +167,7 @@ class CRuntime(Runtime):
             hit = self._cache.get(key)
             if hit is not None:
                 return hit
-            name = CS.symbol(program.name)
+            name = c_symbol(program.name)
             src, (sched,) = generate([program], [name])
             lib = self.library(src, options.use_cache)
             dll = _load(lib, f"{name}_{key_of(src, lib)[:24]}")
@@ -185,10 +185,7 @@ class CRuntime(Runtime):
         from caten.render.llvm import c_header
 
         options = options or CompileOptions()
-        progs = [program] if isinstance(program, Program) else list(program)
-        names = [CS.symbol(p.name) for p in progs]
-        if len(set(names)) != len(names):
-            raise Error("two composites have the same C name: " + ", ".join(names))
+        progs, names = named_programs(program)
         src, _ = generate(progs, names)
         header = c_header(progs, names, names[0] if len(names) == 1 else "caten")
         if kind == "source":

@@ -31,7 +31,7 @@ from caten.errors import Error
 from caten.ir.ops import Op
 from caten.ir.program import Program
 from caten.render import cstyle as CS
-from caten.run.runtime import CompileOptions, Runtime
+from caten.run.runtime import CompileOptions, Runtime, named_programs
 
 BLOCK = 256
 _lock = threading.RLock()
@@ -299,10 +299,7 @@ class CUDARuntime(Runtime):
     def emit(self, program: Program | Sequence[Program], kind: str,
              options: CompileOptions | None = None) -> dict[str, bytes | str]:
         options = options or CompileOptions()
-        progs = [program] if isinstance(program, Program) else list(program)
-        names = [CS.symbol(p.name) for p in progs]
-        if len(set(names)) != len(names):
-            raise Error("two composites have the same kernel name prefix: " + ", ".join(names))
+        progs, names = named_programs(program)
         if kind not in ("source", "asm", "lib", "obj"):
             raise Error(f"runtime 'cuda' cannot emit '{kind}'", hint="use -S (CUDA C), asm (PTX) or lib (cubin)")
         dps = [CS.device_program(p, CS.CUDA, local=BLOCK, coop=True, name=n) for p, n in zip(progs, names)]

@@ -15,7 +15,6 @@ import glob
 import hashlib
 import os
 import pickle
-import re
 import subprocess
 import tempfile
 import threading
@@ -30,7 +29,7 @@ from caten.ir import dims as D
 from caten.ir.dtypes import DType
 from caten.ir.ops import TABLE, Op
 from caten.ir.program import Program
-from caten.run.runtime import CompileOptions, Runtime
+from caten.run.runtime import CompileOptions, Runtime, named_programs
 from caten.run.split import ExternSplit, has_extern
 
 _lock = threading.RLock()
@@ -77,11 +76,6 @@ def _engine():
         _state["tm"] = tm
         _state["engine"] = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
     return _state["engine"]
-
-
-def symbol(name: str) -> str:
-    s = re.sub(r"[^A-Za-z0-9_]", "_", name)
-    return s if s and not s[0].isdigit() else "_" + s
 
 
 def generate(programs: Program | Sequence[Program], names: str | Sequence[str]) -> tuple[str, list]:
@@ -251,10 +245,7 @@ class LLVMRuntime(Runtime):
 
         options = options or CompileOptions()
         opt = max(0, min(3, int(options.opt_level if options.opt_level is not None else 3)))
-        progs = [program] if isinstance(program, Program) else list(program)
-        names = [symbol(p.name) for p in progs]
-        if len(set(names)) != len(names):
-            raise Error("two composites have the same C name: " + ", ".join(names))
+        progs, names = named_programs(program)
         if kind == "schedule":
             from caten.lower import check_group
             from caten.schedule import schedule

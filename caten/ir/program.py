@@ -7,12 +7,19 @@ constraints that must be checked at call time.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from caten.ir import dims as D
 from caten.ir.dims import Dim
 from caten.ir.dtypes import DType
 from caten.ir.graph import Node, dump, structural_hash
+
+
+def c_symbol(name: str) -> str:
+    """A composite's name as a C identifier (ASCII letters, digits, `_`; not starting with a digit)."""
+    s = re.sub(r"[^A-Za-z0-9_]", "_", name)
+    return s if s and not s[0].isdigit() else "_" + s
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from caten.ir import dtypes as T
 from caten.ir.dims import Dim
 from caten.ir.dtypes import DType
 from caten.ir.ops import Op
+from caten.ir.program import c_symbol
 from caten.lower import loopir as L
 from caten.lower.loopir import X
 
@@ -922,11 +923,6 @@ def device_kernels(k: L.Kernel, outer: int, local_bufs: dict[str, Dim], target: 
 
 
 # whole programs -----------------------------------------------------------------------------------
-def symbol(name: str) -> str:
-    s = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name)
-    return s if s and not s[0].isdigit() else "_" + s
-
-
 @dataclass
 class DeviceBuffer:
     name: str
@@ -973,7 +969,7 @@ def device_program(program, target: Target, local: int = 256, coop: bool = True,
     from caten.lower import check_group, lower
     from caten.schedule import schedule
 
-    name = name or symbol(program.name)
+    name = name or c_symbol(program.name)
     sched = schedule(program, check=check_group)
     for i, k in enumerate(sched.kernels):
         k.name = f"{name}__k{i}"

@@ -19,7 +19,7 @@ import numpy as np
 from caten.errors import Error
 from caten.ir.dtypes import DType
 from caten.ir.ops import Op
-from caten.ir.program import Program
+from caten.ir.program import Program, c_symbol
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,15 @@ class Runtime:
     def emit(self, program: Program, kind: str, options: CompileOptions) -> dict[str, bytes | str]:
         """Artifacts for `--emit KIND`, as {suffix: content}."""
         raise Error(f"runtime '{self.name}' cannot emit '{kind}'")
+
+
+def named_programs(program: Program | Sequence[Program]) -> tuple[list[Program], list[str]]:
+    """One program or several, with their C symbols, for `emit`; two composites may not share one."""
+    progs = [program] if isinstance(program, Program) else list(program)
+    names = [c_symbol(p.name) for p in progs]
+    if len(set(names)) != len(names):
+        raise Error("two composites have the same C name: " + ", ".join(names))
+    return progs, names
 
 
 BUILTIN = {"numpy": "caten.runtimes.numpy_rt", "llvm": "caten.runtimes.llvm_rt", "c": "caten.runtimes.c_rt",
