@@ -15,7 +15,6 @@ import os
 import shutil
 import subprocess
 import tempfile
-import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -30,7 +29,6 @@ from caten.run.runtime import CompileOptions, Runtime, named_programs
 
 FLAGS = ["-O3", "-march=native", "-shared", "-fPIC", "-ffp-contract=off", "-fwrapv", "-fno-math-errno",
          "-fno-trapping-math", "-fno-strict-aliasing"]
-_lock = threading.RLock()
 
 
 def cc() -> str:
@@ -132,9 +130,6 @@ class CRuntime(Runtime):
     name = "c"
     description = "plain C from the shared C-style renderer, built by the system cc (-O3 -march=native)"
 
-    def __init__(self) -> None:
-        self._cache: dict = {}
-
     def available(self) -> tuple[bool, str]:
         if shutil.which(cc()) is None:
             return False, f"no C compiler: '{cc()}' is not on PATH (set CC)"
@@ -159,26 +154,18 @@ class CRuntime(Runtime):
                 store.put(key, "c-so", lib)
         return lib
 
-    def compile(self, program: Program, options: CompileOptions | None = None) -> CExecutable:
-        options = options or CompileOptions()
-        key = (program.key(), tuple(sorted(program.defines.items())), tuple(map(str, program.inputs)),
-               tuple(map(str, program.outputs)))
-        with _lock:
-            hit = self._cache.get(key)
-            if hit is not None:
-                return hit
-            name = c_symbol(program.name)
-            src, (sched,) = generate([program], [name])
-            lib = self.library(src, options.use_cache)
-            dll = _load(lib, f"{name}_{key_of(src, lib)[:24]}")
-            fn = getattr(dll, f"{name}__impl")
-            fn.restype = None
-            nptr = len(program.inputs) + len(program.outputs) + 1
-            fn.argtypes = [ctypes.c_void_p] * nptr + [ctypes.c_int64] * len(program.dims)
-            exe = CExecutable(program, sched, fn, src)
-            exe._dll = dll
-            self._cache[key] = exe
-            return exe
+    def build(self, program: Program, options: CompileOptions) -> CExecutable:
+        name = c_symbol(program.name)
+        src, (sched,) = generate([program], [name])
+        lib = self.library(src, options.use_cache)
+        dll = _load(lib, f"{name}_{key_of(src, lib)[:24]}")
+        fn = getattr(dll, f"{name}__impl")
+        fn.restype = None
+        nptr = len(program.inputs) + len(program.outputs) + 1
+        fn.argtypes = [ctypes.c_void_p] * nptr + [ctypes.c_int64] * len(program.dims)
+        exe = CExecutable(program, sched, fn, src)
+        exe._dll = dll
+        return exe
 
     def emit(self, program: Program | Sequence[Program], kind: str,
              options: CompileOptions | None = None) -> dict[str, bytes | str]:

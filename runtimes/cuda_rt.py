@@ -22,7 +22,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -34,7 +33,6 @@ from caten.render import cstyle as CS
 from caten.run.runtime import CompileOptions, Runtime, named_programs
 
 BLOCK = 256
-_lock = threading.RLock()
 _state: dict = {}
 
 
@@ -247,9 +245,6 @@ class CUDARuntime(Runtime):
     name = "cuda"
     description = "CUDA C from the shared C-style renderer -> PTX (NVRTC or nvcc), run with cuda-bindings"
 
-    def __init__(self) -> None:
-        self._cache: dict = {}
-
     def available(self) -> tuple[bool, str]:
         try:
             _driver()
@@ -266,22 +261,14 @@ class CUDARuntime(Runtime):
     def supports(self, op: Op, dtype) -> bool:
         return op is not Op.EXTERN
 
-    def compile(self, program: Program, options: CompileOptions | None = None) -> CUDAExecutable:
-        options = options or CompileOptions()
-        key = (program.key(), tuple(sorted(program.defines.items())), tuple(map(str, program.inputs)),
-               tuple(map(str, program.outputs)))
-        with _lock:
-            hit = self._cache.get(key)
-            if hit is not None:
-                return hit
-            g = gpu()
-            dp = CS.device_program(program, CS.CUDA, local=BLOCK, coop=True)
-            src = CS.device_source([dp], CS.CUDA)
-            ptx = self.ptx(src, os.environ.get("CATEN_CUDA_ARCH") or g["arch"], options.use_cache)
-            exe = CUDAExecutable(dp, ptx)
-            exe.source = src
-            self._cache[key] = exe
-            return exe
+    def build(self, program: Program, options: CompileOptions) -> CUDAExecutable:
+        g = gpu()
+        dp = CS.device_program(program, CS.CUDA, local=BLOCK, coop=True)
+        src = CS.device_source([dp], CS.CUDA)
+        ptx = self.ptx(src, os.environ.get("CATEN_CUDA_ARCH") or g["arch"], options.use_cache)
+        exe = CUDAExecutable(dp, ptx)
+        exe.source = src
+        return exe
 
     def ptx(self, src: str, target: str, use_cache: bool = True) -> str:
         from caten.cache.store import default_cache, key_of

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import warnings
 from collections.abc import Sequence
 
@@ -28,7 +27,6 @@ from caten.ir.program import Program
 from caten.render import cstyle as CS
 from caten.run.runtime import CompileOptions, Runtime, named_programs
 
-_lock = threading.RLock()
 _state: dict = {}
 
 
@@ -141,9 +139,6 @@ class OpenCLRuntime(Runtime):
     name = "opencl"
     description = "OpenCL C from the shared C-style renderer, run with pyopencl (PoCL on the CPU)"
 
-    def __init__(self) -> None:
-        self._cache: dict = {}
-
     def available(self) -> tuple[bool, str]:
         try:
             _cl()
@@ -165,32 +160,24 @@ class OpenCLRuntime(Runtime):
                 return True
         return True
 
-    def compile(self, program: Program, options: CompileOptions | None = None) -> OpenCLExecutable:
-        options = options or CompileOptions()
-        key = (program.key(), tuple(sorted(program.defines.items())), tuple(map(str, program.inputs)),
-               tuple(map(str, program.outputs)))
-        with _lock:
-            hit = self._cache.get(key)
-            if hit is not None:
-                return hit
-            cl = _cl()
-            ctx, q, dev = device()
-            st = settings(dev)
-            cpu = st["cpu"]
-            dp = CS.device_program(program, st["target"], local=st["local"], coop=st["coop"], chunk=st["chunk"])
-            src = CS.device_source([dp], st["target"])
-            try:
-                with warnings.catch_warnings():  # e.g. "division by zero" in branches never taken
-                    warnings.simplefilter("ignore")
-                    prog = cl.Program(ctx, src).build(options=[])
-            except cl.RuntimeError as e:
-                raise Error(f"the OpenCL compiler failed on generated code (a caten bug): {str(e)[:2000]}") from None
-            exe = OpenCLExecutable(dp, prog, ctx, q, cpu)
-            exe.source = src
-            self._cache[key] = exe
-            if options.verbose:
-                print(f"[opencl] built {program.name}: {len(dp.kernels)} kernel(s) on {dev.name.strip()}")
-            return exe
+    def build(self, program: Program, options: CompileOptions) -> OpenCLExecutable:
+        cl = _cl()
+        ctx, q, dev = device()
+        st = settings(dev)
+        cpu = st["cpu"]
+        dp = CS.device_program(program, st["target"], local=st["local"], coop=st["coop"], chunk=st["chunk"])
+        src = CS.device_source([dp], st["target"])
+        try:
+            with warnings.catch_warnings():  # e.g. "division by zero" in branches never taken
+                warnings.simplefilter("ignore")
+                prog = cl.Program(ctx, src).build(options=[])
+        except cl.RuntimeError as e:
+            raise Error(f"the OpenCL compiler failed on generated code (a caten bug): {str(e)[:2000]}") from None
+        exe = OpenCLExecutable(dp, prog, ctx, q, cpu)
+        exe.source = src
+        if options.verbose:
+            print(f"[opencl] built {program.name}: {len(dp.kernels)} kernel(s) on {dev.name.strip()}")
+        return exe
 
     def emit(self, program: Program | Sequence[Program], kind: str,
              options: CompileOptions | None = None) -> dict[str, bytes | str]:

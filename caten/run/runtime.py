@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -47,8 +48,19 @@ class Runtime:
     def supports(self, op: Op, dtype: DType) -> bool:
         return True
 
-    def compile(self, program: Program, options: CompileOptions) -> Executable:
-        raise NotImplementedError
+    def compile(self, program: Program, options: CompileOptions | None = None) -> Executable:
+        """The executable of `program`, built once per structure (and dim names, by which
+        executables read the dims they are given). Plugins implement `build`, or override this."""
+        options = options or CompileOptions()
+        key = (program.key(), tuple(program.dims), tuple(program.derived))
+        with _memo_lock:
+            memo = self.__dict__.setdefault("_compiled", {})
+            if key not in memo:
+                memo[key] = self.build(program, options)
+            return memo[key]
+
+    def build(self, program: Program, options: CompileOptions) -> Executable:
+        raise NotImplementedError(f"runtime '{self.name}' implements neither compile nor build")
 
     def emit(self, program: Program, kind: str, options: CompileOptions) -> dict[str, bytes | str]:
         """Artifacts for `--emit KIND`, as {suffix: content}."""
@@ -63,6 +75,8 @@ def named_programs(program: Program | Sequence[Program]) -> tuple[list[Program],
         raise Error("two composites have the same C name: " + ", ".join(names))
     return progs, names
 
+
+_memo_lock = threading.RLock()
 
 BUILTIN = {"numpy": "caten.runtimes.numpy_rt", "llvm": "caten.runtimes.llvm_rt", "c": "caten.runtimes.c_rt",
            "opencl": "caten.runtimes.opencl_rt", "cuda": "caten.runtimes.cuda_rt"}
