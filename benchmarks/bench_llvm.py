@@ -1,11 +1,12 @@
 """caten's LLVM runtime against numpy (and torch eager when installed) in ONE run, on the
 workloads of shared/bench/peers.py (same shapes, float32).
 
-    python benchmarks/bench_llvm.py [--reps 7] [--only a,b,c,d,e1,f,g]
+    python benchmarks/bench_llvm.py [--reps 5] [--only a,b,c,d,e1,f,g]
+    CATEN_NUM_THREADS=1 python benchmarks/bench_llvm.py    # caten's GEMMs on one thread
 
 Every workload is written in caten's language and compiled through `caten.loads` (the
-Mixer block is examples/mlp_mixer.lisp). Timings alternate the systems call by call so
-that drift on this shared machine hits all of them alike; the table shows medians, the
+Mixer block is examples/mlp_mixer.lisp). Timings alternate the systems in rounds (see
+`rounds`) so that drift on this shared machine hits all of them alike; the table shows medians, the
 ratio numpy/caten (> 1: caten is faster), GFLOP/s where meaningful, and caten's compile
 time (caten.loads + first call, in-memory JIT, no disk cache).
 
@@ -155,17 +156,23 @@ def source(wl: str) -> str:
     return SOURCES[wl]
 
 
-def interleaved(fns: dict, reps: int, max_s: float) -> dict:
-    """Median seconds of each callable, calls alternating between them."""
+def rounds(fns: dict, reps: int, max_s: float, burst: int = 3, settle: float = 0.3) -> dict:
+    """Median seconds of each callable over `reps` rounds; in each round every system, in turn,
+    gets a pause of `settle` seconds and then `burst` timed calls. Rounds spread drift on this
+    shared machine over all systems; the pause lets the previous system's worker threads go
+    idle (OpenBLAS keeps its threads spinning ~0.1 s after a call, which would take the second
+    core from whoever runs next)."""
     for f in fns.values():
         f()
     ts: dict = {k: [] for k in fns}
     t_start = time.perf_counter()
     for i in range(reps):
         for k, f in fns.items():
-            t0 = time.perf_counter()
-            f()
-            ts[k].append(time.perf_counter() - t0)
+            time.sleep(settle)
+            for _ in range(burst):
+                t0 = time.perf_counter()
+                f()
+                ts[k].append(time.perf_counter() - t0)
         if i >= 2 and time.perf_counter() - t_start > max_s:
             break
     return {k: statistics.median(v) for k, v in ts.items()}
@@ -173,7 +180,7 @@ def interleaved(fns: dict, reps: int, max_s: float) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--reps", type=int, default=5, help="rounds of 3 calls per system")
     ap.add_argument("--max-s", type=float, default=20.0, help="per workload, after at least 3 rounds")
     ap.add_argument("--only", default="")
     ap.add_argument("--no-torch", action="store_true")
@@ -207,7 +214,7 @@ def main() -> None:
             targs = [torch.from_numpy(a) for a in args]
             tf = torch_impl(k)
             fns["torch"] = lambda: tf(*targs)  # noqa: B023
-        med = interleaved(fns, opts.reps, opts.max_s)
+        med = rounds(fns, opts.reps, opts.max_s)
 
         def cell(name, k=k, med=med):
             s = med[name]

@@ -78,7 +78,24 @@ def _engine():
     return _state["engine"]
 
 
-def generate(programs: Program | Sequence[Program], names: str | Sequence[str]) -> tuple[str, list]:
+def threads() -> int:
+    """How many threads a GEMM may split over: CATEN_NUM_THREADS, else the CPUs this process
+    may run on, at most 8 (each thread has its own packed panels in the arena)."""
+    env = os.environ.get("CATEN_NUM_THREADS", "").strip()
+    if env:
+        try:
+            return max(1, min(64, int(env)))
+        except ValueError:
+            raise Error(f"CATEN_NUM_THREADS must be a positive integer, not {env!r}") from None
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        n = os.cpu_count() or 1
+    return max(1, min(8, n))
+
+
+def generate(programs: Program | Sequence[Program], names: str | Sequence[str],
+             nthreads: int | None = None) -> tuple[str, list]:
     """LLVM IR text (unoptimized) of one or several programs in one module, and their schedules."""
     from caten.lower import check_group, lower
     from caten.render.llvm import ModuleGen, entry_functions
@@ -91,7 +108,7 @@ def generate(programs: Program | Sequence[Program], names: str | Sequence[str]) 
     mod = ModuleGen(triple, str(tm.target_data), cpu, feats)
     scheds = []
     for program, name in zip(programs, names):
-        sched = schedule(program, check=check_group)
+        sched = schedule(program, check=check_group, threads=threads() if nthreads is None else nthreads)
         for i, k in enumerate(sched.kernels):
             k.name = f"{name}__k{i}"
         kernels = lower(sched)
@@ -124,8 +141,9 @@ def optimize(ir_text: str, opt: int = 3):
 
 class LLVMExecutable:
     def __init__(self, program: Program, sched, fn, ir: str | None, name: str, compile_s: float,
-                 arena_size=None):
+                 arena_size=None, nthreads: int = 1):
         self.program, self._sched, self.fn, self._ir, self.name = program, sched, fn, ir, name
+        self.nthreads = nthreads
         self.compile_s = compile_s
         size = sched.arena_size if sched is not None else arena_size
         # in canonical dim names, so that a structurally equal program with other names can share the code
@@ -136,7 +154,7 @@ class LLVMExecutable:
 
     def rebind(self, program: Program) -> LLVMExecutable:
         """This code for a structurally equal program (other names): same function, own arena."""
-        return LLVMExecutable(program, None, self.fn, self._ir, self.name, 0.0, self.arena_size)
+        return LLVMExecutable(program, None, self.fn, self._ir, self.name, 0.0, self.arena_size, self.nthreads)
 
     @property
     def sched(self):
@@ -145,13 +163,13 @@ class LLVMExecutable:
             from caten.lower import check_group
             from caten.schedule import schedule
 
-            self._sched = schedule(self.program, check=check_group)
+            self._sched = schedule(self.program, check=check_group, threads=self.nthreads)
         return self._sched
 
     @property
     def ir(self) -> str:
         if self._ir is None:
-            self._ir = generate(self.program, self.name)[0]
+            self._ir = generate(self.program, self.name, self.nthreads)[0]
         return self._ir
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], env: dict[str, int]) -> None:
@@ -176,6 +194,7 @@ class LLVMExecutable:
 
 class LLVMRuntime(Runtime):
     name = "llvm"
+    emits_schedule = True
     description = "fused loop kernels compiled by LLVM for the host CPU (JIT, or AOT .so/.o/.ll)"
 
     def __init__(self) -> None:
@@ -199,7 +218,8 @@ class LLVMRuntime(Runtime):
         opt = 3 if options.opt_level is None else max(0, min(3, int(options.opt_level)))
         opt = 3 if opt >= 2 else opt
         # structure only: renaming a composite or its variables, or reformatting, finds the same code
-        key = (program.key(), opt)
+        nthreads = threads()
+        key = (program.key(), opt, nthreads)
         with _lock:
             hit = self._cache.get(key)
             if hit is not None:  # the same structure, perhaps under other names
@@ -218,9 +238,9 @@ class LLVMRuntime(Runtime):
                 eng.add_object_file(_llvm().ObjectFileRef.from_data(meta["obj"]))
                 eng.finalize_object()
                 exe = LLVMExecutable(program, None, proto(eng.get_function_address(f"{name}__impl")), None, name,
-                                     time.perf_counter() - t0, meta["arena"])
+                                     time.perf_counter() - t0, meta["arena"], nthreads)
             else:
-                ir, (sched,) = generate(program, name)
+                ir, (sched,) = generate(program, name, nthreads)
                 mod = optimize(ir, opt)
                 if store is not None:
                     arena = sched.arena_size if isinstance(sched.arena_size, int) else \
@@ -230,7 +250,7 @@ class LLVMRuntime(Runtime):
                 eng.add_module(mod)
                 eng.finalize_object()
                 exe = LLVMExecutable(program, sched, proto(eng.get_function_address(f"{name}__impl")), ir, name,
-                                     time.perf_counter() - t0)
+                                     time.perf_counter() - t0, nthreads=nthreads)
                 exe._module = mod
             self._cache[key] = exe
             if options.verbose:
@@ -249,7 +269,7 @@ class LLVMRuntime(Runtime):
         if kind == "schedule":
             from caten.lower import check_group
             from caten.schedule import schedule
-            return {".txt": "\n\n".join(schedule(p, check=check_group).dump() for p in progs) + "\n"}
+            return {".txt": "\n\n".join(schedule(p, check=check_group, threads=threads()).dump() for p in progs) + "\n"}
         ir, _ = generate(progs, names)
         if kind == "source":
             return {".ll": ir}
@@ -303,7 +323,7 @@ def link_shared(obj: bytes) -> bytes:
         o, so = os.path.join(d, "k.o"), os.path.join(d, "k.so")
         with open(o, "wb") as f:
             f.write(obj)
-        r = subprocess.run([cc, "-shared", "-o", so, o, "-lm"], capture_output=True, text=True)
+        r = subprocess.run([cc, "-shared", "-o", so, o, "-lm", "-lpthread"], capture_output=True, text=True)
         if r.returncode != 0:
             raise Error(f"linking the shared library failed: {r.stderr.strip()}")
         with open(so, "rb") as f:

@@ -40,7 +40,9 @@ def compile_file(file: str, runtime: str, defines: dict[str, str], opt: int, rul
     if emit in ("ir", "opt-ir"):
         text = "\n\n".join(p.dump() for p in progs) + "\n"
         return _write_text(output, text)
-    if emit == "schedule":
+    if emit == "schedule":  # the runtime's own schedule where it has one (threads, scratch)
+        if getattr(rt, "emits_schedule", False):
+            return _write_text(output, rt.emit(progs, "schedule")[".txt"])
         from caten.schedule import schedule
 
         return _write_text(output, "\n\n".join(schedule(p).dump() for p in progs) + "\n")

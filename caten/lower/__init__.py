@@ -21,6 +21,7 @@ from caten.lower.loopir import X
 from caten.schedule import LOWP, GemmPlan, Schedule, Unfusable, gemm_plan, max_outer, reduce_mode
 
 _REDUCE_ALU = {"add": Op.ADD, "mul": Op.MUL, "max": Op.MAX}
+GEMM_THREAD_MIN = 1 << 22  # multiply-adds below which a GEMM stays on one thread (~40 us of work)
 
 
 def identity(op: str, dtype) -> X:
@@ -62,8 +63,9 @@ class Coords:
 class KernelLowerer:
     def __init__(self, name: str, members: list[Node], outer: int, realized: set[Node],
                  bufname: Callable[[Node], str | None], modes: dict[Node, str] | None = None,
-                 local: set[Node] | None = None, scratch: dict[Node, tuple] | None = None):
+                 local: set[Node] | None = None, scratch: dict[Node, tuple] | None = None, threads: int = 1):
         self.name, self.members, self.p, self.realized = name, members, outer, realized
+        self.threads = threads
         self.scratch = scratch or {}
         self.bufname = bufname
         self.modes = modes or {}
@@ -341,6 +343,24 @@ class KernelLowerer:
         def var(hint: str, ext: Dim) -> X:
             return self.newvar(f"s{si}{hint}", ext)
 
+        # rows [m_lo, m_hi) of this thread: M split in multiples of mr over `teff` threads, each
+        # with its own packed panels (B is packed once per thread; that is K*N against M*N*K/T)
+        T_ = self.threads
+        tid = var("tid", T_) if T_ > 1 else None
+        m_lo: X = L.const(0)
+        m_hi: X = M
+        poff_a: X = L.const(0)
+        poff_b: X = L.const(0)
+        if tid is not None:
+            work = L.imul(L.imul(M, N), K)
+            for _, e in loops:
+                work = L.imul(work, e)
+            small = L.alu(Op.OR, T.bool_, L.icmplt(work, L.const(GEMM_THREAD_MIN)), L.icmplt(M, L.const(4 * mr * T_)))
+            teff = L.alu(Op.WHERE, L.IDX, small, L.const(1), L.const(T_))
+            chunk = L.imul(_ceil(X.make("idiv", L.IDX, (L.iadd(M, _sub(teff, L.const(1))), teff)), mr), L.const(mr))
+            m_lo = _min(M, L.imul(tid, chunk))
+            m_hi = _min(M, L.iadd(m_lo, chunk))
+            poff_a, poff_b = L.imul(tid, L.const(mc * kc)), L.imul(tid, L.const(kc * nc))
         nkc = _ceil(K, kc)
         jc, kcv = var("jc", D.floordiv(D.add(plan.N, nc - 1), nc)), var("kc", D.floordiv(D.add(plan.K, kc - 1), kc))
         klen = _min(L.const(kc), _sub(K, L.imul(kcv, L.const(kc))))
@@ -377,24 +397,24 @@ class KernelLowerer:
         kcoords(kk)
         jb = L.iadd(j0, L.imul(jp, L.const(nr)))
         cv = _min(L.const(nr), _sub(N, jb))
-        bbase = L.iadd(L.imul(jp, L.const(kc * nr)), L.imul(kk, L.const(nr)))
+        bbase = L.iadd(poff_b, L.iadd(L.imul(jp, L.const(kc * nr)), L.imul(kk, L.const(nr))))
         bval = operand(opb, {plan.j: exact(L.iadd(jb, cc), plan.N)} | ({plan.i: Aff()} if plan.i is not None else {}))
         pack_b = [L.Loop(jp.arg, npj, [L.Loop(kk.arg, klen, [
             L.Loop(cc.arg, cv, [L.Store(pb, L.iadd(bbase, cc), bval)]),
             L.Loop(cz.arg, _sub(L.const(nr), cv), [L.Store(pb, L.iadd(bbase, L.iadd(cv, cz)), zero)], "cold")])])]
         # pack A: panels of mr rows, k-major, zero-padded past M
         ic = var("ic", D.floordiv(D.add(plan.M, mc - 1), mc))
-        i0 = L.imul(ic, L.const(mc))
-        npi = _ceil(_min(L.const(mc), _sub(M, i0)), mr)
+        i0 = L.iadd(m_lo, L.imul(ic, L.const(mc)))
+        npi = _ceil(_min(L.const(mc), _sub(m_hi, i0)), mr)
         ip, rr, rz, ka, kz = var("ip", mc // mr), var("ar", mr), var("az", mr), var("ak", kc), var("akz", kc)
         ib = L.iadd(i0, L.imul(ip, L.const(mr)))
-        rv = _min(L.const(mr), _sub(M, ib))
+        rv = _min(L.const(mr), _sub(m_hi, ib))
         kcoords(ka)
         at = {plan.j: Aff()}
         if plan.i is not None:
             at[plan.i] = exact(L.iadd(ib, rr), plan.M)
         aval = operand(opa, at)
-        abase = L.imul(ip, L.const(kc * mr))
+        abase = L.iadd(poff_a, L.imul(ip, L.const(kc * mr)))
         pack_a = [L.Loop(ip.arg, npi, [
             L.Loop(rr.arg, rv, [L.Loop(ka.arg, klen, [
                 L.Store(pa, L.iadd(abase, L.iadd(L.imul(ka, L.const(mr)), rr)), aval)], "cold")], "cold"),
@@ -422,14 +442,17 @@ class KernelLowerer:
                 ooff = L.iadd(ooff, L.imul(coord[a].expr(), s))
         ostride = L.dim(ostr[plan.i - off]) if plan.i is not None and plan.i >= off else L.const(0)
         beta = L.const(False, T.bool_) if nkc.op == "const" and nkc.arg == 1 else L.icmplt(L.const(0), kcv)
-        tile = L.TileMM(f"s{si}_{self.nvar}", dt, mr, nr, klen, pa, L.imul(it, L.const(kc * mr)), pb,
-                        L.imul(jt, L.const(kc * nr)), buf, ooff, ostride,
-                        _min(L.const(mr), _sub(M, ib2)), _min(L.const(nr), _sub(N, jb2)), beta)
+        tile = L.TileMM(f"s{si}_{self.nvar}", dt, mr, nr, klen, pa, L.iadd(poff_a, L.imul(it, L.const(kc * mr))),
+                        pb, L.iadd(poff_b, L.imul(jt, L.const(kc * nr))), buf, ooff, ostride,
+                        _min(L.const(mr), _sub(m_hi, ib2)), _min(L.const(nr), _sub(N, jb2)), beta)
         self.nvar += 1
-        body = [L.Loop(ic.arg, _ceil(M, mc), pack_a + [L.Loop(jt.arg, npj, [L.Loop(it.arg, npi, [tile])])])]
+        tiles = [L.Loop(jt.arg, npj, [L.Loop(it.arg, npi, [tile])])]
+        body = [L.Loop(ic.arg, _ceil(_sub(m_hi, m_lo), mc), pack_a + tiles)]
         body = [L.Loop(jc.arg, _ceil(N, nc), [L.Loop(kcv.arg, nkc, pack_b + body)])]
         for v, e in reversed(loops):
             body = [L.Loop(v.arg, e, body)]
+        if tid is not None:
+            body = [L.Parallel(tid.arg, teff, body, most=T_)]
         self.done.add(n)
         return body
 
@@ -477,7 +500,7 @@ def lower(sched: Schedule) -> list[L.Kernel]:
         local = {s.node for s in k.stages if s.buffer and sched.buffers[s.buffer].local >= 0}
         scratch = {s.node: s.scratch for s in k.stages if s.scratch}
         kl = KernelLowerer(k.name, [s.node for s in k.stages], k.outer, realized,
-                           lambda n: sched.node_buf.get(n), modes, local, scratch)
+                           lambda n: sched.node_buf.get(n), modes, local, scratch, sched.threads)
         body = kl.lower()
         params = [L.BufParam(b, sched.buffers[b].dtype, sched.buffers[b].role) for b in kl.bufs if b is not None]
         out.append(L.Kernel(k.name, params, list(sched.program.dims), body))

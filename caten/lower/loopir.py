@@ -10,7 +10,8 @@ Expression ops (`X.op`):
   "masked" src=(cond, value): value if cond else 0, value evaluated only under cond
   "rand" arg=seed src=(ctr i64,) -> u32 | "idiv"/"imod" (index math) | an `Op` (ALU, CAST, WHERE)
   An `Op.ADD/MUL/MAX` with arg "acc" is a reduction update that may be reassociated.
-Statements: Loop(var, extent, body), Store(buf, idx, value), Acc(var, dtype, init),
+Statements: Loop(var, extent, body) and its Parallel form (iterations may run on threads),
+  Store(buf, idx, value), Acc(var, dtype, init),
   SetAcc(var, value), TileMM (a GEMM micro-kernel over packed panels; `expand()` gives the
   same computation in the other statements, for renderers without a register-tile path).
 """
@@ -133,6 +134,13 @@ class Loop:
 
 
 @dataclass
+class Parallel(Loop):
+    """A loop whose iterations are independent (disjoint writes, private scratch): a renderer
+    may run them on up to `most` threads at once; as a plain Loop it runs them in turn."""
+    most: int = 1
+
+
+@dataclass
 class Store:
     buf: str
     idx: X
@@ -216,7 +224,8 @@ class Kernel:
         def walk(stmts: list, ind: str) -> None:
             for s in stmts:
                 if isinstance(s, Loop):
-                    lines.append(f"{ind}for {s.var} in 0..{s.extent!r}:")
+                    par = f" (parallel, <= {s.most} threads)" if isinstance(s, Parallel) else ""
+                    lines.append(f"{ind}for {s.var} in 0..{s.extent!r}:{par}")
                     walk(s.body, ind + "  ")
                 elif isinstance(s, Store):
                     lines.append(f"{ind}{s.buf}[{s.idx!r}] = {s.value!r}")

@@ -656,7 +656,9 @@ class FnGen:
     # statements ------------------------------------------------------------------------------
     def stmts(self, body: list) -> None:
         for s in body:
-            if isinstance(s, L.Loop):
+            if isinstance(s, L.Parallel):
+                self.parallel(s)
+            elif isinstance(s, L.Loop):
                 self.loop(s)
             elif isinstance(s, L.Store):
                 self.store(s.buf, self.v(s.idx), self.v(s.value), s.value.dtype)
@@ -696,6 +698,85 @@ class FnGen:
         self.emit(f"br label %{h}" + (f", !llvm.loop {self.mod.cold_md()}" if s.hint == "cold" else ""))
         self.lines[at] = f"  {iv} = phi i64 [0, %{pre}], [{nxt}, %{latch}]"
         self.block(e)
+
+    def parallel(self, s: L.Parallel) -> None:
+        """Iterations on threads: the body becomes a function of its own; iterations 1.. start on
+        pthreads (one that cannot start runs here), iteration 0 runs here, then all are joined."""
+        free, bufs = _uses(s.body)
+        free.discard(s.var)
+        if any(v in self.accs or v == "?" for v in free):
+            raise TypeError("a parallel loop body must not read enclosing accumulators")
+        params = [("ptr", f"%b_{b}") for b in sorted(bufs)] + [("i64", f"%d_{d}") for d in self.dims]
+        params += [("i64", f"%v_{v}") for v in sorted(free)] + [("i64", f"%v_{s.var}")]
+        body, tramp = self.mod.fresh("par"), self.mod.fresh("par_thread")
+        g = FnGen(self.mod, self.dims, self.defines)
+        g.stmts(s.body)
+        sig = ", ".join(f"{t} {'noalias ' if t == 'ptr' else ''}{n}" for t, n in params)
+        self.mod.funcs.append(g.text(f"define internal void @{body}({sig}) #1 {{"))
+        ctxty = f"[{len(params)} x i64]"
+        t = FnGen(self.mod, self.dims, self.defines)
+        vals = []
+        for i, (ty, _) in enumerate(params):
+            w = t.ins(f"load i64, ptr {t.ins(f'getelementptr inbounds {ctxty}, ptr %ctx, i64 0, i64 {i}')}")
+            vals.append(f"ptr {t.conv('inttoptr', 'i64', w, 'ptr')}" if ty == "ptr" else f"i64 {w}")
+        t.emit(f"call void @{body}({', '.join(vals)})")
+        self.mod.funcs.append(t.text(f"define internal ptr @{tramp}(ptr %ctx) #1 {{", "ret ptr null"))
+        self.mod.declare("pthread_create", "i32", ["ptr", "ptr", "ptr", "ptr"])
+        self.mod.declare("pthread_join", "i32", ["i64", "ptr"])
+
+        n, most = self.v(s.extent), s.most
+        ctx, hs, ok = f"%{tramp}_ctx", f"%{tramp}_h", f"%{tramp}_ok"
+        self.allocas += [f"  {ctx} = alloca [{most} x {ctxty}], align 8", f"  {hs} = alloca [{most} x i64], align 8",
+                         f"  {ok} = alloca [{most} x i1], align 1"]
+        words = [self.conv("ptrtoint", "ptr", v, "i64") if ty == "ptr" else v for ty, v in params[:-1]]
+
+        def slot(arr: str, ty: str, i: str) -> str:
+            return self.ins(f"getelementptr inbounds [{most} x {ty}], ptr {arr}, i64 0, i64 {i}")
+
+        def each(first: str, emit_body) -> None:
+            pre = self.cur
+            h, b, e = self.label("ph"), self.label("pb"), self.label("pe")
+            i, i1 = self.tmp(), self.tmp()
+            self.emit(f"br label %{h}")
+            self.block(h)
+            at = len(self.lines)
+            self.lines.append(None)
+            self.emit(f"br i1 {self.icmp('slt', 'i64', i, n)}, label %{b}, label %{e}")
+            self.block(b)
+            emit_body(i)
+            self.emit(f"{i1} = add nuw nsw i64 {i}, 1")
+            self.lines[at] = f"  {i} = phi i64 [{first}, %{pre}], [{i1}, %{self.cur}]"
+            self.emit(f"br label %{h}")
+            self.block(e)
+
+        def spawn(i: str) -> None:
+            c = slot(ctx, ctxty, i)
+            for j, w in enumerate(words + [i]):
+                self.emit(f"store i64 {w}, ptr {self.ins(f'getelementptr inbounds {ctxty}, ptr {c}, i64 0, i64 {j}')}")
+            hp = slot(hs, "i64", i)
+            rc = self.ins(f"call i32 @pthread_create(ptr {hp}, ptr null, ptr @{tramp}, ptr {c})")
+            started = self.icmp("eq", "i32", rc, "0")
+            self.emit(f"store i1 {started}, ptr {slot(ok, 'i1', i)}")
+            run, go = self.label("pr"), self.label("pg")
+            self.emit(f"br i1 {started}, label %{go}, label %{run}")
+            self.block(run)
+            self.emit(f"call ptr @{tramp}(ptr {c})")
+            self.emit(f"br label %{go}")
+            self.block(go)
+
+        def join(i: str) -> None:
+            started = self.ins(f"load i1, ptr {slot(ok, 'i1', i)}")
+            jn, go = self.label("pj"), self.label("pg")
+            self.emit(f"br i1 {started}, label %{jn}, label %{go}")
+            self.block(jn)
+            h = self.ins(f"load i64, ptr {slot(hs, 'i64', i)}")
+            self.emit(f"call i32 @pthread_join(i64 {h}, ptr null)")
+            self.emit(f"br label %{go}")
+            self.block(go)
+
+        each("1", spawn)
+        self.emit(f"call void @{body}({', '.join(f'{ty} {v}' for ty, v in params[:-1])}, i64 0)")
+        each("1", join)
 
     def tilemm(self, s: L.TileMM) -> None:
         """The micro-kernel: rows accumulators of <cols x T> carried in phis through the k loop,
@@ -772,10 +853,12 @@ class _Call:
         self.name, self.args = name, args
 
 
-def _free_vars(stmts: list) -> set[str]:
-    """Variables a statement list reads but does not bind (loop counters, accumulators)."""
+def _uses(stmts: list) -> tuple[set[str], set[str]]:
+    """The variables a statement list reads but does not bind (loop counters, accumulators),
+    and the buffers it loads or stores."""
     used: set[str] = set()
     bound: set[str] = set()
+    bufs: set[str] = set()
     seen: set[int] = set()
 
     def x(e: X) -> None:
@@ -787,6 +870,8 @@ def _free_vars(stmts: list) -> set[str]:
             seen.add(id(e))
             if e.op == "var":
                 used.add(e.arg)
+            elif e.op == "load":
+                bufs.add(e.arg)
             stack.extend(e.src)
 
     def walk(ss: list) -> None:
@@ -796,6 +881,7 @@ def _free_vars(stmts: list) -> set[str]:
                 x(s.extent)
                 walk(s.body)
             elif isinstance(s, L.Store):
+                bufs.add(s.buf)
                 x(s.idx)
                 x(s.value)
             elif isinstance(s, L.Acc):
@@ -805,12 +891,17 @@ def _free_vars(stmts: list) -> set[str]:
                 used.add(s.var)
                 x(s.value)
             elif isinstance(s, L.TileMM):
+                bufs.update((s.a, s.b, s.out))
                 for e in (s.kext, s.aoff, s.boff, s.ooff, s.ostride, s.rvalid, s.cvalid, s.beta):
                     x(e)
             else:
                 used.add("?")
     walk(stmts)
-    return used - bound
+    return used - bound, bufs
+
+
+def _free_vars(stmts: list) -> set[str]:
+    return _uses(stmts)[0]
 
 
 class ModuleGen:
@@ -819,6 +910,7 @@ class ModuleGen:
         self.decls: dict[str, str] = {}
         self.funcs: list[str] = []
         self.mds: list[str] = []
+        self.nfresh = 0
 
     def cold_md(self) -> str:
         """Loop metadata: neither vectorize nor unroll (cold or tiny loops; saves compile time)."""
@@ -827,6 +919,11 @@ class ModuleGen:
         n = len(self.mds)
         self.mds.append(f"!{n} = distinct !{{!{n}, !0, !1}}")
         return f"!{n}"
+
+    def fresh(self, hint: str) -> str:
+        """A function name not yet used in this module."""
+        self.nfresh += 1
+        return f"caten_{hint}{self.nfresh}"
 
     def declare(self, name: str, ret: str, args: Sequence[str]) -> None:
         if name not in self.decls:
@@ -839,7 +936,7 @@ class ModuleGen:
         args = [f"ptr %b_{p.name}" for p in k.params] + [f"i64 %d_{d}" for d in k.dims]
         chain: list[L.Loop] = []
         body = k.body
-        while len(body) == 1 and isinstance(body[0], L.Loop):
+        while len(body) == 1 and type(body[0]) is L.Loop:
             chain.append(body[0])
             body = body[0].body
         if len(body) >= 2:

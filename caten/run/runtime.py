@@ -41,6 +41,7 @@ class Runtime:
 
     name: str = "?"
     description: str = ""
+    emits_schedule: bool = False  # True: `emit(..., "schedule")` gives its own `--emit schedule` text
 
     def available(self) -> tuple[bool, str]:
         return True, ""

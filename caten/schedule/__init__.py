@@ -71,12 +71,14 @@ class Schedule:
     arena_size: Dim
     peak: Dim
     outputs: list[Node]
+    threads: int = 1  # GEMM stages may split their rows over this many threads (scratch is sized for it)
 
     def dump(self) -> str:
         p = self.program
         temps = [b for b in self.buffers.values() if b.role == "temp"]
         lines = [f"schedule {p.name}: {len(self.kernels)} kernel(s), {len(temps)} temp buffer(s), "
-                 f"arena {self.arena_size} bytes, peak {self.peak} bytes"]
+                 f"arena {self.arena_size} bytes, peak {self.peak} bytes"
+                 + (f", GEMMs on up to {self.threads} threads" if self.threads > 1 else "")]
         for k in self.kernels:
             lines.append(f"kernel {k.name}: outer [{' '.join(map(str, k.outer_shape))}]"
                          f" reads {' '.join(k.reads) or '-'} writes {' '.join(k.writes) or '-'}")
@@ -311,9 +313,10 @@ def reduce_mode(n: Node, outer: int) -> str:
     return "register"
 
 
-def schedule(program: Program, check="lowering") -> Schedule:
+def schedule(program: Program, check="lowering", threads: int = 1) -> Schedule:
     """Group `program` into kernels. `check(members, outer, realized)` may veto a fusion by
-    raising Unfusable; by default the lowering tries each group before it is committed."""
+    raising Unfusable; by default the lowering tries each group before it is committed.
+    `threads` > 1 gives every GEMM stage one set of packed panels per thread."""
     if check == "lowering":
         from caten.lower import check_group  # lower builds on this module; imported late on purpose
 
@@ -406,7 +409,7 @@ def schedule(program: Program, check="lowering") -> Schedule:
                         buffers[name] = Buffer(name, n.dtype, (0,), "temp")
                         names.append(name)
                 for name, size in zip(names, plan.pack_sizes()):
-                    buffers[name].shape = (max(buffers[name].shape[0], size),)
+                    buffers[name].shape = (max(buffers[name].shape[0], size * threads),)
                 st.scratch = tuple(names)
             k.stages.append(st)
         kernels.append(k)
@@ -429,7 +432,7 @@ def schedule(program: Program, check="lowering") -> Schedule:
         for b in k.reads:
             buffers[b].last = max(buffers[b].last, gi)
     arena, peak = plan_arena([b for b in buffers.values() if b.role == "temp"])
-    return Schedule(program, kernels, buffers, node_buf, arena, peak, outs)
+    return Schedule(program, kernels, buffers, node_buf, arena, peak, outs, threads)
 
 
 def _align(n: Dim) -> Dim:
