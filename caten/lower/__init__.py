@@ -8,6 +8,7 @@ Inlined nodes are computed where they are used; VIEWs become index arithmetic wi
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 
 from caten.ir import dims as D
@@ -60,6 +61,27 @@ class Coords:
         return ("f", self.flat().key())
 
 
+class _Ranges(dict):
+    """Known ranges of index variables. `version` names the current set of facts (a fresh
+    number for every update, the old one back on `restore`), so values memoized under one
+    version were derived from exactly these facts."""
+
+    _versions = itertools.count(1)
+    version = 0
+
+    def __setitem__(self, k: X, v: tuple[Dim, Dim]) -> None:
+        self.version = next(self._versions)
+        super().__setitem__(k, v)
+
+    def save(self) -> tuple[dict, int]:
+        return dict(self), self.version
+
+    def restore(self, state: tuple[dict, int]) -> None:
+        self.clear()
+        self.update(state[0])
+        self.version = state[1]
+
+
 class KernelLowerer:
     def __init__(self, name: str, members: list[Node], outer: int, realized: set[Node],
                  bufname: Callable[[Node], str | None], modes: dict[Node, str] | None = None,
@@ -72,7 +94,7 @@ class KernelLowerer:
         self.local = local or set()
         self.done: set[Node] = set()
         self.scalars: dict[Node, X] = {}
-        self.ranges: dict[X, tuple[Dim, Dim]] = {}
+        self.ranges = _Ranges()
         self.memo: dict = {}
         self.nvar = 0
         self.bufs: dict[str, tuple] = {}
@@ -117,7 +139,7 @@ class KernelLowerer:
                 if n in self.members:
                     raise Unfusable("a later stage is read")
                 return self.load(n, c)
-        key = (n, c.key(), root, tuple(sorted(((id(a), D._key(b[0]), D._key(b[1])) for a, b in self.ranges.items()))))
+        key = (n, c.key(), root, self.ranges.version)
         hit = self.memo.get(key)
         if hit is None:
             hit = self.memo[key] = self._val(n, c)
@@ -159,7 +181,7 @@ class KernelLowerer:
         if v.mask is None:
             return self.val(src, Coords(src.shape, flat=off))
         cond = None
-        saved = dict(self.ranges)
+        saved = self.ranges.save()
         for a, (lo, hi), d in zip(axes, v.mask, v.shape):
             e = a.expr()
             if lo != 0:
@@ -173,7 +195,7 @@ class KernelLowerer:
         try:
             inner = self.val(src, Coords(src.shape, flat=off))
         finally:
-            self.ranges = saved
+            self.ranges.restore(saved)
         if cond is None:
             return inner
         return X.make("masked", n.dtype, (cond, inner))
@@ -421,10 +443,7 @@ class KernelLowerer:
             L.Loop(rz.arg, _sub(L.const(mr), rv), [L.Loop(kz.arg, klen, [
                 L.Store(pa, L.iadd(abase, L.iadd(L.imul(kz, L.const(mr)), L.iadd(rv, rz))), zero)], "cold")],
                    "cold")])]
-        # micro-tiles
-        jt, it = var("jt", nc // nr), var("it", mc // mr)
-        jb2 = L.iadd(j0, L.imul(jt, L.const(nr)))
-        ib2 = L.iadd(i0, L.imul(it, L.const(mr)))
+        # micro-tiles of the block at (i0, j0)
         local = n in self.local
         oshape = list(n.shape[p:] if local else n.shape)
         ostr = contiguous_strides(oshape)
@@ -433,20 +452,18 @@ class KernelLowerer:
         for a in range(n.rank):
             if a < off or oshape[a - off] == 1:
                 continue
-            s = L.dim(ostr[a - off])
+            s = L.dim(ostr[a - off])  # the j axis is innermost: its stride is 1
             if a == plan.j:
-                ooff = L.iadd(ooff, L.imul(jb2, s))
+                ooff = L.iadd(ooff, L.imul(j0, s))
             elif a == plan.i:
-                ooff = L.iadd(ooff, L.imul(ib2, s))
+                ooff = L.iadd(ooff, L.imul(i0, s))
             elif a in coord:
                 ooff = L.iadd(ooff, L.imul(coord[a].expr(), s))
         ostride = L.dim(ostr[plan.i - off]) if plan.i is not None and plan.i >= off else L.const(0)
         beta = L.const(False, T.bool_) if nkc.op == "const" and nkc.arg == 1 else L.icmplt(L.const(0), kcv)
-        tile = L.TileMM(f"s{si}_{self.nvar}", dt, mr, nr, klen, pa, L.iadd(poff_a, L.imul(it, L.const(kc * mr))),
-                        pb, L.iadd(poff_b, L.imul(jt, L.const(kc * nr))), buf, ooff, ostride,
-                        _min(L.const(mr), _sub(m_hi, ib2)), _min(L.const(nr), _sub(N, jb2)), beta)
+        tiles = [L.MacroMM(f"s{si}_{self.nvar}", dt, mr, nr, klen, pa, poff_a, kc * mr, pb, poff_b, kc * nr, buf,
+                           ooff, ostride, npi, npj, _sub(m_hi, i0), _sub(N, j0), beta)]
         self.nvar += 1
-        tiles = [L.Loop(jt.arg, npj, [L.Loop(it.arg, npi, [tile])])]
         body = [L.Loop(ic.arg, _ceil(_sub(m_hi, m_lo), mc), pack_a + tiles)]
         body = [L.Loop(jc.arg, _ceil(N, nc), [L.Loop(kcv.arg, nkc, pack_b + body)])]
         for v, e in reversed(loops):

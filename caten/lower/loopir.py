@@ -12,8 +12,9 @@ Expression ops (`X.op`):
   An `Op.ADD/MUL/MAX` with arg "acc" is a reduction update that may be reassociated.
 Statements: Loop(var, extent, body) and its Parallel form (iterations may run on threads),
   Store(buf, idx, value), Acc(var, dtype, init),
-  SetAcc(var, value), TileMM (a GEMM micro-kernel over packed panels; `expand()` gives the
-  same computation in the other statements, for renderers without a register-tile path).
+  SetAcc(var, value), TileMM (a GEMM micro-kernel over packed panels) and MacroMM (the
+  tiles of a packed block); their `expand()` gives the same computation in the other
+  statements, for renderers without a register-tile path.
 """
 
 from __future__ import annotations
@@ -203,6 +204,52 @@ class TileMM:
 
 
 @dataclass
+class MacroMM:
+    """The tiles of one packed block: for jt < nj, it < ni, a TileMM of panel A `it` (offset
+    aoff + it*astep) and panel B `jt` (boff + jt*bstep) into out[ooff + it*rows*ostride +
+    jt*cols ...], valid up to mrem rows and nrem columns from the block's origin. Every GEMM
+    has this same shape, so a renderer may emit it once per module and call it."""
+    var: str
+    dtype: DType
+    rows: int
+    cols: int
+    kext: X
+    a: str
+    aoff: X
+    astep: int
+    b: str
+    boff: X
+    bstep: int
+    out: str
+    ooff: X
+    ostride: X
+    ni: X
+    nj: X
+    mrem: X
+    nrem: X
+    beta: X
+
+    def exprs(self) -> tuple[X, ...]:
+        return (self.kext, self.aoff, self.boff, self.ooff, self.ostride, self.ni, self.nj, self.mrem, self.nrem,
+                self.beta)
+
+    def expand(self) -> list:
+        jt, it = var(f"{self.var}_jt"), var(f"{self.var}_it")
+        ib, jb = imul(it, const(self.rows)), imul(jt, const(self.cols))
+        tile = TileMM(self.var, self.dtype, self.rows, self.cols, self.kext,
+                      self.a, iadd(self.aoff, imul(it, const(self.astep))),
+                      self.b, iadd(self.boff, imul(jt, const(self.bstep))),
+                      self.out, iadd(self.ooff, iadd(imul(ib, self.ostride), jb)), self.ostride,
+                      _imin(const(self.rows), iadd(self.mrem, imul(ib, const(-1)))),
+                      _imin(const(self.cols), iadd(self.nrem, imul(jb, const(-1)))), self.beta)
+        return [Loop(jt.arg, self.nj, [Loop(it.arg, self.ni, [tile])])]
+
+
+def _imin(a: X, b: X) -> X:
+    return alu(Op.WHERE, IDX, icmplt(a, b), a, b)
+
+
+@dataclass
 class BufParam:
     name: str
     dtype: DType
@@ -233,6 +280,10 @@ class Kernel:
                     lines.append(f"{ind}{s.dtype} {s.var} = {s.init!r}")
                 elif isinstance(s, SetAcc):
                     lines.append(f"{ind}{s.var} = {s.value!r}")
+                elif isinstance(s, MacroMM):
+                    lines.append(f"{ind}tiles {s.rows}x{s.cols} of {s.a}[{s.aoff!r} + it*{s.astep}] x "
+                                 f"{s.b}[{s.boff!r} + jt*{s.bstep}] -> {s.out}[{s.ooff!r}] (it<{s.ni!r}, jt<{s.nj!r},"
+                                 f" rows<{s.mrem!r}, cols<{s.nrem!r}, k<{s.kext!r}, beta {s.beta!r})")
                 elif isinstance(s, TileMM):
                     lines.append(f"{ind}tile {s.rows}x{s.cols} k<{s.kext!r}: {s.out}[{s.ooff!r} + r*{s.ostride!r} + c]"
                                  f" {'+' if s.beta.op != 'const' or s.beta.arg else ''}= "

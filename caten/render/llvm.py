@@ -111,6 +111,8 @@ class FnGen:
     def __init__(self, mod: ModuleGen, dims: Sequence[str], defines: dict[str, int]):
         self.mod, self.dims, self.defines = mod, list(dims), defines
         self.lines: list[str | None] = []
+        self.entry: list[str | None] = []  # hoisted into the entry block (dim values)
+        self.dimmemo: dict = {}
         self.allocas: list[str] = []
         self.n = 0
         self.cur = "entry"
@@ -180,8 +182,21 @@ class FnGen:
         return r
 
     def dimval(self, d) -> str:
+        """The i64 value of a dim expression: computed once per function, in its entry block
+        (it reads only dim arguments, so the value dominates every use)."""
         if isinstance(d, int):
             return str(d)
+        key = D._key(d)
+        hit = self.dimmemo.get(key)
+        if hit is None:
+            body, self.lines = self.lines, self.entry
+            try:
+                hit = self.dimmemo[key] = self._dimval(d)
+            finally:
+                self.lines = body
+        return hit
+
+    def _dimval(self, d) -> str:
         total = None
         for m, c in sorted(d.terms.items(), key=lambda mc: repr(mc[0])):
             term = str(c)
@@ -200,6 +215,8 @@ class FnGen:
                 raise KeyError(f"dimension {name} is neither a dynamic dim nor defined")
             return f"%d_{name}"
         x, y = (self.dimval(s) for s in a.args)
+        if a.op in ("idiv", "mod") and isinstance(a.args[1], int) and a.args[1] > 0 and D.sign_of(a.args[0]) == 1:
+            return self.ins(f"{'udiv' if a.op == 'idiv' else 'urem'} i64 {x}, {y}")  # both sides known >= 0
         if a.op in ("idiv", "mod"):
             z = self.icmp("eq", "i64", y, "0")
             ys = self.select(z, "i64", "1", y)
@@ -673,6 +690,9 @@ class FnGen:
                 self.emit(f"store {rty(dt)} {self.v(s.value)}, ptr {ptr}")
             elif isinstance(s, L.TileMM):
                 self.tilemm(s)
+            elif isinstance(s, L.MacroMM):
+                args = [f"ptr %b_{b}" for b in (s.a, s.b, s.out)] + [f"i64 {self.v(x)}" for x in s.exprs()[:-1]]
+                self.emit(f"call void @{self.mod.macromm(s)}({', '.join(args)}, i1 {self.v(s.beta)})")
             elif isinstance(s, _Call):
                 self.emit(f"call void @{s.name}({', '.join(s.args)})")
             else:
@@ -811,7 +831,7 @@ class FnGen:
             sp = self.ins(f"shufflevector {vt} {ins}, {vt} poison, <{cols} x i32> zeroinitializer")
             self.emit(f"{news[r]} = call {vt} @{fma}({vt} {sp}, {vt} {bv}, {vt} {accs[r]})")
         self.emit(f"{k1} = add nuw nsw i64 {k}, 1")
-        self.emit(f"br label %{h}")
+        self.emit(f"br label %{h}, !llvm.loop {self.mod.unroll_md(4)}")
         self.block(e)
         ooff, ostr, rv, cv, beta = (self.v(x) for x in (s.ooff, s.ostride, s.rvalid, s.cvalid, s.beta))
         full = self.ins(f"and i1 {self.icmp('eq', 'i64', rv, str(rows))}, {self.icmp('eq', 'i64', cv, str(cols))}")
@@ -843,7 +863,7 @@ class FnGen:
 
     def text(self, header: str, ret: str = "ret void") -> str:
         body = [ln for ln in self.lines if ln is not None]
-        return "\n".join([header, "entry:", *self.allocas, *body, "  " + ret, "}"])
+        return "\n".join([header, "entry:", *self.allocas, *self.entry, *body, "  " + ret, "}"])
 
 
 class _Call:
@@ -894,6 +914,10 @@ def _uses(stmts: list) -> tuple[set[str], set[str]]:
                 bufs.update((s.a, s.b, s.out))
                 for e in (s.kext, s.aoff, s.boff, s.ooff, s.ostride, s.rvalid, s.cvalid, s.beta):
                     x(e)
+            elif isinstance(s, L.MacroMM):
+                bufs.update((s.a, s.b, s.out))
+                for e in s.exprs():
+                    x(e)
             else:
                 used.add("?")
     walk(stmts)
@@ -910,15 +934,45 @@ class ModuleGen:
         self.decls: dict[str, str] = {}
         self.funcs: list[str] = []
         self.mds: list[str] = []
+        self.md_props: dict[str, int] = {}
         self.nfresh = 0
+        self.shared: set[str] = set()
 
     def cold_md(self) -> str:
         """Loop metadata: neither vectorize nor unroll (cold or tiny loops; saves compile time)."""
-        if not self.mds:
-            self.mds += ['!0 = !{!"llvm.loop.vectorize.enable", i1 false}', '!1 = !{!"llvm.loop.unroll.disable"}']
+        return self._loop_md('!{!"llvm.loop.vectorize.enable", i1 false}', '!{!"llvm.loop.unroll.disable"}')
+
+    def unroll_md(self, count: int) -> str:
+        """Loop metadata: unroll `count` times (the pipeline unrolls only loops that ask)."""
+        return self._loop_md(f'!{{!"llvm.loop.unroll.count", i32 {count}}}')
+
+    def _loop_md(self, *props: str) -> str:
+        ids = []
+        for p in props:
+            if p not in self.md_props:
+                self.md_props[p] = len(self.mds)
+                self.mds.append(f"!{len(self.mds)} = {p}")
+            ids.append(f"!{self.md_props[p]}")
         n = len(self.mds)
-        self.mds.append(f"!{n} = distinct !{{!{n}, !0, !1}}")
+        self.mds.append(f"!{n} = distinct !{{!{n}, {', '.join(ids)}}}")
         return f"!{n}"
+
+    def macromm(self, s: L.MacroMM) -> str:
+        """The function running a packed block's tiles, defined once per module for each tile
+        shape: `(ptr a, ptr b, ptr out, i64 aoff, boff, ooff, ostride, ni, nj, mrem, nrem, kext, i1 beta)`."""
+        name = f"caten_tiles_{s.dtype.name}_{s.rows}x{s.cols}_{s.astep}_{s.bstep}"
+        if name not in self.shared:
+            self.shared.add(name)
+            names = ("kext", "aoff", "boff", "ooff", "ostride", "ni", "nj", "mrem", "nrem")
+            v = {n: L.var(n) for n in names}
+            gen = L.MacroMM("mm", s.dtype, s.rows, s.cols, v["kext"], "A", v["aoff"], s.astep, "B", v["boff"],
+                            s.bstep, "O", v["ooff"], v["ostride"], v["ni"], v["nj"], v["mrem"], v["nrem"],
+                            L.var("beta", T.bool_))
+            g = FnGen(self, [], {})
+            g.stmts(gen.expand())
+            params = [f"ptr noalias %b_{b}" for b in "ABO"] + [f"i64 %v_{n}" for n in names] + ["i1 %v_beta"]
+            self.funcs.append(g.text(f"define internal void @{name}({', '.join(params)}) #1 {{"))
+        return name
 
     def fresh(self, hint: str) -> str:
         """A function name not yet used in this module."""
@@ -943,7 +997,7 @@ class ModuleGen:
             outer = [lp.var for lp in chain]
             new: list = []
             for i, st in enumerate(body):
-                if isinstance(st, (L.Loop, L.TileMM)) and _free_vars([st]) <= set(outer):
+                if isinstance(st, (L.Loop, L.TileMM, L.MacroMM)) and _free_vars([st]) <= set(outer):
                     name = f"{k.name}__s{i}"
                     g = FnGen(self, k.dims, defines)
                     g.stmts([st])
