@@ -282,6 +282,17 @@ def test_error_in_second_composite_points_there():
     assert "log" in full_text(ei.value)
 
 
+
+def test_error_in_called_helper_is_reported_at_load():
+    # the helper is checked as part of its caller (not elaborated alone): the error still
+    # surfaces at load time, at the helper's own source position
+    src = ("(composite helper ((X{f32}[N]) -> (Y{f32}[N]))\n  (+ X (undefined-thing X)))\n\n"
+           "(composite main ((A{f32}[N]) -> (B{f32}[N]))\n  (helper A))\n")
+    with pytest.raises(caten.Error) as ei:
+        caten.loads(src, runtime="numpy")
+    assert (ei.value.line, ei.value.col) == (2, 9)
+    assert "undefined-thing" in str(ei.value)
+
 def test_error_inside_block_comment_lines_keeps_positions():
     src = "#| a comment\n   over two lines |#\n" + SIG + "  ; a line comment\n  (return (softmx X)))\n"
     with pytest.raises(caten.Error) as ei:

@@ -48,6 +48,8 @@ class Atom:
             return self.args[0]
         return f"({self.op} {' '.join(map(str, self.args))})"
 
+    __repr__ = __str__  # also orders printed terms: deterministic, unlike the default (an address)
+
 
 def _key(d: Dim) -> object:
     return d._terms_key if isinstance(d, DimExpr) else d

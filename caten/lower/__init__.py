@@ -500,12 +500,39 @@ def _ceil(a: X, k: int) -> X:
     return X.make("idiv", L.IDX, (L.iadd(a, L.const(k - 1)), L.const(k)))
 
 
-def check_group(members: list[Node], outer: int, realized: set[Node]) -> None:
-    """The scheduler's veto: can these nodes share `outer` loops?"""
-    for n in members:
+class GroupCheck:
+    """The scheduler's veto: can these nodes share `outer` loops? It lowers the group and
+    lets Unfusable escape. Incremental: the scheduler grows a group one node at a time, so
+    when `members` is the last accepted group plus one node (same `outer`), only that node's
+    stage is lowered on top of the kept lowering state. `fresh()` gives the state for one
+    schedule."""
+
+    def __init__(self) -> None:
+        self.last: tuple[tuple[Node, ...], int, KernelLowerer] | None = None
+
+    def fresh(self) -> GroupCheck:
+        return GroupCheck()
+
+    def __call__(self, members: list[Node], outer: int, realized: set[Node]) -> None:
+        n = members[-1]
         if n.op is Op.REDUCE and max_outer(n) < outer:
             raise Unfusable("reduce axis inside the outer loops")
-    KernelLowerer("check", members, outer, realized, lambda n: "b").lower()
+        last, self.last = self.last, None
+        if last is not None and last[1] == outer and last[0] == tuple(members[:-1]):
+            kl = last[2]
+            kl.members.append(n)
+            kl.stage(n, len(members) - 1)
+        else:
+            for m in members[:-1]:
+                if m.op is Op.REDUCE and max_outer(m) < outer:
+                    raise Unfusable("reduce axis inside the outer loops")
+            kl = KernelLowerer("check", list(members), outer, realized, lambda n: "b")
+            for si, m in enumerate(members):
+                kl.stage(m, si)
+        self.last = (tuple(members), outer, kl)
+
+
+check_group = GroupCheck()
 
 
 def lower(sched: Schedule) -> list[L.Kernel]:

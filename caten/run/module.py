@@ -19,6 +19,7 @@ from caten.ir import dtypes as T
 from caten.ir.dtypes import DType
 from caten.ir.program import Program
 from caten.read.program import CompositeDef
+from caten.read.sexpr import SList, head
 from caten.run.runtime import CompileOptions, Runtime
 
 
@@ -204,6 +205,22 @@ def check_shapes(prog: Program, arrays: list[np.ndarray]) -> dict[str, int]:
     return env
 
 
+def _called_names(cdefs: list[CompositeDef]) -> set[str]:
+    """Names of these composites that another one of them calls."""
+    names = {c.name for c in cdefs}
+    out: set[str] = set()
+    for c in cdefs:
+        stack = list(c.body)
+        while stack:
+            f = stack.pop()
+            if isinstance(f, SList):
+                h = head(f)
+                if h in names and h != c.name:
+                    out.add(h)
+                stack.extend(f.items)
+    return out
+
+
 class Module:
     """The composites of one source, compiled lazily for a runtime."""
 
@@ -212,8 +229,11 @@ class Module:
         self.source, self.runtime, self.explain = source, runtime, explain
         self.types, self.dims, self.opt_level, self.rules, self.use_cache = types, dims, opt_level, rules, use_cache
         self._composites = {n.replace("-", "_"): Composite(self, source.entry(n)) for n in source.names}
-        for c in self._composites.values():  # report source errors at load time where the dtypes are known
-            if all(T.lookup(p.dtype) or p.dtype in types for p in c.cdef.params):
+        # report source errors at load time where the dtypes are known; a composite that another
+        # one here calls is checked as part of its caller (elaborating it alone too doubled the work)
+        called = _called_names([c.cdef for c in self._composites.values()])
+        for c in self._composites.values():
+            if c.cdef.name not in called and all(T.lookup(p.dtype) or p.dtype in types for p in c.cdef.params):
                 c.elaborate(dict(types))
 
     def __getattr__(self, name: str) -> Composite:

@@ -321,6 +321,7 @@ def schedule(program: Program, check="lowering", threads: int = 1) -> Schedule:
         from caten.lower import check_group  # lower builds on this module; imported late on purpose
 
         check = check_group
+    check = getattr(check, "fresh", lambda: check)()  # a checker with state gets its own for this schedule
     outs: list[Node] = []
     seen_out: set[Node] = set()
     for i, n in enumerate(program.nodes):
