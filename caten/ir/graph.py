@@ -132,11 +132,25 @@ def structural_hash(outputs: Sequence[Node], rename: dict[str, Dim] | None = Non
     order = toposort(outputs)
     ids = {id(n): i for i, n in enumerate(order)}
     h = hashlib.sha256()
-    canon = (lambda x: x) if not rename else (lambda x: _canon(x, rename))
+    dims: dict = {}  # canonical text of each distinct dim, and of each distinct argument object
+    args: dict[int, str] = {}
+
+    def dim(d: Dim) -> str:
+        k = D._key(d)
+        t = dims.get(k)
+        if t is None:
+            t = dims[k] = str(_canon(d, rename) if rename else d)
+        return t
+
     for n in order:
         arg = n.arg[:2] if n.op is Op.BUFFER else n.arg
-        h.update(repr((n.op.value, n.dtype.name, tuple(str(canon(d)) for d in n.shape),
-                       tuple(ids[id(s)] for s in n.src), repr(_arg_key(canon(arg))))).encode())
+        a = args.get(id(n.arg))
+        if a is None or n.op is Op.BUFFER:
+            a = repr(_arg_key(_canon(arg, rename) if rename else arg))
+            if n.op is not Op.BUFFER:
+                args[id(n.arg)] = a
+        h.update(repr((n.op.value, n.dtype.name, tuple(dim(d) for d in n.shape),
+                       tuple(ids[id(s)] for s in n.src), a)).encode())
     h.update(repr([ids[id(o)] for o in outputs]).encode())
     return h.hexdigest()
 

@@ -8,6 +8,7 @@ locations; lark's LALR parser then reads the tokens of `grammar/caten.lark`.
 from __future__ import annotations
 
 import functools
+import threading
 from importlib import resources
 
 from caten.errors import Error, Span
@@ -19,11 +20,17 @@ _CLOSE = {"(": ")", "[": "]"}
 
 @functools.lru_cache(maxsize=1)
 def _parser():
-    """lark's LALR parser for grammar/caten.lark (imported on first use: warm runs never need it)."""
+    """lark's LALR parser for grammar/caten.lark (imported on first use: warm runs never need it),
+    building caten's forms as it reduces (no parse tree, no second pass over one)."""
     import lark
 
     text = resources.files("caten.grammar").joinpath("caten.lark").read_text(encoding="utf-8")
-    return lark.Lark(text, parser="lalr", propagate_positions=True, maybe_placeholders=False)
+    builder = _Builder()
+    return lark.Lark(text, parser="lalr", keep_all_tokens=True, maybe_placeholders=False,
+                     transformer=builder), builder
+
+
+_parse_lock = threading.Lock()
 
 
 class _Src:
@@ -112,40 +119,39 @@ def _unescape(s: str) -> str:
     return "".join(out)
 
 
-class _Convert:
-    def __init__(self, src: _Src):
-        self.src = src
+class _Builder:
+    """lark callbacks, one per grammar rule, run as the parser reduces; `src` is the text being
+    read (set under `_parse_lock`). Bracket tokens are kept, so a form's span runs from its
+    opening token to its closing one."""
 
-    def span_of(self, meta_or_tok) -> Span:
-        return self.src.span(meta_or_tok.start_pos, meta_or_tok.end_pos)
+    src: _Src
 
-    def form(self, t) -> Form:
-        import lark
+    def _span(self, first, last) -> Span:
+        return self.src.span(first.start_pos, last.end_pos)
 
-        if isinstance(t, lark.Token):
-            return self.atom(t)
-        kind = t.data
-        if kind == "atom":
-            return self.atom(t.children[0])
-        if kind in ("list", "vector"):
-            return SList([self.form(c) for c in t.children], self.span_of(t.meta), kind == "vector")
-        return self.annot(t)
+    def start(self, children: list) -> list[Form]:
+        return children
 
-    def annot(self, t) -> Annot:
-        tok = t.children[0]
+    def list(self, c: list) -> SList:
+        return SList(c[1:-1], self._span(c[0], c[-1]))
+
+    def vector(self, c: list) -> SList:
+        return SList(c[1:-1], self._span(c[0], c[-1]), True)
+
+    def annot(self, c: list) -> Annot:
+        tok = c[0]
         text = str(tok)
         name, rest = text.split("{", 1)
         dtype = rest.split("}", 1)[0]
-        span = self.span_of(t.meta)
+        span = self._span(tok, c[-1])
         if not dtype:
             raise Error("empty dtype in annotation", span, "write NAME{f32}[...] or NAME{T}[...]")
-        dims = None
-        if tok.type == "ANNOT_OPEN":
-            dims = [self.form(c) for c in t.children[1:]]
+        dims = c[1:-1] if tok.type == "ANNOT_OPEN" else None
         return Annot(name, dtype, dims, span)
 
-    def atom(self, tok) -> Form:
-        span = self.span_of(tok)
+    def atom(self, c: list) -> Form:
+        tok = c[0]
+        span = self._span(tok, tok)
         s = str(tok)
         if tok.type == "INT":
             return Num(int(s), span)
@@ -166,8 +172,11 @@ def read(text: str, file: str = "<string>", display_text: str | None = None) -> 
 
     src = _Src(text, file, display_text)
     clean = _prescan(src)
+    parser, builder = _parser()
     try:
-        tree = _parser().parse(clean)
+        with _parse_lock:
+            builder.src = src
+            return parser.parse(clean)
     except lark.UnexpectedCharacters as e:
         ch = clean[e.pos_in_stream] if e.pos_in_stream < len(clean) else ""
         hint = "tensor annotations are written NAME{DTYPE}[DIM, ...]" if ch in "{}" else None
@@ -180,8 +189,6 @@ def read(text: str, file: str = "<string>", display_text: str | None = None) -> 
     except lark.UnexpectedInput as e:  # UnexpectedEOF and relatives
         pos = getattr(e, "pos_in_stream", None) or len(clean)
         raise Error("unexpected end of input", src.span(max(0, min(pos, len(clean) - 1)))) from None
-    conv = _Convert(src)
-    return [conv.form(c) for c in tree.children]
 
 
 def read_file(path: str) -> list[Form]:
