@@ -25,6 +25,7 @@ from caten.ir import dims as D
 from caten.ir.ops import Op
 from caten.ir.program import Program, c_symbol
 from caten.render import cstyle as CS
+from caten.run.arena import Arenas
 from caten.run.runtime import CompileOptions, Runtime, named_programs
 
 FLAGS = ["-O3", "-march=native", "-shared", "-fPIC", "-ffp-contract=off", "-fwrapv", "-fno-math-errno",
@@ -111,19 +112,15 @@ def _load(lib: bytes, tag: str) -> ctypes.CDLL:
 class CExecutable:
     def __init__(self, program: Program, sched, fn, source: str):
         self.program, self.sched, self.fn, self.source = program, sched, fn, source
-        self.arena = np.empty(0, np.uint8)
-        self._ptr = 0
+        self.arenas = Arenas()
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], env: dict[str, int]) -> None:
         env = {**self.program.defines, **env}
         size = D.evaluate(self.sched.arena_size, env) if not isinstance(self.sched.arena_size, int) \
             else self.sched.arena_size
-        if size + 64 > self.arena.size:
-            self.arena = np.empty(size + 128, np.uint8)
-            self._ptr = self.arena.ctypes.data + (-self.arena.ctypes.data) % 64
         ins = [np.ascontiguousarray(a) for a in inputs]
         ptrs = [a.ctypes.data for a in ins] + [o.ctypes.data for o in outputs]
-        self.fn(*ptrs, self._ptr, *[int(env[d]) for d in self.program.dims])
+        self.fn(*ptrs, self.arenas.pointer(size), *[int(env[d]) for d in self.program.dims])
 
 
 class CRuntime(Runtime):

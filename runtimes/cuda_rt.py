@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -199,6 +200,7 @@ class CUDAExecutable:
         self.funcs = [(k, _ok(cu.cuModuleGetFunction(self.module, k.name.encode()))) for k in dp.kernels]
         self.mem: dict[str, tuple[int, int]] = {}  # buffer -> (device pointer, bytes)
         self.defines = dict(dp.program.defines)
+        self._lock = threading.Lock()
 
     def _alloc(self, name: str, nbytes: int) -> int:
         cu = _driver()
@@ -211,6 +213,10 @@ class CUDAExecutable:
         return hit[0]
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], env: dict[str, int]) -> None:
+        with self._lock:  # one device queue, kernel arguments and temporaries per executable: one call at a time
+            self._run(inputs, outputs, env)
+
+    def _run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], env: dict[str, int]) -> None:
         cu = _driver()
         gpu()
         env = {**self.defines, **env}

@@ -29,6 +29,7 @@ from caten.ir import dims as D
 from caten.ir.dtypes import DType
 from caten.ir.ops import TABLE, Op
 from caten.ir.program import Program
+from caten.run.arena import Arenas
 from caten.run.runtime import CompileOptions, Runtime, named_programs
 from caten.run.split import ExternSplit, has_extern
 
@@ -153,8 +154,7 @@ class LLVMExecutable:
         # in canonical dim names, so that a structurally equal program with other names can share the code
         self.arena_size = size if isinstance(size, int) or sched is None else \
             D.substitute(size, program.canonical_dims())
-        self.arena = np.empty(0, np.uint8)
-        self._arena_ptr = 0
+        self.arenas = Arenas()
 
     def rebind(self, program: Program) -> LLVMExecutable:
         """This code for a structurally equal program (other names): same function, own arena."""
@@ -183,17 +183,13 @@ class LLVMExecutable:
         else:
             canon = {str(v): env[k] for k, v in self.program.canonical_dims().items() if k in env}
             size = D.evaluate(self.arena_size, canon)
-        if size + 64 > self.arena.size:
-            self.arena = np.empty(size + 128, np.uint8)
-            base = self.arena.ctypes.data
-            self._arena_ptr = base + (-base) % 64
         ins = [np.ascontiguousarray(a) for a in inputs]
         for o in outputs:
             if not o.flags.c_contiguous:
                 raise Error("llvm runtime: outputs must be C-contiguous")
         ptrs = [a.ctypes.data for a in ins] + [o.ctypes.data for o in outputs]
         dims = [int(env[d]) for d in self.program.dims]
-        self.fn(*ptrs, self._arena_ptr, *dims)
+        self.fn(*ptrs, self.arenas.pointer(size), *dims)
 
 
 class LLVMRuntime(Runtime):

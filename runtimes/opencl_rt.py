@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import warnings
 from collections.abc import Sequence
 
@@ -79,6 +80,7 @@ class OpenCLExecutable:
         self.kernels = [(k, cl.Kernel(prog, k.name)) for k in dp.kernels]
         self.temps: dict[str, object] = {}
         self.defines = dict(dp.program.defines)
+        self._lock = threading.Lock()
 
     def _temp(self, name: str, nbytes: int):
         buf = self.temps.get(name)
@@ -88,6 +90,10 @@ class OpenCLExecutable:
         return buf
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], env: dict[str, int]) -> None:
+        with self._lock:  # one device queue, kernel arguments and temporaries per executable: one call at a time
+            self._run(inputs, outputs, env)
+
+    def _run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], env: dict[str, int]) -> None:
         cl = _cl()
         mf = cl.mem_flags
         env = {**self.defines, **env}

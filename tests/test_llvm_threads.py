@@ -108,3 +108,36 @@ int main(void) {{
     a = ((np.arange(m * k) * 7) % 13 - 6).astype(np.float32).reshape(m, k)
     b = ((np.arange(k * n) * 5) % 11 - 5).astype(np.float32).reshape(k, n)
     np.testing.assert_array_equal(got, a.astype(np.float64) @ b)  # small integers: exact in f32
+
+
+@pytest.mark.parametrize("runtime", ["llvm", "c", "opencl"])
+def test_concurrent_calls_from_python_threads(threads, runtime):
+    # llvm and c: every calling thread has its own arena (packed panels, temporaries) and
+    # output pool; opencl: calls on one executable take turns
+    import concurrent.futures
+
+    from caten.run import runtime as R
+
+    ok, why = R.get(runtime).available()
+    if not ok:
+        pytest.skip(why)
+    threads(1)
+    src = "(composite f ((A{f32}[M, K]) (B{f32}[K, N]) -> (C{f32}[M, N])) (softmax (matmul A B) :axis -1))"
+    mod = caten.loads(src, runtime=runtime, use_cache=False)
+    rng = np.random.default_rng(7)
+    cases = [(rng.standard_normal((384, 256), dtype=np.float32), rng.standard_normal((256, 320), dtype=np.float32))
+             for _ in range(4)]
+
+    def ref(a, b):
+        z = a.astype(np.float64) @ b
+        e = np.exp(z - z.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+
+    def work(i: int) -> float:
+        a, b = cases[i]
+        want = ref(a, b)
+        return max(float(np.abs(mod.f(a, b) - want).max()) for _ in range(8))
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        errs = list(pool.map(work, range(4)))
+    assert max(errs) < 1e-4, errs  # f32 rounding of the logits; a shared arena gives O(1) errors

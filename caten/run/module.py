@@ -7,6 +7,7 @@ kernel runs, and nothing the caller passed is ever written.
 from __future__ import annotations
 
 import sys
+import threading
 from typing import Any
 
 import numpy as np
@@ -98,12 +99,17 @@ class OutputPool:
     Touching freshly allocated memory costs the kernel's page zeroing (about as much as a
     memory-bound kernel itself), so an output whose array nobody references any more (no
     variable, no view: numpy views keep their base alive) is handed out again. The pool keeps
-    at most `per_key` arrays of each shape and dtype.
+    at most `per_key` arrays of each shape and dtype, per calling thread (so two threads never
+    get the same array).
     """
 
     def __init__(self, per_key: int = 2):
         self.per_key = per_key
-        self.arrays: dict[tuple, list[np.ndarray]] = {}
+        self._local = threading.local()
+
+    @property
+    def arrays(self) -> dict[tuple, list[np.ndarray]]:
+        return self._local.__dict__.setdefault("arrays", {})
 
     def take(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         lst = self.arrays.setdefault((shape, dtype.str), [])
