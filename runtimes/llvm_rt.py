@@ -1,9 +1,10 @@
 """`-r llvm`: fused loop kernels compiled by LLVM for the host CPU (JIT in-process, or AOT to
 an object / shared library with a C header).
 
-Pipeline: schedule (fusion + arena plan) -> loop IR -> LLVM IR text -> O3 (new pass
-manager) -> one shared MCJIT engine. Each program exports `NAME__impl(in..., out...,
-arena, dims...)` (the JIT calls it with a cached arena) and the C ABI entry of LANGUAGE.md
+Pipeline: schedule (fusion + arena plan) -> loop IR -> LLVM IR text -> O2 with both
+vectorizers (new pass manager) -> object code -> one shared MCJIT engine (docs/runtimes.md
+says why O2). Each program exports `NAME__impl(in..., out..., arena, dims...)` (the JIT
+calls it with a per-thread cached arena) and the C ABI entry of LANGUAGE.md
 section 8, `int32_t NAME(const T *in..., T *out..., int64_t dim...)`, which mallocs its
 own arena.
 """
