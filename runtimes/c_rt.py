@@ -29,7 +29,7 @@ from caten.run.arena import Arenas
 from caten.run.runtime import CompileOptions, Runtime, named_programs
 
 FLAGS = ["-O3", "-march=native", "-shared", "-fPIC", "-ffp-contract=off", "-fwrapv", "-fno-math-errno",
-         "-fno-trapping-math", "-fno-strict-aliasing"]
+         "-fno-trapping-math", "-fno-strict-aliasing", "-fopenmp-simd"]
 
 
 def cc() -> str:

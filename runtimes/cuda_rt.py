@@ -193,11 +193,12 @@ def arch() -> str:
 
 
 class CUDAExecutable:
+    """PTX for one program; the module is loaded on the GPU at the first run (so that compiling,
+    e.g. `caten test-runtime --compile-only`, works on a machine without one)."""
+
     def __init__(self, dp: CS.DeviceProgram, ptx: str):
-        cu = _driver()
         self.dp, self.ptx = dp, ptx
-        self.module = _ok(cu.cuModuleLoadData(ptx.encode() + b"\0"))
-        self.funcs = [(k, _ok(cu.cuModuleGetFunction(self.module, k.name.encode()))) for k in dp.kernels]
+        self.funcs: list | None = None
         self.mem: dict[str, tuple[int, int]] = {}  # buffer -> (device pointer, bytes)
         self.defines = dict(dp.program.defines)
         self._lock = threading.Lock()
@@ -219,6 +220,9 @@ class CUDAExecutable:
     def _run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], env: dict[str, int]) -> None:
         cu = _driver()
         gpu()
+        if self.funcs is None:
+            self.module = _ok(cu.cuModuleLoadData(self.ptx.encode() + b"\0"))
+            self.funcs = [(k, _ok(cu.cuModuleGetFunction(self.module, k.name.encode()))) for k in self.dp.kernels]
         env = {**self.defines, **env}
         ptrs: dict[str, int] = {}
         for b in self.dp.buffers.values():
@@ -268,10 +272,16 @@ class CUDARuntime(Runtime):
         return op is not Op.EXTERN
 
     def build(self, program: Program, options: CompileOptions) -> CUDAExecutable:
-        g = gpu()
+        try:
+            target = os.environ.get("CATEN_CUDA_ARCH") or gpu()["arch"]
+            on_gpu = True
+        except Exception:  # no GPU here: compile for CATEN_CUDA_ARCH or sm_80 and check with ptxas
+            target, on_gpu = arch(), False
         dp = CS.device_program(program, CS.CUDA, local=BLOCK, coop=True)
         src = CS.device_source([dp], CS.CUDA)
-        ptx = self.ptx(src, os.environ.get("CATEN_CUDA_ARCH") or g["arch"], options.use_cache)
+        ptx = self.ptx(src, target, options.use_cache)
+        if not on_gpu and shutil.which("ptxas"):
+            cubin(ptx, target)  # raises with ptxas's message if the PTX does not assemble
         exe = CUDAExecutable(dp, ptx)
         exe.source = src
         return exe

@@ -176,7 +176,9 @@ class Worker:
     def _start(self) -> None:
         import multiprocessing as mp
 
-        ctx = mp.get_context("fork" if hasattr(os, "fork") else "spawn")
+        # spawn, not fork: a forked child of a process that has started a device runtime (PoCL's
+        # threads, a CUDA context) hangs on its first call
+        ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_serve, args=(child, self.plugins), daemon=True)
         self.proc.start()
@@ -371,7 +373,13 @@ def run_suite(rt: Runtime, pattern: str | None = None, compile_only: bool = Fals
     t0 = time.perf_counter()
     if isolate is None:
         isolate = rt.name != "numpy" and os.environ.get("CATEN_CONFORMANCE_ISOLATE", "1") != "0"
-    worker = Worker(list(plugins or [])) if isolate else None
+    if isolate:
+        from caten.run import runtime as R
+
+        files = list(plugins or [])
+        worker = Worker(files + [f for f in R.plugin_files() if f not in files])
+    else:
+        worker = None
     rows = rows if rows is not None else C.rows(pattern)
     res = Result(rt.name, device_of(rt), rows)
     try:

@@ -300,7 +300,11 @@ def _helpers(t: Target) -> dict[str, tuple[tuple[str, ...], str]]:
         f" * r2 + {float(np.float32(c)).hex()}f)" for c in sc[1:])
     fmaf = "fma" if t.name == "opencl" else "fmaf"
     parts = "".join(f"  r = {fmaf}(-k, {float(np.float32(p)).hex()}f, r);\n" for p in sp)
+    # |x| >= 2^14: the 4-part reduction loses the argument; C uses libm's double sin (correctly
+    # rounded to f32), OpenCL its builtin (<= 4 ulp over the whole range, by the spec)
+    big = "(f32)sin((f64)x)" if t.name == "c" else "sin(x)"
     h["caten_sin_f32"] = ((), f"""{fn} f32 caten_sin_f32(f32 x) {{
+  if ((x >= 0x1p14f || x <= -0x1p14f) && x - x == 0.0f) return {big};
   bool fin = x - x == 0.0f;
   f32 xs = fin ? x : 0.0f;
   f32 y = xs * {float(np.float32(1 / math.pi)).hex()}f + 0.5f;
@@ -402,17 +406,19 @@ class Fn:
         if dt.is_int:
             return int_lit(int(v), dt)
         v = float(v)
-        if dt.name == "f16":
-            v = float(np.float16(v))
-        elif dt.name == "bf16":
-            v = float(ml_dtypes.bfloat16(v))
+        with np.errstate(over="ignore"):  # beyond a 16-bit float's range the constant is inf, as the cast says
+            if dt.name == "f16":
+                v = float(np.float16(v))
+            elif dt.name == "bf16":
+                v = float(ml_dtypes.bfloat16(v))
+            elif dt.bits == 32:
+                v = float(np.float32(v))
         if dt.bits == 64:
             self.uses_f64 = True
             if math.isfinite(v):
                 return f"({v.hex()})"
             bits = 0x7FF8000000000000 if math.isnan(v) else (0xFFF0000000000000 if v < 0 else 0x7FF0000000000000)
             return f"{self.t.bits[3]}({bits}UL)"
-        v = float(np.float32(v))
         if math.isfinite(v):
             return f"({v.hex()}f)"
         bits = 0x7FC00000 if math.isnan(v) else (0xFF800000 if v < 0 else 0x7F800000)
@@ -620,12 +626,29 @@ class Fn:
     def loop(self, s: L.Loop, start: str = "0", step: str = "") -> None:
         ext = self.v(s.extent)
         inc = f"v_{s.var} += {step}" if step else f"v_{s.var}++"
+        sums = _float_sums(s.body)
+        if sums and self.t.name == "c":
+            # the reassociation the loop IR allows an "acc" update: partial sums in vector lanes,
+            # as LLVM does (faster, and far closer to a pairwise sum than one serial f32 chain)
+            self.emit(f"#pragma omp simd reduction(+:{', '.join(f'a_{v}' for v in sums)})")
         self.open(f"for (i64 v_{s.var} = {start}; v_{s.var} < {ext}; {inc})")
         self.stmts(s.body)
         self.close()
 
     def body(self) -> str:
         return "\n".join(["  " + d for d in self.decls] + self.lines)
+
+
+def _float_sums(body: list) -> list[str]:
+    """The accumulators of a loop body made only of float `acc` additions, else []."""
+    out = []
+    for s in body:
+        v = getattr(s, "value", None)
+        if not (isinstance(s, L.SetAcc) and v.op is Op.ADD and v.arg == "acc" and v.dtype.name in ("f32", "f64")
+                and v.src[0].op == "var" and v.src[0].arg == s.var):
+            return []
+        out.append(s.var)
+    return out
 
 
 def expand(stmts: list) -> list:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -82,6 +83,7 @@ _memo_lock = threading.RLock()
 BUILTIN = {"numpy": "caten.runtimes.numpy_rt", "llvm": "caten.runtimes.llvm_rt", "c": "caten.runtimes.c_rt",
            "opencl": "caten.runtimes.opencl_rt", "cuda": "caten.runtimes.cuda_rt"}
 _loaded: dict[str, Runtime] = {}
+_plugin_files: dict[str, str] = {}  # runtime name -> the file it was loaded from
 
 
 def _from_module(modname: str) -> Runtime:
@@ -103,7 +105,13 @@ def load_plugin(path: str) -> Runtime:
     if not isinstance(rt, Runtime):
         raise Error(f"plugin {path} defines no RUNTIME (an instance of caten.run.runtime.Runtime)")
     _loaded[rt.name] = rt
+    _plugin_files[rt.name] = os.path.abspath(path)
     return rt
+
+
+def plugin_files() -> list[str]:
+    """The plugin files loaded so far (a worker process loads them again)."""
+    return list(_plugin_files.values())
 
 
 def names() -> list[str]:
