@@ -176,7 +176,8 @@ class OpenCLRuntime(Runtime):
         try:
             with warnings.catch_warnings():  # e.g. "division by zero" in branches never taken
                 warnings.simplefilter("ignore")
-                prog = cl.Program(ctx, src).build(options=[])
+                # -w: the device compiler's own warnings (PoCL's clang prints them to stderr)
+                prog = cl.Program(ctx, src).build(options=["-w"])
         except cl.RuntimeError as e:
             raise Error(f"the OpenCL compiler failed on generated code (a caten bug): {str(e)[:2000]}") from None
         exe = OpenCLExecutable(dp, prog, ctx, q, cpu)

@@ -22,6 +22,7 @@ import pytest
 
 import caten
 from caten.run import runtime as R
+from caten.run.runtime import CompileOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.lisp")) + sorted((ROOT / "examples").glob("*.yaml"))
@@ -321,13 +322,16 @@ def test_sin_of_huge_arguments(runtime):
     assert np.isnan(got[~fin]).all()
 
 
+@pytest.mark.parametrize("runtime", _runtimes())
 @pytest.mark.parametrize("dtype", ["f32", "f64"])
-def test_c_float_sums_use_partial_sums(dtype):
-    # found by the C op-coverage report: one serial f32 chain over 33k elements was 660 ulp off
-    _usable("c")
+def test_float_sums_use_partial_sums(runtime, dtype):
+    # found by the C and OpenCL op-coverage reports: one serial f32 chain over 33k elements
+    # was 660 ulp off numpy's pairwise sum
+    _usable(runtime)
     src = f"(composite t ((A{{{dtype}}}[M, N]) -> (C{{{dtype}}}[1, 1])) (sum A :keepdims true))"
-    mod = caten.loads(src, runtime="c", use_cache=False)
-    assert "#pragma omp simd reduction(+:" in R.get("c").emit(mod.t.program({})[0], "source")[".c"]
+    mod = caten.loads(src, runtime=runtime, use_cache=False)
+    text = next(iter(R.get(runtime).emit(mod.t.program({})[0], "source", CompileOptions()).values()))
+    assert ("#pragma omp simd reduction(+:" if runtime == "c" else "p_acc") in text
     rng = np.random.default_rng(5)
     worst = 0.0
     for _ in range(5):
