@@ -141,3 +141,16 @@ def test_concurrent_calls_from_python_threads(threads, runtime):
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         errs = list(pool.map(work, range(4)))
     assert max(errs) < 1e-4, errs  # f32 rounding of the logits; a shared arena gives O(1) errors
+
+
+def test_results_do_not_depend_on_the_thread_count(threads):
+    # each output element is summed by one thread in the same k order: bit-identical results
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((333, 300), dtype=np.float32)
+    b = rng.standard_normal((300, 200), dtype=np.float32)
+    outs = []
+    for n in (1, 2, 3):
+        threads(n)
+        outs.append(caten.loads(MM, runtime="llvm", use_cache=False).mm(a, b).copy())
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_array_equal(outs[0], outs[2])
