@@ -255,6 +255,11 @@ class CUDARuntime(Runtime):
     name = "cuda"
     description = "CUDA C from the shared C-style renderer -> PTX (NVRTC or nvcc), run with cuda-bindings"
 
+    def device(self) -> str:
+        """What `caten test-runtime` reports as the device."""
+        ok, why = self.available()
+        return why if ok else f"no CUDA GPU here: compile-only, PTX for {arch()} checked by ptxas"
+
     def available(self) -> tuple[bool, str]:
         try:
             _driver()
