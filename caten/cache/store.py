@@ -184,6 +184,10 @@ class Cache:
                 n += 1
             except OSError:
                 pass
+        try:  # the reader's grammar tables (lark's own file, beside the entries)
+            (self.root / "lark-grammar.cache").unlink()
+        except OSError:
+            pass
         return n
 
 

@@ -8,6 +8,7 @@ locations; lark's LALR parser then reads the tokens of `grammar/caten.lark`.
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from importlib import resources
 
@@ -27,7 +28,20 @@ def _parser():
     text = resources.files("caten.grammar").joinpath("caten.lark").read_text(encoding="utf-8")
     builder = _Builder()
     return lark.Lark(text, parser="lalr", keep_all_tokens=True, maybe_placeholders=False,
-                     transformer=builder), builder
+                     transformer=builder, cache=_grammar_cache()), builder
+
+
+def _grammar_cache() -> str | bool:
+    """Where lark keeps its analysis of the grammar (it checks the grammar's hash on load): in
+    caten's cache folder when that is writable, else nowhere."""
+    from caten.cache.store import default_dir
+
+    root = default_dir()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return str(root / "lark-grammar.cache") if os.access(root, os.W_OK) else False
 
 
 _parse_lock = threading.Lock()
