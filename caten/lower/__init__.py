@@ -380,14 +380,14 @@ class KernelLowerer:
             small = L.alu(Op.OR, T.bool_, L.icmplt(work, L.const(GEMM_THREAD_MIN)), L.icmplt(M, L.const(4 * mr * T_)))
             teff = L.alu(Op.WHERE, L.IDX, small, L.const(1), L.const(T_))
             chunk = L.imul(_ceil(X.make("idiv", L.IDX, (L.iadd(M, _sub(teff, L.const(1))), teff)), mr), L.const(mr))
-            m_lo = _min(M, L.imul(tid, chunk))
-            m_hi = _min(M, L.iadd(m_lo, chunk))
+            m_lo = L.imin(M, L.imul(tid, chunk))
+            m_hi = L.imin(M, L.iadd(m_lo, chunk))
             poff_a, poff_b = L.imul(tid, L.const(mc * kc)), L.imul(tid, L.const(kc * nc))
         nkc = _ceil(K, kc)
         jc, kcv = var("jc", D.floordiv(D.add(plan.N, nc - 1), nc)), var("kc", D.floordiv(D.add(plan.K, kc - 1), kc))
-        klen = _min(L.const(kc), _sub(K, L.imul(kcv, L.const(kc))))
+        klen = L.imin(L.const(kc), _sub(K, L.imul(kcv, L.const(kc))))
         j0 = L.imul(jc, L.const(nc))
-        npj = _ceil(_min(L.const(nc), _sub(N, j0)), nr)
+        npj = _ceil(L.imin(L.const(nc), _sub(N, j0)), nr)
 
         def exact(e: X, size: Dim) -> Aff:
             """A coordinate known to lie in [0, size) (loops stop at the valid part of a block)."""
@@ -418,7 +418,7 @@ class KernelLowerer:
         jp, kk, cc, cz = var("jp", nc // nr), var("bk", kc), var("bc", nr), var("bz", nr)
         kcoords(kk)
         jb = L.iadd(j0, L.imul(jp, L.const(nr)))
-        cv = _min(L.const(nr), _sub(N, jb))
+        cv = L.imin(L.const(nr), _sub(N, jb))
         bbase = L.iadd(poff_b, L.iadd(L.imul(jp, L.const(kc * nr)), L.imul(kk, L.const(nr))))
         bval = operand(opb, {plan.j: exact(L.iadd(jb, cc), plan.N)} | ({plan.i: Aff()} if plan.i is not None else {}))
         pack_b = [L.Loop(jp.arg, npj, [L.Loop(kk.arg, klen, [
@@ -427,10 +427,10 @@ class KernelLowerer:
         # pack A: panels of mr rows, k-major, zero-padded past M
         ic = var("ic", D.floordiv(D.add(plan.M, mc - 1), mc))
         i0 = L.iadd(m_lo, L.imul(ic, L.const(mc)))
-        npi = _ceil(_min(L.const(mc), _sub(m_hi, i0)), mr)
+        npi = _ceil(L.imin(L.const(mc), _sub(m_hi, i0)), mr)
         ip, rr, rz, ka, kz = var("ip", mc // mr), var("ar", mr), var("az", mr), var("ak", kc), var("akz", kc)
         ib = L.iadd(i0, L.imul(ip, L.const(mr)))
-        rv = _min(L.const(mr), _sub(m_hi, ib))
+        rv = L.imin(L.const(mr), _sub(m_hi, ib))
         kcoords(ka)
         at = {plan.j: Aff()}
         if plan.i is not None:
@@ -484,12 +484,6 @@ def _sub(a: X, b: X) -> X:
     if a.op == "const" and b.op == "const":
         return L.const(a.arg - b.arg)
     return L.iadd(a, L.imul(b, L.const(-1)))
-
-
-def _min(a: X, b: X) -> X:
-    if a.op == "const" and b.op == "const":
-        return L.const(min(a.arg, b.arg))
-    return L.alu(Op.WHERE, L.IDX, L.icmplt(a, b), a, b)
 
 
 def _ceil(a: X, k: int) -> X:

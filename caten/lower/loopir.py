@@ -240,12 +240,14 @@ class MacroMM:
                       self.a, iadd(self.aoff, imul(it, const(self.astep))),
                       self.b, iadd(self.boff, imul(jt, const(self.bstep))),
                       self.out, iadd(self.ooff, iadd(imul(ib, self.ostride), jb)), self.ostride,
-                      _imin(const(self.rows), iadd(self.mrem, imul(ib, const(-1)))),
-                      _imin(const(self.cols), iadd(self.nrem, imul(jb, const(-1)))), self.beta)
+                      imin(const(self.rows), iadd(self.mrem, imul(ib, const(-1)))),
+                      imin(const(self.cols), iadd(self.nrem, imul(jb, const(-1)))), self.beta)
         return [Loop(jt.arg, self.nj, [Loop(it.arg, self.ni, [tile])])]
 
 
-def _imin(a: X, b: X) -> X:
+def imin(a: X, b: X) -> X:
+    if a.op == "const" and b.op == "const":
+        return const(min(a.arg, b.arg))
     return alu(Op.WHERE, IDX, icmplt(a, b), a, b)
 
 
