@@ -238,6 +238,8 @@ class Module:
         # report source errors at load time where the dtypes are known; a composite that another
         # one here calls is checked as part of its caller (elaborating it alone too doubled the work)
         called = _called_names([c.cdef for c in self._composites.values()])
+        if called >= {c.cdef.name for c in self._composites.values()}:
+            called = set()  # every one is called by another (a cycle): check them all
         for c in self._composites.values():
             if c.cdef.name not in called and all(T.lookup(p.dtype) or p.dtype in types for p in c.cdef.params):
                 c.elaborate(dict(types))
