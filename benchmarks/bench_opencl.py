@@ -17,29 +17,7 @@ import statistics
 import time
 
 import numpy as np
-
-N_ELEM = 1 << 24
-SOURCES = {
-    "a": "(composite ew ((A{f32}[N]) (B{f32}[N]) (C{f32}[N]) -> (Y{f32}[N])) (* (exp (+ (* A B) C)) 0.5))",
-    "c": "(composite sm ((X{f32}[R, N]) -> (Y{f32}[R, N])) (softmax X :axis -1))",
-    "d": "(composite ln ((X{f32}[R, N]) (G{f32}[N]) (B{f32}[N]) -> (Y{f32}[R, N])) "
-         "(layernorm X G B :axis -1 :eps 1e-5))",
-}
-TITLES = {"a": "a: exp(a*b+c)*0.5 16M", "c": "c: softmax 4096x4096", "d": "d: layernorm 8192x1024"}
-ENTRY = {"a": "ew", "c": "sm", "d": "ln"}
-
-
-def make_data(wl: str) -> list[np.ndarray]:
-    rng = np.random.default_rng(0)
-
-    def r(*s):
-        return rng.standard_normal(s, dtype=np.float32)
-
-    if wl == "a":
-        return [r(N_ELEM) * 0.5, r(N_ELEM) * 0.5, r(N_ELEM) * 0.5]
-    if wl == "c":
-        return [r(4096, 4096)]
-    return [r(8192, 1024), r(1024), r(1024)]
+from bench_llvm import ENTRY, SOURCES, TITLES, make_data  # the same workloads, shapes and data
 
 
 def numpy_fn(wl: str):
