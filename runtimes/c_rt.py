@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from caten import target
 from caten.cache.store import default_cache, key_of
 from caten.errors import Error
 from caten.ir import dims as D
@@ -27,27 +28,38 @@ from caten.ir.program import Program, c_symbol
 from caten.render import cstyle as CS
 from caten.run.arena import Arenas
 from caten.run.runtime import CompileOptions, Runtime, named_programs
+from caten.target import Target
 
-FLAGS = ["-O3", "-march=native", "-shared", "-fPIC", "-ffp-contract=off", "-fwrapv", "-fno-math-errno",
+FLAGS = ["-O3", "-shared", "-fPIC", "-ffp-contract=off", "-fwrapv", "-fno-math-errno",
          "-fno-trapping-math", "-fno-strict-aliasing", "-fopenmp-simd"]
+
+
+def arch_flags(t: Target) -> list[str]:
+    """cc flags for target `t`: `-march=native` on the host, else its cpu and `-mFEATURE`/`-mno-FEATURE`."""
+    if t.native:
+        return ["-march=native"]
+    feats = [f"-m{f[1:]}" if f[0] == "+" else f"-mno-{f[1:]}" for f in t.features.split(",") if f]
+    return [f"-march={t.cpu}", *feats]
 
 
 def cc() -> str:
     return os.environ.get("CC", "cc")
 
 
-def generate(progs: Sequence[Program], names: Sequence[str]) -> tuple[str, list]:
-    """C source of several programs: static kernels, then each program's two entry points."""
+def generate(progs: Sequence[Program], names: Sequence[str], t: Target | None = None) -> tuple[str, list]:
+    """C source of several programs for target `t` (kernel shapes follow its vector width):
+    static kernels, then each program's two entry points."""
     from caten.lower import check_group, lower
     from caten.schedule import schedule
 
     used: set[str] = set()
     funcs, scheds = [], []
     for prog, name in zip(progs, names):
-        sched = schedule(prog, check=check_group)
-        for i, k in enumerate(sched.kernels):
-            k.name = f"{name}__k{i}"
-        kernels = lower(sched)
+        with target.use(t or target.host()):
+            sched = schedule(prog, check=check_group)
+            for i, k in enumerate(sched.kernels):
+                k.name = f"{name}__k{i}"
+            kernels = lower(sched)
         defines = dict(prog.defines)
         funcs += [CS.c_function(k, CS.C, defines, used) for k in kernels]
         funcs.append(entries(prog, name, sched, kernels, defines, used))
@@ -89,6 +101,10 @@ def build(src: str, out_suffix: str = ".so", extra: Sequence[str] = ()) -> bytes
         r = subprocess.run([cc(), *flags, *mode, "-o", out, c, *(["-lm"] if out_suffix == ".so" else [])],
                            capture_output=True, text=True)
         if r.returncode != 0:
+            march = next((f for f in extra if f.startswith("-march=") and f != "-march=native"), None)
+            if march and ("bad value" in r.stderr or "unrecognized" in r.stderr):
+                raise Error(f"{cc()} does not know the target {march}: {r.stderr.strip()[:300]}",
+                            hint="name a cpu both LLVM and the C compiler know (e.g. znver3, rocketlake, x86-64-v3)")
             raise Error(f"the C compiler failed on generated code (a caten bug): {r.stderr.strip()[:2000]}")
         with open(out, "rb") as f:
             return f.read()
@@ -125,7 +141,7 @@ class CExecutable:
 
 class CRuntime(Runtime):
     name = "c"
-    description = "plain C from the shared C-style renderer, built by the system cc (-O3 -march=native)"
+    description = "plain C from the shared C-style renderer, built by the system cc (-O3 -march=native, or --cpu's)"
 
     def available(self) -> tuple[bool, str]:
         if shutil.which(cc()) is None:
@@ -141,20 +157,23 @@ class CRuntime(Runtime):
             self.ver = r.stdout.splitlines()[0] if r.returncode == 0 and r.stdout else "?"
         return self.ver
 
-    def library(self, src: str, use_cache: bool) -> bytes:
-        key = key_of("c-rt/1", src, cc(), self._version(), " ".join(FLAGS))
+    def library(self, src: str, use_cache: bool, t: Target) -> bytes:
+        flags = arch_flags(t)
+        key = key_of("c-rt/1", src, cc(), self._version(), " ".join(FLAGS + flags), *map(str, t.key()))
         store = default_cache() if use_cache else None
         lib = store.get(key, "c-so") if store else None
         if lib is None:
-            lib = build(src)
+            lib = build(src, ".so", flags)
             if store:
                 store.put(key, "c-so", lib)
         return lib
 
     def build(self, program: Program, options: CompileOptions) -> CExecutable:
         name = c_symbol(program.name)
-        src, (sched,) = generate([program], [name])
-        lib = self.library(src, options.use_cache)
+        t = target.resolve(options.target)
+        target.check_runnable(t)
+        src, (sched,) = generate([program], [name], t)
+        lib = self.library(src, options.use_cache, t)
         dll = _load(lib, f"{name}_{key_of(src, lib)[:24]}")
         fn = getattr(dll, f"{name}__impl")
         fn.restype = None
@@ -170,16 +189,17 @@ class CRuntime(Runtime):
 
         options = options or CompileOptions()
         progs, names = named_programs(program)
-        src, _ = generate(progs, names)
+        t = target.resolve(options.target)
+        src, _ = generate(progs, names, t)
         header = c_header(progs, names, names[0] if len(names) == 1 else "caten")
         if kind == "source":
             return {".c": src, ".h": header}
         if kind == "lib":
-            return {".so": self.library(src, options.use_cache), ".h": header}
+            return {".so": self.library(src, options.use_cache, t), ".h": header}
         if kind == "obj":
-            return {".o": build(src, ".o"), ".h": header}
+            return {".o": build(src, ".o", arch_flags(t)), ".h": header}
         if kind == "asm":
-            return {".s": build(src, ".s").decode()}
+            return {".s": build(src, ".s", arch_flags(t)).decode()}
         raise Error(f"runtime 'c' cannot emit '{kind}'", hint="use source (-S), asm, obj or lib")
 
 

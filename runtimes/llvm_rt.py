@@ -24,6 +24,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from caten import target
 from caten.cache import default_cache, key_of
 from caten.errors import Error
 from caten.ir import dims as D
@@ -33,6 +34,7 @@ from caten.ir.program import Program
 from caten.run.arena import Arenas
 from caten.run.runtime import CompileOptions, Runtime, named_programs
 from caten.run.split import ExternSplit, has_extern
+from caten.target import Target
 
 _lock = threading.RLock()
 _state: dict = {}
@@ -52,23 +54,12 @@ def _llvm():
     return llvm
 
 
-def host() -> tuple[str, str, str]:
+def target_machine(opt: int = 3, t: Target | None = None):
+    """An LLVM target machine for `t` (default: the host, which the JIT engine always uses)."""
     llvm = _llvm()
-    if "host" not in _state:
-        cpu = llvm.get_host_cpu_name()
-        try:
-            feats = llvm.get_host_cpu_features().flatten()
-        except Exception:
-            feats = ""
-        _state["host"] = (llvm.get_process_triple(), cpu, feats)
-    return _state["host"]
-
-
-def target_machine(opt: int = 3):
-    llvm = _llvm()
-    triple, cpu, feats = host()
-    target = llvm.Target.from_triple(triple)
-    return target.create_target_machine(cpu=cpu, features=feats, opt=opt, reloc="pic", codemodel="default")
+    t = t or target.host()
+    tgt = llvm.Target.from_triple(llvm.get_process_triple())
+    return tgt.create_target_machine(cpu=t.cpu, features=t.features, opt=opt, reloc="pic", codemodel="default")
 
 
 def _engine():
@@ -97,23 +88,26 @@ def threads() -> int:
 
 
 def generate(programs: Program | Sequence[Program], names: str | Sequence[str],
-             nthreads: int | None = None) -> tuple[str, list]:
-    """LLVM IR text (unoptimized) of one or several programs in one module, and their schedules."""
+             nthreads: int | None = None, t: Target | None = None) -> tuple[str, list]:
+    """LLVM IR text (unoptimized) of one or several programs in one module, and their schedules,
+    for target `t` (default: the host)."""
     from caten.lower import check_group, lower
     from caten.render.llvm import ModuleGen, entry_functions
     from caten.schedule import schedule
 
     if isinstance(programs, Program):
         programs, names = [programs], [names]
-    tm = target_machine()
-    triple, cpu, feats = host()
-    mod = ModuleGen(triple, str(tm.target_data), cpu, feats)
+    t = t or target.host()
+    tm = target_machine(3, t)
+    mod = ModuleGen(_llvm().get_process_triple(), str(tm.target_data), t.cpu, t.features, t.vector_bits)
     scheds = []
     for program, name in zip(programs, names):
-        sched = schedule(program, check=check_group, threads=threads() if nthreads is None else nthreads)
+        with target.use(t):
+            sched = schedule(program, check=check_group, threads=threads() if nthreads is None else nthreads)
         for i, k in enumerate(sched.kernels):
             k.name = f"{name}__k{i}"
-        kernels = lower(sched)
+        with target.use(t):
+            kernels = lower(sched)
         defines = dict(program.defines)
         for k in kernels:
             mod.kernel(k, defines)
@@ -122,12 +116,12 @@ def generate(programs: Program | Sequence[Program], names: str | Sequence[str],
     return mod.text(), scheds
 
 
-def optimize(ir_text: str, opt: int = 3):
+def optimize(ir_text: str, opt: int = 3, t: Target | None = None):
     llvm = _llvm()
     mod = llvm.parse_assembly(ir_text)
     mod.verify()
     if opt > 0:
-        tm = target_machine(opt)
+        tm = target_machine(opt, t)
         # LLVM's O2 pipeline with both vectorizers. O3 cost 35% more compile time on the Mixer and
         # changed no inner loop of the benchmark kernels (identical code for a and b; for d and e1
         # only where loop-invariant checks sit). Only loops that ask are unrolled (the GEMM
@@ -147,9 +141,9 @@ def optimize(ir_text: str, opt: int = 3):
 
 class LLVMExecutable:
     def __init__(self, program: Program, sched, fn, ir: str | None, name: str, compile_s: float,
-                 arena_size=None, nthreads: int = 1):
+                 arena_size=None, nthreads: int = 1, t: Target | None = None):
         self.program, self._sched, self.fn, self._ir, self.name = program, sched, fn, ir, name
-        self.nthreads = nthreads
+        self.nthreads, self.target = nthreads, t or target.host()
         self.compile_s = compile_s
         size = sched.arena_size if sched is not None else arena_size
         # in canonical dim names, so that a structurally equal program with other names can share the code
@@ -159,7 +153,8 @@ class LLVMExecutable:
 
     def rebind(self, program: Program) -> LLVMExecutable:
         """This code for a structurally equal program (other names): same function, own arena."""
-        return LLVMExecutable(program, None, self.fn, self._ir, self.name, 0.0, self.arena_size, self.nthreads)
+        return LLVMExecutable(program, None, self.fn, self._ir, self.name, 0.0, self.arena_size, self.nthreads,
+                              self.target)
 
     @property
     def sched(self):
@@ -168,13 +163,14 @@ class LLVMExecutable:
             from caten.lower import check_group
             from caten.schedule import schedule
 
-            self._sched = schedule(self.program, check=check_group, threads=self.nthreads)
+            with target.use(self.target):
+                self._sched = schedule(self.program, check=check_group, threads=self.nthreads)
         return self._sched
 
     @property
     def ir(self) -> str:
         if self._ir is None:
-            self._ir = generate(self.program, self.name, self.nthreads)[0]
+            self._ir = generate(self.program, self.name, self.nthreads, self.target)[0]
         return self._ir
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], env: dict[str, int]) -> None:
@@ -220,7 +216,9 @@ class LLVMRuntime(Runtime):
         opt = 3 if opt >= 2 else opt
         # structure only: renaming a composite or its variables, or reformatting, finds the same code
         nthreads = threads()
-        key = (program.key(), opt, nthreads)
+        t = target.resolve(options.target)
+        target.check_runnable(t)
+        key = (program.key(), opt, nthreads, t.key())
         with _lock:
             hit = self._cache.get(key)
             if hit is not None:  # the same structure, perhaps under other names
@@ -231,7 +229,7 @@ class LLVMRuntime(Runtime):
             nptr = len(program.inputs) + len(program.outputs) + 1
             proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * nptr), *([ctypes.c_int64] * len(program.dims)))
             store = default_cache() if options.use_cache else None
-            ckey = key_of("llvm-program", repr(key), code_fingerprint(), *host()) if store else ""
+            ckey = key_of("llvm-program", repr(key), code_fingerprint(), *map(str, t.key())) if store else ""
             cached = store.get(ckey, "llvmobj") if store else None
             eng = _engine()
             if cached is not None:
@@ -239,11 +237,11 @@ class LLVMRuntime(Runtime):
                 eng.add_object_file(_llvm().ObjectFileRef.from_data(meta["obj"]))
                 eng.finalize_object()
                 exe = LLVMExecutable(program, None, proto(eng.get_function_address(f"{name}__impl")), None, name,
-                                     time.perf_counter() - t0, meta["arena"], nthreads)
+                                     time.perf_counter() - t0, meta["arena"], nthreads, t)
             else:
-                ir, (sched,) = generate(program, name, nthreads)
+                ir, (sched,) = generate(program, name, nthreads, t)
                 # machine code is generated once: the object file both feeds the engine and is cached
-                obj = target_machine(opt).emit_object(optimize(ir, opt))
+                obj = target_machine(opt, t).emit_object(optimize(ir, opt, t))
                 if store is not None:
                     arena = sched.arena_size if isinstance(sched.arena_size, int) else \
                         D.substitute(sched.arena_size, program.canonical_dims())
@@ -251,7 +249,7 @@ class LLVMRuntime(Runtime):
                 eng.add_object_file(_llvm().ObjectFileRef.from_data(obj))
                 eng.finalize_object()
                 exe = LLVMExecutable(program, sched, proto(eng.get_function_address(f"{name}__impl")), ir, name,
-                                     time.perf_counter() - t0, nthreads=nthreads)
+                                     time.perf_counter() - t0, nthreads=nthreads, t=t)
             self._cache[key] = exe
             if options.verbose:
                 how = "loaded from the cache" if cached is not None else "compiled"
@@ -266,17 +264,22 @@ class LLVMRuntime(Runtime):
         options = options or CompileOptions()
         opt = max(0, min(3, int(options.opt_level if options.opt_level is not None else 3)))
         progs, names = named_programs(program)
+        t = target.resolve(options.target)
         if kind == "schedule":
             from caten.lower import check_group
             from caten.schedule import schedule
-            return {".txt": "\n\n".join(schedule(p, check=check_group, threads=threads()).dump() for p in progs) + "\n"}
-        ir, _ = generate(progs, names)
+            with target.use(t):
+                text = "\n\n".join(schedule(p, check=check_group, threads=threads()).dump() for p in progs)
+            return {".txt": f"target {t.describe()}\n{text}\n"}
+        ir, _ = generate(progs, names, t=t)
         if kind == "source":
             return {".ll": ir}
-        mod = optimize(ir, opt)
-        if kind in ("asm", "opt-ir", "ll"):
+        mod = optimize(ir, opt, t)
+        if kind in ("opt-ir", "ll"):
             return {".ll": str(mod)}
-        tm = target_machine(opt)
+        tm = target_machine(opt, t)
+        if kind == "asm":  # real machine assembly for the target
+            return {".s": tm.emit_assembly(mod)}
         obj = tm.emit_object(mod)
         if kind == "obj":
             return {".o": obj}

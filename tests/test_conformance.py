@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -137,3 +138,53 @@ def test_full_numpy_suite(tmp_path):
     assert run_conformance("numpy", str(md), False, None, None) == 0
     ops = {r["op"] for r in _load(md)["results"]}
     assert ops == {r.name for r in C.rows()}
+
+
+def _sum_in_order(x: np.ndarray, lanes: int) -> np.floating:
+    """x summed as `lanes` interleaved partial sums, then the partials in turn: the order a vector
+    unit of that many lanes uses (8 f32 on AVX2, 16 on AVX-512)."""
+    acc = np.zeros(lanes, dtype=x.dtype)
+    for i in range(0, x.size - x.size % lanes, lanes):
+        acc += x[i:i + lanes]
+    tot = x.dtype.type(0)
+    for v in [*acc, *x[x.size - x.size % lanes:]]:
+        tot += v
+    return tot
+
+
+@pytest.mark.parametrize("dt", ["f32", "f64"])
+def test_reduction_bound_admits_every_summation_order_and_rejects_wrong_sums(dt):
+    """A cancelling sum computed in the orders of either CPU kind passes (the bound scales with
+    n eps sum|x|, not with the ULPs of a result near 0); a dropped element or an error of 1e-3 sum|x|
+    fails (in f64 even a dropped element of ordinary size)."""
+    from caten.conformance.values import compare
+    from caten.ir import dtypes as T
+
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal(33153) * 100).astype(T.lookup(dt).np)
+    x[-1] -= x.sum(dtype=np.float64)  # the exact sum is near 0: hundreds of ULPs apart between orders
+    want = np.asarray(np.sum(x))  # numpy's pairwise order
+    mag = np.asarray(np.sum(np.abs(x)))
+    for lanes in (1, 4, 8, 16, 32):
+        got = np.asarray(_sum_in_order(x, lanes))
+        assert compare(got, want, T.lookup(dt), "reduce", mag=mag, n_reduced=x.size).ok, lanes
+    wrongs = [want - x[-1], want + 1e-3 * mag] + ([want - x[123]] if dt == "f64" else [])
+    for wrong in wrongs:
+        assert not compare(np.asarray(wrong, dtype=x.dtype), want, T.lookup(dt), "reduce", mag=mag,
+                           n_reduced=x.size).ok
+
+
+def test_product_bound_is_relative_and_grows_with_sqrt_n():
+    from caten.conformance.values import compare
+    from caten.ir import dtypes as T
+
+    rng = np.random.default_rng(2)
+    x = rng.uniform(0.999, 1.001, 33153)
+    want = np.asarray(np.prod(x))
+    for lanes in (1, 8, 16):
+        acc = np.ones(lanes)
+        for i in range(0, x.size - x.size % lanes, lanes):
+            acc *= x[i:i + lanes]
+        got = np.asarray(np.prod(acc) * np.prod(x[x.size - x.size % lanes:]))
+        assert compare(got, want, T.f64, "reduce", mag=np.abs(want), n_reduced=x.size).ok
+    assert not compare(want * (1 + 1e-9), want, T.f64, "reduce", mag=np.abs(want), n_reduced=x.size).ok

@@ -7,6 +7,7 @@ is printed as a gcc-style diagnostic with exit status 1; usage errors exit 2.
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -62,6 +63,18 @@ class CatenGroup(click.Group):
         return super().parse_args(ctx, args)
 
 
+def _set_cpu(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """`--cpu` is CATEN_CPU for this process: every stage that compiles for a CPU reads the target there."""
+    if value:
+        from caten import target
+
+        try:
+            target.parse(value)  # a bad spec is a usage error now, before anything is read
+        except Error as e:
+            raise click.BadParameter(f"{e.message} ({e.hint})" if e.hint else e.message) from None
+        os.environ["CATEN_CPU"] = value
+
+
 def compile_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """The options shared by compiling and running."""
     opts = [
@@ -73,6 +86,9 @@ def compile_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--plugin", type=click.Path(), help="load a runtime plugin from a Python file"),
         click.option("-v", "--verbose", is_flag=True, help="say what each stage did"),
         click.option("--explain-rules", is_flag=True, help="report each rewrite rule that fired, where and how often"),
+        click.option("--cpu", "cpu", metavar="NAME[,+FEAT,-FEAT]", expose_value=False, callback=_set_cpu,
+                     help="CPU to compile for (llvm, c): host (default), znver3, rocketlake, x86-64-v3...; "
+                          "same as CATEN_CPU"),
     ]
     for o in reversed(opts):
         fn = o(fn)
@@ -98,6 +114,7 @@ def cli() -> None:
     caten [OPTIONS] FILE compiles FILE (.lisp or .yaml) like a C compiler:
       -r/--runtime NAME  -o PATH  -S  --emit ir|opt-ir|schedule|source|asm|obj|lib
       -D NAME=VALUE  -O0..-O3  --rules FILE  -e/--entry NAME  --no-cache  --plugin PATH  -v
+      --cpu NAME (znver3, rocketlake, x86-64-v3, host; also CATEN_CPU)
     (caten FILE --help lists them in full). The commands below run, inspect and test.
     """
 

@@ -310,6 +310,19 @@ def _reference(rr: RowRunner, variants: list[C.Variant], dt: DType) -> tuple[lis
     return None
 
 
+def _magnitudes(ref: Any, args: list[np.ndarray]) -> tuple | None:
+    """The reference evaluated on |inputs|: for a sum of products, sum |a||b|, the scale of the
+    rounding error any summation order may make (n eps sum|x|), which a result that cancels says
+    nothing about. None where the reference rejects it."""
+    absd = [np.abs(a) if a.dtype.kind == "f" or a.dtype.name == "bfloat16" else a for a in args]
+    try:
+        with np.errstate(all="ignore"):
+            m = ref.all(*absd)
+    except Exception:  # noqa: BLE001 - e.g. a domain check the absolute values fail
+        return None
+    return m if isinstance(m, tuple) else (m,)
+
+
 def run_cell(rr: RowRunner, dt: DType, compile_only: bool, target: Worker | None = None) -> Cell | None:
     row = rr.row
     try:
@@ -346,14 +359,17 @@ def run_cell(rr: RowRunner, dt: DType, compile_only: bool, target: Worker | None
     max_abs = max_rel = 0.0
     failure = ""
     ran = 0
-    for got, (sizes, _, want) in zip(reply[1], todo):
+    for got, (sizes, args, want) in zip(reply[1], todo):
         where = " ".join(f"{k}={sizes[k]}" for k in prog.dims if k in sizes) or "fixed shapes"
         if isinstance(got, str):
             return Cell(row.name, dt.name, "fail", None, None, f"run failed at {where}: {got}")
         ran += 1
+        mags = _magnitudes(ref, args) if "reduce" in kinds else None
+        n_in = max((int(np.size(a)) for a in args), default=1)
         for j, (g, w) in enumerate(zip(got, want)):
             odt = T.from_numpy(np.asarray(w).dtype) or dt
-            o = compare(g, w, odt, kinds[j], precs[j])
+            o = compare(g, w, odt, kinds[j], precs[j], None if mags is None else mags[j],
+                        max(1, n_in // max(1, int(np.size(w)))))
             max_abs, max_rel = max(max_abs, o.max_abs), max(max_rel, o.max_rel)
             if not o.ok and not failure:
                 failure = f"`{owner[j].expr}` ({owner[j].label}; {where}): {o.reason}"

@@ -122,10 +122,26 @@ def _fmt(v: object) -> str:
     return str(v)
 
 
-def compare(got: np.ndarray, want: np.ndarray, dt: DType, kind: str, prec: DType | None = None) -> Outcome:
+def _fmt17(v: object) -> str:
+    """Enough digits to tell two f64 values apart (a footnote must show the difference)."""
+    if isinstance(v, (float, np.floating)):
+        return f"{float(v):.17g}"
+    return str(v)
+
+
+LAMBDA = 8.0  # Higham & Mary's probabilistic bound lambda*sqrt(n)*u fails with probability < 2exp(-lambda^2/2)
+
+
+def compare(got: np.ndarray, want: np.ndarray, dt: DType, kind: str, prec: DType | None = None,
+            mag: np.ndarray | None = None, n_reduced: int = 1) -> Outcome:
     """Compare a runtime's output with the reference: exact for bool/int, ULPs for floats;
     nan matches nan and equal infinities match. `prec` is the float dtype whose ULPs count
-    (the least precise float the output was computed in; default the output's own)."""
+    (the least precise float the output was computed in; default the output's own).
+    For a graph with a float reduction, `mag` (the reference on |inputs|, e.g. sum|x|) scales the
+    bound per element: summation in another order (another vector width, blocking, threads) errs
+    by up to about n eps sum|x|, which is many ULPs of a result that cancels. With `n_reduced`
+    elements combined per output, the bound also admits LAMBDA*sqrt(n)*eps*mag (a product's
+    relative error grows so in any order: Higham & Mary, SIAM J. Sci. Comput. 41(5), 2019)."""
     got, want = np.asarray(got), np.asarray(want)
     if got.shape != want.shape:
         return Outcome(False, reason=f"shape {got.shape}, expected {want.shape}")
@@ -163,6 +179,11 @@ def compare(got: np.ndarray, want: np.ndarray, dt: DType, kind: str, prec: DType
         if kind == "reduce":
             finite_w = np.abs(w[np.isfinite(w)])
             scale = max(1.0, float(finite_w.max()) if finite_w.size else 1.0)
+            m = np.abs(w)
+            if mag is not None and np.shape(mag) == w.shape:
+                m = np.maximum(m, np.abs(np.asarray(mag, dtype=np.float64)))
+            m = np.where(np.isfinite(m), m, 0.0)
+            scale = np.maximum(scale, m) * max(1.0, LAMBDA * float(np.sqrt(n_reduced)) / tol)
         limit = np.maximum(tol * ulp(w, pdt), tol * float(fi.eps) * scale)
         bad = special_bad | (fin & (err > limit))
     out = Outcome(not bad.any(), float(err.max()), float(rel.max()))
@@ -173,7 +194,9 @@ def compare(got: np.ndarray, want: np.ndarray, dt: DType, kind: str, prec: DType
             what = "a nan/inf mismatch"
             out.max_abs = out.max_rel = float("inf")
         else:
-            what = f"{float(err[i]) / float(ulp(np.asarray(w[i]), pdt)):.3g} ulp > {tol:g}"
+            lim = float(np.broadcast_to(limit, w.shape)[i])
+            what = (f"error {float(err[i]):.17g} > bound {lim:.17g} "
+                    f"({float(err[i]) / float(ulp(np.asarray(w[i]), pdt)):.3g} ulp; tolerance {tol:g})")
         out.reason = (f"{nb}/{bad.size} elements off ({what}); e.g. at {tuple(int(j) for j in i)} "
-                      f"got {_fmt(got[i].item())}, expected {_fmt(want[i].item())}")
+                      f"got {_fmt17(got[i].item())}, expected {_fmt17(want[i].item())}")
     return out

@@ -929,8 +929,9 @@ def _free_vars(stmts: list) -> set[str]:
 
 
 class ModuleGen:
-    def __init__(self, triple: str, layout: str, cpu: str, features: str):
+    def __init__(self, triple: str, layout: str, cpu: str, features: str, vector_bits: int = 512):
         self.triple, self.layout, self.cpu, self.features = triple, layout, cpu, features
+        self.vector_bits = vector_bits
         self.decls: dict[str, str] = {}
         self.funcs: list[str] = []
         self.mds: list[str] = []
@@ -1016,7 +1017,7 @@ class ModuleGen:
         self.funcs.append(g.text(f"define internal void @{k.name}({', '.join(params)}) #1 {{"))
 
     def text(self) -> str:
-        attrs = f'attributes #0 = {{ nounwind "prefer-vector-width"="512" "target-cpu"="{self.cpu}"'
+        attrs = f'attributes #0 = {{ nounwind "prefer-vector-width"="{self.vector_bits}" "target-cpu"="{self.cpu}"'
         if self.features:
             attrs += f' "target-features"="{self.features}"'
         attrs += " }"

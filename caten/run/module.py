@@ -72,7 +72,8 @@ class Composite:
         if key not in self._variants:
             m = self.module
             prog = self.elaborate(types)
-            exe = m.runtime.compile(prog, CompileOptions(opt_level=m.opt_level, use_cache=m.use_cache))
+            exe = m.runtime.compile(prog, CompileOptions(opt_level=m.opt_level, use_cache=m.use_cache,
+                                                              target=m.target))
             self._variants[key] = (prog, exe)
         return self._variants[key]
 
@@ -231,8 +232,9 @@ class Module:
     """The composites of one source, compiled lazily for a runtime."""
 
     def __init__(self, source: Source, runtime: Runtime, types: dict[str, DType], dims: dict[str, int],
-                 opt_level: int = 2, rules: list | None = None, use_cache: bool = True, explain=None):
-        self.source, self.runtime, self.explain = source, runtime, explain
+                 opt_level: int = 2, rules: list | None = None, use_cache: bool = True, explain=None,
+                 target: str = ""):
+        self.source, self.runtime, self.explain, self.target = source, runtime, explain, target
         self.types, self.dims, self.opt_level, self.rules, self.use_cache = types, dims, opt_level, rules, use_cache
         self._composites = {n.replace("-", "_"): Composite(self, source.entry(n)) for n in source.names}
         # report source errors at load time where the dtypes are known; a composite that another

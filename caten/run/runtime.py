@@ -29,6 +29,7 @@ class CompileOptions:
     opt_level: int = 2
     use_cache: bool = True
     verbose: bool = False
+    target: str = ""  # `--cpu` / CATEN_CPU spec for CPU runtimes (caten.target); "" = CATEN_CPU or the host
     extra: dict = field(default_factory=dict)
 
 
@@ -54,7 +55,8 @@ class Runtime:
         """The executable of `program`, built once per structure (and dim names, by which
         executables read the dims they are given). Plugins implement `build`, or override this."""
         options = options or CompileOptions()
-        key = (program.key(), tuple(program.dims), tuple(program.derived))
+        key = (program.key(), tuple(program.dims), tuple(program.derived), options.target or
+               os.environ.get("CATEN_CPU", ""), options.opt_level)
         with _memo_lock:
             memo = self.__dict__.setdefault("_compiled", {})
             if key not in memo:

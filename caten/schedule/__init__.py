@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from caten import target
 from caten.ir import dims as D
 from caten.ir.dims import Dim
 from caten.ir.graph import Node, toposort
@@ -236,15 +237,20 @@ def gemm_plan(n: Node) -> GemmPlan | None:
     """The GEMM plan of a REDUCE-add of a product whose operands each vary along one kept axis."""
     if n.op is not Op.REDUCE or n.arg[0] != "add" or n.dtype.name not in ("f32", "f64"):
         return None
-    if n in _PLANS:
-        return _PLANS[n]
+    t = target.current()
+    vbytes = t.vector_bytes if t is not None else 64
+    key = (n, vbytes)
+    if key in _PLANS:
+        return _PLANS[key]
     if len(_PLANS) > 4096:
         _PLANS.clear()
-    _PLANS[n] = plan = _gemm_plan(n)
+    _PLANS[key] = plan = _gemm_plan(n, vbytes)
     return plan
 
 
-def _gemm_plan(n: Node) -> GemmPlan | None:
+def _gemm_plan(n: Node, vbytes: int) -> GemmPlan | None:
+    """`vbytes`: the target's vector register width; a micro-tile row is two registers (6x16 f32
+    on AVX2: 12 accumulators of its 16 ymm; 6x32 on AVX-512), a single-row tile four."""
     src = n.src[0]
     if src.op is not Op.MUL or src.rank < 2:
         return None
@@ -264,7 +270,7 @@ def _gemm_plan(n: Node) -> GemmPlan | None:
     M = src.shape[i] if i is not None else 1
     N, K = src.shape[j], D.prod([src.shape[a] for a in axes])
     item = n.dtype.itemsize
-    mr, nr = (6, 128 // item) if i is not None else (1, 256 // item)
+    mr, nr = (6, 2 * vbytes // item) if i is not None else (1, 4 * vbytes // item)
     if isinstance(K, int):
         kc = K if K <= 384 else -(-K // -(-K // 320))
     else:
