@@ -270,7 +270,7 @@ class LLVMRuntime(Runtime):
             from caten.schedule import schedule
             with target.use(t):
                 text = "\n\n".join(schedule(p, check=check_group, threads=threads()).dump() for p in progs)
-            return {".txt": f"target {t.describe()}\n{text}\n"}
+            return {".txt": f"{text}\n\ntarget {t.describe()}\n"}
         ir, _ = generate(progs, names, t=t)
         if kind == "source":
             return {".ll": ir}
