@@ -1,0 +1,337 @@
+"""The documentation stands on its own: README.md and docs/*.md name only files that exist, the
+README's shell tour and Python snippet run as written, docs/language.md covers every command and
+option the CLI has, and `caten ops` prints each op's signature, keywords and defaults from the op
+table and the library (one source of truth)."""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+LANGUAGE = ROOT / "docs" / "language.md"
+
+
+def _blocks(text: str, lang: str) -> list[str]:
+    """The fenced code blocks of a markdown text whose info string is `lang` ("" for none)."""
+    out, cur, info = [], None, ""
+    for ln in text.splitlines(keepends=True):
+        if ln.startswith("```"):
+            if cur is None:
+                cur, info = [], ln[3:].strip()
+            else:
+                if info == lang:
+                    out.append("".join(cur))
+                cur = None
+        elif cur is not None:
+            cur.append(ln)
+    return out
+
+
+def _caten_bin(tmp: Path) -> Path:
+    """A folder whose `caten` and `python` are this interpreter's: the installed console script
+    when it sits beside the interpreter, else a shim running `python -m caten`."""
+    here = Path(sys.executable).parent
+    bindir = tmp / "_bin"
+    bindir.mkdir(exist_ok=True)
+    for name, cmd in (("caten", f'"{sys.executable}" -m caten "$@"'), ("python", f'"{sys.executable}" "$@"')):
+        target = here / name
+        if target.exists():
+            (bindir / name).symlink_to(target)
+        else:
+            (bindir / name).write_text(f"#!/bin/sh\nexec {cmd}\n")
+            (bindir / name).chmod(0o755)
+    return bindir
+
+
+def _shell(cmd: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PATH=f"{_caten_bin(cwd)}{os.pathsep}{os.environ.get('PATH', '')}")
+    return subprocess.run(["bash", "-c", cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def _ops_output() -> str:
+    p = subprocess.run([sys.executable, "-m", "caten", "ops"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+# --- caten ops ---------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def ops_out() -> str:
+    return _ops_output()
+
+
+def _sig_lines(out: str, name: str) -> list[str]:
+    return [ln.strip() for ln in out.splitlines() if ln.strip().startswith(f"({name} ")]
+
+
+@pytest.mark.parametrize("name,needle", [
+    ("softmax", "(softmax X{T}[...] :axis -1) -> Y{T}[...]"),
+    ("log-softmax", ":axis -1)"),
+    ("sum", "(sum X{T}[...] :axis nil :keepdims false)"),
+    ("mean", ":axis nil :keepdims false)"),
+    ("argmax", ":axis nil :keepdims false) -> Y{i64}[...]"),
+    ("layernorm", "(layernorm X{T}[...] gamma{T}[...] beta{T}[...] :axis -1 :eps 1e-5)"),
+    ("rmsnorm", ":axis -1 :eps 1e-6)"),
+    ("max-pool2d", ":kernel 2 :stride nil :padding 0)"),
+    ("pad", "(pad X{T}[...] widths :value 0)"),
+    ("full", "(full shape v :dtype f32)"),
+    ("arange", "(arange n :dtype i64)"),
+    ("rand", ":seed 0 :dtype f32)"),
+    ("concat", "(concat &rest xs :axis 0)"),
+    ("+", "(+ A{T}[...] B{T}[...] &fold)"),
+    ("slice", "(slice X{T}[...] &rest specs)"),
+])
+def test_ops_shows_keywords_with_defaults(ops_out, name, needle):
+    lines = _sig_lines(ops_out, name)
+    assert any(needle in ln for ln in lines), f"`caten ops` shows {name} as {lines}, expected {needle!r}"
+
+
+def test_ops_shows_both_conv2d_overloads_with_their_keywords(ops_out):
+    lines = _sig_lines(ops_out, "conv2d")
+    assert len(lines) == 2, lines
+    keys = ":stride 1 :padding 0 :dilation 1 :groups 1)"
+    assert any(ln.startswith("(conv2d X{T}[...] Wt{T}[...] :stride") and keys in ln for ln in lines), lines
+    assert any(ln.startswith("(conv2d X{T}[...] Wt{T}[...] b{T}[...] :stride") and keys in ln for ln in lines), lines
+
+
+def test_ops_lists_every_library_composite_with_its_keywords_and_doc(ops_out):
+    from caten.elaborate.library import composites
+
+    lines = [ln.strip() for ln in ops_out.splitlines()]
+    for name, defs in composites().items():
+        idx = [i for i, ln in enumerate(lines) if ln.startswith(f"({name} ")]
+        assert len(idx) == len(defs), f"{name}: {len(defs)} definitions, {len(idx)} signatures listed"
+        for d in defs:
+            want_keys = [k for k, _, _ in d.keys]
+            match = [i for i in idx if re.findall(r"(?<=\s):([\w-]+)", lines[i].split(") ->")[0]) == want_keys
+                     and len(re.findall(r"\{", lines[i].split(") ->")[0])) == sum(p.tensor for p in d.params)]
+            assert match, f"{name}: no signature with keywords {want_keys}: {[lines[i] for i in idx]}"
+            assert any(lines[i + 1] == (d.doc or "(no doc string)") for i in match), f"{name}: doc line missing"
+
+
+def test_ops_lists_every_principal_op_with_arity_dtypes_and_doc(ops_out):
+    from caten.ir.ops import TABLE
+
+    for op, info in TABLE.items():
+        line = next((ln for ln in ops_out.splitlines() if ln.split()[:1] == [op.value]), None)
+        assert line is not None, f"`caten ops` does not list {op.value}"
+        assert info.doc in line and info.group in line
+        assert ("variadic" if info.arity < 0 else f"arity {info.arity}") in line, line
+    legend = next(ln for ln in ops_out.splitlines() if "float =" in ln)
+    assert "f16 bf16 f32 f64" in legend
+    assert re.search(r"^\s+INDEX\b.*\bi32 i64\b", ops_out, re.M)
+    assert re.search(r"^\s+SQRT\b.*\bfloat\b", ops_out, re.M)
+    assert re.search(r"^\s+NEG\b.*\bnumeric\b", ops_out, re.M)
+
+
+def test_ops_lists_special_forms_and_compile_time_functions(ops_out):
+    from caten.elaborate import meta
+    from caten.elaborate.elaborator import SPECIAL
+
+    special = next(ln for ln in ops_out.splitlines() if ln.startswith("Special forms:"))
+    meta_line = next(ln for ln in ops_out.splitlines() if ln.startswith("Compile-time functions:"))
+    assert special.split(":", 1)[1].split() == list(SPECIAL)
+    assert meta_line.split(":", 1)[1].split() == list(meta.META)
+
+
+# --- paths and references ------------------------------------------------------------------------
+_PATH = re.compile(r"(?<![\w/.~-])((?:examples|docs|ops|benchmarks|reports|tests|caten|runtimes|grammar)/[\w./*-]*)")
+
+
+def _mentioned_paths() -> list[tuple[str, str]]:
+    out = []
+    for f in [README] + DOCS:
+        for m in _PATH.finditer(f.read_text(encoding="utf-8")):
+            out.append((f.name, m.group(1).rstrip(".")))
+    return out
+
+
+def test_docs_mention_only_paths_that_exist():
+    paths = _mentioned_paths()
+    assert any(p.startswith("examples/") for _, p in paths) and any(p.startswith("docs/") for _, p in paths)
+    missing = [(f, p) for f, p in paths if not (glob.glob(str(ROOT / p)) if "*" in p else (ROOT / p).exists())]
+    assert not missing, f"documents name files that do not exist: {missing}"
+
+
+def test_docs_do_not_point_outside_the_repository():
+    for f in [README] + DOCS:
+        text = f.read_text(encoding="utf-8")
+        assert "../shared" not in text and "shared/LANGUAGE" not in text, f"{f.name} points outside the repository"
+
+
+def test_readme_principal_op_count_is_the_tables():
+    from caten.ir.ops import TABLE
+
+    m = re.search(r"graph of (\d+) principal ops", README.read_text(encoding="utf-8"))
+    assert m, "README no longer states the number of principal ops"
+    assert int(m.group(1)) == len(TABLE)
+
+
+def test_language_reference_covers_every_command_and_option():
+    """Generated from the click command tree, so a new option fails here until it is documented."""
+    import click
+
+    from caten.cli.main import cli
+
+    text = LANGUAGE.read_text(encoding="utf-8")
+    missing = []
+
+    def walk(cmd: click.Command, path: list[str]) -> None:
+        if path and path != ["compile"] and f"caten {' '.join(path)}" not in text:
+            missing.append(" ".join(path))
+        for p in cmd.params:
+            if isinstance(p, click.Option):
+                for o in p.opts:
+                    if o not in ("-h", "--help") and not re.search(rf"(?<![\w-]){re.escape(o)}(?![A-Za-z-])", text):
+                        missing.append(f"{' '.join(path) or 'caten'} {o}")
+        if isinstance(cmd, click.Group):
+            for name, sub in cmd.commands.items():
+                walk(sub, path + [name])
+
+    walk(cli, [])
+    assert not missing, f"docs/language.md does not document: {missing}"
+
+
+def test_language_reference_has_the_contract_sections():
+    """Sections 1-10 keep the numbers the code's docstrings cite ("section 8" is the command line)."""
+    text = LANGUAGE.read_text(encoding="utf-8")
+    heads = [int(h) for h in re.findall(r"^## (\d+)\. ", text, re.M)]
+    assert heads[:10] == list(range(1, 11)) and heads == sorted(heads)
+    for n, title in ((1, "Files"), (5, "Bodies"), (6, "Rewrite rules"), (7, "YAML"), (8, "Command line"),
+                     (9, "op-coverage"), (10, "Python")):
+        assert re.search(rf"^## {n}\. .*{title}", text, re.M), f"section {n} is not about {title}"
+
+
+# --- the README tour, run as written ---------------------------------------------------------------
+def _readme() -> str:
+    return README.read_text(encoding="utf-8")
+
+
+def _tour_lines() -> list[str]:
+    """The shell lines of the README after the install/test commands (the first two blocks)."""
+    return [ln for b in _blocks(_readme(), "sh")[2:] for ln in b.splitlines() if ln.strip()]
+
+
+def _setup(tmp: Path) -> None:
+    shutil.copytree(ROOT / "examples", tmp / "examples")
+    np.save(tmp / "x.npy", np.random.default_rng(0).random((4, 7), dtype=np.float32))
+
+
+def test_readme_first_command_runs(tmp_path):
+    """The top command, minus `pip install .` (this environment has caten installed)."""
+    cmd = _blocks(_readme(), "sh")[0].strip()
+    assert cmd.startswith("pip install . && ")
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    p = _shell(cmd[len("pip install . && "):], tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    x, y = np.load(tmp_path / "x.npy"), np.load(tmp_path / "y.npy")
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(y, e / e.sum(axis=1, keepdims=True), rtol=1e-5)
+
+
+def test_readme_second_command_is_the_test_suite():
+    cmd = _blocks(_readme(), "sh")[1].strip()
+    assert cmd.startswith("pip install -e \".[dev") and cmd.endswith("python3 -m pytest -q")
+
+
+@pytest.mark.parametrize("line", _tour_lines(), ids=lambda s: s.split("#")[0].strip()[:60])
+def test_readme_tour_line_runs(tmp_path, line):
+    _setup(tmp_path)
+    cmd = line
+    if cmd.startswith("caten test-runtime"):  # the full suite takes minutes: one op shows the command works
+        cmd = cmd.split("#")[0].strip() + " --ops NEG"
+    p = _shell(cmd, tmp_path)
+    assert p.returncode == 0, f"{cmd}\n{p.stdout}\n{p.stderr}"
+    outs = re.findall(r"-o (\S+)", cmd.split("#")[0])
+    for o in outs:
+        assert (tmp_path / o).exists(), f"{cmd} did not write {o}"
+    if "--emit ir" in cmd and "--rules" in cmd:
+        assert p.stdout.count("EXTERN") == 2 and "blas-matmul" in p.stderr and "fired 2 times" in p.stderr
+    if "-o libaxpy.so" in cmd:
+        assert "int32_t axpy(" in (tmp_path / "axpy.h").read_text()
+    if "-e shifted-exp" in cmd:
+        assert p.stdout.startswith("E = ")
+
+
+def test_readme_python_snippet_runs(tmp_path, monkeypatch):
+    _setup(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    (code,) = _blocks(_readme(), "python")
+    scope: dict = {}
+    exec(compile(code, "README.md", "exec"), scope)
+    x_rows = scope["y"]
+    assert x_rows.shape == (4, 7) and x_rows.dtype == np.float32
+    np.testing.assert_allclose(x_rows.sum(axis=1), 1.0, rtol=1e-5)
+
+
+def test_readme_diagnostic_example_is_what_caten_prints(tmp_path):
+    block = next(b for b in _blocks(_readme(), "") if b.startswith("bad.lisp:"))
+    source = block.splitlines()[1]
+    (tmp_path / "bad.lisp").write_text(source + "\n")
+    p = _shell("caten bad.lisp", tmp_path)
+    assert p.returncode == 1
+    assert p.stderr.strip() == block.strip()
+
+
+# --- examples/mlp.lisp, the README's rules example ---------------------------------------------------
+@pytest.mark.parametrize("runtime", ["numpy", "llvm", "c"])
+@pytest.mark.parametrize("rules", [[], [str(ROOT / "examples" / "rules" / "blas_matmul.lisp")]])
+def test_mlp_example_matches_numpy(runtime, rules):
+    import caten
+
+    rng = np.random.default_rng(1)
+    b, d, h, k = 5, 7, 9, 3
+    x, w1, b1, w2, b2 = (rng.standard_normal(s).astype(np.float32) for s in ((b, d), (d, h), (h,), (h, k), (k,)))
+    mod = caten.load(str(ROOT / "examples" / "mlp.lisp"), runtime=runtime, rules=rules)
+    want = np.maximum(x.astype(np.float64) @ w1 + b1, 0) @ w2 + b2
+    np.testing.assert_allclose(mod.mlp2(x, w1, b1, w2, b2), want, rtol=1e-5, atol=1e-5)
+
+
+def _lisp_examples() -> list[tuple[str, str]]:
+    """The Lisp blocks of README.md and docs/language.md that are whole programs (no `...`)."""
+    out = []
+    for f in (README, LANGUAGE):
+        out += [(f.name, b) for b in _blocks(f.read_text(encoding="utf-8"), "lisp") if "..." not in b]
+    return out
+
+
+@pytest.mark.parametrize("where,text", _lisp_examples(), ids=lambda v: v.splitlines()[0][:40] if "\n" in v else v)
+def test_lisp_examples_in_docs_load(where, text):
+    import caten
+
+    caten.loads(text, runtime="numpy")
+
+
+def test_readme_softmax_snippet_computes_softmax():
+    import caten
+
+    text = next(b for b in _blocks(_readme(), "lisp") if "softmax-rows" in b)
+    x = np.random.default_rng(2).standard_normal((3, 5)).astype(np.float32)
+    y = caten.loads(text, runtime="numpy").softmax_rows(x)
+    e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(y, e / e.sum(axis=1, keepdims=True), rtol=1e-5)
+
+
+def test_language_reference_names_every_op_composite_and_function():
+    """Generated from the op table, the library and the elaborator: a new name fails here until
+    docs/language.md documents it."""
+    from caten.elaborate import meta
+    from caten.elaborate.elaborator import SPECIAL
+    from caten.elaborate.library import composites
+    from caten.ir.ops import TABLE
+
+    text = LANGUAGE.read_text(encoding="utf-8")
+    names = [op.value for op in TABLE] + list(composites()) + list(meta.META) + list(SPECIAL)
+    missing = [n for n in names if not re.search(rf"(?<![\w?-]){re.escape(n)}(?![\w?-])", text)]
+    assert not missing, f"docs/language.md does not mention: {missing}"
