@@ -171,7 +171,7 @@ class CRuntime(Runtime):
         options = options or CompileOptions()
         progs, names = named_programs(program)
         src, _ = generate(progs, names)
-        header = c_header(progs, names, names[0] if len(names) == 1 else "caten")
+        header = c_header(progs, names, options.extra.get("library"))
         if kind == "source":
             return {".c": src, ".h": header}
         if kind == "lib":

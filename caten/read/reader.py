@@ -8,7 +8,6 @@ locations; lark's LALR parser then reads the tokens of `grammar/caten.lark`.
 from __future__ import annotations
 
 import functools
-import os
 import threading
 from importlib import resources
 
@@ -32,16 +31,13 @@ def _parser():
 
 
 def _grammar_cache() -> str | bool:
-    """Where lark keeps its analysis of the grammar (it checks the grammar's hash on load): in
-    caten's cache folder when that is writable, else nowhere."""
-    from caten.cache.store import default_dir
+    """Where lark keeps its analysis of the grammar (a pickle, which lark loads itself): only in
+    the user's own checked cache folder, with nothing planted at that name (no foreign file, no
+    symlink to write through), else nowhere."""
+    from caten.cache import default_cache
+    from caten.cache.store import GRAMMAR_FILE
 
-    root = default_dir()
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return False
-    return str(root / "lark-grammar.cache") if os.access(root, os.W_OK) else False
+    return default_cache().private_file(GRAMMAR_FILE) or False
 
 
 _parse_lock = threading.Lock()
