@@ -115,20 +115,25 @@ def plans(warm: Path, markers: Path, work: Path) -> dict[str, bytes]:
     return out
 
 
-def _write_all(root: Path, files: dict[str, bytes]) -> None:
+def _write_all(root: Path, files: dict[str, bytes], links: dict[str, Path]) -> None:
     os.umask(0)
     for rel, data in files.items():
         p = root / rel
         p.parent.mkdir(mode=0o777, parents=True, exist_ok=True)
         p.write_bytes(data)
         p.chmod(0o666)
+    for rel, target in links.items():
+        p = root / rel
+        p.parent.mkdir(mode=0o777, parents=True, exist_ok=True)
+        p.symlink_to(target)
 
 
-def plant_as_other_user(root: Path, files: dict[str, bytes]) -> None:
-    """Write `files` under `root` from another user's process where we can become one (root: a
-    forked child that setuid()s to nobody), else from our own, and world-writable."""
+def plant_as_other_user(root: Path, files: dict[str, bytes], links: dict[str, Path] | None = None) -> None:
+    """Write `files` (and symlinks `links`) under `root` from another user's process where we can
+    become one (root: a forked child that setuid()s to nobody), else from our own, world-writable."""
+    links = links or {}
     if not ROOT:
-        _write_all(root, files)
+        _write_all(root, files, links)
         return
     pid = os.fork()
     if pid == 0:  # the other user
@@ -136,7 +141,7 @@ def plant_as_other_user(root: Path, files: dict[str, bytes]) -> None:
         try:
             os.setgid(NOBODY)
             os.setuid(NOBODY)
-            _write_all(root, files)
+            _write_all(root, files, links)
             code = 0
         finally:
             os._exit(code)
@@ -171,7 +176,10 @@ def test_shared_folder_is_refused_and_plants_never_run(tmp_path, rt):
     shared = Path(tempfile.mkdtemp(prefix="caten-shared-"))
     try:
         shared.chmod(0o1777)
-        plant_as_other_user(shared, plans(warm, markers, tmp_path))
+        vdir, vfile = _victims(tmp_path)
+        k = key_of("linked")
+        planted = plans(warm, markers, tmp_path)
+        plant_as_other_user(shared, planted, {"zz": vdir, f"{k[:2]}/{k}.prog": vfile})
         home = tmp_path / "home"
         r = run(src, rt, shared, home, tmp_path / "out.npy")
         assert r.returncode == 0, r.stderr
@@ -185,6 +193,15 @@ def test_shared_folder_is_refused_and_plants_never_run(tmp_path, rt):
         r = run(src, rt, shared, home, tmp_path / "out2.npy")
         assert r.returncode == 0, r.stderr
         np.testing.assert_array_equal(np.load(tmp_path / "out2.npy"), oracle())
+        assert_no_marker(markers)
+        # clearing clears the private folder: nothing in the shared one is deleted, or through it
+        env = {**os.environ, "CATEN_CACHE_DIR": str(shared), "XDG_CACHE_HOME": str(home)}
+        r = subprocess.run([sys.executable, "-m", "caten", "cache", "clear"], capture_output=True, text=True,
+                           env=env, timeout=120)
+        assert r.returncode == 0 and f"from {private}" in r.stdout, r.stdout + r.stderr
+        assert not any(private.rglob("*.prog"))
+        assert all((shared / rel).read_bytes() == data for rel, data in planted.items())
+        _intact(vdir, vfile)
         assert_no_marker(markers)
     finally:
         shutil.rmtree(shared, ignore_errors=True)
