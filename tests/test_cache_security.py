@@ -85,10 +85,11 @@ def evil_file(name: str, marker: Path, work: Path) -> bytes:
     return entry(evil_pickle(marker))
 
 
-def run(src: Path, rt: str, cache: Path, home: Path, out: Path) -> subprocess.CompletedProcess:
+def run(src: Path, rt: str, cache: Path, home: Path, out: Path,
+        umask: int | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "CATEN_CACHE_DIR": str(cache), "XDG_CACHE_HOME": str(home)}
     return subprocess.run([sys.executable, "-c", RUN, str(src), rt, str(out)], capture_output=True, text=True,
-                          env=env, timeout=300)
+                          env=env, timeout=300, umask=-1 if umask is None else umask)
 
 
 def warm_cache(tmp: Path, rt: str) -> tuple[Path, Path]:
@@ -341,3 +342,39 @@ def test_cache_payloads_are_data_not_pickles(tmp_path):
         with pytest.raises(codec.CodecError):
             codec.loads(b"\n".join(bad))
     assert not (tmp_path / "m").exists()
+
+
+def test_codec_round_trips_programs_and_units(tmp_path):
+    """What the cache now stores as data comes back equal: programs (same graph, same key, same
+    results), parsed units (same definitions, spans with their source text)."""
+    import caten
+    from caten.ir import serialize
+    from caten.read.program import load_unit_file
+
+    src = tmp_path / "f.lisp"
+    src.write_text(SRC)
+    mod = caten.load(str(src), runtime="numpy", use_cache=False)
+    prog = mod.shift_cols.elaborate({})
+    back = serialize.loads(serialize.dumps(prog))
+    assert back.dump() == prog.dump() and back.key() == prog.key() and back.inputs == prog.inputs
+    unit = load_unit_file(str(src), seen=set())
+    again = codec.loads(codec.dumps({"unit": unit, "deps": [(str(src), "h")]}))
+    assert again["deps"] == [(str(src), "h")]
+    (c,) = again["unit"].composites
+    assert c.name == "shift_cols" and c.span == unit.composites[0].span and c.span.text == SRC
+    assert [p.name for p in c.params] == ["X"] and repr(c.body) == repr(unit.composites[0].body)
+
+
+def test_a_group_writable_umask_still_caches(tmp_path):
+    """With umask 002 (user-private groups) everything caten leaves in its folder is still private,
+    so the next run trusts and uses it instead of refusing it."""
+    src = tmp_path / "f.lisp"
+    src.write_text(SRC)
+    root = tmp_path / "cache"
+    for _ in range(2):
+        r = run(src, "llvm", root, tmp_path / "home", tmp_path / "out.npy", umask=0o002)
+        assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
+        np.testing.assert_array_equal(np.load(tmp_path / "out.npy"), oracle())
+    modes = {str(p.relative_to(root)): p.stat().st_mode & 0o777 for p in [root, *root.rglob("*")]}
+    assert all(m & 0o022 == 0 for m in modes.values()), modes
+    assert GRAMMAR_FILE in modes and any(k.endswith(".llvmobj") for k in modes)

@@ -140,3 +140,19 @@ def unlink_owned(parent: int, name: str, links: bool = False) -> bool:
         return True
     except OSError:
         return False
+
+
+def make_private(parent: int, name: str) -> None:
+    """chmod 600 the user's own regular file `name` in `parent` (opened without following links)."""
+    try:
+        fd = os.open(name, os.O_RDONLY | _NOFOLLOW | _NONBLOCK | _CLOEXEC, dir_fd=parent)
+    except OSError:
+        return
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode) and st.st_uid == euid():
+            os.fchmod(fd, 0o600)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -217,6 +217,17 @@ class Cache:
             os.close(root)
         return str(self.root / name)
 
+    def seal(self, name: str) -> None:
+        """Make the user's own file `name` in the root private (mode 600), never through a link."""
+        try:
+            root = safety.open_root(self.root)
+        except (OSError, safety.Unsafe):
+            return
+        try:
+            safety.make_private(root, name)
+        finally:
+            os.close(root)
+
     # maintenance -----------------------------------------------------------------------
     def _scan(self) -> list[tuple[str, str, int, float]]:
         """(folder, file, size, mtime) of the user's own entries; links and foreign files are

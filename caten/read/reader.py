@@ -8,6 +8,7 @@ locations; lark's LALR parser then reads the tokens of `grammar/caten.lark`.
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from importlib import resources
 
@@ -26,8 +27,14 @@ def _parser():
 
     text = resources.files("caten.grammar").joinpath("caten.lark").read_text(encoding="utf-8")
     builder = _Builder()
-    return lark.Lark(text, parser="lalr", keep_all_tokens=True, maybe_placeholders=False,
-                     transformer=builder, cache=_grammar_cache()), builder
+    cache = _grammar_cache()
+    parser = lark.Lark(text, parser="lalr", keep_all_tokens=True, maybe_placeholders=False, transformer=builder,
+                       cache=cache)
+    if cache:  # lark created it with the umask's mode: make it private, or a group-writable umask voids it
+        from caten.cache import default_cache
+
+        default_cache().seal(os.path.basename(cache))
+    return parser, builder
 
 
 def _grammar_cache() -> str | bool:
