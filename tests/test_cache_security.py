@@ -129,12 +129,16 @@ def _write_all(root: Path, files: dict[str, bytes], links: dict[str, Path]) -> N
         p.symlink_to(target)
 
 
-def plant_as_other_user(root: Path, files: dict[str, bytes], links: dict[str, Path] | None = None) -> None:
-    """Write `files` (and symlinks `links`) under `root` from another user's process where we can
-    become one (root: a forked child that setuid()s to nobody), else from our own, world-writable."""
+def plant(root: Path, files: dict[str, bytes], links: dict[str, Path] | None = None, other: bool = True) -> None:
+    """Write `files` (and symlinks `links`) under `root`, world-writable, from another user's
+    process (`other`, needs root: a forked child that setuid()s to nobody), else from our own."""
     links = links or {}
-    if not ROOT:
-        _write_all(root, files, links)
+    if not other:
+        old = os.umask(0)
+        try:
+            _write_all(root, files, links)
+        finally:
+            os.umask(old)
         return
     pid = os.fork()
     if pid == 0:  # the other user
@@ -169,7 +173,10 @@ def test_payloads_are_live(tmp_path):
 
 @pytest.mark.skipif(not HAVE_CC, reason="no C compiler")
 @pytest.mark.parametrize("rt", ["llvm", "c"])
-def test_shared_folder_is_refused_and_plants_never_run(tmp_path, rt):
+@pytest.mark.parametrize("planter", ["other-user", "self"])
+def test_shared_folder_is_refused_and_plants_never_run(tmp_path, rt, planter):
+    if planter == "other-user" and not ROOT:
+        pytest.skip("acting as another user needs root (the planted-by-self case runs instead)")
     src, warm = warm_cache(tmp_path, rt)
     markers = tmp_path / "markers"
     markers.mkdir()
@@ -180,7 +187,7 @@ def test_shared_folder_is_refused_and_plants_never_run(tmp_path, rt):
         vdir, vfile = _victims(tmp_path)
         k = key_of("linked")
         planted = plans(warm, markers, tmp_path)
-        plant_as_other_user(shared, planted, {"zz": vdir, f"{k[:2]}/{k}.prog": vfile})
+        plant(shared, planted, {"zz": vdir, f"{k[:2]}/{k}.prog": vfile}, other=planter == "other-user")
         home = tmp_path / "home"
         r = run(src, rt, shared, home, tmp_path / "out.npy")
         assert r.returncode == 0, r.stderr
