@@ -102,7 +102,7 @@ class Cache:
             safety.secure_root(self.root)
             return True
         except safety.Unsafe as e:
-            why = f"cache folder {self.root} {e}, so anyone could plant code in it"
+            why = f"cache folder {self.root} {e}, so others could plant code in it"
         except OSError as e:
             self._warn(f"cache folder {self.root} is not writable ({e.strerror}); going on without caching")
             self.enabled = False
