@@ -191,7 +191,7 @@ class CRuntime(Runtime):
         progs, names = named_programs(program)
         t = target.resolve(options.target)
         src, _ = generate(progs, names, t)
-        header = c_header(progs, names, names[0] if len(names) == 1 else "caten")
+        header = c_header(progs, names, options.extra.get("library"))
         if kind == "source":
             return {".c": src, ".h": header}
         if kind == "lib":

@@ -15,7 +15,6 @@ import ctypes
 import glob
 import hashlib
 import os
-import pickle
 import subprocess
 import tempfile
 import threading
@@ -25,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from caten import target
-from caten.cache import default_cache, key_of
+from caten.cache import codec, default_cache, key_of
 from caten.errors import Error
 from caten.ir import dims as D
 from caten.ir.dtypes import DType
@@ -230,10 +229,10 @@ class LLVMRuntime(Runtime):
             proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * nptr), *([ctypes.c_int64] * len(program.dims)))
             store = default_cache() if options.use_cache else None
             ckey = key_of("llvm-program", repr(key), code_fingerprint(), *map(str, t.key())) if store else ""
-            cached = store.get(ckey, "llvmobj") if store else None
+            cached = _object_entry(store.get(ckey, "llvmobj")) if store else None
             eng = _engine()
             if cached is not None:
-                meta = pickle.loads(cached)
+                meta = cached
                 eng.add_object_file(_llvm().ObjectFileRef.from_data(meta["obj"]))
                 eng.finalize_object()
                 exe = LLVMExecutable(program, None, proto(eng.get_function_address(f"{name}__impl")), None, name,
@@ -245,7 +244,7 @@ class LLVMRuntime(Runtime):
                 if store is not None:
                     arena = sched.arena_size if isinstance(sched.arena_size, int) else \
                         D.substitute(sched.arena_size, program.canonical_dims())
-                    store.put(ckey, "llvmobj", pickle.dumps({"obj": obj, "arena": arena}))
+                    store.put(ckey, "llvmobj", codec.dumps({"obj": obj, "arena": arena}))
                 eng.add_object_file(_llvm().ObjectFileRef.from_data(obj))
                 eng.finalize_object()
                 exe = LLVMExecutable(program, sched, proto(eng.get_function_address(f"{name}__impl")), ir, name,
@@ -284,8 +283,17 @@ class LLVMRuntime(Runtime):
         if kind == "obj":
             return {".o": obj}
         if kind == "lib":
-            return {".so": link_shared(obj), ".h": c_header(progs, names, names[0] if len(names) == 1 else "caten")}
+            return {".so": link_shared(obj), ".h": c_header(progs, names, options.extra.get("library"))}
         raise Error(f"runtime 'llvm' cannot emit '{kind}'", hint="use source, asm, obj, lib or schedule")
+
+
+def _object_entry(blob: bytes | None) -> dict | None:
+    """A cached {"obj": object file, "arena": size} (plain data), or None if absent or unreadable."""
+    try:
+        meta = codec.loads(blob) if blob is not None else None
+    except codec.CodecError:
+        return None
+    return meta if isinstance(meta, dict) and isinstance(meta.get("obj"), bytes) else None
 
 
 def code_fingerprint() -> str:

@@ -48,8 +48,11 @@ def compile_file(file: str, runtime: str, defines: dict[str, str], opt: int, rul
         return _write_text(output, "\n\n".join(schedule(p).dump() for p in progs) + "\n")
     kind = emit or ("source" if asm else "lib")
     ok, why = rt.available()
-    artifacts = rt.emit(progs, kind, CompileOptions(opt_level=opt, use_cache=use_cache, verbose=verbose))
     stem = os.path.splitext(os.path.basename(file))[0]
+    library = os.path.splitext(os.path.basename(output))[0] if output else stem
+    library = library[3:] if library.startswith("lib") and len(library) > 3 else library
+    artifacts = rt.emit(progs, kind, CompileOptions(opt_level=opt, use_cache=use_cache, verbose=verbose,
+                                                    extra={"library": library}))
     main_suffix = next(iter(artifacts))
     path = output or (f"lib{stem}{main_suffix}" if kind == "lib" else f"{stem}{main_suffix}")
     base = os.path.splitext(path)[0]

@@ -185,7 +185,9 @@ def graph_cmd(file: str, entry: str | None, output: str | None, defines: tuple[s
 
 @cli.group("cache")
 def cache_group() -> None:
-    """Inspect or clear the compile cache (~/.cache/caten, $XDG_CACHE_HOME, $CATEN_CACHE_DIR)."""
+    """Inspect or clear the compile cache (~/.cache/caten, $XDG_CACHE_HOME, $CATEN_CACHE_DIR).
+
+    A folder that is not yours or that others can write to is refused for your private one."""
 
 
 @cache_group.command("info")
@@ -213,7 +215,7 @@ def cache_info_cmd(verbose: bool) -> None:
 @cache_group.command("clear")
 @diagnostics
 def cache_clear_cmd() -> None:
-    """Delete every cache entry."""
+    """Delete every cache entry (your own files in the cache folder; links are never followed)."""
     from caten.cache import default_cache
 
     c = default_cache()

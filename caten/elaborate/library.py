@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import pickle
 from importlib import resources
 
 from caten.read.program import CompositeDef, RuleDef, parse_forms
@@ -44,7 +43,7 @@ def _parse(sources: list[tuple[str, str]]) -> tuple[dict[str, list[CompositeDef]
 def _load() -> tuple[dict[str, list[CompositeDef]], dict[str, list[RuleDef]]]:
     """The parsed library, from the compile cache when its sources are unchanged."""
     import caten
-    from caten.cache import default_cache, key_of
+    from caten.cache import codec, default_cache, key_of
 
     sources = _sources()
     key = key_of("library", caten.__version__, *(part for s in sources for part in s))
@@ -52,11 +51,15 @@ def _load() -> tuple[dict[str, list[CompositeDef]], dict[str, list[RuleDef]]]:
     blob = store.get(key, "lib")
     if blob is not None:
         try:
-            return pickle.loads(blob)
+            comps, rules = codec.loads(blob)
+            return comps, rules
         except Exception:  # an entry from an incompatible build: rebuild it
             pass
     parsed = _parse(sources)
-    store.put(key, "lib", pickle.dumps(parsed, protocol=pickle.HIGHEST_PROTOCOL))
+    try:
+        store.put(key, "lib", codec.dumps(parsed))
+    except codec.CodecError:  # something the cache cannot hold: parse again next time
+        pass
     return parsed
 
 

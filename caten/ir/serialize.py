@@ -1,4 +1,5 @@
-"""Programs to bytes and back, iteratively: graphs can be far deeper than pickle's recursion.
+"""Programs to bytes and back, iteratively: graphs can be far deeper than a recursive encoder's
+recursion. The bytes are cache data (caten.cache.codec, JSON): loading them runs no code.
 
 Nodes are written in topological order with operand indices, and rebuilt with `Node.make`, so
 a loaded program is hash-consed like a freshly elaborated one.
@@ -7,14 +8,14 @@ a loaded program is hash-consed like a freshly elaborated one.
 from __future__ import annotations
 
 import dataclasses
-import pickle
 
+from caten.cache import codec
 from caten.ir import dtypes as T
 from caten.ir.graph import Node, toposort
 from caten.ir.ops import Op
 from caten.ir.program import Program
 
-FORMAT = 1
+FORMAT = 2
 
 
 def dumps(prog: Program) -> bytes:
@@ -23,11 +24,11 @@ def dumps(prog: Program) -> bytes:
     flat = [(n.op.value, n.dtype.name, n.shape, tuple(ids[id(s)] for s in n.src), n.arg) for n in order]
     prog.key()  # stored with the program: a warm load need not hash the graph again
     fields = {f.name: getattr(prog, f.name) for f in dataclasses.fields(prog) if f.name != "nodes"}
-    return pickle.dumps((FORMAT, flat, [ids[id(n)] for n in prog.nodes], fields), protocol=pickle.HIGHEST_PROTOCOL)
+    return codec.dumps((FORMAT, flat, [ids[id(n)] for n in prog.nodes], fields))
 
 
 def loads(blob: bytes) -> Program:
-    fmt, flat, outs, fields = pickle.loads(blob)
+    fmt, flat, outs, fields = codec.loads(blob)
     if fmt != FORMAT:
         raise ValueError(f"serialized program format {fmt}, expected {FORMAT}")
     nodes: list[Node] = []

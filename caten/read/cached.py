@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-import pickle
 
-from caten.cache import default_cache, key_of
+from caten.cache import codec, default_cache, key_of
 
 
 def _digest(path: str) -> str | None:
@@ -45,7 +44,7 @@ def read_source_cached(path: str):
     blob = store.get(key, "src")
     if blob is not None:
         try:
-            entry = pickle.loads(blob)
+            entry = codec.loads(blob)
             if all(_digest(p) == h for p, h in entry["deps"]):
                 src = Source(entry["unit"], path)
                 src.key = key
@@ -56,8 +55,10 @@ def read_source_cached(path: str):
 
     seen: set[str] = set()
     unit = load_unit_file(path, seen=seen)
-    store.put(key, "src", pickle.dumps({"unit": unit, "deps": [(p, _digest(p)) for p in sorted(seen)]},
-                                       protocol=pickle.HIGHEST_PROTOCOL))
+    try:
+        store.put(key, "src", codec.dumps({"unit": unit, "deps": [(p, _digest(p)) for p in sorted(seen)]}))
+    except codec.CodecError:  # something the cache cannot hold: read afresh next time
+        pass
     src = Source(unit, path)
     src.key = key
     return src

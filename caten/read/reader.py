@@ -27,21 +27,24 @@ def _parser():
 
     text = resources.files("caten.grammar").joinpath("caten.lark").read_text(encoding="utf-8")
     builder = _Builder()
-    return lark.Lark(text, parser="lalr", keep_all_tokens=True, maybe_placeholders=False,
-                     transformer=builder, cache=_grammar_cache()), builder
+    cache = _grammar_cache()
+    parser = lark.Lark(text, parser="lalr", keep_all_tokens=True, maybe_placeholders=False, transformer=builder,
+                       cache=cache)
+    if cache:  # lark created it with the umask's mode: make it private, or a group-writable umask voids it
+        from caten.cache import default_cache
+
+        default_cache().seal(os.path.basename(cache))
+    return parser, builder
 
 
 def _grammar_cache() -> str | bool:
-    """Where lark keeps its analysis of the grammar (it checks the grammar's hash on load): in
-    caten's cache folder when that is writable, else nowhere."""
-    from caten.cache.store import default_dir
+    """Where lark keeps its analysis of the grammar (a pickle, which lark loads itself): only in
+    the user's own checked cache folder, with nothing planted at that name (no foreign file, no
+    symlink to write through), else nowhere."""
+    from caten.cache import default_cache
+    from caten.cache.store import GRAMMAR_FILE
 
-    root = default_dir()
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return False
-    return str(root / "lark-grammar.cache") if os.access(root, os.W_OK) else False
+    return default_cache().private_file(GRAMMAR_FILE) or False
 
 
 _parse_lock = threading.Lock()

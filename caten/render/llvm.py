@@ -1057,6 +1057,10 @@ def entry_functions(mod: ModuleGen, name: str, sched, kernels: list[L.Kernel], d
     mod.declare("malloc", "ptr", ["i64"])
     mod.declare("free", "void", ["ptr"])
     a = g.ins(f"call ptr @malloc(i64 {g.ins(f'add i64 {size}, 64')})")
+    g.emit(f"br i1 {g.icmp('eq', 'ptr', a, 'null')}, label %nomem, label %mem")  # malloc failed: 2, no crash
+    g.block("nomem")
+    g.emit("ret i32 2")
+    g.block("mem")
     ai = g.ins(f"ptrtoint ptr {a} to i64")
     pad = g.ins(f"and i64 {g.ins(f'sub i64 0, {ai}')}, 63")
     aligned = g.ins(f"getelementptr inbounds i8, ptr {a}, i64 {pad}")
@@ -1075,9 +1079,11 @@ def c_type(dt: DType) -> str:
     return {"f16": "uint16_t", "bf16": "uint16_t", "f32": "float", "f64": "double"}[dt.name]
 
 
-def c_header(progs, names: Sequence[str], stem: str = "caten") -> str:
-    """One C header declaring the entry of every program (LANGUAGE.md section 8)."""
-    guard = f"CATEN_{re.sub(r'[^A-Za-z0-9]', '_', stem).upper()}_H"
+def c_header(progs, names: Sequence[str], library: str | None = None) -> str:
+    """One C header declaring the entry of every program (LANGUAGE.md section 8). Its include
+    guard derives from the library's name (else its entries' names), so the headers of several
+    caten libraries can be included in one C file."""
+    guard = f"CATEN_{re.sub(r'[^A-Za-z0-9]', '_', library or '_'.join(names)).upper()}_H"
     lines = [f"#ifndef {guard}", f"#define {guard}", "#include <stdbool.h>", "#include <stdint.h>",
              "#ifdef __cplusplus", 'extern "C" {', "#endif"]
     for prog, name in zip(progs, names):
@@ -1085,7 +1091,8 @@ def c_header(progs, names: Sequence[str], stem: str = "caten") -> str:
         args += [f"{c_type(s.dtype)} *{s.name}" for s in prog.outputs]
         args += [f"int64_t {d}" for d in prog.dims]
         lines.append(f"/* {prog.name}: {' '.join(map(str, prog.inputs))} -> {' '.join(map(str, prog.outputs))}"
-                     " (f16/bf16 as uint16_t bits). Returns 0, or 1 if a where-constraint fails. */")
+                     " (f16/bf16 as uint16_t bits). Returns 0, 1 if a where-constraint fails, 2 if its scratch memory"
+                     " cannot be allocated. */")
         lines.append(f"int32_t {name}({', '.join(args) or 'void'});")
     lines += ["#ifdef __cplusplus", "}", "#endif", f"#endif /* {guard} */", ""]
     return "\n".join(lines)

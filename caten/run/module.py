@@ -62,8 +62,9 @@ class Composite:
             if prog is None:
                 prog = compile_program(m.source, self.cdef, types, m.dims, m.opt_level, m.rules,
                                        m.runtime.name, m.explain)
-                if pkey:
-                    store.put(pkey, "prog", _pickle(prog))
+                blob = _pickle(prog) if pkey else None
+                if blob is not None:
+                    store.put(pkey, "prog", blob)
             self._programs[key] = prog
         return self._programs[key]
 
@@ -163,10 +164,16 @@ def front_fingerprint() -> str:
 _FRONT: str | None = None
 
 
-def _pickle(prog: Program) -> bytes:
+def _pickle(prog: Program) -> bytes | None:
+    """The cache payload of a program (data, not a pickle), or None if it holds something the
+    cache's codec cannot represent."""
+    from caten.cache.codec import CodecError
     from caten.ir.serialize import dumps
 
-    return dumps(prog)
+    try:
+        return dumps(prog)
+    except CodecError:
+        return None
 
 
 def _unpickle(blob: bytes | None) -> Program | None:

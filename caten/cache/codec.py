@@ -1,0 +1,172 @@
+"""Cache payloads as JSON: parsing an entry runs no code named by the entry (unlike pickle).
+
+A cache entry that someone else could have written must never be able to execute anything,
+so the structures the cache keeps (parsed units, the library, programs, object-file metadata)
+are written as tagged JSON. Decoding rebuilds only plain values, caten's own dataclasses and
+enums (looked up by name in caten's own modules and filled in field by field, as pickle would,
+without calling any method of theirs), dtypes by name, and dimension expressions through their
+constructors. Anything else in an entry is an error: the caller treats it as a cache miss.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import enum
+import functools
+import importlib
+import json
+import re
+
+TAG = "@"
+_MODULE = re.compile(r"^caten(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+
+
+class CodecError(ValueError):
+    """An entry (or a value to store) outside what the codec knows: a miss, never a crash."""
+
+
+LONG = 40  # strings at least this long are written once (spans all carry their file's text)
+
+
+def dumps(obj: object) -> bytes:
+    """Two JSON lines: the table of long strings, then `obj` referring to it; raises CodecError on
+    a value the codec cannot represent."""
+    table: dict[str, int] = {}
+    try:
+        body = json.dumps(_Enc(table).enc(obj), separators=(",", ":"), allow_nan=True)
+    except RecursionError as e:
+        raise CodecError("value nested too deeply for the cache") from e
+    return json.dumps(list(table), separators=(",", ":")).encode() + b"\n" + body.encode()
+
+
+def loads(blob: bytes) -> object:
+    """The value `dumps` wrote; raises CodecError on anything else."""
+    try:
+        head, _, body = blob.partition(b"\n")
+        table = json.loads(head)
+        if not isinstance(table, list) or not all(isinstance(s, str) for s in table):
+            raise CodecError("bad string table")
+        return json.loads(body, object_hook=lambda d: _dec(d, table))
+    except CodecError:
+        raise
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError, ImportError) as e:
+        raise CodecError(f"unreadable cache payload: {e}") from e
+
+
+def _name(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+class _Enc:
+    def __init__(self, table: dict[str, int]):
+        self.table = table
+
+    def enc(self, x: object) -> object:
+        if type(x) is str and len(x) >= LONG:
+            i = self.table.setdefault(x, len(self.table))
+            return {TAG: "r", "v": i}
+        return _enc(x, self.enc)
+
+
+def _enc(x: object, enc) -> object:
+    from caten.ir.dims import Atom, DimExpr
+    from caten.ir.dtypes import DType
+
+    if x is None or isinstance(x, (bool, str)):
+        return x
+    if isinstance(x, int) and type(x) is int or type(x) is float:
+        return x
+    if isinstance(x, list):
+        return [enc(v) for v in x]
+    if type(x) is tuple:
+        return {TAG: "t", "v": [enc(v) for v in x]}
+    if type(x) is dict:
+        return {TAG: "d", "v": [[enc(k), enc(v)] for k, v in x.items()]}
+    if isinstance(x, (set, frozenset)):
+        return {TAG: "fs" if isinstance(x, frozenset) else "s", "v": [enc(v) for v in x]}
+    if isinstance(x, (bytes, bytearray)):
+        return {TAG: "b", "v": base64.b64encode(bytes(x)).decode()}
+    if isinstance(x, DType):
+        return {TAG: "dt", "v": x.name}
+    if isinstance(x, Atom):
+        return {TAG: "A", "op": x.op, "v": enc(x.args)}
+    if isinstance(x, DimExpr):
+        return {TAG: "D", "v": [[enc(m), c] for m, c in x.terms.items()]}
+    if isinstance(x, enum.Enum) and type(x).__module__.startswith("caten."):
+        return {TAG: "e", "c": _name(type(x)), "v": x.name}
+    if dataclasses.is_dataclass(x) and not isinstance(x, type) and type(x).__module__.startswith("caten."):
+        state = vars(x) if hasattr(x, "__dict__") else {f.name: getattr(x, f.name) for f in dataclasses.fields(x)}
+        out = {k: enc(v) for k, v in state.items()}
+        out[TAG] = _name(type(x))
+        return out
+    raise CodecError(f"the cache cannot store a {type(x).__module__}.{type(x).__qualname__}")
+
+
+@functools.cache
+def _class(name: str) -> type:
+    """A class of caten's own by `module:qualname`; nothing else (no builtins, no other packages)."""
+    mod, _, qual = name.partition(":")
+    if not _MODULE.match(mod) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", qual):
+        raise CodecError(f"cache payload names a class outside caten: {name!r}")
+    cls = getattr(importlib.import_module(mod), qual, None)
+    if not isinstance(cls, type) or cls.__module__ != mod:
+        raise CodecError(f"cache payload names an unknown class {name!r}")
+    return cls
+
+
+@functools.cache
+def _record(name: str) -> tuple[type, frozenset[str], bool]:
+    """A caten dataclass by name, its field names, and whether instances have a __dict__."""
+    cls = _class(name)
+    if not dataclasses.is_dataclass(cls):
+        raise CodecError(f"{name} is not a dataclass")
+    return cls, frozenset(f.name for f in dataclasses.fields(cls)), "__dict__" in dir(cls)
+
+
+def _plain(tag: str, d: dict, table: list[str]) -> object:
+    from caten.ir import dtypes as T
+    from caten.ir.dims import Atom, DimExpr
+
+    if tag == "r":
+        return table[d["v"]]
+    if tag == "t":
+        return tuple(d["v"])
+    if tag == "d":
+        return {k: v for k, v in d["v"]}
+    if tag == "fs":
+        return frozenset(d["v"])
+    if tag == "s":
+        return set(d["v"])
+    if tag == "b":
+        return base64.b64decode(d["v"], validate=True)
+    if tag == "dt":
+        return T.BY_NAME[d["v"]]
+    if tag == "A":
+        return Atom(str(d["op"]), tuple(d["v"]))
+    if tag == "D":
+        return DimExpr({tuple(m): int(c) for m, c in d["v"]})
+    if tag == "e":
+        cls = _class(d["c"])
+        if not issubclass(cls, enum.Enum):
+            raise CodecError(f"{d['c']} is not an enum")
+        return cls[d["v"]]
+    raise CodecError(f"unknown cache payload tag {tag!r}")
+
+
+def _dec(d: dict, table: list[str]) -> object:
+    tag = d.pop(TAG, None)
+    if type(tag) is not str:
+        raise CodecError("untagged object in a cache payload")
+    if ":" not in tag:
+        return _plain(tag, d, table)
+    cls, names, has_dict = _record(tag)
+    if d.keys() != names and (not has_dict or not names <= d.keys()):
+        raise CodecError(f"{tag} entry does not match the class's fields (an older layout)")
+    obj = object.__new__(cls)
+    if has_dict:
+        obj.__dict__.update(d)
+    else:
+        for k, v in d.items():
+            object.__setattr__(obj, k, v)
+    return obj
