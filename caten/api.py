@@ -10,11 +10,16 @@ from caten.run.module import Module
 
 
 def _module(src, runtime: str, rules: Sequence[str] | None, defines: Mapping[str, object] | None,
-            opt_level: int, plugin: str | None = None, use_cache: bool = True, explain=None) -> Module:
+            opt_level: int, plugin: str | None = None, use_cache: bool = True, explain=None,
+            fast_math: bool = False) -> Module:
+    """fast_math=True runs the `fastmath` rule set (a / b as a * (1/b), ...), which no -O level does."""
+    from caten.rewrite import FAST_MATH
+
     if plugin:
         R.load_plugin(plugin)
     types, dims = split_defines(dict(defines or {}))
-    return Module(src, R.get(runtime), types, dims, opt_level, [str(r) for r in rules or []], use_cache, explain)
+    rules = [str(r) for r in rules or []] + ([FAST_MATH] if fast_math else [])
+    return Module(src, R.get(runtime), types, dims, opt_level, rules, use_cache, explain)
 
 
 def load(path: str, runtime: str = "llvm", rules: Sequence[str] | None = None,
