@@ -27,12 +27,15 @@
   (if (float? A) (WHERE (CMPNE A A) A s) s))
 
 (composite pow ((A{T}[...] B{T}[...]) -> (C{T}[...]))
-  "a ** b: floats as exp2(b log2 |a|) (in f64 below f64) with C99 Annex F's special cases; integers by squaring"
+  "a ** b: floats as 2**(b log2 |a|) with C99 Annex F's special cases; integers by repeated squaring"
   (if (float? A)
       (let ((wide (= (bits A) 64))
             (a (if wide A (CAST A f64)))
             (b (if wide B (CAST B f64)))
-            (mag (EXP2 (MUL b (LOG2 (abs a)))))
+            (x (abs a))
+            (plain (EXP2 (MUL b (LOG2 x))))
+            ;; below f64, plain is computed in f64 and within an ulp; f64 needs log2 in double-double
+            (mag (if wide (pow-f64-magnitude x b plain) plain))
             ;; b is an odd integer (every float beyond 2**53 is even); MOD of +-inf or nan is nan
             (odd-b (= (MOD b 2) 1))
             ;; the sign bit of a: a < 0, or a = -0.0 (whose reciprocal is -inf)
