@@ -26,6 +26,7 @@ SRC = """
 (composite recip-of ((A{T}[N]) -> (C{T}[N])) (recip A))
 (composite quarter ((A{T}[N]) -> (C{T}[N])) (/ A 4))
 (composite by-tiny ((A{T}[N]) -> (C{T}[N])) (/ A 1e-45))
+(composite by-neg-half ((A{T}[N]) -> (C{T}[N])) (/ A -0.5))
 """
 
 DTYPES = ["f16", "bf16", "f32", "f64"]
@@ -146,6 +147,9 @@ def test_division_by_a_power_of_two_constant(rt, dt):
         tiny = np.true_divide(v, np.array(1e-45).astype(v.dtype))
     assert_bits(mod(rt).quarter(v), four, f"{dt} x/4 on {rt}", v)
     assert_bits(mod(rt).by_tiny(v), tiny, f"{dt} x/1e-45 on {rt}", v)
+    with np.errstate(all="ignore"):
+        neg = np.true_divide(v, np.array(-0.5, v.dtype))
+    assert_bits(mod(rt).by_neg_half(v), neg, f"{dt} x/-0.5 on {rt}", v)
 
 
 def _ops(entry: str, dt: str, opt: int = 2, rules=None) -> list[str]:
@@ -157,9 +161,10 @@ def _ops(entry: str, dt: str, opt: int = 2, rules=None) -> list[str]:
 def test_only_exact_reciprocals_replace_division():
     assert "FDIV" not in _ops("quarter", "f32") and "MUL" in _ops("quarter", "f32")
     assert "FDIV" in _ops("quarter", "f32", opt=0)
+    assert "FDIV" not in _ops("by-neg-half", "bf16")
     # 1e-45 is f32's 2**-149, whose reciprocal overflows; in f16 and f64 it is not a power of two
     for dt in ("f16", "f32", "f64"):
-        assert "FDIV" in _ops("by_tiny".replace("_", "-"), dt)
+        assert "FDIV" in _ops("by-tiny", dt)
     for opt in (1, 2, 3):
         ops = _ops("quot", "f32", opt)
         assert "FDIV" in ops and "RECIP" not in ops, (opt, ops)
