@@ -18,9 +18,12 @@
   (if (float? A) (NEG (MAX (NEG A) (NEG B))) (NOT (MAX (NOT A) (NOT B)))))
 
 (composite abs ((A{T}[...]) -> (C{T}[...]))
-  "absolute value (abs of -0.0 is +0.0)"
-  ;; floats: a zero (either sign) becomes the constant +0; nan != 0 keeps nan
-  (if (float? A) (WHERE (CMPLT A 0) (NEG A) (WHERE (CMPNE A 0) A 0)) (WHERE (CMPLT A 0) (NEG A) A)))
+  "absolute value (the sign bit cleared: abs of -0.0 is +0.0)"
+  ;; floats: a zero (either sign) becomes the constant +0, a nan (either sign) the constant +nan,
+  ;; so the sign bit is always clear, as IEEE's abs and numpy's
+  (if (float? A)
+      (WHERE (CMPLT 0 A) A (WHERE (CMPLT A 0) (NEG A) (WHERE (CMPNE A A) (CONST nan :dtype (dtype A)) 0)))
+      (WHERE (CMPLT A 0) (NEG A) A)))
 (composite sign ((A{T}[...]) -> (C{T}[...]))
   "-1, 0 or 1 (nan for nan)"
   (setf s (ADD (CAST (CMPLT 0 A) (dtype A)) (NEG (CAST (CMPLT A 0) (dtype A)))))
