@@ -8,6 +8,7 @@ cases exactly and is within a few ulp elsewhere; `abs(-0.0)` is +0.0 and `sign` 
 from __future__ import annotations
 
 import itertools
+import json
 
 import numpy as np
 import pytest
@@ -205,6 +206,8 @@ def test_device_sources_divide_with_ieee_division():
         text = CS.device_source([CS.device_program(prog, target, local=64, coop=True)], target)
         assert " / " in text and "native_divide" not in text and "__fdividef" not in text
     assert "-cl-fp32-correctly-rounded-divide-sqrt" in opencl_rt.BUILD_OPTIONS
+    man = json.loads(opencl_rt.RUNTIME.emit(prog, "source")[".json"])
+    assert "-cl-fp32-correctly-rounded-divide-sqrt" in man["build_options"]  # for hosts of `-S` output
 
 
 # pow --------------------------------------------------------------------------------------------
