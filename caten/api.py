@@ -11,7 +11,10 @@ from caten.run.module import Module
 
 def _module(src, runtime: str, rules: Sequence[str] | None, defines: Mapping[str, object] | None,
             opt_level: int, plugin: str | None = None, use_cache: bool = True, explain=None,
-            target: str = "") -> Module:
+            target: str = "", fast_math: bool = False) -> Module:
+    """fast_math=True runs the `fastmath` rule set (a / b as a * (1/b), ...), which no -O level does."""
+    from caten.rewrite import FAST_MATH
+
     if plugin:
         R.load_plugin(plugin)
     if target:
@@ -19,8 +22,8 @@ def _module(src, runtime: str, rules: Sequence[str] | None, defines: Mapping[str
 
         parse(target)  # a bad spec fails here, not at the first call
     types, dims = split_defines(dict(defines or {}))
-    return Module(src, R.get(runtime), types, dims, opt_level, [str(r) for r in rules or []], use_cache, explain,
-                  target)
+    rules = [str(r) for r in rules or []] + ([FAST_MATH] if fast_math else [])
+    return Module(src, R.get(runtime), types, dims, opt_level, rules, use_cache, explain, target)
 
 
 def load(path: str, runtime: str = "llvm", rules: Sequence[str] | None = None,

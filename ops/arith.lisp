@@ -5,7 +5,7 @@
 (composite * ((A{T}[...] B{T}[...] &fold) -> (C{T}[...])) "a * b" (MUL A B))
 (composite - ((A{T}[...]) -> (C{T}[...])) "negation" (NEG A))
 (composite - ((A{T}[...] B{T}[...] &fold) -> (C{T}[...])) "a - b" (ADD A (NEG B)))
-(composite / ((A{T}[...] B{T}[...]) -> (C{T}[...])) "true division (float operands)" (MUL A (RECIP B)))
+(composite / ((A{T}[...] B{T}[...]) -> (C{T}[...])) "true division, correctly rounded (float operands)" (FDIV A B))
 (composite neg ((A{T}[...]) -> (C{T}[...])) "-a" (NEG A))
 (composite recip ((A{T}[...]) -> (C{T}[...])) "1/a (float)" (RECIP A))
 (composite mod ((A{T}[...] B{T}[...]) -> (C{T}[...])) "remainder with the divisor's sign, as numpy's %" (MOD A B))
@@ -17,22 +17,39 @@
   ;; floats: negation reverses order exactly; integers and bool: bitwise not does, without overflow
   (if (float? A) (NEG (MAX (NEG A) (NEG B))) (NOT (MAX (NOT A) (NOT B)))))
 
-(composite abs ((A{T}[...]) -> (C{T}[...])) "absolute value" (WHERE (CMPLT A 0) (NEG A) A))
+(composite abs ((A{T}[...]) -> (C{T}[...]))
+  "absolute value (the sign bit cleared: abs of -0.0 is +0.0)"
+  ;; floats: a zero (either sign) becomes the constant +0, a nan (either sign) the constant +nan,
+  ;; so the sign bit is always clear, as IEEE's abs and numpy's
+  (if (float? A)
+      (WHERE (CMPLT 0 A) A (WHERE (CMPLT A 0) (NEG A) (WHERE (CMPNE A A) (CONST nan :dtype (dtype A)) 0)))
+      (WHERE (CMPLT A 0) (NEG A) A)))
 (composite sign ((A{T}[...]) -> (C{T}[...]))
   "-1, 0 or 1 (nan for nan)"
   (setf s (ADD (CAST (CMPLT 0 A) (dtype A)) (NEG (CAST (CMPLT A 0) (dtype A)))))
   (if (float? A) (WHERE (CMPNE A A) A s) s))
 
 (composite pow ((A{T}[...] B{T}[...]) -> (C{T}[...]))
-  "a ** b: floats as exp2(b log2 |a|) with numpy's signs; integers by repeated squaring"
+  "a ** b: floats as 2**(b log2 |a|) with C99 Annex F's special cases; integers by repeated squaring"
   (if (float? A)
-      (let ((mag (EXP2 (MUL B (LOG2 (abs A)))))
-            (int-b (= B (CAST (CAST B i64) (dtype B))))
-            (odd-b (= (MOD B 2) 1)))
-        (WHERE (= B 0) 1
-          (WHERE (CMPLT A 0)
-            (WHERE int-b (WHERE odd-b (NEG mag) mag) nan)
-            mag)))
+      (let ((wide (= (bits A) 64))
+            (a (if wide A (CAST A f64)))
+            (b (if wide B (CAST B f64)))
+            (x (abs a))
+            (plain (EXP2 (MUL b (LOG2 x))))
+            ;; below f64, plain is computed in f64 and within an ulp; f64 needs log2 in double-double
+            (mag (if wide (pow-f64-magnitude x b plain) plain))
+            ;; b is an odd integer (every float beyond 2**53 is even); MOD of +-inf or nan is nan
+            (odd-b (= (MOD b 2) 1))
+            ;; the sign bit of a: a < 0, or a = -0.0 (whose reciprocal is -inf)
+            (neg-a (OR (CMPLT a 0) (CMPLT (RECIP a) 0)))
+            (signed (WHERE (AND neg-a odd-b) (NEG mag) mag))
+            ;; finite a < 0 with finite non-integral b; -inf and b = +-inf keep their magnitude
+            (bad (AND (AND (CMPLT a 0) (CMPLT -inf a)) (CMPLT 0 (MOD b 1))))
+            ;; pow(x, +-0) = 1 and pow(1, y) = 1 even for nan; pow(-1, +-inf) = 1
+            (one (OR (OR (= b 0) (= a 1)) (AND (= a -1) (= (abs b) inf))))
+            (r (WHERE one 1 (WHERE bad nan signed))))
+        (if wide r (CAST r (dtype A))))
       (progn
         (setf acc (CONST 1 :dtype (dtype A) :shape (shape (ADD A B))))
         (setf base A)

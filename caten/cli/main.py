@@ -82,6 +82,9 @@ def compile_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("-D", "defines", multiple=True, metavar="NAME=VALUE", help="bind a dim or type variable"),
         click.option("-O", "opt", type=click.IntRange(0, 3), default=2, show_default=True, help="optimisation level"),
         click.option("--rules", multiple=True, type=click.Path(), help="rule file (repeatable)"),
+        click.option("--fast-math", is_flag=True,
+                     help="allow results that are not IEEE-exact (a/b as a*(1/b), 1/(1/x) as x, ...): "
+                          "the built-in `fastmath` rules, which no -O level runs"),
         click.option("--no-cache", is_flag=True, help="do not read or write the compile cache"),
         click.option("--plugin", type=click.Path(), help="load a runtime plugin from a Python file"),
         click.option("-v", "--verbose", is_flag=True, help="say what each stage did"),
@@ -93,6 +96,13 @@ def compile_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     for o in reversed(opts):
         fn = o(fn)
     return fn
+
+
+def rule_list(rules: tuple[str, ...], fast_math: bool) -> list[str]:
+    """The --rules files, then the fastmath set when --fast-math is given."""
+    from caten.rewrite import FAST_MATH
+
+    return list(rules) + ([FAST_MATH] if fast_math else [])
 
 
 def parse_defines(defines: tuple[str, ...]) -> dict[str, str]:
@@ -113,7 +123,7 @@ def cli() -> None:
     \b
     caten [OPTIONS] FILE compiles FILE (.lisp or .yaml) like a C compiler:
       -r/--runtime NAME  -o PATH  -S  --emit ir|opt-ir|schedule|source|asm|obj|lib
-      -D NAME=VALUE  -O0..-O3  --rules FILE  -e/--entry NAME  --no-cache  --plugin PATH  -v
+      -D NAME=VALUE  -O0..-O3  --rules FILE  --fast-math  -e/--entry NAME  --no-cache  --plugin PATH  -v
       --cpu NAME (znver3, rocketlake, x86-64-v3, host; also CATEN_CPU)
     (caten FILE --help lists them in full). The commands below run, inspect and test.
     """
@@ -129,12 +139,12 @@ def cli() -> None:
 @click.option("-e", "--entry", multiple=True, help="composite to compile (default: every one)")
 @diagnostics
 def compile_cmd(file: str, runtime: str, defines: tuple[str, ...], opt: int, rules: tuple[str, ...],
-                no_cache: bool, plugin: str | None, verbose: bool, explain_rules: bool, output: str | None, asm: bool,
-                emit: str | None, entry: tuple[str, ...]) -> None:
+                fast_math: bool, no_cache: bool, plugin: str | None, verbose: bool, explain_rules: bool,
+                output: str | None, asm: bool, emit: str | None, entry: tuple[str, ...]) -> None:
     """Compile FILE."""
     from caten.cli.compile import compile_file
 
-    compile_file(file, runtime, parse_defines(defines), opt, list(rules), not no_cache, plugin, verbose,
+    compile_file(file, runtime, parse_defines(defines), opt, rule_list(rules, fast_math), not no_cache, plugin, verbose,
                  output, asm, emit, list(entry), explain_rules)
 
 
@@ -146,13 +156,13 @@ def compile_cmd(file: str, runtime: str, defines: tuple[str, ...], opt: int, rul
 @click.option("-o", "output", type=click.Path(), help="output .npy (one output) or .npz (several)")
 @diagnostics
 def run_cmd(file: str, inputs: tuple[str, ...], runtime: str, defines: tuple[str, ...], opt: int,
-            rules: tuple[str, ...], no_cache: bool, plugin: str | None, verbose: bool, explain_rules: bool,
-            entry: str | None, output: str | None) -> None:
+            rules: tuple[str, ...], fast_math: bool, no_cache: bool, plugin: str | None, verbose: bool,
+            explain_rules: bool, entry: str | None, output: str | None) -> None:
     """Run a composite of FILE on .npy inputs given as NAME=PATH.npy."""
     from caten.cli.run import run_file
 
-    run_file(file, list(inputs), runtime, parse_defines(defines), opt, list(rules), not no_cache, plugin,
-             verbose, entry, output, explain_rules)
+    run_file(file, list(inputs), runtime, parse_defines(defines), opt, rule_list(rules, fast_math), not no_cache,
+             plugin, verbose, entry, output, explain_rules)
 
 
 @cli.command("test-runtime")

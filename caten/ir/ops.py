@@ -22,7 +22,7 @@ from caten.ir.dtypes import DType
 class Op(Enum):
     NEG = "NEG"; RECIP = "RECIP"; SQRT = "SQRT"; EXP2 = "EXP2"; LOG2 = "LOG2"; SIN = "SIN"  # noqa: E702
     NOT = "NOT"; CAST = "CAST"  # noqa: E702
-    ADD = "ADD"; MUL = "MUL"; IDIV = "IDIV"; MOD = "MOD"; MAX = "MAX"  # noqa: E702
+    ADD = "ADD"; MUL = "MUL"; FDIV = "FDIV"; IDIV = "IDIV"; MOD = "MOD"; MAX = "MAX"  # noqa: E702
     AND = "AND"; OR = "OR"; XOR = "XOR"; CMPLT = "CMPLT"; CMPNE = "CMPNE"  # noqa: E702
     WHERE = "WHERE"; REDUCE = "REDUCE"  # noqa: E702
     BUFFER = "BUFFER"; CONST = "CONST"; VIEW = "VIEW"; COPY = "COPY"  # noqa: E702
@@ -239,6 +239,8 @@ TABLE: dict[Op, OpInfo] = {i.op: i for i in (
        "add: a + b (integers wrap)"),
     _e(Op.MUL, "binary", 2, NUMERIC, _same(NUMERIC, "MUL needs numeric operands"), _alu(_lowp(np.multiply)),
        "multiply: a * b (integers wrap)"),
+    _e(Op.FDIV, "binary", 2, FLOATS, _same(FLOATS, "FDIV " + _F), _alu(_lowp(np.true_divide)),
+       "true division a / b, correctly rounded (IEEE 754, as numpy's /)"),
     _e(Op.IDIV, "binary", 2, NUMERIC, _same(NUMERIC, "IDIV needs numeric operands"), _alu(_lowp(_idiv)),
        "floor division, as numpy's // (integer x // 0 is 0)"),
     _e(Op.MOD, "binary", 2, NUMERIC, _same(NUMERIC, "MOD needs numeric operands"), _alu(_lowp(_mod)),

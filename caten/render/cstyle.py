@@ -588,6 +588,8 @@ class Fn:
             return f"(-{s[0]})"
         if op is Op.RECIP:
             return f"({'1.0f' if ty == 'f32' else '1.0'} / {s[0]})"
+        if op is Op.FDIV:
+            return f"({s[0]} / {s[1]})"
         if op is Op.MAX:
             return f"(({s[0]} >= {s[1]} || {s[0]} != {s[0]}) ? {s[0]} : {s[1]})"
         if op in (Op.EXP2, Op.LOG2, Op.SIN) and self.t.poly and ty == "f32":

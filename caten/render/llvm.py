@@ -380,6 +380,8 @@ class FnGen:
             return self.ins(f"fneg {ty} {s[0]}")
         if op is Op.RECIP:
             return self.fop("fdiv", ty, self.fc(1.0, ty), s[0], "")
+        if op is Op.FDIV:
+            return self.fop("fdiv", ty, s[0], s[1], "")
         if op is Op.SQRT:
             return self.intr("sqrt", ty, s[0])
         if op is Op.MAX:

@@ -6,7 +6,8 @@ Public surface:
 - `Engine(rules, runtime, explain)`: `call_hook` for the elaborator, `rewrite(nodes)` for graphs.
 - `Explain`: what `--explain-rules` prints.
 
-Built-in rule sets are the files of `ops/rules/`; LEVELS says which -O level turns each on.
+Built-in rule sets are the files of `ops/rules/`; LEVELS says which -O level turns each on, except
+the OPT_IN sets (fastmath), which only `--fast-math` or `--rules builtin:NAME` turn on.
 """
 
 from __future__ import annotations
@@ -20,10 +21,15 @@ from caten.rewrite.engine import Engine
 from caten.rewrite.explain import Explain
 from caten.rewrite.rule import Rule, compile_rule
 
-__all__ = ["Engine", "Explain", "Rule", "LEVELS", "builtin_rules", "compile_rules", "load_rule_file", "rules_for"]
+__all__ = ["Engine", "Explain", "Rule", "LEVELS", "OPT_IN", "FAST_MATH", "builtin_rules", "compile_rules",
+           "load_rule_file", "rules_for"]
 
 # -O level from which each built-in rule set (ops/rules/NAME.lisp) runs; other files: from -O2
-LEVELS = {"fold": 1, "algebra": 2, "fastmath": 3}
+LEVELS = {"fold": 1, "algebra": 2}
+# built-in sets no -O level turns on: they change results' bits, so the user names them
+# (`--fast-math` is `--rules builtin:fastmath`; caten.load(fast_math=True) the same)
+OPT_IN = {"fastmath"}
+FAST_MATH = "builtin:fastmath"
 
 
 def level_of(ruleset: str) -> int:
@@ -50,7 +56,7 @@ def builtin_rules(opt_level: int) -> tuple[Rule, ...]:
     known = library_names()
     out: list[Rule] = []
     for name, defs in sorted(rule_sets().items(), key=lambda kv: (level_of(kv[0]), kv[0])):
-        if level_of(name) <= opt_level:
+        if name not in OPT_IN and level_of(name) <= opt_level:
             out += compile_rules(defs, name, known)
     return tuple(out)
 
@@ -59,9 +65,17 @@ _FILE_CACHE: dict[str, tuple[float, list[RuleDef]]] = {}
 
 
 def load_rule_file(path: str) -> list[RuleDef]:
-    """The rules of a `--rules` file (re-read when it changes)."""
+    """The rules of a `--rules` file (re-read when it changes), or of a built-in set named `builtin:NAME`."""
     from caten.read.program import load_unit_file
 
+    if path.startswith("builtin:"):
+        from caten.elaborate.library import rule_sets
+
+        sets = rule_sets()
+        name = path.split(":", 1)[1]
+        if name not in sets:
+            raise Error(f"no built-in rule set `{name}`", None, "built-in sets: " + ", ".join(sorted(sets)))
+        return sets[name]
     if not os.path.isfile(path):
         raise Error(f"rule file {path}: no such file", None, "pass --rules PATH to an existing .lisp file")
     mtime = os.path.getmtime(path)
@@ -84,5 +98,6 @@ def rules_for(program_rules: list[RuleDef], opt_level: int, files: list | None, 
         file = program_rules[0].span.file if program_rules[0].span else "<program>"
         out += compile_rules(program_rules, os.path.basename(file) if file else "<program>", known)
     for f in files or []:
-        out += compile_rules(load_rule_file(str(f)), os.path.basename(str(f)), known)
+        name = str(f).split(":", 1)[1] if str(f).startswith("builtin:") else os.path.basename(str(f))
+        out += compile_rules(load_rule_file(str(f)), name, known)
     return out

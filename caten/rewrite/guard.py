@@ -2,14 +2,18 @@
 
 `(dtype ?x)`, `(shape ?x)`, `(rank ?x)`, `(const? ?x)`, `(float? ?x)`, `(int? ?x)`, `(bool? ?x)`,
 `(dim ?x K)`, `(value ?x)` (a constant's value), `(lossless? FROM TO)` (every FROM value is exact in
-TO), `(len L)`, `(nth L I)`, `(list ...)`, `+ - *` over integers, comparisons `= != < <= > >=`,
+TO), `(exact-recip? ?x)` (a float constant whose reciprocal is exact in its dtype), `(len L)`,
+`(nth L I)`, `(list ...)`, `+ - *` over integers, comparisons `= != < <= > >=`,
 and `and`, `or`, `not`. Dtype names, numbers, `true`/`false` and `[...]` lists are literals.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
+
+import numpy as np
 
 from caten.elaborate.values import Lit, Tensor
 from caten.errors import Error
@@ -110,6 +114,20 @@ def _f_lossless(a: Any, b: Any) -> bool:
     return isinstance(a, DType) and isinstance(b, DType) and lossless(a, b)
 
 
+def _f_exact_recip(x: Any) -> bool:
+    """Is x a float constant +-2**k whose reciprocal +-2**-k is finite and exact in x's dtype?
+    Then a / x and a * (1/x) round the same real number once, so they are bit-identical."""
+    v, dt = value_const(_t(x)), _dtype_of(_t(x))
+    if not isinstance(dt, DType) or not dt.is_float or isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    with np.errstate(all="ignore"):
+        b = float(np.array(v).astype(dt.np).astype(np.float64))  # the constant as its dtype holds it
+        if not math.isfinite(b) or b == 0 or abs(math.frexp(b)[0]) != 0.5:
+            return False
+        r = float(np.array(1.0 / b, np.float64).astype(dt.np).astype(np.float64))
+    return math.isfinite(r) and r * b == 1.0
+
+
 def _f_arith(h: str) -> Callable[..., Any]:
     def f(*xs: Any) -> Any:
         vals = [_plain(x) for x in xs]
@@ -141,6 +159,7 @@ FUNCS: dict[str, Callable[..., Any]] = {
     "dtype": _dtype_of, "shape": _f_shape, "rank": _f_rank, "const?": lambda x: value_const(x) is not None,
     "value": value_const, "float?": _f_kind("float"), "int?": _f_kind("int"), "bool?": _f_kind("bool"),
     "dim": _f_dim, "len": _f_len, "nth": _f_nth, "lossless?": _f_lossless,
+    "exact-recip?": _f_exact_recip,
     "+": _f_arith("+"), "-": _f_arith("-"), "*": _f_arith("*"), "list": lambda *xs: list(xs),
     **{c: _cmp(c) for c in ("=", "!=", "<", "<=", ">", ">=")},
 }

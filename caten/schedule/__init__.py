@@ -21,7 +21,7 @@ from caten.ir.ops import Op
 from caten.ir.program import Program
 
 ALIGN = 64
-_HEAVY = {Op.EXP2, Op.LOG2, Op.SIN, Op.SQRT, Op.RECIP, Op.IDIV, Op.MOD, Op.RAND, Op.REDUCE}
+_HEAVY = {Op.EXP2, Op.LOG2, Op.SIN, Op.SQRT, Op.RECIP, Op.FDIV, Op.IDIV, Op.MOD, Op.RAND, Op.REDUCE}
 LOWP = ("f16", "bf16")
 _TRANSC = {Op.EXP2, Op.LOG2, Op.SIN}
 

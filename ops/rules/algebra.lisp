@@ -8,6 +8,10 @@
 (defoptimizer one-mul    (MUL 1 ?x) => ?x)
 (defoptimizer mul-neg-one (MUL ?x -1) => (NEG ?x) :when (not (bool? ?x)))
 
+;; division by +-2**k is multiplication by +-2**-k when that is exact in the dtype: both round
+;; the same real number once (fold then computes the reciprocal constant)
+(defoptimizer div-pow2   (FDIV ?x ?c) => (MUL ?x (RECIP ?c)) :when (exact-recip? ?c))
+
 ;; involutions
 (defoptimizer neg-neg    (NEG (NEG ?x)) => ?x)
 (defoptimizer not-not    (NOT (NOT ?x)) => ?x)

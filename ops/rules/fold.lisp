@@ -14,6 +14,7 @@
 
 (defoptimizer fold-add   (ADD ?a ?b)   => (fold (ADD ?a ?b))   :when (and (const? ?a) (const? ?b)))
 (defoptimizer fold-mul   (MUL ?a ?b)   => (fold (MUL ?a ?b))   :when (and (const? ?a) (const? ?b)))
+(defoptimizer fold-fdiv  (FDIV ?a ?b)  => (fold (FDIV ?a ?b))  :when (and (const? ?a) (const? ?b)))
 (defoptimizer fold-idiv  (IDIV ?a ?b)  => (fold (IDIV ?a ?b))  :when (and (const? ?a) (const? ?b)))
 (defoptimizer fold-mod   (MOD ?a ?b)   => (fold (MOD ?a ?b))   :when (and (const? ?a) (const? ?b)))
 (defoptimizer fold-max   (MAX ?a ?b)   => (fold (MAX ?a ?b))   :when (and (const? ?a) (const? ?b)))
