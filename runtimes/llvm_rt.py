@@ -64,17 +64,32 @@ def host() -> tuple[str, str, str]:
     return _state["host"]
 
 
-def target_machine(opt: int = 3):
+# The JIT links its objects at whatever addresses the process's memory manager hands out; with
+# many large shared libraries mapped (torch, scikit-learn) code, constants and libm can end up
+# more than 2 GB apart, and a 32-bit PC-relative relocation then aborts the whole process in
+# RuntimeDyldELF (`isInt<32>(RealOffset)`). The large code model addresses every symbol and
+# constant pool with 64-bit absolute values, so no relocation can overflow. Shared libraries
+# (AOT) keep the default model: the system linker places their sections together.
+JIT_CODE_MODEL = "large"
+
+
+def target_machine(opt: int = 3, jit: bool = False):
     llvm = _llvm()
     triple, cpu, feats = host()
     target = llvm.Target.from_triple(triple)
-    return target.create_target_machine(cpu=cpu, features=feats, opt=opt, reloc="pic", codemodel="default")
+    return target.create_target_machine(cpu=cpu, features=feats, opt=opt, reloc="static" if jit else "pic",
+                                        codemodel=JIT_CODE_MODEL if jit else "default")
+
+
+def jit_object(ir_text: str, opt: int = 3) -> bytes:
+    """Object code for the in-process JIT (large code model: see JIT_CODE_MODEL)."""
+    return target_machine(opt, jit=True).emit_object(optimize(ir_text, opt))
 
 
 def _engine():
     if "engine" not in _state:
         llvm = _llvm()
-        tm = target_machine()
+        tm = target_machine(jit=True)
         _state["tm"] = tm
         _state["engine"] = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
     return _state["engine"]
@@ -243,7 +258,7 @@ class LLVMRuntime(Runtime):
             else:
                 ir, (sched,) = generate(program, name, nthreads)
                 # machine code is generated once: the object file both feeds the engine and is cached
-                obj = target_machine(opt).emit_object(optimize(ir, opt))
+                obj = jit_object(ir, opt)
                 if store is not None:
                     arena = sched.arena_size if isinstance(sched.arena_size, int) else \
                         D.substitute(sched.arena_size, program.canonical_dims())
