@@ -35,10 +35,12 @@ class TensorSpec:
 
 @dataclass(frozen=True)
 class Constraint:
-    """`lhs = rhs` from a `where` clause between dims that inputs already determine."""
+    """`lhs = rhs` from a `where` clause between dims that inputs already determine, or a
+    call-time condition of an op (`empty` set to the dim that must not be 0: its message)."""
     lhs: Dim
     rhs: Dim
     text: str
+    empty: Dim | None = None
 
 
 @dataclass

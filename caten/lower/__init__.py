@@ -17,6 +17,7 @@ from caten.ir.dims import Dim
 from caten.ir.graph import Node
 from caten.ir.ops import Op
 from caten.lower import loopir as L
+from caten.lower.empty import zeros_if_empty
 from caten.lower.index import Aff, contiguous_strides, flatten, unflatten
 from caten.lower.loopir import X
 from caten.schedule import LOWP, GemmPlan, Schedule, Unfusable, gemm_plan, max_outer, reduce_mode
@@ -471,7 +472,7 @@ class KernelLowerer:
         if tid is not None:
             body = [L.Parallel(tid.arg, teff, body, most=T_)]
         self.done.add(n)
-        return body
+        return zeros_if_empty(self, n, si, buf, plan.K, Coords) + body
 
     def lower(self) -> list:
         body: list = []
