@@ -128,3 +128,88 @@ def test_aot_library_max_over_empty_axis_fails(rt, tmp_path):
     np.testing.assert_array_equal(c, [1, 1, 1])
     e = np.ones((3, 0), np.float32)
     assert lib.mx(_ptr(e), _ptr(c), ctypes.c_int64(3), ctypes.c_int64(0)) != 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Accuracy of long float sums (LANGUAGE.md 5.1: no worse than numpy's pairwise summation)
+
+ACC = """
+(composite bsum ((X{f32}[]) -> (Y{f32}[])) (return (sum (expand X [600000000]))))
+(composite bmean ((X{f32}[]) -> (Y{f32}[])) (return (mean (expand X [600000000]))))
+(composite s ((X{f32}[N]) -> (Y{f32}[])) (return (sum X)))
+(composite m ((X{f32}[N]) -> (Y{f32}[])) (return (mean X)))
+(composite v ((X{f32}[N]) -> (Y{f32}[])) (return (mean (* (- X (mean X)) (- X (mean X))))))
+(composite rows ((X{f32}[M, N]) -> (Y{f32}[M])) (return (sum X :axis 1)))
+(composite s64 ((X{f64}[N]) -> (Y{f64}[])) (return (sum X)))
+"""
+
+
+@pytest.mark.parametrize("rt", ["llvm", "c"])
+def test_sum_of_600m_broadcast_ones_is_exact(rt):
+    """A serial f32 accumulator (or a few vector partials) stops growing at 2^24 per
+    partial: 600M ones gave 536870912. Blocks of partials closed into a wide accumulator
+    give every integer up to far beyond that exactly (a broadcast scalar: no memory on the
+    compiled runtimes; the numpy oracle would materialize 2.4 GB, and is numpy's sum anyway)."""
+    mod = caten.loads(ACC, runtime=rt)
+    one = np.array(1.0, np.float32)
+    assert float(mod.bsum(one)) == 600_000_000.0
+    assert float(mod.bmean(one)) == 1.0
+
+
+def _rel(got, want) -> float:
+    return abs(float(got) - float(want)) / abs(float(want))
+
+
+@pytest.mark.parametrize("rt", RUNTIMES + ["opencl"])
+def test_long_sum_mean_var_error_like_numpy(rt):
+    """2^23 uniforms (numpy's pairwise sum errs ~1e-8 relative; one accumulator, or 32
+    partials, ~1e-6): sum, mean and a variance within 1e-7 (under 2 f32 rounding steps)."""
+    if rt == "opencl" and not get_runtime("opencl").available()[0]:
+        pytest.skip("no OpenCL device")
+    mod = caten.loads(ACC, runtime=rt)
+    x = np.random.default_rng(7).random(1 << 23, dtype=np.float32)
+    x64 = x.astype(np.float64)
+    assert _rel(x.sum(), x64.sum()) < 1e-7  # the anchor: numpy's own error is this small
+    assert _rel(mod.s(x), x64.sum()) < 1e-7
+    assert _rel(mod.m(x), x64.mean()) < 1e-7
+    assert _rel(mod.v(x), x64.var()) < 1e-6
+    # sums of partly cancelling values: the bound is on sum|x| (eps * sum|x| * a few)
+    y = (x - np.float32(0.5)) * np.float32(1000)
+    assert abs(float(mod.s(y)) - y.astype(np.float64).sum()) < 2e-7 * np.abs(y.astype(np.float64)).sum()
+
+
+@pytest.mark.parametrize("rt", RUNTIMES)
+def test_blocked_row_sums_match_numpy(rt):
+    """Rows cut into blocks, with partial last blocks and rows shorter than a block."""
+    mod = caten.loads(ACC, runtime=rt)
+    rng = np.random.default_rng(3)
+    for shape in [(3, 5000), (2, 2049), (4, 2048), (5, 1), (1, 4097 * 3), (2, 0)]:
+        x = rng.standard_normal(shape).astype(np.float32)
+        np.testing.assert_allclose(mod.rows(x), x.astype(np.float64).sum(axis=1), rtol=1e-6, atol=1e-4)
+    z = rng.standard_normal(300_001)
+    np.testing.assert_allclose(mod.s64(z), z.sum(), rtol=1e-13)
+
+
+def test_blocking_is_in_the_loop_ir():
+    """Every renderer gets it: the lowered kernel of an f32 sum over a dynamic axis closes
+    blocks into an f64 accumulator; a sum that fits in one block is left as it was."""
+    from caten.lower import check_group, lower
+    from caten.lower import loopir as L
+    from caten.schedule import schedule
+
+    def accs(src: str) -> list[str]:
+        prog = caten.loads(src, runtime="numpy").f.elaborate({})
+        found: list[str] = []
+
+        def walk(stmts):
+            for s in stmts:
+                if isinstance(s, L.Acc):
+                    found.append(s.dtype.name)
+                walk(getattr(s, "body", []))
+        for k in lower(schedule(prog, check=check_group)):
+            walk(k.body)
+        return found
+
+    assert sorted(accs("(composite f ((X{f32}[N]) -> (Y{f32}[])) (return (sum X)))")) == ["f32", "f64"]
+    assert accs("(composite f ((X{f32}[4, 500]) -> (Y{f32}[4])) (return (sum X :axis 1)))") == ["f32"]
+    assert accs("(composite f ((X{i32}[N]) -> (Y{i32}[])) (return (sum X)))") == ["i32"]
