@@ -129,7 +129,7 @@ def generate(programs: Program | Sequence[Program], names: str | Sequence[str],
         for i, k in enumerate(sched.kernels):
             k.name = f"{name}__k{i}"
         kernels = lower(sched)
-        defines = dict(program.defines)
+        defines = program.dim_defines()
         for k in kernels:
             mod.kernel(k, defines)
         entry_functions(mod, name, sched, kernels, defines)

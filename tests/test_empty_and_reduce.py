@@ -213,3 +213,51 @@ def test_blocking_is_in_the_loop_ir():
     assert sorted(accs("(composite f ((X{f32}[N]) -> (Y{f32}[])) (return (sum X)))")) == ["f32", "f64"]
     assert accs("(composite f ((X{f32}[4, 500]) -> (Y{f32}[4])) (return (sum X :axis 1)))") == ["f32"]
     assert accs("(composite f ((X{i32}[N]) -> (Y{i32}[])) (return (sum X)))") == ["i32"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Exact-division dims (`where K = (/ N 2)`): compiled runtimes compute K from N, and an odd N
+# fails at the call (caten.Error; C ABI: non-zero), as a where constraint does
+
+HALVE = """
+(composite halve ((X{f32}[N]) -> (Y{f32}[K]) where K = (/ N 2))
+  (return (sum (reshape X [K 2]) :axis 1)))
+(composite pairs ((X{f32}[N]) -> (Y{f32}[K, 2]) where K = (/ N 2))
+  (return (* 2.0 (reshape X [K 2]))))
+(composite thirds ((X{f32}[M, N]) -> (Y{f32}[M, K]) where K = (/ N 3))
+  (return (max (reshape X [M K 3]) :axis 2)))
+"""
+
+
+@pytest.mark.parametrize("rt", RUNTIMES + ["opencl"])
+def test_exact_division_dims(rt):
+    if rt == "opencl" and not get_runtime("opencl").available()[0]:
+        pytest.skip("no OpenCL device")
+    mod = caten.loads(HALVE, runtime=rt)
+    for n in (6, 2, 0, 4100):
+        x = np.arange(n, dtype=np.float32)
+        np.testing.assert_array_equal(mod.halve(x), x.reshape(-1, 2).sum(1))
+        np.testing.assert_array_equal(mod.pairs(x), 2 * x.reshape(-1, 2))
+    x = np.arange(4 * 9, dtype=np.float32).reshape(4, 9)
+    np.testing.assert_array_equal(mod.thirds(x), x.reshape(4, 3, 3).max(2))
+    for n in (7, 1):
+        with pytest.raises(caten.Error, match="divisible by 2"):
+            mod.halve(np.ones(n, np.float32))
+        with pytest.raises(caten.Error, match="divisible by 2"):
+            mod.pairs(np.ones(n, np.float32))
+    with pytest.raises(caten.Error, match="divisible by 3"):
+        mod.thirds(np.ones((4, 10), np.float32))
+
+
+@pytest.mark.parametrize("rt", ["llvm", "c"])
+def test_aot_library_exact_division(rt, tmp_path):
+    lib = _library(rt, HALVE, tmp_path, "halve")
+    for n in (6, 4100):
+        x = np.arange(n, dtype=np.float32)
+        y = np.full(n // 2, -1.0, np.float32)
+        assert lib.halve(_ptr(x), _ptr(y), ctypes.c_int64(n)) == 0
+        np.testing.assert_array_equal(y, x.reshape(-1, 2).sum(1))
+    x = np.ones(7, np.float32)
+    y = np.full(3, -1.0, np.float32)
+    assert lib.halve(_ptr(x), _ptr(y), ctypes.c_int64(7)) != 0
+    np.testing.assert_array_equal(y, -1.0)  # nothing ran

@@ -55,6 +55,12 @@ class Program:
     derived: dict[str, Dim] = field(default_factory=dict)  # dims computed from the others (where K = (/ N 2))
     cached_key: str | None = field(default=None, compare=False, repr=False)  # key(), once computed
 
+    def dim_defines(self) -> dict[str, Dim]:
+        """What code generators substitute for non-argument dims: the -D values, and each
+        derived dim's expression over the dynamic dims (kernels and C ABI entries take only
+        `dims`; a derived one is computed from them where it is used)."""
+        return {**self.defines, **self.derived}
+
     def dump(self) -> str:
         head = f"composite {self.name} ({' '.join(map(str, self.inputs))} -> {' '.join(map(str, self.outputs))})"
         return head + "\n" + dump(self.nodes, [o.name for o in self.outputs])
