@@ -11,6 +11,8 @@ narrower floats, so its own rounding (at most n/BLOCK terms at 2^-53) stays far 
 step. The error is then bounded by BLOCK f32 steps on sum|x| whatever n is, and in practice
 (partials of BLOCK/lanes elements, random rounding) it is close to numpy's. Summing a block
 costs BLOCK adds; closing one costs a conversion and an add: no measurable loss of speed.
+Block sums are added with an "acc" (reassociable) update: a device renderer may spread the
+blocks over work-items and combine their wide sums in a tree (cstyle's `reduction_loop`).
 """
 
 from __future__ import annotations
@@ -81,7 +83,8 @@ class Blocked:
             ext = L.imin(L.const(self.c), L.iadd(L.dim(dq), L.imul(self.b, L.const(-self.c))))
         part = L.var(acc, acc_dt)
         block = [L.Acc(acc, acc_dt, init), L.Loop(self.vars[q].arg, ext, inner),
-                 L.SetAcc(outer, L.alu(Op.ADD, w, L.var(outer, w), part if w == acc_dt else L.alu(Op.CAST, w, part)))]
+                 L.SetAcc(outer, L.alu(Op.ADD, w, L.var(outer, w), part if w == acc_dt else L.alu(Op.CAST, w, part),
+                                       arg="acc"))]
         loops = kl.nest(self.vars[:q] + [self.b], self.extents[:q] + [D.floordiv(D.add(dq, self.c - 1), self.c)],
                         block)
         return [L.Acc(outer, w, L.const(0.0, w))] + loops, L.var(outer, w)

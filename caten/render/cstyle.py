@@ -750,20 +750,27 @@ _COMBINE = {Op.ADD, Op.MUL, Op.MAX, Op.OR}
 
 
 def reduction_loop(loop: L.Loop, var: str) -> Op | None:
-    """The combining op if `loop` only updates accumulator `var` with an associative op."""
+    """The combining op if `loop` only updates accumulator `var` with an associative op (and
+    accumulators of its own, started inside it: the blocks of a blocked sum, caten.lower.reduce)."""
     op = None
+    own: set[str] = set()
     for s in _walk([loop]):
         if isinstance(s, L.Loop):
-            if _extent(s.extent) is None:
+            if _extent(s.extent) is None and not own:  # a block's loop may end at min(c, rest)
                 return None
             continue
-        if not isinstance(s, L.SetAcc) or s.var != var:
+        if isinstance(s, L.Acc) and s.var != var:
+            own.add(s.var)
+            continue
+        if not isinstance(s, L.SetAcc) or (s.var != var and s.var not in own):
             return None
         v = s.value
-        if not (isinstance(v.op, Op) and v.op in _COMBINE and v.src and v.src[0].op == "var" and v.src[0].arg == var):
+        if not (isinstance(v.op, Op) and v.op in _COMBINE and v.src and v.src[0].op == "var" and v.src[0].arg == s.var):
             return None
         if v.op is not Op.OR and v.arg != "acc":
             return None
+        if s.var != var:
+            continue
         if op is not None and op is not v.op:
             return None
         op = v.op
