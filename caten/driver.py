@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from caten.errors import Error, Span
 from caten.ir.dtypes import DType
+from caten.ir.empty import add_nonempty_constraints
 from caten.ir.program import Program
 from caten.read.program import CompositeDef, Unit, load_unit_file, load_unit_text
 
@@ -79,10 +80,10 @@ def compile_program(src: Source, cdef: CompositeDef, types: dict[str, DType], di
     rules_list = rewrite.rules_for(src.unit.rules, opt_level, rules, rewrite.library_names() | set(user))
     engine = rewrite.Engine(rules_list, runtime, explain)
     if engine.empty:
-        return Elaborator(user).compile(cdef, types, dims)
+        return add_nonempty_constraints(Elaborator(user).compile(cdef, types, dims))
     elab = Elaborator(user, call_hook=engine.call_hook if engine.call_index else None)
     engine.elab = elab
     prog = elab.compile(cdef, types, dims)
     if engine.op_index:
         prog.nodes = engine.rewrite(prog.nodes, cdef.name)
-    return prog
+    return add_nonempty_constraints(prog)

@@ -53,18 +53,34 @@ def _llvm():
     return llvm
 
 
-def target_machine(opt: int = 3, t: Target | None = None):
-    """An LLVM target machine for `t` (default: the host, which the JIT engine always uses)."""
+# The JIT links its objects at whatever addresses the process's memory manager hands out; with
+# many large shared libraries mapped (torch, scikit-learn) code, constants and libm can end up
+# more than 2 GB apart, and a 32-bit PC-relative relocation then aborts the whole process in
+# RuntimeDyldELF (`isInt<32>(RealOffset)`). The large code model addresses every symbol and
+# constant pool with 64-bit absolute values, so no relocation can overflow. Shared libraries
+# (AOT) keep the default model: the system linker places their sections together.
+JIT_CODE_MODEL = "large"
+
+
+def target_machine(opt: int = 3, t: Target | None = None, jit: bool = False):
+    """An LLVM target machine for `t` (default: the host, which the JIT engine always uses);
+    `jit`: for objects the in-process JIT links (JIT_CODE_MODEL)."""
     llvm = _llvm()
     t = t or target.host()
     tgt = llvm.Target.from_triple(llvm.get_process_triple())
-    return tgt.create_target_machine(cpu=t.cpu, features=t.features, opt=opt, reloc="pic", codemodel="default")
+    return tgt.create_target_machine(cpu=t.cpu, features=t.features, opt=opt, reloc="static" if jit else "pic",
+                                     codemodel=JIT_CODE_MODEL if jit else "default")
+
+
+def jit_object(ir_text: str, opt: int = 3, t: Target | None = None) -> bytes:
+    """Object code for the in-process JIT (large code model: see JIT_CODE_MODEL)."""
+    return target_machine(opt, t, jit=True).emit_object(optimize(ir_text, opt, t))
 
 
 def _engine():
     if "engine" not in _state:
         llvm = _llvm()
-        tm = target_machine()
+        tm = target_machine(jit=True)
         _state["tm"] = tm
         _state["engine"] = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
     return _state["engine"]
@@ -107,7 +123,7 @@ def generate(programs: Program | Sequence[Program], names: str | Sequence[str],
             k.name = f"{name}__k{i}"
         with target.use(t):
             kernels = lower(sched)
-        defines = dict(program.defines)
+        defines = program.dim_defines()
         for k in kernels:
             mod.kernel(k, defines)
         entry_functions(mod, name, sched, kernels, defines)
@@ -240,7 +256,7 @@ class LLVMRuntime(Runtime):
             else:
                 ir, (sched,) = generate(program, name, nthreads, t)
                 # machine code is generated once: the object file both feeds the engine and is cached
-                obj = target_machine(opt, t).emit_object(optimize(ir, opt, t))
+                obj = jit_object(ir, opt, t)
                 if store is not None:
                     arena = sched.arena_size if isinstance(sched.arena_size, int) else \
                         D.substitute(sched.arena_size, program.canonical_dims())

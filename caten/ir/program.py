@@ -35,10 +35,12 @@ class TensorSpec:
 
 @dataclass(frozen=True)
 class Constraint:
-    """`lhs = rhs` from a `where` clause between dims that inputs already determine."""
+    """`lhs = rhs` from a `where` clause between dims that inputs already determine, or a
+    call-time condition of an op (`empty` set to the dim that must not be 0: its message)."""
     lhs: Dim
     rhs: Dim
     text: str
+    empty: Dim | None = None
 
 
 @dataclass
@@ -52,6 +54,12 @@ class Program:
     defines: dict[str, int] = field(default_factory=dict)  # dims fixed at compile time (-D)
     derived: dict[str, Dim] = field(default_factory=dict)  # dims computed from the others (where K = (/ N 2))
     cached_key: str | None = field(default=None, compare=False, repr=False)  # key(), once computed
+
+    def dim_defines(self) -> dict[str, Dim]:
+        """What code generators substitute for non-argument dims: the -D values, and each
+        derived dim's expression over the dynamic dims (kernels and C ABI entries take only
+        `dims`; a derived one is computed from them where it is used)."""
+        return {**self.defines, **self.derived}
 
     def dump(self) -> str:
         head = f"composite {self.name} ({' '.join(map(str, self.inputs))} -> {' '.join(map(str, self.outputs))})"

@@ -17,8 +17,10 @@ from caten.ir.dims import Dim
 from caten.ir.graph import Node
 from caten.ir.ops import Op
 from caten.lower import loopir as L
+from caten.lower.empty import zeros_if_empty
 from caten.lower.index import Aff, contiguous_strides, flatten, unflatten
 from caten.lower.loopir import X
+from caten.lower.reduce import Blocked, block_plan
 from caten.schedule import LOWP, GemmPlan, Schedule, Unfusable, gemm_plan, max_outer, reduce_mode
 
 _REDUCE_ALU = {"add": Op.ADD, "mul": Op.MUL, "max": Op.MAX}
@@ -256,8 +258,11 @@ class KernelLowerer:
         keep = [a for a in range(p, src.rank) if a not in axes]
         red = [a for a in range(p, src.rank) if a in axes]
         kvs = [self.newvar(f"s{si}k{a}", src.shape[a]) for a in keep]
-        rvs = [self.newvar(f"s{si}r{a}", src.shape[a]) for a in red]
-        vmap = dict(zip(range(p), self.outer_vars)) | dict(zip(keep, kvs)) | dict(zip(red, rvs))
+        cut = block_plan(rop, acc_dt, [src.shape[a] for a in red])
+        blocked = Blocked(self, si, red, [src.shape[a] for a in red], cut) if cut else None
+        rvs = blocked.vars if blocked else [self.newvar(f"s{si}r{a}", src.shape[a]) for a in red]
+        vmap = dict(zip(range(p), self.outer_vars)) | dict(zip(keep, kvs)) | \
+            (blocked.coords if blocked else dict(zip(red, rvs)))
         cs = Coords(src.shape, axes=[Aff.of(vmap[i]) for i in range(src.rank)])
         acc = f"acc{si}_{self.nvar}"
         self.nvar += 1
@@ -265,10 +270,13 @@ class KernelLowerer:
         if acc_dt != n.dtype:
             v = L.alu(Op.CAST, acc_dt, v)
         upd = L.alu(alu, acc_dt, L.var(acc, acc_dt), v, arg="acc")
-        body: list = [L.Acc(acc, acc_dt, identity(rop, acc_dt))]
-        body += self.nest(rvs, [src.shape[a] for a in red], [L.SetAcc(acc, upd)])
-        res = L.var(acc, acc_dt)
-        if acc_dt != n.dtype:
+        if blocked:
+            body, res = blocked.body(acc, acc_dt, identity(rop, acc_dt), upd)
+        else:
+            body = [L.Acc(acc, acc_dt, identity(rop, acc_dt))]
+            body += self.nest(rvs, [src.shape[a] for a in red], [L.SetAcc(acc, upd)])
+            res = L.var(acc, acc_dt)
+        if res.dtype != n.dtype:
             res = L.alu(Op.CAST, n.dtype, res)
         if buf is not None:
             co = Coords(n.shape, axes=[Aff() if i in axes else Aff.of(vmap[i]) for i in range(n.rank)])
@@ -471,7 +479,7 @@ class KernelLowerer:
         if tid is not None:
             body = [L.Parallel(tid.arg, teff, body, most=T_)]
         self.done.add(n)
-        return body
+        return zeros_if_empty(self, n, si, buf, plan.K, Coords) + body
 
     def lower(self) -> list:
         body: list = []

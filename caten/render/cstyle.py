@@ -360,7 +360,7 @@ def helper_source(t: Target, used: set[str]) -> str:
 class Fn:
     """Renders one function body; values are C expressions over named temporaries."""
 
-    def __init__(self, target: Target, dims: Sequence[str], defines: dict[str, int], used: set[str],
+    def __init__(self, target: Target, dims: Sequence[str], defines: dict[str, Dim], used: set[str],
                  rebase: dict[str, str] | None = None):
         self.t, self.dims, self.defines, self.used = target, list(dims), defines, used
         self.rebase = rebase or {}
@@ -438,8 +438,9 @@ class Fn:
     def atom(self, a) -> str:
         if a.op == "sym":
             name = a.args[0]
-            if name in self.defines:
-                return idx_lit(int(self.defines[name]))
+            if name in self.defines:  # an int (-D), or a derived dim's expression (where K = (/ N 2))
+                v = self.defines[name]
+                return idx_lit(int(v)) if isinstance(v, int) else self.dimval(v)
             if name not in self.dims:
                 raise KeyError(f"dimension {name} is neither a dynamic dim nor defined")
             return f"d_{name}"
@@ -692,7 +693,7 @@ def expand(stmts: list) -> list:
     return out
 
 
-def c_function(k: L.Kernel, target: Target, defines: dict[str, int], used: set[str], qual: str | None = None) -> str:
+def c_function(k: L.Kernel, target: Target, defines: dict[str, Dim], used: set[str], qual: str | None = None) -> str:
     """A loop-IR kernel as one serial C-style function."""
     fn = Fn(target, k.dims, defines, used)
     fn.stmts(expand(k.body))
@@ -751,20 +752,27 @@ _COMBINE = {Op.ADD, Op.MUL, Op.MAX, Op.OR}
 
 
 def reduction_loop(loop: L.Loop, var: str) -> Op | None:
-    """The combining op if `loop` only updates accumulator `var` with an associative op."""
+    """The combining op if `loop` only updates accumulator `var` with an associative op (and
+    accumulators of its own, started inside it: the blocks of a blocked sum, caten.lower.reduce)."""
     op = None
+    own: set[str] = set()
     for s in _walk([loop]):
         if isinstance(s, L.Loop):
-            if _extent(s.extent) is None:
+            if _extent(s.extent) is None and not own:  # a block's loop may end at min(c, rest)
                 return None
             continue
-        if not isinstance(s, L.SetAcc) or s.var != var:
+        if isinstance(s, L.Acc) and s.var != var:
+            own.add(s.var)
+            continue
+        if not isinstance(s, L.SetAcc) or (s.var != var and s.var not in own):
             return None
         v = s.value
-        if not (isinstance(v.op, Op) and v.op in _COMBINE and v.src and v.src[0].op == "var" and v.src[0].arg == var):
+        if not (isinstance(v.op, Op) and v.op in _COMBINE and v.src and v.src[0].op == "var" and v.src[0].arg == s.var):
             return None
         if v.op is not Op.OR and v.arg != "acc":
             return None
+        if s.var != var:
+            continue
         if op is not None and op is not v.op:
             return None
         op = v.op
@@ -889,7 +897,7 @@ class DeviceKernel:
                 "num_groups": groups, "global_size": f"({groups}) * {self.local}"}
 
 
-def device_kernels(k: L.Kernel, outer: int, local_bufs: dict[str, Dim], target: Target, defines: dict[str, int],
+def device_kernels(k: L.Kernel, outer: int, local_bufs: dict[str, Dim], target: Target, defines: dict[str, Dim],
                    used: set[str], local: int, coop: bool, chunk: int = 1) -> tuple[list[DeviceKernel], dict[str, Dim]]:
     """Map one loop-IR kernel to device kernels. `local_bufs`: kernel-local slice buffers and
     their slice sizes; returns the kernels and the element counts those buffers need.
@@ -1022,7 +1030,7 @@ def device_program(program, target: Target, local: int = 256, coop: bool = True,
     for i, k in enumerate(sched.kernels):
         k.name = f"{name}__k{i}"
     lkernels = lower(sched)
-    defines = dict(program.defines)
+    defines = program.dim_defines()
     buffers: dict[str, DeviceBuffer] = {}
     for b in sched.buffers.values():
         if b.role != "temp" or b.local < 0:

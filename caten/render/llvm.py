@@ -108,7 +108,7 @@ _ROT = (13, 15, 26, 6, 17, 29, 16, 24)
 class FnGen:
     """Builds one function's body; values are strings (SSA names or literals)."""
 
-    def __init__(self, mod: ModuleGen, dims: Sequence[str], defines: dict[str, int]):
+    def __init__(self, mod: ModuleGen, dims: Sequence[str], defines: dict[str, D.Dim]):
         self.mod, self.dims, self.defines = mod, list(dims), defines
         self.lines: list[str | None] = []
         self.entry: list[str | None] = []  # hoisted into the entry block (dim values)
@@ -209,8 +209,9 @@ class FnGen:
     def atom(self, a) -> str:
         if a.op == "sym":
             name = a.args[0]
-            if name in self.defines:
-                return str(int(self.defines[name]))
+            if name in self.defines:  # an int (-D), or a derived dim's expression (where K = (/ N 2))
+                v = self.defines[name]
+                return str(int(v)) if isinstance(v, int) else self.dimval(v)
             if name not in self.dims:
                 raise KeyError(f"dimension {name} is neither a dynamic dim nor defined")
             return f"%d_{name}"
@@ -986,7 +987,7 @@ class ModuleGen:
         if name not in self.decls:
             self.decls[name] = f"declare {ret} @{name}({', '.join(args)})"
 
-    def kernel(self, k: L.Kernel, defines: dict[str, int]) -> None:
+    def kernel(self, k: L.Kernel, defines: dict[str, D.Dim]) -> None:
         """One function per kernel; the stages inside its shared outer loops are outlined into
         functions of their own (smaller functions: much faster register allocation and LSR)."""
         params = [f"ptr noalias %b_{p.name}" for p in k.params] + [f"i64 %d_{d}" for d in k.dims]
@@ -1028,7 +1029,7 @@ class ModuleGen:
         return "\n".join(head + self.funcs + [""] + list(self.decls.values()) + ["", attrs, ""] + self.mds + [""])
 
 
-def entry_functions(mod: ModuleGen, name: str, sched, kernels: list[L.Kernel], defines: dict[str, int]) -> None:
+def entry_functions(mod: ModuleGen, name: str, sched, kernels: list[L.Kernel], defines: dict[str, D.Dim]) -> None:
     """`NAME__impl(in..., out..., arena, dims...)` and the C ABI `int32_t NAME(in..., out..., dims...)`."""
     prog = sched.program
     ins = [f"in{i}" for i in range(len(prog.inputs))]

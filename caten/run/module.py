@@ -208,6 +208,10 @@ def check_shapes(prog: Program, arrays: list[np.ndarray]) -> dict[str, int]:
         env[k] = D.evaluate(expr, env)
     for c in prog.constraints:
         lhs, rhs = D.evaluate(c.lhs, env), D.evaluate(c.rhs, env)
+        if lhs != rhs and c.empty is not None:
+            raise Error(f"`{prog.name}`: a max/min/argmax reduces an empty axis ({D.to_str(c.empty)} = "
+                        f"{D.evaluate(c.empty, env)} elements) and has no identity",
+                        hint="reduce a non-empty axis, or use sum/prod, which give 0/1 over an empty axis")
         if lhs != rhs:
             raise Error(f"`{prog.name}`: constraint where {c.text} fails ({lhs} != {rhs})")
     for spec, a in zip(prog.inputs, arrays):

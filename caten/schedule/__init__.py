@@ -227,7 +227,8 @@ class GemmPlan:
 
 
 def _roundup(x: int, m: int) -> int:
-    return (x + m - 1) // m * m
+    """x rounded up to a multiple of m, at least m: a block size stays positive for empty dims."""
+    return max(m, (x + m - 1) // m * m)
 
 
 _PLANS: dict = {}
@@ -272,7 +273,7 @@ def _gemm_plan(n: Node, vbytes: int) -> GemmPlan | None:
     item = n.dtype.itemsize
     mr, nr = (6, 2 * vbytes // item) if i is not None else (1, 4 * vbytes // item)
     if isinstance(K, int):
-        kc = K if K <= 384 else -(-K // -(-K // 320))
+        kc = max(1, K) if K <= 384 else -(-K // -(-K // 320))
     else:
         kc = 256
     mc = 120 if i is not None else 1
