@@ -474,7 +474,10 @@ class Elaborator:
                 dims[w.name] = val
 
     def _check_output(self, cdef: CompositeDef, p: Param, v: Any, tvars: dict[str, DType],
-                      dims: dict[str, Dim], span: Span) -> Any:
+                      dims: dict[str, Dim], span: Span, constraints: list[Constraint] | None = None) -> Any:
+        """The output as a tensor of its declared dtype and shape. With `constraints` (a compiled
+        composite), a declared dim that equals the computed one only for some sizes (`3` for a
+        slice's `(min 3 N)`) becomes a call-time constraint instead of an error (LANGUAGE.md 5.1)."""
         dt = T.lookup(p.dtype) or tvars.get(p.dtype)
         if isinstance(v, Lit) and cdef.library:
             return v  # a literal stays weak through library composites, so literal-only code folds
@@ -489,7 +492,12 @@ class Elaborator:
             want = self._declared_shape(cdef, p, dims, span)
             if isinstance(v, Lit):
                 t = Tensor(B.expand(t.node, want))
-            if tuple(t.shape) != want:
+            if tuple(t.shape) != want and constraints is not None and len(t.shape) == len(want) and \
+                    not any(isinstance(g, int) and isinstance(w, int) for g, w in zip(t.shape, want) if g != w):
+                for axis, (g, w) in enumerate(zip(t.shape, want)):
+                    if g != w:
+                        constraints.append(Constraint(g, w, f"output `{p.name}` axis {axis}: {w} = {g}"))
+            elif tuple(t.shape) != want:
                 raise Error(f"output `{p.name}` of `{cdef.name}` has shape {B.fmt_shape(t.shape)} but is declared "
                             f"{B.fmt_shape(want)}", span)
         elif p.dims is None and t.node.rank != 0:
@@ -603,7 +611,7 @@ class Elaborator:
                         f"but returns {len(outs)}", rspan)
         nodes, ospecs = [], []
         for p, v in zip(cdef.outputs, outs):
-            t = self._check_output(cdef, p, v, tvars, gdims, rspan)
+            t = self._check_output(cdef, p, v, tvars, gdims, rspan, constraints)
             if p.dtype not in tvars and T.lookup(p.dtype) is None:
                 tvars[p.dtype] = t.dtype
             nodes.append(t.node)

@@ -189,8 +189,8 @@ def mod(a: Dim, b: Dim) -> Dim:
 def sign_of(d: Dim) -> int | None:
     """1 if d >= 0, -1 if d <= 0 for every binding, else None.
 
-    Assumes what shapes guarantee: a dimension symbol is >= 1 and an opaque atom
-    (floor division, modulo, max, min of dims) is >= 0."""
+    Assumes what shapes guarantee: a dimension symbol is >= 1, floor division and modulo of
+    dims are >= 0; max and min are bounded by their arguments (`least`)."""
     if isinstance(d, int):
         return 1 if d >= 0 else -1
     const = d.terms.get((), 0)
@@ -198,7 +198,12 @@ def sign_of(d: Dim) -> int | None:
     signs = set()
     for m, c in d.terms.items():
         if m:
-            least = 1 if all(a.op == "sym" for a in m) else 0
+            leasts = [_least(a) for a in m]
+            if any(x is None or x < 0 for x in leasts):
+                return None  # an atom that may be negative: no sign from this rule
+            least = 1
+            for x in leasts:
+                least *= x
             signs.add(c > 0)
             lo += c * least
             hi += c * least
@@ -209,11 +214,54 @@ def sign_of(d: Dim) -> int | None:
     return None
 
 
+def _least(a: Atom) -> int | None:
+    """A lower bound of an atom's value (None: unknown, may be negative)."""
+    if a.op == "sym":
+        return 1
+    if a.op in ("idiv", "mod"):
+        return 0
+    xs = [_least_dim(x) for x in a.args]
+    if a.op == "max":
+        known = [x for x in xs if x is not None]
+        return max(known) if known else None
+    return None if None in xs else min(xs)
+
+
+def _least_dim(d: Dim) -> int | None:
+    if isinstance(d, int):
+        return d
+    total = 0
+    for m, c in d.terms.items():
+        if not m:
+            total += c
+            continue
+        if c < 0:
+            return None
+        v = 1
+        for a in m:
+            x = _least(a)
+            if x is None or x < 0:
+                return None
+            v *= x
+        total += c * v
+    return total
+
+
+def _absorbs(a: Dim, b: Dim, op: str) -> bool:
+    """b is (op a x): max(a, min(a, x)) = a and min(a, max(a, x)) = a."""
+    if not isinstance(b, DimExpr) or len(b.terms) != 1:
+        return False
+    (m, c), = b.terms.items()
+    return c == 1 and len(m) == 1 and m[0].op == op and any(x == a for x in m[0].args)
+
+
 def dmax(a: Dim, b: Dim) -> Dim:
     if isinstance(a, int) and isinstance(b, int):
         return max(a, b)
-    if a == b:
+    if a == b or _absorbs(a, b, "min"):
         return a
+    if _absorbs(b, a, "min"):
+        return b
     sgn = sign_of(add(a, mul(b, -1)))
     if sgn is not None:
         return a if sgn > 0 else b
@@ -221,7 +269,17 @@ def dmax(a: Dim, b: Dim) -> Dim:
 
 
 def dmin(a: Dim, b: Dim) -> Dim:
-    return mul(dmax(mul(a, -1), mul(b, -1)), -1)
+    """A real `min` atom (not -max(-a, -b), whose max of negatives would break `sign_of`)."""
+    if isinstance(a, int) and isinstance(b, int):
+        return min(a, b)
+    if a == b or _absorbs(a, b, "max"):
+        return a
+    if _absorbs(b, a, "max"):
+        return b
+    sgn = sign_of(add(a, mul(b, -1)))
+    if sgn is not None:
+        return b if sgn > 0 else a
+    return DimExpr.norm({(Atom("min", tuple(sorted((a, b), key=repr))),): 1})
 
 
 def evaluate(d: Dim, env: Mapping[str, int]) -> int:

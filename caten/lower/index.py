@@ -154,8 +154,12 @@ def divmod_aff(a: Aff, d: Dim, ranges: Ranges) -> tuple[Aff, Aff]:
         else:
             rt[atom] = c
     c = a.const
-    if isinstance(c, int) and isinstance(d, int):
-        qc, rc = divmod(c, d)
+    rest = bounds(Aff(rt), ranges)
+    if isinstance(c, int) and isinstance(d, int) and rest is not None and isinstance(rest[0], int):
+        # split the constant so the remainder's least value lies in [0, d): the loop IR's
+        # idiv/imod (C division) are only right for a non-negative numerator
+        qc = (c + rest[0]) // d
+        rc = c - qc * d
     else:
         q = exact_div(c, d)
         qc, rc = (q, 0) if q is not None else (0, c)
@@ -163,6 +167,9 @@ def divmod_aff(a: Aff, d: Dim, ranges: Ranges) -> tuple[Aff, Aff]:
     q = Aff(qt, qc)
     if within(r, d, ranges):
         return q, r
+    rb = bounds(r, ranges)
+    if rb is None or not nonneg(rb[0]):
+        q, r = Aff(), a  # a itself is >= 0: divide it whole
     re = r.expr()
     de = L.dim(d)
     return q.add(Aff.of(L.X.make("idiv", L.IDX, (re, de)))), Aff.of(L.X.make("imod", L.IDX, (re, de)))

@@ -1,0 +1,311 @@
+"""Views (movement ops) against numpy, on the numpy, llvm and c runtimes.
+
+Every output is written into a buffer with a guard region behind it (the compiled entry is
+called directly with views of over-allocated arrays), so a kernel that writes past the end of
+an output fails here instead of corrupting the heap. Expected values come from numpy itself,
+never from a caten runtime. The property test draws random chains of movement ops (reshape,
+permute, expand, slice with steps, pad, flip, concat) over static and symbolic dims, starting
+from an input or from a computed tensor, so outputs are often views of computed tensors.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import caten
+from caten.ir import dims as D
+from caten.run.module import check_shapes
+
+RUNTIMES = ["numpy", "llvm", "c"]
+GUARD = 0x7B  # byte pattern of the guard region
+
+
+def run_guarded(mod, name: str, *args: np.ndarray):
+    """Call composite `name` with every output followed by a guard region 8x its size (and at
+    least 256 bytes); fail if any guard byte changed."""
+    comp = getattr(mod, name)
+    arrays = [np.asarray(a) for a in args]
+    prog, exe = comp.program(comp._bind_types(arrays))
+    env = check_shapes(prog, arrays)
+    outs, raws = [], []
+    for o in prog.outputs:
+        shape = tuple(D.evaluate(d, env) for d in o.shape)
+        n = int(np.prod(shape, dtype=np.int64))
+        item = o.dtype.np.itemsize
+        raw = np.full(n * item * 9 + 256, GUARD, np.uint8)
+        raws.append(raw)
+        outs.append(raw[:n * item].view(o.dtype.np).reshape(shape))
+    exe.run(arrays, outs, env)
+    for i, (raw, o) in enumerate(zip(raws, outs)):
+        bad = np.flatnonzero(raw[o.nbytes:] != GUARD)
+        assert bad.size == 0, f"output {i} of `{name}`: {bad.size} bytes written past its end (first at +{bad[0]})"
+    return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def check(src: str, name: str, args: list[np.ndarray], want, runtimes=RUNTIMES) -> None:
+    wants = want if isinstance(want, tuple) else (want,)
+    for rt in runtimes:
+        got = run_guarded(caten.loads(src, runtime=rt, use_cache=False), name, *args)
+        gots = got if isinstance(got, tuple) else (got,)
+        for g, w in zip(gots, wants):
+            assert g.shape == w.shape, (rt, g.shape, w.shape)
+            np.testing.assert_array_equal(g, w, err_msg=f"{rt}: {src}")
+
+
+# ------------------------------------------------------------------ outputs that are views
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_output_slice_of_computed_prefix(runtime):
+    x = np.arange(1000, dtype=np.float32)
+    check("(composite f ((x{f32}[1000]) -> (y{f32}[250])) (slice (* x 2) [0 250 1]))", "f", [x],
+          x[:250] * 2, [runtime])
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_output_slice_of_arange(runtime):
+    x = np.zeros(1, np.float32)
+    src = "(composite f ((x{f32}[1]) -> (y{i32}[2500])) (slice (arange 10000 :dtype i32) [0 2500 1]))"
+    check(src, "f", [x], np.arange(2500, dtype=np.int32), [runtime])
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_output_reshape_of_slice_of_computed(runtime):
+    x = np.arange(1000, dtype=np.float32)
+    src = "(composite f ((x{f32}[1000]) -> (y{f32}[5 50])) (reshape (slice (* x 2) [0 250 1]) [5 50]))"
+    check(src, "f", [x], (x[:250] * 2).reshape(5, 50), [runtime])
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_output_symbolic_prefix_of_computed(runtime):
+    src = "(composite f ((x{f32}[N]) -> (y{f32}[(min 250 N)])) (slice (* x 2) [0 250 1]))"
+    for n in (1000, 251, 250, 7):
+        x = np.arange(n, dtype=np.float32)
+        check(src, "f", [x], x[:250] * 2, [runtime])
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_output_pad_then_slice(runtime):
+    x = np.arange(12, dtype=np.float32).reshape(3, 4) + 1
+    src = "(composite f ((x{f32}[3 4]) -> (y{f32}[2 5])) (slice (pad (+ x 1) [[1 2] [0 3]]) [0 2 1] [0 5 1]))"
+    check(src, "f", [x], np.pad(x + 1, [[1, 2], [0, 3]])[:2, :5], [runtime])
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_output_stack_then_slice(runtime):
+    x = np.arange(12, dtype=np.float32).reshape(3, 4) + 1
+    src = """(composite f ((x{f32}[3 4]) -> (y{f32}[1 3 4]))
+      (slice (concat (reshape (* x 2) [1 3 4]) (reshape (+ x 1) [1 3 4]) :axis 0) [0 1 1]))"""
+    check(src, "f", [x], (x * 2)[None], [runtime])
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_output_diagonal_of_computed(runtime):
+    # the diagonal trick: flatten, pad by n, view as [n, n+1], keep column 0 (11 of 77 written)
+    x = np.arange(49, dtype=np.float32).reshape(7, 7)
+    src = """(composite f ((x{f32}[7 7]) -> (y{f32}[7 1]))
+      (slice (reshape (pad (reshape (* x 3) [49]) [[0 7]]) [7 8]) [0 7 1] [0 1 1]))"""
+    check(src, "f", [x], np.diag(x * 3)[:, None], [runtime])
+
+
+# ------------------------------------------------------------------ composed views
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_flip_of_reshaped_permute(runtime):
+    x = np.arange(15, dtype=np.float32).reshape(5, 3)
+    src = "(composite f ((X{f32}[5 3]) -> (Y{f32}[1 15])) (flip (reshape (permute X [1 0]) [1 15]) :axis -1))"
+    check(src, "f", [x], np.flip(x.T.reshape(1, 15), -1), [runtime])
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_flip_expand_reshape_chain(runtime):
+    x = np.arange(12, dtype=np.float32).reshape(4, 1, 3)
+    src = """(composite f ((X{f32}[4 1 3]) -> (Y{f32}[2 6]))
+      (flip (flip (expand (reshape (flip (slice X [0 4 2]) :axis 2) [6]) [2 6]) :axis -2) :axis -1))"""
+    want = np.flip(np.broadcast_to(np.flip(x[0:4:2], 2).reshape(6), (2, 6)), (0, 1))
+    check(src, "f", [x], want, [runtime])
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_flip_of_reshaped_permute_symbolic(runtime):
+    src = "(composite f ((X{f32}[N 3]) -> (Y{f32}[1 (* 3 N)])) (flip (reshape (permute X [1 0]) [1 (* 3 N)]) :axis -1))"
+    for n in (5, 1, 8):
+        x = np.arange(3 * n, dtype=np.float32).reshape(n, 3)
+        check(src, "f", [x], np.flip(x.T.reshape(1, 3 * n), -1), [runtime])
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_concat_of_sliced_padded_symbolic(runtime):
+    src = """(composite f ((X{f32}[N M]) -> (Y{f32}[(* 2 N) (+ M 1)]))
+      (setf p (slice (pad X [[1 1] [1 1]]) [1 (+ N 1) 1] [0 (+ M 1) 1]))
+      (concat p (flip p :axis 0) :axis 0))"""
+    for n, m in ((3, 4), (1, 1), (5, 2)):
+        x = np.arange(n * m, dtype=np.float32).reshape(n, m) + 1
+        p = np.pad(x, 1)[1:n + 1, 0:m + 1]
+        check(src, "f", [x], np.concatenate([p, p[::-1]], 0), [runtime])
+
+
+# ------------------------------------------------------------------ slices of symbolic dims
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_slice_of_symbolic_dim_has_min_extent(runtime):
+    src = "(composite f ((X{f32}[N B]) -> (Y{f32}[(min 3 N) B])) (slice X [0 3 1]))"
+    for n in (5, 3, 2, 1):
+        x = np.arange(n * 2, dtype=np.float32).reshape(n, 2) + 1
+        check(src, "f", [x], x[0:3], [runtime])
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_slice_of_symbolic_dim_declared_literal_is_a_call_time_constraint(runtime):
+    src = "(composite f ((X{f32}[N B]) -> (Y{f32}[3 B])) (slice X [0 3 1]))"
+    mod = caten.loads(src, runtime=runtime, use_cache=False)
+    x = np.arange(10, dtype=np.float32).reshape(5, 2)
+    np.testing.assert_array_equal(run_guarded(mod, "f", x), x[:3])
+    with pytest.raises(caten.Error, match="constraint"):
+        mod.f(np.zeros((2, 2), np.float32))  # min(3, 2) = 2 rows, not the 3 declared
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_sum_of_slice_of_symbolic_dim(runtime):
+    x = np.array([[1, 2], [3, 4], [5, 6]], np.float32)
+    for sl, want in (("[0 N 1] [1 2 1]", x[0:, 1:2].sum()), ("[0 3 1] [1 2 1]", x[0:3, 1:2].sum()),
+                     ("[0 -1 1] [1 2 1]", x[0:-1, 1:2].sum()), ("[-2 5 2]", x[-2:5:2].sum())):
+        src = f"(composite f ((X{{f32}}[N 2]) -> (Y{{f32}}[])) (sum (slice X {sl})))"
+        check(src, "f", [x], np.asarray(want, np.float32), [runtime])
+    assert float(x[0:3, 1:2].sum()) == 12.0
+
+
+def test_min_max_dims_keep_their_sign():
+    n = D.sym("N")
+    three = D.dmin(3, n)
+    assert [D.evaluate(three, {"N": k}) for k in (1, 2, 3, 7)] == [1, 2, 3, 3]
+    assert D.dmax(three, 0) == three  # min(3, N) >= 0: never collapses to 0
+    assert D.dmax(n, D.dmin(n, 2)) == n
+    assert D.sign_of(D.add(D.dmin(n, 3), -5)) is None
+
+
+# ------------------------------------------------------------------ random chains
+SYMS = ["P", "Q", "R"]
+MAX_ELEMS = 400
+
+
+def _d(i: int) -> str:
+    return f"(dim t {i})"
+
+
+@st.composite
+def chain(draw, shape: tuple[int, ...], sym: list[bool]):
+    """(lisp forms, numpy oracle) of a random chain of movement ops applied to the input x;
+    `sym` marks the axes whose size is symbolic (they cannot be split: the language needs a
+    `where` for that)."""
+    x = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape) + 1
+    if draw(st.booleans()):
+        forms, a = ["(setf t (* X 2))"], x * 2
+    else:
+        forms, a = ["(setf t X)"], x
+    for _ in range(draw(st.integers(1, 5))):
+        r = a.ndim
+        kind = draw(st.sampled_from(["reshape", "permute", "expand", "slice", "pad", "flip", "concat", "add"]))
+        dims = [_d(i) for i in range(r)]
+        if kind == "reshape" and r >= 1:
+            how = draw(st.sampled_from(["merge", "split", "unsqueeze", "flat"]))
+            if how == "merge" and r >= 2:
+                i = draw(st.integers(0, r - 2))
+                new = dims[:i] + [f"(* {dims[i]} {dims[i + 1]})"] + dims[i + 2:]
+                a = a.reshape(a.shape[:i] + (a.shape[i] * a.shape[i + 1],) + a.shape[i + 2:])
+                sym = sym[:i] + [sym[i] or sym[i + 1]] + sym[i + 2:]
+            elif how == "split":
+                cands = [(i, k) for i in range(r) for k in (2, 3)
+                         if a.shape[i] % k == 0 and a.shape[i] > k and not sym[i]]
+                if not cands or r >= 4:
+                    continue
+                i, k = draw(st.sampled_from(cands))
+                new = dims[:i] + ["-1", str(k)] + dims[i + 1:]
+                a = a.reshape(a.shape[:i] + (a.shape[i] // k, k) + a.shape[i + 1:])
+                sym = sym[:i] + [False, False] + sym[i + 1:]
+            elif how == "unsqueeze" and r < 4:
+                i = draw(st.integers(0, r))
+                new = dims[:i] + ["1"] + dims[i:]
+                a = a.reshape(a.shape[:i] + (1,) + a.shape[i:])
+                sym = sym[:i] + [False] + sym[i:]
+            else:
+                new = ["-1"]
+                a = a.reshape(-1)
+                sym = [any(sym)]
+            forms.append(f"(setf t (reshape t [{' '.join(new)}]))")
+        elif kind == "permute" and r >= 2:
+            perm = draw(st.permutations(range(r)))
+            forms.append(f"(setf t (permute t [{' '.join(map(str, perm))}]))")
+            a = a.transpose(perm)
+            sym = [sym[p] for p in perm]
+        elif kind == "expand":
+            ones = [i for i in range(r) if a.shape[i] == 1 and not sym[i]]
+            k = draw(st.integers(2, 3))
+            if ones and a.size * k <= MAX_ELEMS:
+                i = draw(st.sampled_from(ones))
+                new = dims[:i] + [str(k)] + dims[i + 1:]
+                a = np.broadcast_to(a, a.shape[:i] + (k,) + a.shape[i + 1:])
+                sym = sym[:i] + [False] + sym[i + 1:]
+            elif r < 4 and a.size * k <= MAX_ELEMS:  # a new leading axis
+                new = [str(k)] + dims
+                a = np.broadcast_to(a, (k,) + a.shape)
+                sym = [False] + sym
+            else:
+                continue
+            forms.append(f"(setf t (expand t [{' '.join(new)}]))")
+        elif kind == "slice" and r >= 1:
+            specs, sl = [], []
+            for _ in range(draw(st.integers(1, r))):
+                s, e, k = draw(st.integers(-3, 3)), draw(st.integers(-3, 6)), draw(st.integers(1, 3))
+                specs.append(f"[{s} {e} {k}]")
+                sl.append(slice(s, e, k))
+            forms.append(f"(setf t (slice t {' '.join(specs)}))")
+            a = a[tuple(sl)]
+        elif kind == "pad" and r >= 1:
+            w = [(draw(st.integers(0, 2)), draw(st.integers(0, 2))) for _ in range(r)]
+            if int(np.prod([n + lo + hi for n, (lo, hi) in zip(a.shape, w)])) > MAX_ELEMS:
+                continue
+            forms.append(f"(setf t (pad t [{' '.join(f'[{lo} {hi}]' for lo, hi in w)}]))")
+            a = np.pad(a, w)
+        elif kind == "flip" and r >= 1:
+            axes = draw(st.lists(st.integers(0, r - 1), min_size=1, max_size=r, unique=True))
+            forms.append(f"(setf t (flip t :axis [{' '.join(map(str, axes))}]))")
+            a = np.flip(a, tuple(axes))
+        elif kind == "concat" and r >= 1 and 2 * a.size <= MAX_ELEMS:
+            ax = draw(st.integers(0, r - 1))
+            if draw(st.booleans()):
+                forms.append(f"(setf t (concat t (flip t :axis {ax}) :axis {ax}))")
+                a = np.concatenate([a, np.flip(a, ax)], ax)
+            else:
+                s = draw(st.integers(0, 2))
+                spec = " ".join([f"[0 {_d(i)} 1]" for i in range(ax)] + [f"[{s} {_d(ax)} 1]"])
+                forms.append(f"(setf t (concat (slice t {spec}) t :axis {ax}))")
+                a = np.concatenate([a[(slice(None),) * ax + (slice(s, None),)], a], ax)
+        elif kind == "add":
+            forms.append("(setf t (+ t 1))")
+            a = a + 1
+    return forms, np.ascontiguousarray(a)
+
+
+@st.composite
+def program(draw):
+    """A composite with several chain outputs over one input of static or symbolic dims."""
+    rank = draw(st.integers(1, 3))
+    shape = tuple(draw(st.integers(1, 4)) for _ in range(rank))
+    sig = [SYMS[i] if draw(st.booleans()) else str(n) for i, n in enumerate(shape)]
+    chains = [draw(chain(shape, [not d.isdigit() for d in sig])) for _ in range(draw(st.integers(1, 4)))]
+    outs = " ".join(f"Y{i}{{f32}}[{' '.join(map(str, a.shape))}]" for i, (_, a) in enumerate(chains))
+    body = []
+    for i, (forms, _) in enumerate(chains):
+        body += forms + [f"(setf y{i} t)"]
+    body.append(f"(return {' '.join(f'y{i}' for i in range(len(chains)))})")
+    src = f"(composite f ((X{{f32}}[{' '.join(sig)}]) -> ({outs}))\n  " + "\n  ".join(body) + ")"
+    x = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape) + 1
+    return src, x, tuple(a for _, a in chains)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(program())
+def test_random_movement_chains_match_numpy(prog):
+    src, x, want = prog
+    check(src, "f", [x], want if len(want) > 1 else want[0])
