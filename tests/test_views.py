@@ -25,11 +25,21 @@ RUNTIMES = ["numpy", "llvm", "c"]
 GUARD = 0x7B  # byte pattern of the guard region
 
 
+def _fenced(a: np.ndarray, pad: int = 64) -> np.ndarray:
+    """A copy of `a` inside a larger buffer of sentinels (NaN, or the dtype's largest value), so a
+    kernel that reads past either end of an input returns a value that cannot match."""
+    fill = np.nan if a.dtype.kind == "f" else np.iinfo(a.dtype).max if a.dtype.kind in "iu" else True
+    raw = np.full(a.size + 2 * pad, fill, a.dtype)
+    out = raw[pad:pad + a.size].reshape(a.shape)
+    out[...] = a
+    return out
+
+
 def run_guarded(mod, name: str, *args: np.ndarray):
     """Call composite `name` with every output followed by a guard region 8x its size (and at
-    least 256 bytes); fail if any guard byte changed."""
+    least 256 bytes), every input fenced by sentinels; fail if any guard byte changed."""
     comp = getattr(mod, name)
-    arrays = [np.asarray(a) for a in args]
+    arrays = [_fenced(np.asarray(a)) for a in args]
     prog, exe = comp.program(comp._bind_types(arrays))
     env = check_shapes(prog, arrays)
     outs, raws = [], []
@@ -316,3 +326,27 @@ def random_program(seed: int) -> tuple[str, np.ndarray, tuple[np.ndarray, ...]]:
 def test_random_movement_chains_match_numpy(seed):
     src, x, want = random_program(seed)
     check(src, "f", [x], want)
+
+
+def test_expand_keeps_an_empty_mask_empty():
+    from caten.ir.view import View
+
+    x = np.array([5.0, 6.0], np.float32)
+    v = View.of([2]).pad([(1, 0)]).shrink([(0, 1)])  # the pad's zero only: mask (1, 1)
+    np.testing.assert_array_equal(v.expand([3]).apply(x, {}), np.zeros(3, np.float32))
+    np.testing.assert_array_equal(View.of([2]).pad([(1, 0)]).shrink([(1, 2)]).expand([3]).apply(x, {}),
+                                  np.full(3, 5.0, np.float32))
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_stepped_slice_extent_that_may_be_empty(runtime):
+    # x[-1:3:3] is empty for P >= 4: its extent is (idiv (- (max ..) P) 3) + 1, whose idiv can be
+    # negative; assuming it >= 0 made a later slice of it 1 long instead of 0
+    for p in (4, 5, 2, 3):
+        x = np.arange(p, dtype=np.float32) + 1
+        s = x[-1:3:3]
+        c = np.concatenate([s, s[::-1]])
+        want = c[1:2:2]
+        src = f"""(composite f ((X{{f32}}[P]) -> (Y{{f32}}[{want.size}]))
+          (setf s (slice X [-1 3 3])) (slice (concat s (flip s :axis 0) :axis 0) [1 2 2]))"""
+        check(src, "f", [x], want, [runtime])

@@ -189,8 +189,9 @@ def mod(a: Dim, b: Dim) -> Dim:
 def sign_of(d: Dim) -> int | None:
     """1 if d >= 0, -1 if d <= 0 for every binding, else None.
 
-    Assumes what shapes guarantee: a dimension symbol is >= 1, floor division and modulo of
-    dims are >= 0; max and min are bounded by their arguments (`least`)."""
+    Assumes what shapes guarantee: a dimension symbol is >= 1; the other atoms (floor division,
+    modulo, max, min) are bounded below through their arguments (`least`), never assumed >= 0:
+    a slice's extent holds differences like (idiv (- (max ..) N) 3) that can be negative."""
     if isinstance(d, int):
         return 1 if d >= 0 else -1
     const = d.terms.get((), 0)
@@ -201,12 +202,12 @@ def sign_of(d: Dim) -> int | None:
             leasts = [_least(a) for a in m]
             if any(x is None or x < 0 for x in leasts):
                 return None  # an atom that may be negative: no sign from this rule
-            least = 1
+            low = 1
             for x in leasts:
-                least *= x
+                low *= x
             signs.add(c > 0)
-            lo += c * least
-            hi += c * least
+            lo += c * low
+            hi += c * low
     if signs == {True} and lo >= 0:
         return 1
     if signs == {False} and hi <= 0:
@@ -218,16 +219,20 @@ def _least(a: Atom) -> int | None:
     """A lower bound of an atom's value (None: unknown, may be negative)."""
     if a.op == "sym":
         return 1
+    xs = [least(x) for x in a.args]
     if a.op in ("idiv", "mod"):
-        return 0
-    xs = [_least_dim(x) for x in a.args]
+        # floor division: >= 0 for a positive divisor and (idiv) a non-negative numerator
+        if xs[1] is None or xs[1] < 1 or (a.op == "idiv" and (xs[0] is None or xs[0] < 0)):
+            return None
+        return xs[0] // a.args[1] if a.op == "idiv" and isinstance(a.args[1], int) else 0
     if a.op == "max":
         known = [x for x in xs if x is not None]
         return max(known) if known else None
     return None if None in xs else min(xs)
 
 
-def _least_dim(d: Dim) -> int | None:
+def least(d: Dim) -> int | None:
+    """A lower bound of d for every binding (symbols >= 1), or None when d may be unbounded below."""
     if isinstance(d, int):
         return d
     total = 0

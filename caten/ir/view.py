@@ -60,7 +60,9 @@ class View:
         strides = tuple(s if old == new else 0 for old, new, s in zip(self.shape, shape, self.strides))
         mask = None
         if self.mask is not None:
-            mask = tuple(m if old == new else ((0, new) if m != (0, 0) else (0, 0))
+            # a size-1 axis is valid everywhere or nowhere (lo <= 0 < hi, with lo >= 0 here): an
+            # empty mask such as (1, 1) must stay empty, not become (0, new)
+            mask = tuple(m if old == new else (D.mul(D.dmin(m[0], 1), new), D.mul(D.dmax(D.dmin(m[1], 1), 0), new))
                          for old, new, m in zip(self.shape, shape, self.mask))
         return View(tuple(shape), strides, self.offset, mask)
 

@@ -66,17 +66,8 @@ class Aff:
 
 # sign and bounds of dims (dimension symbols are >= 1, opaque atoms >= 0) ---------------------
 def nonneg(d: Dim) -> bool:
-    if isinstance(d, int):
-        return d >= 0
-    s = 0
-    for m, c in d.terms.items():
-        if not m:
-            s += c
-        elif c < 0:
-            return False
-        elif all(a.op == "sym" for a in m):
-            s += c
-    return s >= 0
+    lo = D.least(d)
+    return lo is not None and lo >= 0
 
 
 def sign(d: Dim) -> int | None:
@@ -143,6 +134,8 @@ def divmod_aff(a: Aff, d: Dim, ranges: Ranges) -> tuple[Aff, Aff]:
     """(a // d, a % d) for a >= 0 and d > 0, simplified when bounds allow."""
     if d == 1:
         return a, Aff()
+    if d == 0:
+        return Aff(), a  # a stride of 0 past an empty axis: the tensor has no elements to index
     if within(a, d, ranges):
         return Aff(), a
     qt: dict = {}
