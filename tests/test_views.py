@@ -355,3 +355,18 @@ def test_stepped_slice_extent_that_may_be_empty(runtime):
         src = f"""(composite f ((X{{f32}}[P]) -> (Y{{f32}}[{want.size}]))
           (setf s (slice X [-1 3 3])) (slice (concat s (flip s :axis 0) :axis 0) [1 2 2]))"""
         check(src, "f", [x], want, [runtime])
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_concat_with_a_whole_slice_of_a_clamped_extent(runtime):
+    # t = x[-2:-1, 1:1:2] has clamped symbolic extents; (slice t [0 (dim t 0) 1] ...) must keep
+    # them exactly (min(0, extent) is 0), or concat rejects the shapes
+    for shape in ((4, 3, 2), (1, 1, 2), (2, 4, 2)):
+        x = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape) + 1
+        t = (x * 2)[-2:-1, 1:1:2]
+        want = np.concatenate([t[:, :, 2:], t], 2)
+        dims = " ".join(str(d) for d in want.shape)
+        src = f"""(composite f ((X{{f32}}[P Q 2]) -> (Y{{f32}}[{dims}]))
+          (setf t (slice (* X 2) [-2 -1 1] [1 1 2]))
+          (concat (slice t [0 (dim t 0) 1] [0 (dim t 1) 1] [2 (dim t 2) 1]) t :axis 2))"""
+        check(src, "f", [x], want, [runtime])
