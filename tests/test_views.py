@@ -370,3 +370,43 @@ def test_concat_with_a_whole_slice_of_a_clamped_extent(runtime):
           (setf t (slice (* X 2) [-2 -1 1] [1 1 2]))
           (concat (slice t [0 (dim t 0) 1] [0 (dim t 1) 1] [2 (dim t 2) 1]) t :axis 2))"""
         check(src, "f", [x], want, [runtime])
+
+
+def test_reshape_of_strided_views_merges_exactly():
+    """View.reshape gives one strided view when numpy could reshape without a copy; the result
+    must index like numpy's reshape (flips, steps, shrinks and permutes first)."""
+    from caten.ir.view import View
+
+    rng = np.random.default_rng(0)
+    merged = 0
+    for _ in range(600):
+        shape = tuple(int(d) for d in rng.integers(1, 5, size=rng.integers(1, 4)))
+        x = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+        v, a = View.of(shape), x
+        for _ in range(3):
+            k = rng.integers(0, 4)
+            if k == 0:
+                p = [int(i) for i in rng.permutation(a.ndim)]
+                v, a = v.permute(p), a.transpose(p)
+            elif k == 1:
+                ax = int(rng.integers(0, a.ndim))
+                v, a = v.flip([ax]), np.flip(a, ax)
+            elif k == 2:
+                st = [int(rng.integers(1, 3)) for _ in range(a.ndim)]
+                v, a = v.step(st), a[tuple(slice(None, None, s) for s in st)]
+            else:
+                b = [(int(rng.integers(0, d)), d) for d in a.shape]
+                v, a = v.shrink(b), a[tuple(slice(lo, hi) for lo, hi in b)]
+        fs, t = [], a.size
+        for f in (2, 3, 2, 3, 5):
+            if t % f == 0 and rng.random() < 0.5:
+                fs.append(f)
+                t //= f
+        new = tuple(int(d) for d in rng.permutation(fs + [t]))
+        r = v.reshape(new)
+        if r is not None:
+            merged += 1
+            np.testing.assert_array_equal(r.apply(x, {}), a.reshape(new))
+    assert merged > 300  # most of these reshapes need no second view
+    swap = View.of([2, 3]).permute([1, 0])
+    assert swap.reshape([6]) is None  # a transposed matrix cannot be flattened in place
