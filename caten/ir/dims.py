@@ -189,7 +189,7 @@ def mod(a: Dim, b: Dim) -> Dim:
 def sign_of(d: Dim) -> int | None:
     """1 if d >= 0, -1 if d <= 0 for every binding, else None.
 
-    Assumes what shapes guarantee: a dimension symbol is >= 1; the other atoms (floor division,
+    Assumes what shapes guarantee: a dimension symbol is >= 0; the other atoms (floor division,
     modulo, max, min) are bounded below through their arguments (`least`), never assumed >= 0:
     a slice's extent holds differences like (idiv (- (max ..) N) 3) that can be negative."""
     if isinstance(d, int):
@@ -218,7 +218,7 @@ def sign_of(d: Dim) -> int | None:
 def _least(a: Atom) -> int | None:
     """A lower bound of an atom's value (None: unknown, may be negative)."""
     if a.op == "sym":
-        return 1
+        return 0  # LANGUAGE.md 5.1: any dim may be 0
     xs = [least(x) for x in a.args]
     if a.op in ("idiv", "mod"):
         # floor division: >= 0 for a positive divisor and (idiv) a non-negative numerator
@@ -232,7 +232,7 @@ def _least(a: Atom) -> int | None:
 
 
 def least(d: Dim) -> int | None:
-    """A lower bound of d for every binding (symbols >= 1), or None when d may be unbounded below."""
+    """A lower bound of d for every binding (symbols >= 0), or None when d may be unbounded below."""
     if isinstance(d, int):
         return d
     total = 0

@@ -64,7 +64,7 @@ class Aff:
         return out
 
 
-# sign and bounds of dims (dimension symbols are >= 1, opaque atoms >= 0) ---------------------
+# sign and bounds of dims (dimension symbols are >= 0; other atoms bounded via dims.least) ---------
 def nonneg(d: Dim) -> bool:
     lo = D.least(d)
     return lo is not None and lo >= 0
