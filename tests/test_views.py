@@ -314,8 +314,9 @@ def random_program(seed: int) -> tuple[str, np.ndarray, tuple[np.ndarray, ...]]:
     """A composite with several chain outputs over one input of static or symbolic dims; the
     outputs are declared with their (numpy) sizes: call-time constraints for symbolic ones."""
     rng = random.Random(seed)
-    shape = tuple(rng.randint(1, 4) for _ in range(rng.randint(1, 3)))
-    sig = [SYMS[i] if rng.random() < 0.5 else str(n) for i, n in enumerate(shape)]
+    sym = [rng.random() < 0.5 for _ in range(rng.randint(1, 3))]
+    shape = tuple(0 if s and rng.random() < 0.1 else rng.randint(1, 4) for s in sym)  # symbolic dims may be 0
+    sig = [SYMS[i] if s else str(n) for i, (s, n) in enumerate(zip(sym, shape))]
     x = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape) + 1
     chains = [chain(rng, x, [not d.isdigit() for d in sig]) for _ in range(rng.randint(3, 6))]
     outs = " ".join(f"Y{i}{{f32}}[{' '.join(map(str, a.shape))}]" for i, (_, a) in enumerate(chains))
