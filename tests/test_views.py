@@ -110,6 +110,8 @@ def test_output_pad_then_slice(runtime):
     x = np.arange(12, dtype=np.float32).reshape(3, 4) + 1
     src = "(composite f ((x{f32}[3 4]) -> (y{f32}[2 5])) (slice (pad (+ x 1) [[1 2] [0 3]]) [0 2 1] [0 5 1]))"
     check(src, "f", [x], np.pad(x + 1, [[1, 2], [0, 3]])[:2, :5], [runtime])
+    src = "(composite f ((x{f32}[3 4]) -> (y{f32}[2 7])) (slice (pad (+ x 1) [[1 2] [0 3]]) [0 2 1]))"
+    check(src, "f", [x], np.pad(x + 1, [[1, 2], [0, 3]])[:2], [runtime])  # a contiguous prefix
 
 
 @pytest.mark.parametrize("runtime", WITH_OPENCL)
@@ -127,6 +129,10 @@ def test_output_diagonal_of_computed(runtime):
     src = """(composite f ((x{f32}[7 7]) -> (y{f32}[7 1]))
       (slice (reshape (pad (reshape (* x 3) [49]) [[0 7]]) [7 8]) [0 7 1] [0 1 1]))"""
     check(src, "f", [x], np.diag(x * 3)[:, None], [runtime])
+    # the first row of that [7, 11] view: 11 elements out, 77 computed
+    src = """(composite f ((x{f32}[7 7]) -> (y{f32}[1 11]))
+      (slice (reshape (pad (reshape (* x 3) [49]) [[0 28]]) [7 11]) [0 1 1]))"""
+    check(src, "f", [x], np.pad((x * 3).reshape(49), [[0, 28]]).reshape(7, 11)[:1], [runtime])
 
 
 # ------------------------------------------------------------------ composed views
