@@ -474,7 +474,11 @@ class Elaborator:
                 dims[w.name] = val
 
     def _check_output(self, cdef: CompositeDef, p: Param, v: Any, tvars: dict[str, DType],
-                      dims: dict[str, Dim], span: Span) -> Any:
+                      dims: dict[str, Dim], span: Span, constraints: list[Constraint] | None = None) -> Any:
+        """The output as a tensor of its declared dtype and shape. With `constraints` (a compiled
+        composite), a declared dim that equals the computed one only for some sizes (a literal, or
+        `3` for a slice's `(min 3 N)`) becomes a call-time constraint instead of an error
+        (LANGUAGE.md 5.1); two different plain symbols stay an error."""
         dt = T.lookup(p.dtype) or tvars.get(p.dtype)
         if isinstance(v, Lit) and cdef.library:
             return v  # a literal stays weak through library composites, so literal-only code folds
@@ -489,7 +493,13 @@ class Elaborator:
             want = self._declared_shape(cdef, p, dims, span)
             if isinstance(v, Lit):
                 t = Tensor(B.expand(t.node, want))
-            if tuple(t.shape) != want:
+            if tuple(t.shape) != want and constraints is not None and len(t.shape) == len(want) and \
+                    all(_clamped(g) or (isinstance(w, int) and not isinstance(g, int))
+                        for g, w in zip(t.shape, want) if g != w):
+                for axis, (g, w) in enumerate(zip(t.shape, want)):
+                    if g != w:
+                        constraints.append(Constraint(g, w, f"output `{p.name}` axis {axis}: {w} = {g}"))
+            elif tuple(t.shape) != want:
                 raise Error(f"output `{p.name}` of `{cdef.name}` has shape {B.fmt_shape(t.shape)} but is declared "
                             f"{B.fmt_shape(want)}", span)
         elif p.dims is None and t.node.rank != 0:
@@ -603,7 +613,7 @@ class Elaborator:
                         f"but returns {len(outs)}", rspan)
         nodes, ospecs = [], []
         for p, v in zip(cdef.outputs, outs):
-            t = self._check_output(cdef, p, v, tvars, gdims, rspan)
+            t = self._check_output(cdef, p, v, tvars, gdims, rspan, constraints)
             if p.dtype not in tvars and T.lookup(p.dtype) is None:
                 tvars[p.dtype] = t.dtype
             nodes.append(t.node)
@@ -618,6 +628,11 @@ class Elaborator:
                 raise Error(f"dimension {s} of `{p.name}` is not determined by any input or where clause",
                             getattr(d, "span", p.span), f"bind it with -D {s}=VALUE or add `where {s} = ...`")
         return self.eval_dim(d, Scope(None, {k: Lit(v, "dim") for k, v in dims.items()}))
+
+
+def _clamped(d: Dim) -> bool:
+    """d holds a min, max, floor division or modulo: a declared dim may equal it for some sizes only."""
+    return isinstance(d, D.DimExpr) and any(a.op != "sym" for m in d.terms for a in m)
 
 
 def _sum(xs: list[Dim]) -> Dim:

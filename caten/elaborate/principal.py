@@ -200,10 +200,12 @@ def _slice_bounds(spec: Any, n: Dim, span: Span) -> tuple[Dim, Dim, int]:
         d = as_dim(x, span, "a slice bound")
         if isinstance(d, int) and d < 0:
             d = D.dmax(D.add(n, d), 0)
+        if d == 0:
+            return 0  # n is an extent (>= 0) even where its form hides it: min(0, n) = 0
         return D.dmin(d, n)
 
     s, e = norm(start, 0), norm(stop, n)
-    e = D.dmax(e, s)
+    e = e if s == 0 else D.dmax(e, s)
     return s, e, k
 
 

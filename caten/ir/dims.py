@@ -189,8 +189,9 @@ def mod(a: Dim, b: Dim) -> Dim:
 def sign_of(d: Dim) -> int | None:
     """1 if d >= 0, -1 if d <= 0 for every binding, else None.
 
-    Assumes what shapes guarantee: a dimension symbol is >= 1 and an opaque atom
-    (floor division, modulo, max, min of dims) is >= 0."""
+    Assumes what shapes guarantee: a dimension symbol is >= 0; the other atoms (floor division,
+    modulo, max, min) are bounded below through their arguments (`least`), never assumed >= 0:
+    a slice's extent holds differences like (idiv (- (max ..) N) 3) that can be negative."""
     if isinstance(d, int):
         return 1 if d >= 0 else -1
     const = d.terms.get((), 0)
@@ -198,10 +199,15 @@ def sign_of(d: Dim) -> int | None:
     signs = set()
     for m, c in d.terms.items():
         if m:
-            least = 1 if all(a.op == "sym" for a in m) else 0
+            leasts = [_least(a) for a in m]
+            if any(x is None or x < 0 for x in leasts):
+                return None  # an atom that may be negative: no sign from this rule
+            low = 1
+            for x in leasts:
+                low *= x
             signs.add(c > 0)
-            lo += c * least
-            hi += c * least
+            lo += c * low
+            hi += c * low
     if signs == {True} and lo >= 0:
         return 1
     if signs == {False} and hi <= 0:
@@ -209,11 +215,58 @@ def sign_of(d: Dim) -> int | None:
     return None
 
 
+def _least(a: Atom) -> int | None:
+    """A lower bound of an atom's value (None: unknown, may be negative)."""
+    if a.op == "sym":
+        return 0  # LANGUAGE.md 5.1: any dim may be 0
+    xs = [least(x) for x in a.args]
+    if a.op in ("idiv", "mod"):
+        # floor division: >= 0 for a positive divisor and (idiv) a non-negative numerator
+        if xs[1] is None or xs[1] < 1 or (a.op == "idiv" and (xs[0] is None or xs[0] < 0)):
+            return None
+        return xs[0] // a.args[1] if a.op == "idiv" and isinstance(a.args[1], int) else 0
+    if a.op == "max":
+        known = [x for x in xs if x is not None]
+        return max(known) if known else None
+    return None if None in xs else min(xs)
+
+
+def least(d: Dim) -> int | None:
+    """A lower bound of d for every binding (symbols >= 0), or None when d may be unbounded below."""
+    if isinstance(d, int):
+        return d
+    total = 0
+    for m, c in d.terms.items():
+        if not m:
+            total += c
+            continue
+        if c < 0:
+            return None
+        v = 1
+        for a in m:
+            x = _least(a)
+            if x is None or x < 0:
+                return None
+            v *= x
+        total += c * v
+    return total
+
+
+def _absorbs(a: Dim, b: Dim, op: str) -> bool:
+    """b is (op a x): max(a, min(a, x)) = a and min(a, max(a, x)) = a."""
+    if not isinstance(b, DimExpr) or len(b.terms) != 1:
+        return False
+    (m, c), = b.terms.items()
+    return c == 1 and len(m) == 1 and m[0].op == op and any(x == a for x in m[0].args)
+
+
 def dmax(a: Dim, b: Dim) -> Dim:
     if isinstance(a, int) and isinstance(b, int):
         return max(a, b)
-    if a == b:
+    if a == b or _absorbs(a, b, "min"):
         return a
+    if _absorbs(b, a, "min"):
+        return b
     sgn = sign_of(add(a, mul(b, -1)))
     if sgn is not None:
         return a if sgn > 0 else b
@@ -221,7 +274,17 @@ def dmax(a: Dim, b: Dim) -> Dim:
 
 
 def dmin(a: Dim, b: Dim) -> Dim:
-    return mul(dmax(mul(a, -1), mul(b, -1)), -1)
+    """A real `min` atom (not -max(-a, -b), whose max of negatives would break `sign_of`)."""
+    if isinstance(a, int) and isinstance(b, int):
+        return min(a, b)
+    if a == b or _absorbs(a, b, "max"):
+        return a
+    if _absorbs(b, a, "max"):
+        return b
+    sgn = sign_of(add(a, mul(b, -1)))
+    if sgn is not None:
+        return b if sgn > 0 else a
+    return DimExpr.norm({(Atom("min", tuple(sorted((a, b), key=repr))),): 1})
 
 
 def evaluate(d: Dim, env: Mapping[str, int]) -> int:

@@ -60,7 +60,9 @@ class View:
         strides = tuple(s if old == new else 0 for old, new, s in zip(self.shape, shape, self.strides))
         mask = None
         if self.mask is not None:
-            mask = tuple(m if old == new else ((0, new) if m != (0, 0) else (0, 0))
+            # a size-1 axis is valid everywhere or nowhere (lo <= 0 < hi, with lo >= 0 here): an
+            # empty mask such as (1, 1) must stay empty, not become (0, new)
+            mask = tuple(m if old == new else (D.mul(D.dmin(m[0], 1), new), D.mul(D.dmax(D.dmin(m[1], 1), 0), new))
                          for old, new, m in zip(self.shape, shape, self.mask))
         return View(tuple(shape), strides, self.offset, mask)
 
@@ -126,6 +128,10 @@ class View:
             if dead:
                 return None
             return View(shape, tuple(strides), self.offset, None if self.mask is None else tuple(mask))
+        if self.mask is None:
+            strides = _restride(self.shape, self.strides, shape)
+            if strides is not None:
+                return View(shape, strides, self.offset)
         return None
 
     # reference evaluation ------------------------------------------------------------
@@ -155,3 +161,30 @@ class View:
         if self.mask is not None:
             s += " mask=[" + " ".join(f"{lo}:{hi}" for lo, hi in self.mask) + "]"
         return s
+
+
+def _restride(old: Sequence[Dim], strides: Sequence[Dim], new: Sequence[Dim]) -> tuple[int, ...] | None:
+    """Strides that give the reshape of an unmasked strided view without a second view (numpy's
+    no-copy reshape): each group of old axes that merges or splits must be contiguous within
+    itself. Static sizes only; None when some group is not (the caller stacks a view)."""
+    if not all(isinstance(d, int) and d > 0 for d in (*old, *new)) or not all(isinstance(x, int) for x in strides):
+        return None
+    axes = [(d, st) for d, st in zip(old, strides) if d != 1]
+    out = [0] * len(new)
+    ni, nj, oi, oj = 0, 1, 0, 1
+    while ni < len(new) and oi < len(axes):
+        np_, op = new[ni], axes[oi][0]
+        while np_ != op:
+            if np_ < op:
+                np_ *= new[nj]
+                nj += 1
+            else:
+                op *= axes[oj][0]
+                oj += 1
+        if any(axes[k][1] != axes[k + 1][0] * axes[k + 1][1] for k in range(oi, oj - 1)):
+            return None
+        out[nj - 1] = axes[oj - 1][1]
+        for k in range(nj - 1, ni, -1):
+            out[k - 1] = out[k] * new[k]
+        ni, nj, oi, oj = nj, nj + 1, oj, oj + 1
+    return tuple(out)

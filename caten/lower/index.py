@@ -64,19 +64,10 @@ class Aff:
         return out
 
 
-# sign and bounds of dims (dimension symbols are >= 1, opaque atoms >= 0) ---------------------
+# sign and bounds of dims (dimension symbols are >= 0; other atoms bounded via dims.least) ---------
 def nonneg(d: Dim) -> bool:
-    if isinstance(d, int):
-        return d >= 0
-    s = 0
-    for m, c in d.terms.items():
-        if not m:
-            s += c
-        elif c < 0:
-            return False
-        elif all(a.op == "sym" for a in m):
-            s += c
-    return s >= 0
+    lo = D.least(d)
+    return lo is not None and lo >= 0
 
 
 def sign(d: Dim) -> int | None:
@@ -143,6 +134,8 @@ def divmod_aff(a: Aff, d: Dim, ranges: Ranges) -> tuple[Aff, Aff]:
     """(a // d, a % d) for a >= 0 and d > 0, simplified when bounds allow."""
     if d == 1:
         return a, Aff()
+    if d == 0:
+        return Aff(), a  # a stride of 0 past an empty axis: the tensor has no elements to index
     if within(a, d, ranges):
         return Aff(), a
     qt: dict = {}
@@ -154,8 +147,12 @@ def divmod_aff(a: Aff, d: Dim, ranges: Ranges) -> tuple[Aff, Aff]:
         else:
             rt[atom] = c
     c = a.const
-    if isinstance(c, int) and isinstance(d, int):
-        qc, rc = divmod(c, d)
+    rest = bounds(Aff(rt), ranges)
+    if isinstance(c, int) and isinstance(d, int) and rest is not None and isinstance(rest[0], int):
+        # split the constant so the remainder's least value lies in [0, d): the loop IR's
+        # idiv/imod (C division) are only right for a non-negative numerator
+        qc = (c + rest[0]) // d
+        rc = c - qc * d
     else:
         q = exact_div(c, d)
         qc, rc = (q, 0) if q is not None else (0, c)
@@ -163,6 +160,9 @@ def divmod_aff(a: Aff, d: Dim, ranges: Ranges) -> tuple[Aff, Aff]:
     q = Aff(qt, qc)
     if within(r, d, ranges):
         return q, r
+    rb = bounds(r, ranges)
+    if rb is None or not nonneg(rb[0]):
+        q, r = Aff(), a  # a itself is >= 0: divide it whole
     re = r.expr()
     de = L.dim(d)
     return q.add(Aff.of(L.X.make("idiv", L.IDX, (re, de)))), Aff.of(L.X.make("imod", L.IDX, (re, de)))

@@ -334,9 +334,12 @@ def schedule(program: Program, check="lowering", threads: int = 1) -> Schedule:
     for i, n in enumerate(program.nodes):
         if n.op is Op.BUFFER or n in seen_out:
             n = Node.make(Op.COPY, n.dtype, n.shape, (n,), ("out", i))
-        elif n.op is Op.VIEW and n.arg.contiguous and n.src[0].op not in (Op.BUFFER, Op.CONST) \
-                and n.src[0] not in seen_out and n.src[0] not in program.nodes:
-            n = n.src[0]  # a reshape of a computed node: compute straight into the output
+        elif n.op is Op.VIEW and n.arg.contiguous and D.prod(n.shape) == D.prod(n.src[0].shape) \
+                and n.src[0].op not in (Op.BUFFER, Op.CONST) and n.src[0] not in seen_out \
+                and n.src[0] not in program.nodes:
+            # a reshape of a computed node: compute straight into the output (only when the view
+            # covers all of it: a contiguous prefix, a slice, would write past the output's end)
+            n = n.src[0]
         seen_out.add(n)
         outs.append(n)
     order, realized = realize_set(outs)
