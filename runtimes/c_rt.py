@@ -60,7 +60,7 @@ def generate(progs: Sequence[Program], names: Sequence[str], t: Target | None = 
             for i, k in enumerate(sched.kernels):
                 k.name = f"{name}__k{i}"
             kernels = lower(sched)
-        defines = dict(prog.defines)
+        defines = {**prog.defines, **prog.derived}  # where K = (/ N 2): K from N
         funcs += [CS.c_function(k, CS.C, defines, used) for k in kernels]
         funcs.append(entries(prog, name, sched, kernels, defines, used))
         scheds.append(sched)

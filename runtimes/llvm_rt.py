@@ -108,7 +108,7 @@ def generate(programs: Program | Sequence[Program], names: str | Sequence[str],
             k.name = f"{name}__k{i}"
         with target.use(t):
             kernels = lower(sched)
-        defines = dict(program.defines)
+        defines = {**program.defines, **program.derived}  # where K = (/ N 2): K from N
         for k in kernels:
             mod.kernel(k, defines)
         entry_functions(mod, name, sched, kernels, defines)

@@ -30,6 +30,7 @@ from caten.ir.program import Constraint, Program, TensorSpec
 from caten.read.program import CompositeDef, Param
 from caten.read.sexpr import Annot, Form, Kw, Num, SList, Str, Sym, head, show
 
+MAX_DOTIMES = 100_000  # dotimes unrolls at compile time: a bound keeps a typo from hanging the compiler
 SPECIAL = ("setf", "let", "return", "dotimes", "if", "progn")
 DIM_OPS = {"+": D.add, "*": D.mul, "-": None, "/": None, "idiv": D.floordiv, "mod": D.mod, "max": D.dmax,
            "min": D.dmin}
@@ -219,6 +220,9 @@ class Elaborator:
         if not isinstance(count, int):
             raise Error(f"dotimes needs a count known at compile time, got {count}", spec.items[1].span,
                         "bind the dim with -D or defines=")
+        if not 0 <= count <= MAX_DOTIMES:
+            raise Error(f"dotimes count {count} is outside 0..{MAX_DOTIMES}", spec.items[1].span,
+                        "dotimes unrolls at compile time; loop over a tensor axis instead (a reduction or a view)")
         for i in range(count):
             inner = Scope(env, {spec.items[0].name: Lit(i, "dim")})
             r = self.eval_body(f.items[2:], inner)

@@ -438,8 +438,9 @@ class Fn:
     def atom(self, a) -> str:
         if a.op == "sym":
             name = a.args[0]
-            if name in self.defines:
-                return idx_lit(int(self.defines[name]))
+            if name in self.defines:  # a -D value, or a derived dim's expression
+                v = self.defines[name]
+                return idx_lit(int(v)) if isinstance(v, int) else self.dimval(v)
             if name not in self.dims:
                 raise KeyError(f"dimension {name} is neither a dynamic dim nor defined")
             return f"d_{name}"
@@ -1020,7 +1021,7 @@ def device_program(program, target: Target, local: int = 256, coop: bool = True,
     for i, k in enumerate(sched.kernels):
         k.name = f"{name}__k{i}"
     lkernels = lower(sched)
-    defines = dict(program.defines)
+    defines = {**program.defines, **program.derived}  # where K = (/ N 2): K from N
     buffers: dict[str, DeviceBuffer] = {}
     for b in sched.buffers.values():
         if b.role != "temp" or b.local < 0:

@@ -209,8 +209,9 @@ class FnGen:
     def atom(self, a) -> str:
         if a.op == "sym":
             name = a.args[0]
-            if name in self.defines:
-                return str(int(self.defines[name]))
+            if name in self.defines:  # a -D value, or a derived dim's expression
+                v = self.defines[name]
+                return str(int(v)) if isinstance(v, int) else self.dimval(v)
             if name not in self.dims:
                 raise KeyError(f"dimension {name} is neither a dynamic dim nor defined")
             return f"%d_{name}"
