@@ -81,6 +81,7 @@ class Elaborator:
         self.lib = library_composites()
         self.call_hook = call_hook  # rewrite rules over library-level calls plug in here
         self.frames: list[Frame] = []
+        self.output_constraints: list[Constraint] = []  # declared output dims checked at the call
 
     # names ------------------------------------------------------------------------------
     def _in_library(self) -> bool:
@@ -494,12 +495,27 @@ class Elaborator:
             if isinstance(v, Lit):
                 t = Tensor(B.expand(t.node, want))
             if tuple(t.shape) != want:
-                raise Error(f"output `{p.name}` of `{cdef.name}` has shape {B.fmt_shape(t.shape)} but is declared "
-                            f"{B.fmt_shape(want)}", span)
+                self._output_constraints(cdef, p, tuple(t.shape), want, span)
         elif p.dims is None and t.node.rank != 0:
             raise Error(f"output `{p.name}` of `{cdef.name}` has shape {B.fmt_shape(t.shape)} but is declared "
                         "a scalar", span)
         return t
+
+    def _output_constraints(self, cdef: CompositeDef, p: Param, got: tuple[Dim, ...], want: tuple[Dim, ...],
+                            span: Span) -> None:
+        """A declared output dim that equals the computed one only for some sizes (`6` for a conv's
+        `(H - 2)`, `(- M 2)` for a slice's `max(M - 2, 0)`) is checked at the call (LANGUAGE.md 5.1);
+        one that differs for every size, or a symbol declared where another one results, is an error now."""
+        def fail() -> Error:
+            return Error(f"output `{p.name}` of `{cdef.name}` has shape {B.fmt_shape(got)} but is declared "
+                         f"{B.fmt_shape(want)}", span)
+        if len(got) != len(want):
+            raise fail()
+        for i, (g, w) in enumerate(zip(got, want)):
+            if g != w:
+                if isinstance(D.add(g, D.mul(w, -1)), int) or (_bare(g) and _bare(w)):
+                    raise fail()  # wrong for every size, or two symbols meeting (an error unless a where)
+                self.output_constraints.append(Constraint(w, g, f"{w} = {g} (axis {i} of output `{p.name}`)"))
 
     def _declared_shape(self, cdef: CompositeDef, p: Param, dims: dict[str, Dim], span: Span) -> tuple[Dim, ...]:
         out = []
@@ -544,6 +560,7 @@ class Elaborator:
             elif s in plain:
                 dims[s] = D.sym(s)
         constraints: list[Constraint] = []
+        self.output_constraints = []
         subst: dict[str, Dim] = {}
         derived: dict[str, Dim] = {}
         for w in cdef.wheres:
@@ -613,6 +630,7 @@ class Elaborator:
             nodes.append(t.node)
             ospecs.append(TensorSpec(p.name, t.dtype, tuple(self._sig_dim(d, dims, p) for d in p.dims or [])))
         dyn = [s for s in order if s not in defines and s in plain]
+        constraints += [c for c in self.output_constraints if c not in constraints]
         return Program(cdef.name, inputs, ospecs, nodes, dyn, constraints,
                        {k: int(v) for k, v in defines.items() if k in order}, derived)
 
@@ -629,6 +647,11 @@ def _sum(xs: list[Dim]) -> Dim:
     for x in xs:
         out = D.add(out, x)
     return out
+
+
+def _bare(d: Dim) -> bool:
+    """Whether d is a single dimension symbol."""
+    return isinstance(d, D.DimExpr) and len(D.free_syms(d)) == 1 and d == D.sym(D.free_syms(d)[0])
 
 
 def _syms(f: Form) -> list[str]:
