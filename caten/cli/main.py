@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from caten import __version__
+from caten.deep import deep
 from caten.errors import Error
 
 EXAMPLES = """\b
@@ -33,7 +34,7 @@ def diagnostics(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return fn(*args, **kwargs)
+            return deep(fn, *args, **kwargs)  # long programs make deep graphs: give the stages room
         except Error as e:
             click.echo(e.format(), err=True)
             sys.exit(1)

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from caten.cache import default_cache, key_of
+from caten.deep import deep
 from caten.driver import Source, compile_program
 from caten.errors import Error
 from caten.ir import dims as D
@@ -60,8 +61,8 @@ class Composite:
             store = default_cache()
             prog = _unpickle(store.get(pkey, "prog")) if pkey else None
             if prog is None:
-                prog = compile_program(m.source, self.cdef, types, m.dims, m.opt_level, m.rules,
-                                       m.runtime.name, m.explain)
+                prog = deep(compile_program, m.source, self.cdef, types, m.dims, m.opt_level, m.rules,
+                            m.runtime.name, m.explain)
                 if pkey:
                     store.put(pkey, "prog", _pickle(prog))
             self._programs[key] = prog
@@ -72,7 +73,7 @@ class Composite:
         if key not in self._variants:
             m = self.module
             prog = self.elaborate(types)
-            exe = m.runtime.compile(prog, CompileOptions(opt_level=m.opt_level, use_cache=m.use_cache,
+            exe = deep(m.runtime.compile, prog, CompileOptions(opt_level=m.opt_level, use_cache=m.use_cache,
                                                               target=m.target))
             self._variants[key] = (prog, exe)
         return self._variants[key]
