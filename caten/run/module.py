@@ -72,6 +72,10 @@ class Composite:
         key = tuple(sorted((k, v.name) for k, v in types.items()))
         if key not in self._variants:
             m = self.module
+            ok, why = m.runtime.available()
+            if not ok:
+                raise Error(f"runtime '{m.runtime.name}' cannot run here: {why}",
+                            hint="install what it names, or choose another runtime (`caten runtimes` lists them)")
             prog = self.elaborate(types)
             exe = deep(m.runtime.compile, prog, CompileOptions(opt_level=m.opt_level, use_cache=m.use_cache,
                                                               target=m.target))
