@@ -210,3 +210,29 @@ def test_declared_dims_checked_at_call(rt):
 def test_declared_dims_wrong_for_every_size_fail_at_load():
     with pytest.raises(caten.Error, match="declared"):
         caten.loads("(composite f ((X{f32}[M]) -> (Y{f32}[(+ M 1)])) (exp X))", runtime="numpy")
+
+
+# 12c: a tree of calls is elaborated once per (composite, arguments) -----------------------------
+@pytest.mark.parametrize("rt", ["numpy", "llvm"])
+def test_call_tree_is_linear(rt):
+    depth = 40  # re-elaborating at every call site took 2**40 expansions
+    lines = ["(composite g0 ((X{f32}[N]) -> (Y{f32}[N])) (+ X 1.0))"]
+    lines += [f"(composite g{k} ((X{{f32}}[N]) -> (Y{{f32}}[N])) (+ (g{k - 1} X) (g{k - 1} X)))"
+              for k in range(1, depth + 1)]
+    r = run_py(f"""
+        import caten, numpy as np
+        m = caten.loads({chr(10).join(lines)!r}, runtime={rt!r})
+        x = np.array([0.0, 1.0, -1.0], np.float32)
+        print(' '.join(repr(float(v)) for v in getattr(m, 'g{depth}')(x)))
+        """, limit=120)
+    assert r.returncode == 0, r.stderr
+    got = [float(v) for v in r.stdout.split()]
+    want = [(x + 1.0) * 2.0 ** depth for x in (0.0, 1.0, -1.0)]  # exact in f32: powers of two
+    assert got == want
+
+
+def test_memo_tells_signed_zeros_apart():
+    src = """(composite add ((X{f32}[N] c) -> (Y{f32}[N])) (* X c))
+    (composite f ((X{f32}[N]) -> (Y{f32}[N] Z{f32}[N])) (return (add X 0.0) (add X -0.0)))"""
+    y, z = caten.loads(src, runtime="numpy").f(np.array([2.0], np.float32))
+    assert not np.signbit(y[0]) and np.signbit(z[0])

@@ -82,6 +82,7 @@ class Elaborator:
         self.call_hook = call_hook  # rewrite rules over library-level calls plug in here
         self.frames: list[Frame] = []
         self.output_constraints: list[Constraint] = []  # declared output dims checked at the call
+        self.expansions: dict[tuple, tuple[Any, CompositeDef]] = {}  # _expand_once's memo
 
     # names ------------------------------------------------------------------------------
     def _in_library(self) -> bool:
@@ -360,7 +361,7 @@ class Elaborator:
                 return hooked
         outermost = cdef.library and not self._in_library()
         try:
-            result = self._expand(cdef, args, kwargs, kspans, span)
+            result = self._expand_once(cdef, args, kwargs, kspans, span)
         except Error as e:
             if outermost and (e.span is None or e.span.file.startswith("<ops>")):
                 raise Error(f"in `{name}`: {e.message}", span, e.hint) from None
@@ -370,6 +371,19 @@ class Elaborator:
         if isinstance(result, Tensor):
             return Tensor(result.node, Origin(name, tuple(args), tuple(sorted(kwargs.items(), key=lambda kv: kv[0]))))
         return result
+
+    def _expand_once(self, cdef: CompositeDef, args: list, kwargs: dict, kspans: dict[str, Span], span: Span) -> Any:
+        """_expand, memoized per (composite, arguments): expansion is a pure function of them (nodes
+        are hash-consed, so equal arguments are the same objects), and re-expanding at every call
+        site made a tree of calls take time exponential in its depth."""
+        try:
+            key = (id(cdef), _memo_key(args), _memo_key(sorted(kwargs.items(), key=lambda kv: kv[0])))
+        except TypeError:  # an argument of a kind _memo_key does not know: expand afresh
+            return self._expand(cdef, args, kwargs, kspans, span)
+        hit = self.expansions.get(key)
+        if hit is None:
+            hit = self.expansions[key] = (self._expand(cdef, args, kwargs, kspans, span), cdef)
+        return hit[0]
 
     def _expand(self, cdef: CompositeDef, args: list, kwargs: dict, kspans: dict[str, Span], span: Span) -> Any:
         env = Scope(None)
@@ -560,7 +574,7 @@ class Elaborator:
             elif s in plain:
                 dims[s] = D.sym(s)
         constraints: list[Constraint] = []
-        self.output_constraints = []
+        self.output_constraints, self.expansions = [], {}
         subst: dict[str, Dim] = {}
         derived: dict[str, Dim] = {}
         for w in cdef.wheres:
@@ -647,6 +661,36 @@ def _sum(xs: list[Dim]) -> Dim:
     for x in xs:
         out = D.add(out, x)
     return out
+
+
+class _Same:
+    """Compares and hashes by identity (and keeps the object alive while a memo key holds it)."""
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any):
+        self.obj = obj
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Same) and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+
+def _memo_key(v: Any) -> Any:
+    """A hashable key that tells apart every two values an expansion could tell apart
+    (0.0 and -0.0, 1 and True, tensors of different origins: rules match call origins)."""
+    if isinstance(v, Tensor):  # the origin by identity: comparing origins structurally is quadratic in depth
+        return ("T", v.node, _Same(v.origin))
+    if isinstance(v, Lit):
+        return ("L", v.kind, type(v.value).__name__, repr(v.value))
+    if isinstance(v, (list, tuple)):
+        return (type(v).__name__, tuple(_memo_key(x) for x in v))
+    if v is None or isinstance(v, (str, DType, D.DimExpr)):
+        return (type(v).__name__, v)
+    if type(v) in (int, float, bool):
+        return (type(v).__name__, repr(v))
+    raise TypeError(f"no memo key for {type(v).__name__}")
 
 
 def _bare(d: Dim) -> bool:
