@@ -236,3 +236,28 @@ def test_memo_tells_signed_zeros_apart():
     (composite f ((X{f32}[N]) -> (Y{f32}[N] Z{f32}[N])) (return (add X 0.0) (add X -0.0)))"""
     y, z = caten.loads(src, runtime="numpy").f(np.array([2.0], np.float32))
     assert not np.signbit(y[0]) and np.signbit(z[0])
+
+
+# 12b: hostile source ---------------------------------------------------------------------------
+@pytest.mark.parametrize("target", ["/dev/zero", "fifo"])
+def test_import_of_a_non_regular_file(tmp_path, target):
+    if target == "fifo":
+        target = str(tmp_path / "fifo")
+        os.mkfifo(target)
+    src = tmp_path / "imp.lisp"
+    src.write_text(f'(import "{target}")\n')
+    r = caten_cli("-r", "numpy", "--emit", "ir", str(src), limit=60)
+    assert r.returncode == 1 and "not a regular file" in r.stderr and "internal" not in r.stderr
+
+
+def test_huge_literal_is_a_diagnostic():
+    with pytest.raises(caten.Error, match="5000 characters") as ei:
+        caten.loads("(composite f ((X{i64}[N]) -> (Y{i64}[N])) (+ X " + "9" * 5000 + "))", runtime="numpy")
+    assert (ei.value.line, ei.value.col) == (1, 48)
+
+
+def test_unicode_digits_are_not_numbers():
+    with pytest.raises(caten.Error):
+        caten.loads("(composite f ((X{i64}[N]) -> (Y{i64}[N])) (+ X \u0661\u0662))", runtime="numpy")
+    m = caten.loads("(composite f ((X{i64}[N]) -> (Y{i64}[N])) (+ X 12))", runtime="numpy")
+    np.testing.assert_array_equal(m.f(np.arange(3)), np.arange(3) + 12)
