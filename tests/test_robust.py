@@ -261,3 +261,22 @@ def test_unicode_digits_are_not_numbers():
         caten.loads("(composite f ((X{i64}[N]) -> (Y{i64}[N])) (+ X \u0661\u0662))", runtime="numpy")
     m = caten.loads("(composite f ((X{i64}[N]) -> (Y{i64}[N])) (+ X 12))", runtime="numpy")
     np.testing.assert_array_equal(m.f(np.arange(3)), np.arange(3) + 12)
+
+
+def test_long_names_are_a_diagnostic():
+    with pytest.raises(caten.Error, match="300 characters") as ei:
+        caten.loads("(composite " + "a" * 300 + " ((X{f32}[N]) -> (Y{f32}[N])) (exp X))", runtime="c")
+    assert (ei.value.line, ei.value.col) == (1, 12)
+
+
+@pytest.mark.parametrize("rt", ["numpy", "llvm"])
+def test_outputs_too_large_to_allocate(rt):
+    src = """(composite big ((X{f32}[N]) -> (Y{f32}[4611686018427387904, 4])) (full [4611686018427387904 4] 1.0))
+    (composite huge ((X{f32}[N]) -> (Y{f32}[N, N, N, N, N])) (expand (reshape X [N 1 1 1 1]) [N N N N N]))"""
+    m = caten.loads(src, runtime=rt)
+    with pytest.raises(caten.Error, match="cannot allocate"):
+        m.big(np.ones(3, np.float32))
+    with pytest.raises(caten.Error, match="cannot allocate"):
+        m.huge(np.ones(100000, np.float32))  # 10**25 elements: past int64
+    np.testing.assert_array_equal(m.huge(np.arange(2, dtype=np.float32)),
+                                  np.broadcast_to(np.arange(2, dtype=np.float32).reshape(2, 1, 1, 1, 1), (2,) * 5))

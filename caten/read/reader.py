@@ -19,6 +19,7 @@ MAX_DEPTH = 200
 _CLOSE = {"(": ")", "[": "]"}
 
 
+MAX_NAME_CHARS = 200  # composite names become C symbols and cache file names
 MAX_NUMBER_CHARS = 400  # longer literals cannot be an i64 or an f64; Python refuses ints over 4300 digits
 
 
@@ -173,6 +174,9 @@ class _Builder:
         if tok.type in ("INT", "FLOAT") and len(s) > MAX_NUMBER_CHARS:
             raise Error(f"a number literal of {len(s)} characters (at most {MAX_NUMBER_CHARS})", span,
                         "an i64/u64 needs at most 20 digits; write large floats with an exponent (1e300)")
+        if tok.type == "SYMBOL" and len(s) > MAX_NAME_CHARS:
+            raise Error(f"a name of {len(s)} characters (at most {MAX_NAME_CHARS})", span,
+                        "names become file and C symbol names, which have length limits")
         if tok.type == "INT":
             return Num(int(s), span)
         if tok.type in ("FLOAT", "SPECIAL"):

@@ -94,9 +94,27 @@ class Composite:
             arrays.append(np.asarray(a))
         prog, exe = self.program(self._bind_types(arrays))
         env = check_shapes(prog, arrays)
-        outs = [self._pool.take(tuple(D.evaluate(d, env) for d in o.shape), o.dtype.np) for o in prog.outputs]
+        outs = [self._output(prog, o, env) for o in prog.outputs]
         exe.run([a if a.flags.c_contiguous else np.array(a, order="C") for a in arrays], outs, env)
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+    def _output(self, prog: Program, spec, env: dict[str, int]) -> np.ndarray:
+        """An output array, or a diagnostic when its size cannot be allocated (or exceeds int64)."""
+        shape = tuple(D.evaluate(d, env) for d in spec.shape)
+        n = 1
+        for d in shape:
+            n *= d
+        why = None
+        if n * spec.dtype.np.itemsize >= 2 ** 63:
+            why = "more bytes than a 64-bit size holds"
+        else:
+            try:
+                return self._pool.take(shape, spec.dtype.np)
+            except (MemoryError, ValueError) as e:
+                why = str(e)
+        raise Error(f"output `{spec.name}` of `{prog.name}` has shape {shape}: cannot allocate it ({why})",
+                    hint="check the declared output dims and the -D values")
 
 
 class OutputPool:
