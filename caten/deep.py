@@ -9,6 +9,7 @@ a stack that programs of 10,000+ ops fit in, so their depth is no longer a limit
 
 from __future__ import annotations
 
+import contextvars
 import sys
 import threading
 from collections.abc import Callable
@@ -30,11 +31,12 @@ def deep(fn: Callable[..., R], *args: Any, **kwargs: Any) -> R:
     if getattr(_local, "inside", False):
         return fn(*args, **kwargs)
     box: dict[str, Any] = {}
+    ctx = contextvars.copy_context()  # the caller's context variables (the compile target) hold there too
 
     def work() -> None:
         _local.inside = True
         try:
-            box["value"] = fn(*args, **kwargs)
+            box["value"] = ctx.run(fn, *args, **kwargs)
         except BaseException as e:  # handed back to the calling thread, re-raised there
             box["error"] = e
 
