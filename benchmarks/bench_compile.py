@@ -48,8 +48,10 @@ print(json.dumps({"import": t1 - t0, "library": t2 - t1, "elaborate": t3 - t2, "
 
 def run_once(cache_dir: str) -> dict:
     env = dict(os.environ, CATEN_CACHE_DIR=cache_dir)
+    # cwd: started inside the checkout, `python -c` would import its caten/ folder (not a package
+    # as installed: the grammar and ops live elsewhere there) instead of the installed caten
     out = subprocess.run([sys.executable, "-c", CHILD, EXAMPLE], env=env, capture_output=True, text=True,
-                         check=True).stdout
+                         check=True, cwd=cache_dir if os.path.isdir(cache_dir) else tempfile.gettempdir()).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import time
 
 import numpy as np
@@ -185,8 +184,7 @@ def main() -> None:
     ap.add_argument("--only", default="")
     ap.add_argument("--no-torch", action="store_true")
     opts = ap.parse_args()
-    sys.path.insert(0, os.path.join(HERE, ".."))
-    import caten
+    import caten  # the installed one (`pip install .` or -e): the checkout's folder is not the package
 
     torch = None
     if not opts.no_torch:

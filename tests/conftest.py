@@ -21,3 +21,13 @@ def runtimes_under_test() -> list[str]:
 def runtime(request) -> str:
     """The name of a caten runtime, for `caten.loads(..., runtime=runtime)`."""
     return request.param
+
+
+try:  # CI runs the property tests on fixed examples, so a red build is reproducible
+    from hypothesis import settings
+
+    settings.register_profile("ci", derandomize=True, deadline=None)
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        settings.load_profile("ci")
+except ImportError:  # hypothesis is a dev extra
+    pass

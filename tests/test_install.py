@@ -60,3 +60,28 @@ def test_installed_commands(venv: Path, tmp_path: Path, args, needle):
     r = _run(venv, *args, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert needle in r.stdout
+
+
+def test_benchmarks_run_from_a_plain_install(venv: Path, tmp_path: Path):
+    """benchmarks/ import the installed caten, not the checkout's folders (which are no package
+    as installed: caten.grammar and caten.ops live elsewhere in the tree)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["CATEN_CACHE_DIR"] = str(tmp_path / "cache")
+    py = str(venv / "bin" / "python")
+    r = subprocess.run([py, str(REPO / "benchmarks" / "bench_llvm.py"), "--reps", "1", "--max-s", "0.1",
+                        "--only", "b", "--no-torch"], capture_output=True, text=True, cwd=tmp_path, env=env,
+                       timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "| b:" in r.stdout
+    r = subprocess.run([py, str(REPO / "benchmarks" / "bench_compile.py"), "--runs", "1"], capture_output=True,
+                       text=True, cwd=REPO, env=env, timeout=300)  # started inside the checkout
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "empty cache" in r.stdout
+
+
+def test_no_undeclared_package_data(tmp_path: Path):
+    """setuptools warns when package data sits in a folder that is not a declared package."""
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-build-isolation",
+                        "-w", str(tmp_path), str(REPO)], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Installing 'caten.ops.rules' as data is deprecated" not in r.stdout + r.stderr

@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from caten import __version__
+from caten.deep import deep
 from caten.errors import Error
 
 EXAMPLES = """\b
@@ -33,7 +34,7 @@ def diagnostics(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return fn(*args, **kwargs)
+            return deep(fn, *args, **kwargs)  # long programs make deep graphs: give the stages room
         except Error as e:
             click.echo(e.format(), err=True)
             sys.exit(1)
@@ -47,11 +48,29 @@ def diagnostics(fn: Callable[..., Any]) -> Callable[..., Any]:
             sys.exit(1)
         except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt):
             raise
+        except OSError as e:
+            if not e.filename:
+                raise
+            click.echo(file_error(e).format(), err=True)
+            sys.exit(1)
         except Exception as e:  # a bug in caten: say so in one line
             click.echo(f"caten: internal compiler error: {type(e).__name__}: {e}\n"
                        "please report this with the input that caused it", err=True)
             sys.exit(3)
     return wrapper
+
+
+def file_error(e: OSError) -> Error:
+    """A file the user named could not be opened: say which, why, and what to do."""
+    path = os.fsdecode(e.filename)
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        hint = f"the folder {folder} does not exist: create it first (mkdir -p {folder})"
+    elif isinstance(e, PermissionError):
+        hint = "check the file's permissions, or write somewhere else"
+    else:
+        hint = "check the path"
+    return Error(f"cannot open {path}: {e.strerror or e}", hint=hint)
 
 
 class CatenGroup(click.Group):

@@ -30,6 +30,7 @@ from caten.ir.program import Constraint, Program, TensorSpec
 from caten.read.program import CompositeDef, Param
 from caten.read.sexpr import Annot, Form, Kw, Num, SList, Str, Sym, head, show
 
+MAX_DOTIMES = 100_000  # dotimes unrolls at compile time: a bound keeps a typo from hanging the compiler
 SPECIAL = ("setf", "let", "return", "dotimes", "if", "progn")
 DIM_OPS = {"+": D.add, "*": D.mul, "-": None, "/": None, "idiv": D.floordiv, "mod": D.mod, "max": D.dmax,
            "min": D.dmin}
@@ -80,6 +81,8 @@ class Elaborator:
         self.lib = library_composites()
         self.call_hook = call_hook  # rewrite rules over library-level calls plug in here
         self.frames: list[Frame] = []
+        self.output_constraints: list[Constraint] = []  # declared output dims checked at the call
+        self.expansions: dict[tuple, tuple[Any, CompositeDef]] = {}  # _expand_once's memo
 
     # names ------------------------------------------------------------------------------
     def _in_library(self) -> bool:
@@ -219,6 +222,9 @@ class Elaborator:
         if not isinstance(count, int):
             raise Error(f"dotimes needs a count known at compile time, got {count}", spec.items[1].span,
                         "bind the dim with -D or defines=")
+        if not 0 <= count <= MAX_DOTIMES:
+            raise Error(f"dotimes count {count} is outside 0..{MAX_DOTIMES}", spec.items[1].span,
+                        "dotimes unrolls at compile time; loop over a tensor axis instead (a reduction or a view)")
         for i in range(count):
             inner = Scope(env, {spec.items[0].name: Lit(i, "dim")})
             r = self.eval_body(f.items[2:], inner)
@@ -355,7 +361,7 @@ class Elaborator:
                 return hooked
         outermost = cdef.library and not self._in_library()
         try:
-            result = self._expand(cdef, args, kwargs, kspans, span)
+            result = self._expand_once(cdef, args, kwargs, kspans, span)
         except Error as e:
             if outermost and (e.span is None or e.span.file.startswith("<ops>")):
                 raise Error(f"in `{name}`: {e.message}", span, e.hint) from None
@@ -365,6 +371,19 @@ class Elaborator:
         if isinstance(result, Tensor):
             return Tensor(result.node, Origin(name, tuple(args), tuple(sorted(kwargs.items(), key=lambda kv: kv[0]))))
         return result
+
+    def _expand_once(self, cdef: CompositeDef, args: list, kwargs: dict, kspans: dict[str, Span], span: Span) -> Any:
+        """_expand, memoized per (composite, arguments): expansion is a pure function of them (nodes
+        are hash-consed, so equal arguments are the same objects), and re-expanding at every call
+        site made a tree of calls take time exponential in its depth."""
+        try:
+            key = (id(cdef), _memo_key(args), _memo_key(sorted(kwargs.items(), key=lambda kv: kv[0])))
+        except TypeError:  # an argument of a kind _memo_key does not know: expand afresh
+            return self._expand(cdef, args, kwargs, kspans, span)
+        hit = self.expansions.get(key)
+        if hit is None:
+            hit = self.expansions[key] = (self._expand(cdef, args, kwargs, kspans, span), cdef)
+        return hit[0]
 
     def _expand(self, cdef: CompositeDef, args: list, kwargs: dict, kspans: dict[str, Span], span: Span) -> Any:
         env = Scope(None)
@@ -474,11 +493,9 @@ class Elaborator:
                 dims[w.name] = val
 
     def _check_output(self, cdef: CompositeDef, p: Param, v: Any, tvars: dict[str, DType],
-                      dims: dict[str, Dim], span: Span, constraints: list[Constraint] | None = None) -> Any:
-        """The output as a tensor of its declared dtype and shape. With `constraints` (a compiled
-        composite), a declared dim that equals the computed one only for some sizes (a literal, or
-        `3` for a slice's `(min 3 N)`) becomes a call-time constraint instead of an error
-        (LANGUAGE.md 5.1); two different plain symbols stay an error."""
+                      dims: dict[str, Dim], span: Span) -> Any:
+        """The output as a tensor of its declared dtype and shape; a declared dim that equals the
+        computed one only for some sizes becomes a call-time constraint (`_output_constraints`)."""
         dt = T.lookup(p.dtype) or tvars.get(p.dtype)
         if isinstance(v, Lit) and cdef.library:
             return v  # a literal stays weak through library composites, so literal-only code folds
@@ -493,19 +510,28 @@ class Elaborator:
             want = self._declared_shape(cdef, p, dims, span)
             if isinstance(v, Lit):
                 t = Tensor(B.expand(t.node, want))
-            if tuple(t.shape) != want and constraints is not None and len(t.shape) == len(want) and \
-                    all(_clamped(g) or (isinstance(w, int) and not isinstance(g, int))
-                        for g, w in zip(t.shape, want) if g != w):
-                for axis, (g, w) in enumerate(zip(t.shape, want)):
-                    if g != w:
-                        constraints.append(Constraint(g, w, f"output `{p.name}` axis {axis}: {w} = {g}"))
-            elif tuple(t.shape) != want:
-                raise Error(f"output `{p.name}` of `{cdef.name}` has shape {B.fmt_shape(t.shape)} but is declared "
-                            f"{B.fmt_shape(want)}", span)
+            if tuple(t.shape) != want:
+                self._output_constraints(cdef, p, tuple(t.shape), want, span)
         elif p.dims is None and t.node.rank != 0:
             raise Error(f"output `{p.name}` of `{cdef.name}` has shape {B.fmt_shape(t.shape)} but is declared "
                         "a scalar", span)
         return t
+
+    def _output_constraints(self, cdef: CompositeDef, p: Param, got: tuple[Dim, ...], want: tuple[Dim, ...],
+                            span: Span) -> None:
+        """A declared output dim that equals the computed one only for some sizes (`6` for a conv's
+        `(H - 2)`, `(- M 2)` for a slice's `max(M - 2, 0)`) is checked at the call (LANGUAGE.md 5.1);
+        one that differs for every size, or a symbol declared where another one results, is an error now."""
+        def fail() -> Error:
+            return Error(f"output `{p.name}` of `{cdef.name}` has shape {B.fmt_shape(got)} but is declared "
+                         f"{B.fmt_shape(want)}", span)
+        if len(got) != len(want):
+            raise fail()
+        for i, (g, w) in enumerate(zip(got, want)):
+            if g != w:
+                if isinstance(D.add(g, D.mul(w, -1)), int) or (_bare(g) and _bare(w)):
+                    raise fail()  # wrong for every size, or two symbols meeting (an error unless a where)
+                self.output_constraints.append(Constraint(w, g, f"{w} = {g} (axis {i} of output `{p.name}`)"))
 
     def _declared_shape(self, cdef: CompositeDef, p: Param, dims: dict[str, Dim], span: Span) -> tuple[Dim, ...]:
         out = []
@@ -550,6 +576,7 @@ class Elaborator:
             elif s in plain:
                 dims[s] = D.sym(s)
         constraints: list[Constraint] = []
+        self.output_constraints, self.expansions = [], {}
         subst: dict[str, Dim] = {}
         derived: dict[str, Dim] = {}
         for w in cdef.wheres:
@@ -613,12 +640,13 @@ class Elaborator:
                         f"but returns {len(outs)}", rspan)
         nodes, ospecs = [], []
         for p, v in zip(cdef.outputs, outs):
-            t = self._check_output(cdef, p, v, tvars, gdims, rspan, constraints)
+            t = self._check_output(cdef, p, v, tvars, gdims, rspan)
             if p.dtype not in tvars and T.lookup(p.dtype) is None:
                 tvars[p.dtype] = t.dtype
             nodes.append(t.node)
             ospecs.append(TensorSpec(p.name, t.dtype, tuple(self._sig_dim(d, dims, p) for d in p.dims or [])))
         dyn = [s for s in order if s not in defines and s in plain]
+        constraints += [c for c in self.output_constraints if c not in constraints]
         return Program(cdef.name, inputs, ospecs, nodes, dyn, constraints,
                        {k: int(v) for k, v in defines.items() if k in order}, derived)
 
@@ -630,16 +658,46 @@ class Elaborator:
         return self.eval_dim(d, Scope(None, {k: Lit(v, "dim") for k, v in dims.items()}))
 
 
-def _clamped(d: Dim) -> bool:
-    """d holds a min, max, floor division or modulo: a declared dim may equal it for some sizes only."""
-    return isinstance(d, D.DimExpr) and any(a.op != "sym" for m in d.terms for a in m)
-
-
 def _sum(xs: list[Dim]) -> Dim:
     out: Dim = 0
     for x in xs:
         out = D.add(out, x)
     return out
+
+
+class _Same:
+    """Compares and hashes by identity (and keeps the object alive while a memo key holds it)."""
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any):
+        self.obj = obj
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Same) and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+
+def _memo_key(v: Any) -> Any:
+    """A hashable key that tells apart every two values an expansion could tell apart
+    (0.0 and -0.0, 1 and True, tensors of different origins: rules match call origins)."""
+    if isinstance(v, Tensor):  # the origin by identity: comparing origins structurally is quadratic in depth
+        return ("T", v.node, _Same(v.origin))
+    if isinstance(v, Lit):
+        return ("L", v.kind, type(v.value).__name__, repr(v.value))
+    if isinstance(v, (list, tuple)):
+        return (type(v).__name__, tuple(_memo_key(x) for x in v))
+    if v is None or isinstance(v, (str, DType, D.DimExpr)):
+        return (type(v).__name__, v)
+    if type(v) in (int, float, bool):
+        return (type(v).__name__, repr(v))
+    raise TypeError(f"no memo key for {type(v).__name__}")
+
+
+def _bare(d: Dim) -> bool:
+    """Whether d is a single dimension symbol."""
+    return isinstance(d, D.DimExpr) and len(D.free_syms(d)) == 1 and d == D.sym(D.free_syms(d)[0])
 
 
 def _syms(f: Form) -> list[str]:

@@ -61,7 +61,9 @@ def _fold(op: Op, lits: Sequence[Lit], arg: Any, span: Span) -> Lit | Tensor:
     kinds = {lit.kind for lit in lits}
     if not all(lit.concrete for lit in lits):
         if op in _DIM_FOLD and kinds <= {"int", "dim"}:
-            return Lit(_DIM_FOLD[op](*(lit.value for lit in lits)), "dim")
+            d = _DIM_FOLD[op](*(lit.value for lit in lits))
+            if D.small(d):  # else computed at run time: repeated squaring would grow without bound
+                return Lit(d, "dim")
         return apply_alu(op, [to_tensor(lit, span) for lit in lits], span, arg)
     if "bool" in kinds and len(kinds) > 1 and op is not Op.WHERE:
         raise Error("bool literals do not mix with numbers", span, "use (cast x DTYPE)")

@@ -343,5 +343,16 @@ def prod(ds) -> Dim:
     return out
 
 
+MAX_DEGREE = 16  # symbolic dims of higher degree are computed at run time instead
+
+
+def small(d: Dim) -> bool:
+    """Whether d is cheap to keep symbolic: bounded degree and i64 coefficients. Folding past
+    this (`(pow N 2)` squares N 63 times) would grow the expression, and memory, without bound."""
+    if isinstance(d, int):
+        return -(2 ** 63) <= d < 2 ** 63
+    return all(len(m) <= MAX_DEGREE and -(2 ** 63) <= c < 2 ** 63 for m, c in d.terms.items())
+
+
 def to_str(d: Dim) -> str:
     return str(d)

@@ -10,13 +10,14 @@ import hashlib
 import os
 
 from caten.cache import codec, default_cache, key_of
+from caten.errors import Error
+from caten.read.reader import read_bytes
 
 
 def _digest(path: str) -> str | None:
     try:
-        with open(path, "rb") as f:
-            return hashlib.sha256(f.read()).hexdigest()
-    except OSError:
+        return hashlib.sha256(read_bytes(path)).hexdigest()
+    except (OSError, Error):
         return None
 
 
@@ -31,9 +32,8 @@ def read_source_cached(path: str):
     from caten.driver import Source
 
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError:
+        data = read_bytes(path)
+    except (OSError, Error):
         data = None
     if data is None:  # let the reader produce the diagnostic
         from caten.driver import read_source

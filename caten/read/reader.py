@@ -19,6 +19,10 @@ MAX_DEPTH = 200
 _CLOSE = {"(": ")", "[": "]"}
 
 
+MAX_NAME_CHARS = 200  # composite names become C symbols and cache file names
+MAX_NUMBER_CHARS = 400  # longer literals cannot be an i64 or an f64; Python refuses ints over 4300 digits
+
+
 @functools.lru_cache(maxsize=1)
 def _parser():
     """lark's LALR parser for grammar/caten.lark (imported on first use: warm runs never need it),
@@ -170,6 +174,12 @@ class _Builder:
         tok = c[0]
         span = self._span(tok, tok)
         s = str(tok)
+        if tok.type in ("INT", "FLOAT") and len(s) > MAX_NUMBER_CHARS:
+            raise Error(f"a number literal of {len(s)} characters (at most {MAX_NUMBER_CHARS})", span,
+                        "an i64/u64 needs at most 20 digits; write large floats with an exponent (1e300)")
+        if tok.type == "SYMBOL" and len(s) > MAX_NAME_CHARS:
+            raise Error(f"a name of {len(s)} characters (at most {MAX_NAME_CHARS})", span,
+                        "names become file and C symbol names, which have length limits")
         if tok.type == "INT":
             return Num(int(s), span)
         if tok.type in ("FLOAT", "SPECIAL"):
@@ -214,9 +224,31 @@ def read_file(path: str) -> list[Form]:
     return read(text, path)
 
 
+MAX_SOURCE_BYTES = 64 << 20  # a source (or import) larger than this is refused, not read until memory runs out
+
+
+def read_bytes(path: str) -> bytes:
+    """A source file's bytes. Only regular files are read (opening a FIFO would block forever and
+    /dev/zero never ends), and at most MAX_SOURCE_BYTES of them."""
+    import stat
+
+    st = os.stat(path)
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(21, "Is a directory", path)
+    if not stat.S_ISREG(st.st_mode):
+        raise Error(f"{path} is not a regular file (a device, FIFO or socket)", Span(path, 1, 1),
+                    "caten reads sources from regular files only")
+    with open(path, "rb") as f:
+        data = f.read(MAX_SOURCE_BYTES + 1)
+    if len(data) > MAX_SOURCE_BYTES:
+        raise Error(f"{path} is larger than {MAX_SOURCE_BYTES >> 20} MiB", Span(path, 1, 1),
+                    "split it into files that import each other")
+    return data
+
+
 def load_text(path: str) -> str:
     try:
-        data = open(path, "rb").read()
+        data = read_bytes(path)
     except FileNotFoundError:
         raise Error(f"no such file: {path}", Span(path, 1, 1)) from None
     except IsADirectoryError:

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from caten.cache import default_cache, key_of
+from caten.deep import deep
 from caten.driver import Source, compile_program
 from caten.errors import Error
 from caten.ir import dims as D
@@ -60,8 +61,8 @@ class Composite:
             store = default_cache()
             prog = _unpickle(store.get(pkey, "prog")) if pkey else None
             if prog is None:
-                prog = compile_program(m.source, self.cdef, types, m.dims, m.opt_level, m.rules,
-                                       m.runtime.name, m.explain)
+                prog = deep(compile_program, m.source, self.cdef, types, m.dims, m.opt_level, m.rules,
+                            m.runtime.name, m.explain)
                 blob = _pickle(prog) if pkey else None
                 if blob is not None:
                     store.put(pkey, "prog", blob)
@@ -72,8 +73,12 @@ class Composite:
         key = tuple(sorted((k, v.name) for k, v in types.items()))
         if key not in self._variants:
             m = self.module
+            ok, why = m.runtime.available()
+            if not ok:
+                raise Error(f"runtime '{m.runtime.name}' cannot run here: {why}",
+                            hint="install what it names, or choose another runtime (`caten runtimes` lists them)")
             prog = self.elaborate(types)
-            exe = m.runtime.compile(prog, CompileOptions(opt_level=m.opt_level, use_cache=m.use_cache,
+            exe = deep(m.runtime.compile, prog, CompileOptions(opt_level=m.opt_level, use_cache=m.use_cache,
                                                               target=m.target))
             self._variants[key] = (prog, exe)
         return self._variants[key]
@@ -90,9 +95,27 @@ class Composite:
             arrays.append(np.asarray(a))
         prog, exe = self.program(self._bind_types(arrays))
         env = check_shapes(prog, arrays)
-        outs = [self._pool.take(tuple(D.evaluate(d, env) for d in o.shape), o.dtype.np) for o in prog.outputs]
+        outs = [self._output(prog, o, env) for o in prog.outputs]
         exe.run([a if a.flags.c_contiguous else np.array(a, order="C") for a in arrays], outs, env)
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+    def _output(self, prog: Program, spec, env: dict[str, int]) -> np.ndarray:
+        """An output array, or a diagnostic when its size cannot be allocated (or exceeds int64)."""
+        shape = tuple(D.evaluate(d, env) for d in spec.shape)
+        n = 1
+        for d in shape:
+            n *= d
+        why = None
+        if n * spec.dtype.np.itemsize >= 2 ** 63:
+            why = "more bytes than a 64-bit size holds"
+        else:
+            try:
+                return self._pool.take(shape, spec.dtype.np)
+            except (MemoryError, ValueError) as e:
+                why = str(e)
+        raise Error(f"output `{spec.name}` of `{prog.name}` has shape {shape}: cannot allocate it ({why})",
+                    hint="check the declared output dims and the -D values")
 
 
 class OutputPool:

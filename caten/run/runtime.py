@@ -103,12 +103,33 @@ def load_plugin(path: str) -> Runtime:
         spec.loader.exec_module(mod)
     except FileNotFoundError:
         raise Error(f"no such plugin file: {path}") from None
+    except Exception as e:  # the plugin's own bug: point at its line, not at caten
+        raise plugin_error(path, e) from None
     rt = getattr(mod, "RUNTIME", None)
     if not isinstance(rt, Runtime):
         raise Error(f"plugin {path} defines no RUNTIME (an instance of caten.run.runtime.Runtime)")
     _loaded[rt.name] = rt
     _plugin_files[rt.name] = os.path.abspath(path)
     return rt
+
+
+def plugin_error(path: str, e: BaseException) -> Error:
+    """A diagnostic at the plugin line that raised e while it was loading."""
+    import traceback
+
+    from caten.errors import Span
+
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if os.path.abspath(f.filename) == os.path.abspath(path)]
+    span = None
+    if frames:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                text = fh.read()
+        except OSError:
+            text = None
+        span = Span(path, frames[-1].lineno or 1, 1, text=text)
+    return Error(f"plugin {path} raised {type(e).__name__} while loading: {e}", span,
+                 "fix the plugin file (caten imports it as a module and reads RUNTIME from it)")
 
 
 def plugin_files() -> list[str]:
