@@ -10,16 +10,21 @@ from caten.run.module import Module
 
 
 def _module(src, runtime: str, rules: Sequence[str] | None, defines: Mapping[str, object] | None,
-            opt_level: int, plugin: str | None = None, use_cache: bool = True, explain=None) -> Module:
+            opt_level: int, plugin: str | None = None, use_cache: bool = True, explain=None,
+            check_bounds: bool | None = None) -> Module:
     if plugin:
         R.load_plugin(plugin)
     types, dims = split_defines(dict(defines or {}))
-    return Module(src, R.get(runtime), types, dims, opt_level, [str(r) for r in rules or []], use_cache, explain)
+    return Module(src, R.get(runtime), types, dims, opt_level, [str(r) for r in rules or []], use_cache, explain,
+                  check_bounds)
 
 
 def load(path: str, runtime: str = "llvm", rules: Sequence[str] | None = None,
          defines: Mapping[str, object] | None = None, opt_level: int = 2, **kw) -> Module:
-    """Compile the composites of a .lisp or .yaml file for a runtime (lazily, per dtype binding)."""
+    """Compile the composites of a .lisp or .yaml file for a runtime (lazily, per dtype binding).
+
+    `check_bounds=True` (default: the CATEN_CHECK_BOUNDS environment variable) checks every load
+    and store of the generated code; an access outside its buffer raises caten.Error."""
     from caten.read.cached import read_source_cached
 
     src = read_source_cached(str(path)) if kw.get("use_cache", True) else read_source(str(path))

@@ -127,15 +127,17 @@ def compile_cmd(file: str, runtime: str, defines: tuple[str, ...], opt: int, rul
 @compile_options
 @click.option("-e", "--entry", help="composite to run (default: the last one in the file)")
 @click.option("-o", "output", type=click.Path(), help="output .npy (one output) or .npz (several)")
+@click.option("--check-bounds", is_flag=True, default=None,
+              help="check every load and store of the generated code (also CATEN_CHECK_BOUNDS=1)")
 @diagnostics
 def run_cmd(file: str, inputs: tuple[str, ...], runtime: str, defines: tuple[str, ...], opt: int,
             rules: tuple[str, ...], no_cache: bool, plugin: str | None, verbose: bool, explain_rules: bool,
-            entry: str | None, output: str | None) -> None:
+            entry: str | None, output: str | None, check_bounds: bool | None) -> None:
     """Run a composite of FILE on .npy inputs given as NAME=PATH.npy."""
     from caten.cli.run import run_file
 
     run_file(file, list(inputs), runtime, parse_defines(defines), opt, list(rules), not no_cache, plugin,
-             verbose, entry, output, explain_rules)
+             verbose, entry, output, explain_rules, check_bounds or None)
 
 
 @cli.command("test-runtime")

@@ -482,6 +482,9 @@ class Fn:
             self.emit(f"{name} = {val};")
             self.close()
             return name
+        if op == "bcheck":  # caten.lower.bounds: the index, or 0 after recording the failure
+            slot, kid, bid = x.arg
+            return self.tmp("i64", f"caten_bcheck({slot}, {self.v(x.src[0])}, {self.v(x.src[1])}, {kid}, {bid})")
         if op == "rand":
             seed = int(x.arg)
             return self.tmp("u32", f"{self.helper('caten_threefry')}((u64){self.v(x.src[0])}, "

@@ -29,6 +29,7 @@ class CompileOptions:
     opt_level: int = 2
     use_cache: bool = True
     verbose: bool = False
+    check_bounds: bool = False  # caten.lower.bounds: every load and store checked (part of every cache key)
     extra: dict = field(default_factory=dict)
 
 
@@ -43,6 +44,7 @@ class Runtime:
     name: str = "?"
     description: str = ""
     emits_schedule: bool = False  # True: `emit(..., "schedule")` gives its own `--emit schedule` text
+    checks_bounds: bool = False  # True: honours CompileOptions.check_bounds (caten.lower.bounds)
 
     def available(self) -> tuple[bool, str]:
         return True, ""
@@ -54,7 +56,7 @@ class Runtime:
         """The executable of `program`, built once per structure (and dim names, by which
         executables read the dims they are given). Plugins implement `build`, or override this."""
         options = options or CompileOptions()
-        key = (program.key(), tuple(program.dims), tuple(program.derived))
+        key = (program.key(), tuple(program.dims), tuple(program.derived), options.check_bounds)
         with _memo_lock:
             memo = self.__dict__.setdefault("_compiled", {})
             if key not in memo:
