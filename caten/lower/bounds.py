@@ -55,46 +55,53 @@ def instrument(kernels: list[L.Kernel], sched, slot: str) -> tuple[list[L.Kernel
     table = Table(slot)
     out = []
     for k in kernels:
-        kid = table.number(table.kernels, k.name)
         extents = {p.name: _extent(sched.buffers[p.name], sched.program) for p in k.params}
-        memo: dict[int, X] = {}
-
-        def ck(buf: str, idx: X) -> X:
-            return bcheck(idx, L.dim(extents[buf]), slot, kid, table.number(table.buffers, buf))
-
-        def x(e: X) -> X:
-            hit = memo.get(id(e))
-            if hit is not None:
-                return hit
-            src = tuple(x(s) for s in e.src)
-            if e.op == "load":
-                r = L.load(e.arg, ck(e.arg, src[0]), e.dtype)
-            elif src == e.src:
-                r = e
-            else:
-                r = X.make(e.op, e.dtype, src, e.arg)
-            memo[id(e)] = r
-            return r
-
-        def walk(stmts: list) -> list:
-            res: list = []
-            for s in stmts:
-                if isinstance(s, L.Loop):  # Parallel too: `replace` keeps the class
-                    res.append(replace(s, extent=x(s.extent), body=walk(s.body)))
-                elif isinstance(s, L.Store):
-                    res.append(L.Store(s.buf, ck(s.buf, x(s.idx)), x(s.value)))
-                elif isinstance(s, L.Acc):
-                    res.append(L.Acc(s.var, s.dtype, x(s.init)))
-                elif isinstance(s, L.SetAcc):
-                    res.append(L.SetAcc(s.var, x(s.value)))
-                elif hasattr(s, "expand"):
-                    res += walk(s.expand())
-                else:
-                    raise TypeError(f"bounds check: unknown loop-IR statement {type(s).__name__}")
-            return res
-
-        out.append(L.Kernel(k.name, k.params, k.dims, walk(k.body)))
+        body = _Checker(table, table.number(table.kernels, k.name), extents).walk(k.body)
+        out.append(L.Kernel(k.name, k.params, k.dims, body))
     return out, table
+
+
+class _Checker:
+    """Rewrites one kernel's statements and expressions (expressions memoized: they are DAGs)."""
+
+    def __init__(self, table: Table, kernel: int, extents: dict[str, D.Dim]):
+        self.table, self.kernel, self.extents = table, kernel, extents
+        self.memo: dict[int, X] = {}
+
+    def ck(self, buf: str, idx: X) -> X:
+        return bcheck(idx, L.dim(self.extents[buf]), self.table.slot, self.kernel,
+                      self.table.number(self.table.buffers, buf))
+
+    def x(self, e: X) -> X:
+        hit = self.memo.get(id(e))
+        if hit is not None:
+            return hit
+        src = tuple(self.x(s) for s in e.src)
+        if e.op == "load":
+            r = L.load(e.arg, self.ck(e.arg, src[0]), e.dtype)
+        elif src == e.src:
+            r = e
+        else:
+            r = X.make(e.op, e.dtype, src, e.arg)
+        self.memo[id(e)] = r
+        return r
+
+    def walk(self, stmts: list) -> list:
+        res: list = []
+        for s in stmts:
+            if isinstance(s, L.Loop):  # Parallel too: `replace` keeps the class
+                res.append(replace(s, extent=self.x(s.extent), body=self.walk(s.body)))
+            elif isinstance(s, L.Store):
+                res.append(L.Store(s.buf, self.ck(s.buf, self.x(s.idx)), self.x(s.value)))
+            elif isinstance(s, L.Acc):
+                res.append(L.Acc(s.var, s.dtype, self.x(s.init)))
+            elif isinstance(s, L.SetAcc):
+                res.append(L.SetAcc(s.var, self.x(s.value)))
+            elif hasattr(s, "expand"):  # TileMM, MacroMM: their plain loops
+                res += self.walk(s.expand())
+            else:
+                raise TypeError(f"bounds check: unknown loop-IR statement {type(s).__name__}")
+        return res
 
 
 def _extent(b, program) -> D.Dim:
