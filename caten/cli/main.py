@@ -155,6 +155,25 @@ def test_runtime_cmd(runtime: str, output: str | None, compile_only: bool, patte
     sys.exit(run_conformance(runtime, output, compile_only, pattern, plugin))
 
 
+@cli.command("fuzz")
+@click.option("--seed", type=int, default=0, show_default=True, help="first program's seed")
+@click.option("--count", type=int, help="check N programs, stop at the first failure (default 100)")
+@click.option("--soak", type=int, metavar="N", help="check N programs and report every failure")
+@click.option("--targets", default="llvm+bounds,c+bounds,llvm", show_default=True,
+              help="runtimes to compare with the numpy reference (+bounds: the bounds-checked mode)")
+@click.option("--opencl", is_flag=True, help="also run on opencl")
+@click.option("--shrink-budget", type=int, default=60, show_default=True, help="trials when minimizing a failure")
+@click.option("--time-limit", type=float, metavar="SECONDS", help="stop after this long")
+@click.option("--show", is_flag=True, help="print the program of --seed and exit")
+@diagnostics
+def fuzz_cmd(seed: int, count: int | None, soak: int | None, targets: str, opencl: bool, shrink_budget: int,
+             time_limit: float | None, show: bool) -> None:
+    """Differential fuzzing: random programs on the runtimes against the numpy reference."""
+    from caten.cli.fuzz import run_fuzz
+
+    sys.exit(run_fuzz(seed, count, soak, targets, opencl, shrink_budget, time_limit, show))
+
+
 @cli.command("graph")
 @click.argument("file", type=click.Path())
 @click.option("-e", "--entry", help="composite to draw (default: the last one)")

@@ -1,0 +1,90 @@
+"""Delta debugging over a failing program's forms: greedily try smaller variants and keep one
+whenever it still fails the same way (same target, same kind of failure), until none helps.
+
+Variants: fewer outputs; a binding replaced by one of its operands (the binding and what only
+it used disappear); a binary op's tensor operand replaced by a literal; smaller input sizes.
+Every variant must still type-check (`infer`), so the result is a valid program.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from caten.fuzz.types import Invalid, Prog, infer
+
+
+def prune(prog: Prog) -> Prog:
+    """Drop the bindings no output needs, and unused inputs other than the first."""
+    need = set(prog.outputs)
+    keep = []
+    for s in reversed(prog.stmts):
+        if s.name in need:
+            keep.append(s)
+            need.update(s.args)
+    prog.stmts = list(reversed(keep))
+    used = need | set(prog.outputs)
+    prog.inputs = [inp for i, inp in enumerate(prog.inputs) if i == 0 or inp[0] in used or
+                   any(d in prog.wheres for d in inp[2])]
+    return prog
+
+
+def _rename(prog: Prog, old: str, new: str) -> Prog:
+    q = prog.copy()
+    q.stmts = [s for s in q.stmts if s.name != old]
+    for s in q.stmts:
+        s.args = [new if a == old else a for a in s.args]
+    q.outputs = [new if o == old else o for o in q.outputs]
+    return q
+
+
+def variants(prog: Prog) -> Iterator[Prog]:
+    if len(prog.outputs) > 1:
+        for o in prog.outputs:
+            q = prog.copy()
+            q.outputs = [o]
+            yield q
+    for s in reversed(prog.stmts):  # hoist an operand into the binding's place
+        for a in dict.fromkeys(s.args):
+            yield _rename(prog, s.name, a)
+    for i, s in enumerate(prog.stmts):
+        if s.op == "bin" and len(s.args) == 2:
+            q = prog.copy()
+            q.stmts[i].args = [s.args[0]]
+            q.stmts[i].p["lit"] = 2
+            yield q
+    for sym, n in prog.sizes.items():
+        for m in sorted({1, 2, n // 2}):
+            if m < n:
+                q = prog.copy()
+                q.sizes[sym] = m
+                yield q
+    for j, (name, dt, dims) in enumerate(prog.inputs):
+        for k, d in enumerate(dims):
+            if isinstance(d, int):
+                for m in sorted({1, 2, d // 2}):
+                    if m < d:
+                        q = prog.copy()
+                        q.inputs[j] = (name, dt, dims[:k] + (m,) + dims[k + 1:])
+                        yield q
+
+
+def shrink(prog: Prog, fails: Callable[[Prog], bool], budget: int = 80) -> Prog:
+    """The smallest variant of `prog` found (in at most `budget` trials) for which `fails` holds."""
+    cur = prune(prog.copy())
+    tried = 0
+    progress = True
+    while progress and tried < budget:
+        progress = False
+        for q in variants(cur):
+            q = prune(q)
+            try:
+                infer(q)
+            except Invalid:
+                continue
+            tried += 1
+            if fails(q):
+                cur, progress = q, True
+                break
+            if tried >= budget:
+                break
+    return cur
