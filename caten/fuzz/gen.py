@@ -12,8 +12,21 @@ from __future__ import annotations
 
 import random
 
-from caten.fuzz.types import (BINARY, COMPARE, FLOATS, INTS, UNARY, Invalid, Prog, Stmt, Ty, infer, infer_stmt,
-                              is_float, is_int, kind)
+from caten.fuzz.types import (
+    BINARY,
+    COMPARE,
+    FLOATS,
+    INTS,
+    UNARY,
+    Invalid,
+    Prog,
+    Stmt,
+    Ty,
+    infer,
+    infer_stmt,
+    is_float,
+    kind,
+)
 from caten.ir import dims as D
 
 ENTRY = "fz"
@@ -157,7 +170,8 @@ class _Gen:
                 k = rng.randint(1, len(first))
                 dims = tuple(1 if rng.random() < 0.2 else d for d in first[-k:])
             else:
-                dims = tuple(self.dim() if rng.random() < 0.5 else rng.choice((1, 2, 3)) for _ in range(rng.randint(1, 3)))
+                dims = tuple(self.dim() if rng.random() < 0.5 else rng.choice((1, 2, 3))
+                             for _ in range(rng.randint(1, 3)))
             dt = dt0 if rng.random() < 0.6 else rng.choice(DTYPES)
             self.prog.inputs.append((f"X{j}", dt, dims))
         syms = [d for _, _, dims in self.prog.inputs for d in dims if isinstance(d, str)]
