@@ -121,7 +121,11 @@ def run_target(src: str, entry: str, runtime: str, checked: bool, arrays: list[n
         return ("error", _short(e))
 
 
-def _serve(conn) -> None:  # pragma: no cover - runs in the worker
+def _serve(conn, target: str) -> None:  # pragma: no cover - runs in the worker
+    import importlib
+
+    mod, _, name = target.partition(":")
+    fn = getattr(importlib.import_module(mod), name)
     while True:
         try:
             msg = conn.recv()
@@ -129,14 +133,16 @@ def _serve(conn) -> None:  # pragma: no cover - runs in the worker
             return
         if msg is None:
             return
-        conn.send(run_target(*msg))
+        conn.send(fn(*msg))
 
 
 class Worker:
     """Targets run in a spawned child process (as `caten test-runtime` isolates its runtime): a
-    segfault or a hang becomes a "crash" result and a fresh worker."""
+    segfault or a hang becomes a "crash" result and a fresh worker. `target` ("module:function")
+    is what the worker calls with each message."""
 
-    def __init__(self) -> None:
+    def __init__(self, target: str = "caten.fuzz.check:run_target") -> None:
+        self.target = target
         self.proc = None
 
     def _start(self) -> None:
@@ -144,7 +150,7 @@ class Worker:
 
         ctx = mp.get_context("spawn")
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve, args=(child,), daemon=True)
+        self.proc = ctx.Process(target=_serve, args=(child, self.target), daemon=True)
         self.proc.start()
         child.close()
 
@@ -177,15 +183,16 @@ class Worker:
         self.proc = None
 
 
-def compare(ref: list[np.ndarray], got: list[np.ndarray]) -> str | None:
-    """None when `got` matches the reference, else what differs."""
+def compare(ref: list[np.ndarray], got: list[np.ndarray], f32: bool = True) -> str | None:
+    """None when `got` matches the reference, else what differs. `f32`: some value on the way
+    was f32, so an f64 result carries f32 rounding too."""
     if len(ref) != len(got):
         return f"{len(got)} outputs, expected {len(ref)}"
     for i, (r, g) in enumerate(zip(ref, got)):
         if r.dtype != g.dtype or r.shape != g.shape:
             return f"output {i}: {g.dtype}{list(g.shape)}, expected {r.dtype}{list(r.shape)}"
         if r.dtype.kind in "f":
-            rtol = 1e-9 if r.dtype == np.float64 else 2e-3
+            rtol = 1e-9 if r.dtype == np.float64 and not f32 else 2e-3
             scale = float(np.nanmax(np.abs(r[np.isfinite(r)]))) if np.isfinite(r).any() else 1.0
             ok = np.isclose(g, r, rtol=rtol, atol=rtol * max(1.0, scale), equal_nan=True)
         else:
@@ -204,13 +211,14 @@ class Outcome:
     detail: str = ""
 
 
-def check(src: str, entry: str, arrays: list[np.ndarray], targets: list[Target], worker: Worker) -> list[Outcome]:
+def check(src: str, entry: str, arrays: list[np.ndarray], targets: list[Target], worker: Worker,
+          f32: bool = True) -> list[Outcome]:
     ref = reference(src, entry, arrays)
     out = []
     for t in targets:
         res = worker(src, entry, t.runtime, t.checked, arrays)
         if res[0] == "ok":
-            diff = compare(ref, res[1])
+            diff = compare(ref, res[1], f32)
             out.append(Outcome(t, "mismatch" if diff else "ok", diff or ""))
         else:
             out.append(Outcome(t, res[0], res[1]))

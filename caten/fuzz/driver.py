@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from caten.fuzz.check import Outcome, Target, Worker, check, make_inputs
 from caten.fuzz.gen import ENTRY, generate, render
 from caten.fuzz.shrink import shrink
-from caten.fuzz.types import Prog
+from caten.fuzz.types import Prog, infer
 
 DEFAULT_TARGETS = "llvm+bounds,c+bounds,llvm"
 
@@ -40,13 +40,17 @@ class Summary:
 def run_one(seed: int, targets: list[Target], worker: Worker) -> tuple[Prog, str, list[Outcome]]:
     prog = generate(seed)
     src = render(prog)
-    return prog, src, check(src, ENTRY, make_inputs(prog, seed), targets, worker)
+    return prog, src, check(src, ENTRY, make_inputs(prog, seed), targets, worker, has_f32(prog))
+
+
+def has_f32(prog: Prog) -> bool:
+    return any(t.dtype == "f32" for t in infer(prog).values())
 
 
 def _fails_like(seed: int, target: Target, kind: str, worker: Worker) -> Callable[[Prog], bool]:
     def fails(q: Prog) -> bool:
         try:
-            out = check(render(q), ENTRY, make_inputs(q, seed), [target], worker)
+            out = check(render(q), ENTRY, make_inputs(q, seed), [target], worker, has_f32(q))
         except Exception:  # noqa: BLE001 - the reference refused the variant: not the same failure
             return False
         return out[0].kind == kind
@@ -74,7 +78,7 @@ def fuzz(seeds, targets: list[Target], shrink_budget: int = 60, log: Callable[[s
                 if o.kind == "ok":
                     continue
                 small = shrink(prog, _fails_like(seed, o.target, o.kind, worker), shrink_budget)
-                again = check(render(small), ENTRY, make_inputs(small, seed), [o.target], worker)[0]
+                again = check(render(small), ENTRY, make_inputs(small, seed), [o.target], worker, has_f32(small))[0]
                 detail = again.detail if again.kind == o.kind else o.detail
                 f = Finding(seed, o.target, o.kind, detail, render(small), src)
                 summary.findings.append(f)

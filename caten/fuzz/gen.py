@@ -10,6 +10,7 @@ and at times another one, or a view of an input.
 
 from __future__ import annotations
 
+import itertools
 import random
 
 from caten.fuzz.types import (
@@ -134,7 +135,9 @@ def render(prog: Prog) -> str:
     where = ""
     if prog.wheres:
         where = " where " + ", ".join(f"{q} = (* {c} {s})" for q, (s, c) in prog.wheres.items())
-    lines = [f"(composite {ENTRY} ({' '.join(ins)} -> {' '.join(outs)}{where})"]
+    used = [d for _, _, dims in prog.inputs for d in dims if isinstance(d, str) and d in prog.sizes]
+    lines = [f";; called with {', '.join(f'{k}={prog.sizes[k]}' for k in dict.fromkeys(used))}"] if used else []
+    lines.append(f"(composite {ENTRY} ({' '.join(ins)} -> {' '.join(outs)}{where})")
     lines += ["  " + render_stmt(s, [env[a] for a in s.args]) for s in prog.stmts]
     lines.append(f"  (return {' '.join(prog.outputs)}))")
     return "\n".join(lines) + "\n"
@@ -146,7 +149,7 @@ class _Gen:
         self.rng = random.Random(seed)
         self.symbolic = self.rng.random() < 0.5
         self.prog = Prog([], {}, {}, [], [])
-        self.syms = iter("NMKPRSU")
+        self.syms = itertools.chain("NMKPRSU", (f"D{i}" for i in itertools.count()))
 
     def dim(self) -> int | str:
         n = self.rng.choice(SIZES) if self.rng.random() < 0.9 else self.rng.choice((31, 64, 100, 130))

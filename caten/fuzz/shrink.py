@@ -54,7 +54,7 @@ def variants(prog: Prog) -> Iterator[Prog]:
             yield q
     for sym, n in prog.sizes.items():
         for m in sorted({1, 2, n // 2}):
-            if m < n:
+            if 1 <= m < n:
                 q = prog.copy()
                 q.sizes[sym] = m
                 yield q
@@ -62,7 +62,7 @@ def variants(prog: Prog) -> Iterator[Prog]:
         for k, d in enumerate(dims):
             if isinstance(d, int):
                 for m in sorted({1, 2, d // 2}):
-                    if m < d:
+                    if 1 <= m < d:
                         q = prog.copy()
                         q.inputs[j] = (name, dt, dims[:k] + (m,) + dims[k + 1:])
                         yield q
