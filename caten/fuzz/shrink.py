@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from caten.fuzz.types import Invalid, Prog, infer
+from caten.fuzz.types import Invalid, Prog, Stmt, infer
 
 
 def prune(prog: Prog) -> Prog:
@@ -52,6 +52,11 @@ def variants(prog: Prog) -> Iterator[Prog]:
             q.stmts[i].args = [s.args[0]]
             q.stmts[i].p["lit"] = 2
             yield q
+    for i, s in enumerate(prog.stmts):
+        for params in simpler_params(s):
+            q = prog.copy()
+            q.stmts[i].p = params
+            yield q
     for sym, n in prog.sizes.items():
         for m in sorted({1, 2, n // 2}):
             if 1 <= m < n:
@@ -88,3 +93,33 @@ def shrink(prog: Prog, fails: Callable[[Prog], bool], budget: int = 80) -> Prog:
             if tried >= budget:
                 break
     return cur
+
+
+def simpler_params(s: Stmt) -> Iterator[dict]:
+    """Simpler parameters for one binding: zero pads, whole slices, fewer axes, fewer repeats."""
+    p = s.p
+    if s.op == "pad":
+        for i, (lo, hi) in enumerate(p["pads"]):
+            for new in ((0, hi), (lo, 0)):
+                if new != (lo, hi):
+                    yield {**p, "pads": p["pads"][:i] + [new] + p["pads"][i + 1:]}
+    elif s.op == "slice":
+        b = p["bounds"]
+        if len(b) > 1:
+            yield {**p, "bounds": b[:-1]}
+        for i, (st, e, step) in enumerate(b):
+            for new in ((0, e, step), (st, None, step), (st, e, 1)):
+                if new != (st, e, step):
+                    yield {**p, "bounds": b[:i] + [new] + b[i + 1:]}
+    elif s.op == "red":
+        if len(p["axes"]) > 1:
+            for a in p["axes"]:
+                yield {**p, "axes": [x for x in p["axes"] if x != a]}
+        if p.get("keepdims"):
+            yield {**p, "keepdims": False}
+    elif s.op == "expand" and p.get("lead"):
+        yield {**p, "lead": []}
+    elif s.op == "dotimes" and p["n"] > 1:
+        yield {**p, "n": 1}
+    elif s.op == "perm" and p["perm"] != sorted(p["perm"]):
+        yield {**p, "perm": sorted(p["perm"])}

@@ -150,13 +150,27 @@ r:
   ret void
 }"""
 
-C_RECORDER = """static i64 caten_bcheck(i64 *s, i64 i, i64 n, i64 k, i64 b) {
-  if ((u64)i < (u64)n) return i;
-  if (!s[0]) { s[0] = 1; s[1] = k; s[2] = b; s[3] = i; s[4] = n; }
-  return 0;
-}"""
+def c_recorder(func: str = "static", gptr: str = "") -> str:
+    """`caten_bcheck` in C-style source (`func`: the helper qualifier, `gptr`: the address space)."""
+    return (f"{func} i64 caten_bcheck({gptr}i64 *s, i64 i, i64 n, i64 k, i64 b) {{\n"
+            "  if ((u64)i < (u64)n) return i;\n"
+            "  if (!s[0]) { s[0] = 1; s[1] = k; s[2] = b; s[3] = i; s[4] = n; }\n"
+            "  return 0;\n}")
 
 
 def c_slots(table: Table | None) -> str:
     """The C definitions of the error record and its recorder (empty when not checking)."""
-    return "" if table is None else f"i64 {table.slot}[{SLOTS}];\n{C_RECORDER}\n"
+    return "" if table is None else f"i64 {table.slot}[{SLOTS}];\n{c_recorder()}\n"
+
+
+DEVICE_BUF = "oob"  # device targets: the error record is one more buffer argument of every kernel
+
+
+def device_instrument(kernels: list[L.Kernel], sched) -> tuple[list[L.Kernel], Table]:
+    """`instrument` for device kernels, whose error record is the buffer parameter `b_oob`."""
+    from caten.ir import dtypes as T
+
+    out, table = instrument(kernels, sched, f"b_{DEVICE_BUF}")
+    for k in out:
+        k.params = k.params + [L.BufParam(DEVICE_BUF, T.i64, DEVICE_BUF)]
+    return out, table
