@@ -133,7 +133,7 @@ def _serve(conn, target: str) -> None:  # pragma: no cover - runs in the worker
             return
         if msg is None:
             return
-        conn.send(fn(*msg))
+        conn.send("ready" if msg == "ping" else fn(*msg))
 
 
 class Worker:
@@ -153,6 +153,16 @@ class Worker:
         self.proc = ctx.Process(target=_serve, args=(child, self.target), daemon=True)
         self.proc.start()
         child.close()
+        # a worker that cannot even start is the fuzzer's failure, never a finding about a program
+        try:
+            self.conn.send("ping")
+            if self.conn.poll(TIMEOUT_S) and self.conn.recv() == "ready":
+                return
+        except (EOFError, OSError):
+            pass
+        self.stop(kill=True)
+        raise RuntimeError("the fuzz worker process did not start (run the fuzzer from an importable "
+                           "__main__, e.g. `caten fuzz`)")
 
     def __call__(self, *msg) -> tuple:
         if self.proc is None or not self.proc.is_alive():
@@ -170,7 +180,8 @@ class Worker:
             return ("crash", f"crashed with {signal.Signals(-code).name}" if code and code < 0 else f"exited ({code})")
 
     def stop(self, kill: bool = False) -> None:
-        if self.proc is None:
+        if self.proc is None or self.proc.pid is None:
+            self.proc = None
             return
         if kill:
             self.proc.kill()

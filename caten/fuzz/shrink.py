@@ -14,7 +14,7 @@ from caten.fuzz.types import Invalid, Prog, Stmt, infer
 
 
 def prune(prog: Prog) -> Prog:
-    """Drop the bindings no output needs, and unused inputs other than the first."""
+    """Drop the bindings no output needs, and the inputs nothing uses (one input stays)."""
     need = set(prog.outputs)
     keep = []
     for s in reversed(prog.stmts):
@@ -23,8 +23,8 @@ def prune(prog: Prog) -> Prog:
             need.update(s.args)
     prog.stmts = list(reversed(keep))
     used = need | set(prog.outputs)
-    prog.inputs = [inp for i, inp in enumerate(prog.inputs) if i == 0 or inp[0] in used or
-                   any(d in prog.wheres for d in inp[2])]
+    ins = [inp for inp in prog.inputs if inp[0] in used or any(d in prog.wheres for d in inp[2])]
+    prog.inputs = ins or prog.inputs[:1]
     return prog
 
 
