@@ -161,7 +161,7 @@ def test_runtime_cmd(runtime: str, output: str | None, compile_only: bool, patte
 @click.option("--soak", type=int, metavar="N", help="check N programs and report every failure")
 @click.option("--targets", default="llvm+bounds,c+bounds,llvm", show_default=True,
               help="runtimes to compare with the numpy reference (+bounds: the bounds-checked mode)")
-@click.option("--opencl", is_flag=True, help="also run on opencl")
+@click.option("--opencl", is_flag=True, help="also run on opencl (bounds-checked)")
 @click.option("--shrink-budget", type=int, default=60, show_default=True, help="trials when minimizing a failure")
 @click.option("--time-limit", type=float, metavar="SECONDS", help="stop after this long")
 @click.option("--show", is_flag=True, help="print the program of --seed and exit")

@@ -35,6 +35,7 @@ class Summary:
     rejected: list[tuple[int, str]] = field(default_factory=list)  # the reference refused: a generator bug
     findings: list[Finding] = field(default_factory=list)
     seconds: float = 0.0
+    last_seed: int | None = None
 
 
 def run_one(seed: int, targets: list[Target], worker: Worker) -> tuple[Prog, str, list[Outcome]]:
@@ -58,8 +59,9 @@ def _fails_like(seed: int, target: Target, kind: str, worker: Worker) -> Callabl
 
 
 def fuzz(seeds, targets: list[Target], shrink_budget: int = 60, log: Callable[[str], None] | None = None,
-         deadline: float | None = None) -> Summary:
-    """Check the programs of `seeds` on `targets`; each distinct failure is shrunk and recorded."""
+         deadline: float | None = None, stop_first: bool = False) -> Summary:
+    """Check the programs of `seeds` on `targets`; each failure is shrunk and recorded (with
+    `stop_first`, the run ends after the first program that fails)."""
     worker = Worker()
     summary = Summary()
     t0 = time.time()
@@ -86,6 +88,9 @@ def fuzz(seeds, targets: list[Target], shrink_budget: int = 60, log: Callable[[s
                 if log:
                     log(f.report() + ("" if key not in seen else "(same kind as an earlier finding)\n"))
                 seen.add(key)
+            summary.last_seed = seed
+            if stop_first and summary.findings:
+                break
     finally:
         worker.stop()
         summary.seconds = time.time() - t0
