@@ -233,4 +233,6 @@ def check(src: str, entry: str, arrays: list[np.ndarray], targets: list[Target],
             out.append(Outcome(t, "mismatch" if diff else "ok", diff or ""))
         else:
             out.append(Outcome(t, res[0], res[1]))
+        if out[-1].kind in ("guard", "error") or out[-1].kind == "mismatch" and not t.checked:
+            worker.stop(kill=True)  # unchecked code may have written anywhere: a fresh process next
     return out

@@ -79,9 +79,14 @@ def fuzz(seeds, targets: list[Target], shrink_budget: int = 60, log: Callable[[s
             for o in outcomes:
                 if o.kind == "ok":
                     continue
-                small = shrink(prog, _fails_like(seed, o.target, o.kind, worker), shrink_budget)
-                again = check(render(small), ENTRY, make_inputs(small, seed), [o.target], worker, has_f32(small))[0]
-                detail = again.detail if again.kind == o.kind else o.detail
+                small, detail = prog, o.detail
+                try:
+                    small = shrink(prog, _fails_like(seed, o.target, o.kind, worker), shrink_budget)
+                    again = check(render(small), ENTRY, make_inputs(small, seed), [o.target], worker,
+                                  has_f32(small))[0]
+                    detail = again.detail if again.kind == o.kind else o.detail
+                except Exception as e:  # noqa: BLE001 - a fuzzer bug must not end the run: report unshrunk
+                    detail += f" (shrinking failed: {type(e).__name__}: {e})"
                 f = Finding(seed, o.target, o.kind, detail, render(small), src)
                 summary.findings.append(f)
                 key = (str(o.target), o.kind)

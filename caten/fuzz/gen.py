@@ -27,6 +27,7 @@ from caten.fuzz.types import (
     infer_stmt,
     is_float,
     kind,
+    used_wheres,
 )
 from caten.ir import dims as D
 
@@ -133,8 +134,9 @@ def render(prog: Prog) -> str:
         t = env[o]
         outs.append(f"(Y{i}{{{t.dtype}}}[{', '.join(D.to_str(k) for k in t.keys)}])")
     where = ""
-    if prog.wheres:
-        where = " where " + ", ".join(f"{q} = (* {c} {s})" for q, (s, c) in prog.wheres.items())
+    if used_wheres(prog):
+        where = " where " + ", ".join(f"{q} = (* {c} {s})" for q, (s, c) in
+                                      ((q, prog.wheres[q]) for q in used_wheres(prog)))
     used = [d for _, _, dims in prog.inputs for d in dims if isinstance(d, str) and d in prog.sizes]
     lines = [f";; called with {', '.join(f'{k}={prog.sizes[k]}' for k in dict.fromkeys(used))}"] if used else []
     lines.append(f"(composite {ENTRY} ({' '.join(ins)} -> {' '.join(outs)}{where})")

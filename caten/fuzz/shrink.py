@@ -23,7 +23,7 @@ def prune(prog: Prog) -> Prog:
             need.update(s.args)
     prog.stmts = list(reversed(keep))
     used = need | set(prog.outputs)
-    ins = [inp for inp in prog.inputs if inp[0] in used or any(d in prog.wheres for d in inp[2])]
+    ins = [inp for inp in prog.inputs if inp[0] in used]
     prog.inputs = ins or prog.inputs[:1]
     return prog
 

@@ -47,6 +47,11 @@ class Prog:
                     [Stmt(s.name, s.op, list(s.args), dict(s.p)) for s in self.stmts], list(self.outputs))
 
 
+def used_wheres(prog: Prog) -> list[str]:
+    """The `where`-defined dims some input uses (only those are written in the signature)."""
+    return [q for q in prog.wheres if any(q in dims for _, _, dims in prog.inputs)]
+
+
 def is_float(dt: str) -> bool:
     return dt in FLOATS
 
@@ -76,6 +81,10 @@ def key_of(d, prog: Prog):
 def infer(prog: Prog) -> dict[str, Ty]:
     """The type of every value, or Invalid."""
     env: dict[str, Ty] = {}
+    plain = {d for _, _, dims in prog.inputs for d in dims if isinstance(d, str) and d not in prog.wheres}
+    for q in used_wheres(prog):
+        if prog.wheres[q][0] not in plain:
+            raise Invalid(f"`where {q}` needs a dim no input binds")
     for name, dt, dims in prog.inputs:
         shape = tuple(size_of(d, prog) for d in dims)
         if any(n < 0 for n in shape):
