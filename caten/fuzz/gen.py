@@ -2,7 +2,7 @@
 their caten source text (`render`).
 
 A program draws 1-3 inputs (f32 f64 i32 i64 i8 u8 bool, rank 1-4, literal or symbolic dims, at
-times a `where`-defined dim), then 2-9 bindings of elementwise ops, comparisons, `where`, casts,
+times a `where`-defined dim or an empty one), then 2-9 bindings of elementwise ops, comparisons, `where`, casts,
 reductions over one or several axes, every movement op (permute, reshape merges/splits/unit
 axes, expand, slice, flip, pad, concat), matmul and `dotimes`; its outputs are the last value
 and at times another one, or a view of an input.
@@ -150,11 +150,14 @@ class _Gen:
     def __init__(self, seed: int):
         self.rng = random.Random(seed)
         self.symbolic = self.rng.random() < 0.5
+        self.empty = random.Random(seed ^ 0x5EED)
         self.prog = Prog([], {}, {}, [], [])
         self.syms = itertools.chain("NMKPRSU", (f"D{i}" for i in itertools.count()))
 
     def dim(self) -> int | str:
         n = self.rng.choice(SIZES) if self.rng.random() < 0.9 else self.rng.choice((31, 64, 100, 130))
+        if self.empty.random() < 0.03:  # an empty dim (its own stream: the other choices stay as they were)
+            n = 0
         if not self.symbolic or self.rng.random() < 0.15:
             return n
         s = next(self.syms)
