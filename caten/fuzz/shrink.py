@@ -24,7 +24,13 @@ def prune(prog: Prog) -> Prog:
     prog.stmts = list(reversed(keep))
     used = need | set(prog.outputs)
     ins = [inp for inp in prog.inputs if inp[0] in used]
-    prog.inputs = ins or prog.inputs[:1]
+    bases = {prog.wheres[d][0] for _, _, dims in ins for d in dims if d in prog.wheres}
+    bound = {d for _, _, dims in ins for d in dims}
+    for inp in prog.inputs:  # an input that alone binds the dim a kept `where` is defined from stays
+        if inp not in ins and bases - bound & set(inp[2]):
+            ins.append(inp)
+            bound |= set(inp[2])
+    prog.inputs = [inp for inp in prog.inputs if inp in ins] or prog.inputs[:1]
     return prog
 
 
@@ -76,6 +82,10 @@ def variants(prog: Prog) -> Iterator[Prog]:
 def shrink(prog: Prog, fails: Callable[[Prog], bool], budget: int = 80) -> Prog:
     """The smallest variant of `prog` found (in at most `budget` trials) for which `fails` holds."""
     cur = prune(prog.copy())
+    try:
+        infer(cur)
+    except Invalid:
+        cur = prog.copy()
     tried = 0
     progress = True
     while progress and tried < budget:
