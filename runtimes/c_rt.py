@@ -46,25 +46,32 @@ def cc() -> str:
     return os.environ.get("CC", "cc")
 
 
-def generate(progs: Sequence[Program], names: Sequence[str], t: Target | None = None) -> tuple[str, list]:
+def generate(progs: Sequence[Program], names: Sequence[str], t: Target | None = None,
+             check_bounds: bool = False) -> tuple[str, list]:
     """C source of several programs for target `t` (kernel shapes follow its vector width):
-    static kernels, then each program's two entry points."""
-    from caten.lower import check_group, lower
+    static kernels, then each program's two entry points. With `check_bounds`, the schedules
+    come with their bounds tables (`sched.bounds`)."""
+    from caten.lower import bounds, check_group, lower
     from caten.schedule import schedule
 
     used: set[str] = set()
     funcs, scheds = [], []
+    checks = []
     for prog, name in zip(progs, names):
         with target.use(t or target.host()):
             sched = schedule(prog, check=check_group)
             for i, k in enumerate(sched.kernels):
                 k.name = f"{name}__k{i}"
             kernels = lower(sched)
+        sched.bounds = None
+        if check_bounds:
+            kernels, sched.bounds = bounds.instrument(kernels, sched, f"{name}__oob")
+            checks.append(bounds.c_slots(sched.bounds))
         defines = prog.dim_defines()
         funcs += [CS.c_function(k, CS.C, defines, used) for k in kernels]
         funcs.append(entries(prog, name, sched, kernels, defines, used))
         scheds.append(sched)
-    text = "\n".join([CS.C.prelude, "#include <stdlib.h>", CS.helper_source(CS.C, used), *funcs]) + "\n"
+    text = "\n".join([CS.C.prelude, "#include <stdlib.h>", CS.helper_source(CS.C, used), *checks, *funcs]) + "\n"
     return text, scheds
 
 
@@ -126,8 +133,9 @@ def _load(lib: bytes, tag: str) -> ctypes.CDLL:
 
 
 class CExecutable:
-    def __init__(self, program: Program, sched, fn, source: str):
+    def __init__(self, program: Program, sched, fn, source: str, oob: int = 0):
         self.program, self.sched, self.fn, self.source = program, sched, fn, source
+        self.oob = oob  # the address of the bounds-checked mode's error record, or 0
         self.arenas = Arenas()
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], env: dict[str, int]) -> None:
@@ -137,10 +145,15 @@ class CExecutable:
         ins = [np.ascontiguousarray(a) for a in inputs]
         ptrs = [a.ctypes.data for a in ins] + [o.ctypes.data for o in outputs]
         self.fn(*ptrs, self.arenas.pointer(size), *[int(env[d]) for d in self.program.dims])
+        if self.oob:
+            from caten.lower.bounds import raise_if_failed
+
+            raise_if_failed(self.oob, self.sched.bounds, self.program.name)
 
 
 class CRuntime(Runtime):
     name = "c"
+    checks_bounds = True
     description = "plain C from the shared C-style renderer, built by the system cc (-O3 -march=native, or --cpu's)"
 
     def available(self) -> tuple[bool, str]:
@@ -172,14 +185,15 @@ class CRuntime(Runtime):
         name = c_symbol(program.name)
         t = target.resolve(options.target)
         target.check_runnable(t)
-        src, (sched,) = generate([program], [name], t)
+        src, (sched,) = generate([program], [name], t, options.check_bounds)
         lib = self.library(src, options.use_cache, t)
         dll = _load(lib, f"{name}_{key_of(src, lib)[:24]}")
         fn = getattr(dll, f"{name}__impl")
         fn.restype = None
         nptr = len(program.inputs) + len(program.outputs) + 1
         fn.argtypes = [ctypes.c_void_p] * nptr + [ctypes.c_int64] * len(program.dims)
-        exe = CExecutable(program, sched, fn, src)
+        oob = ctypes.addressof(ctypes.c_int64.in_dll(dll, f"{name}__oob")) if sched.bounds else 0
+        exe = CExecutable(program, sched, fn, src, oob)
         exe._dll = dll
         return exe
 

@@ -103,10 +103,11 @@ def threads() -> int:
 
 
 def generate(programs: Program | Sequence[Program], names: str | Sequence[str],
-             nthreads: int | None = None, t: Target | None = None) -> tuple[str, list]:
+             nthreads: int | None = None, t: Target | None = None, check_bounds: bool = False) -> tuple[str, list]:
     """LLVM IR text (unoptimized) of one or several programs in one module, and their schedules,
-    for target `t` (default: the host)."""
-    from caten.lower import check_group, lower
+    for target `t` (default: the host); with `check_bounds`, each schedule with its bounds table
+    `sched.bounds` (caten.lower.bounds)."""
+    from caten.lower import bounds, check_group, lower
     from caten.render.llvm import ModuleGen, entry_functions
     from caten.schedule import schedule
 
@@ -123,6 +124,9 @@ def generate(programs: Program | Sequence[Program], names: str | Sequence[str],
             k.name = f"{name}__k{i}"
         with target.use(t):
             kernels = lower(sched)
+        sched.bounds = None
+        if check_bounds:
+            kernels, sched.bounds = bounds.instrument(kernels, sched, f"{name}__oob")
         defines = program.dim_defines()
         for k in kernels:
             mod.kernel(k, defines)
@@ -156,8 +160,9 @@ def optimize(ir_text: str, opt: int = 3, t: Target | None = None):
 
 class LLVMExecutable:
     def __init__(self, program: Program, sched, fn, ir: str | None, name: str, compile_s: float,
-                 arena_size=None, nthreads: int = 1, t: Target | None = None):
+                 arena_size=None, nthreads: int = 1, t: Target | None = None, bounds=None):
         self.program, self._sched, self.fn, self._ir, self.name = program, sched, fn, ir, name
+        self.bounds = bounds  # the bounds-checked mode's table (caten.lower.bounds), or None
         self.nthreads, self.target = nthreads, t or target.host()
         self.compile_s = compile_s
         size = sched.arena_size if sched is not None else arena_size
@@ -169,7 +174,7 @@ class LLVMExecutable:
     def rebind(self, program: Program) -> LLVMExecutable:
         """This code for a structurally equal program (other names): same function, own arena."""
         return LLVMExecutable(program, None, self.fn, self._ir, self.name, 0.0, self.arena_size, self.nthreads,
-                              self.target)
+                              self.target, self.bounds)
 
     @property
     def sched(self):
@@ -185,7 +190,7 @@ class LLVMExecutable:
     @property
     def ir(self) -> str:
         if self._ir is None:
-            self._ir = generate(self.program, self.name, self.nthreads, self.target)[0]
+            self._ir = generate(self.program, self.name, self.nthreads, self.target, self.bounds is not None)[0]
         return self._ir
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], env: dict[str, int]) -> None:
@@ -202,11 +207,16 @@ class LLVMExecutable:
         ptrs = [a.ctypes.data for a in ins] + [o.ctypes.data for o in outputs]
         dims = [int(env[d]) for d in self.program.dims]
         self.fn(*ptrs, self.arenas.pointer(size), *dims)
+        if self.bounds is not None:
+            from caten.lower.bounds import raise_if_failed
+
+            raise_if_failed(_engine().get_global_value_address(self.bounds.slot), self.bounds, self.program.name)
 
 
 class LLVMRuntime(Runtime):
     name = "llvm"
     emits_schedule = True
+    checks_bounds = True
     description = "fused loop kernels compiled by LLVM for the host CPU (JIT, or AOT .so/.o/.ll)"
 
     def __init__(self) -> None:
@@ -233,7 +243,7 @@ class LLVMRuntime(Runtime):
         nthreads = threads()
         t = target.resolve(options.target)
         target.check_runnable(t)
-        key = (program.key(), opt, nthreads, t.key())
+        key = (program.key(), opt, nthreads, t.key()) + (("check-bounds",) if options.check_bounds else ())
         with _lock:
             hit = self._cache.get(key)
             if hit is not None:  # the same structure, perhaps under other names
@@ -252,19 +262,19 @@ class LLVMRuntime(Runtime):
                 eng.add_object_file(_llvm().ObjectFileRef.from_data(meta["obj"]))
                 eng.finalize_object()
                 exe = LLVMExecutable(program, None, proto(eng.get_function_address(f"{name}__impl")), None, name,
-                                     time.perf_counter() - t0, meta["arena"], nthreads, t)
+                                     time.perf_counter() - t0, meta["arena"], nthreads, t, meta.get("bounds"))
             else:
-                ir, (sched,) = generate(program, name, nthreads, t)
+                ir, (sched,) = generate(program, name, nthreads, t, options.check_bounds)
                 # machine code is generated once: the object file both feeds the engine and is cached
                 obj = jit_object(ir, opt, t)
                 if store is not None:
                     arena = sched.arena_size if isinstance(sched.arena_size, int) else \
                         D.substitute(sched.arena_size, program.canonical_dims())
-                    store.put(ckey, "llvmobj", codec.dumps({"obj": obj, "arena": arena}))
+                    store.put(ckey, "llvmobj", codec.dumps({"obj": obj, "arena": arena, "bounds": sched.bounds}))
                 eng.add_object_file(_llvm().ObjectFileRef.from_data(obj))
                 eng.finalize_object()
                 exe = LLVMExecutable(program, sched, proto(eng.get_function_address(f"{name}__impl")), ir, name,
-                                     time.perf_counter() - t0, nthreads=nthreads, t=t)
+                                     time.perf_counter() - t0, nthreads=nthreads, t=t, bounds=sched.bounds)
             self._cache[key] = exe
             if options.verbose:
                 how = "loaded from the cache" if cached is not None else "compiled"

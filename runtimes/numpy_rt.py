@@ -44,6 +44,7 @@ class _Interp:
 
 class NumpyRuntime(Runtime):
     name = "numpy"
+    checks_bounds = True  # numpy itself checks every index
     description = "reference interpreter over the principal-op table (the oracle)"
 
     def compile(self, program: Program, options: CompileOptions) -> _Interp:

@@ -123,6 +123,9 @@ class OpenCLExecutable:
                 else:
                     bufs[b.name] = self._temp(b.name, o.nbytes)
                     outs.append((o, bufs[b.name], False))
+            elif b.role == "oob":  # the bounds-checked mode's error record
+                oob = np.zeros(b.elems, np.int64)
+                bufs[b.name] = cl.Buffer(self.ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=oob)
             else:
                 bufs[b.name] = self._temp(b.name, CS.eval_dim(b.nbytes, env))
         dims = {}
@@ -143,10 +146,17 @@ class OpenCLExecutable:
             else:
                 cl.enqueue_copy(q, o, buf)
         q.finish()
+        if self.dp.bounds is not None:
+            from caten.lower.bounds import raise_if_failed
+
+            cl.enqueue_copy(q, oob, bufs["oob"])
+            q.finish()
+            raise_if_failed(oob.ctypes.data, self.dp.bounds, self.dp.program.name)
 
 
 class OpenCLRuntime(Runtime):
     name = "opencl"
+    checks_bounds = True
     description = "OpenCL C from the shared C-style renderer, run with pyopencl (PoCL on the CPU)"
 
     def available(self) -> tuple[bool, str]:
@@ -175,7 +185,8 @@ class OpenCLRuntime(Runtime):
         ctx, q, dev = device()
         st = settings(dev)
         cpu = st["cpu"]
-        dp = CS.device_program(program, st["target"], local=st["local"], coop=st["coop"], chunk=st["chunk"])
+        dp = CS.device_program(program, st["target"], local=st["local"], coop=st["coop"], chunk=st["chunk"],
+                               check_bounds=options.check_bounds)
         src = CS.device_source([dp], st["target"])
         try:
             with warnings.catch_warnings():  # e.g. "division by zero" in branches never taken

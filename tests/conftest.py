@@ -10,6 +10,11 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import settings
+
+if os.environ.get("CI", "").lower() == "true":  # CI: the same examples on every run (no flaky red)
+    settings.register_profile("ci", derandomize=True, print_blob=True)
+    settings.load_profile("ci")
 
 
 def runtimes_under_test() -> list[str]:

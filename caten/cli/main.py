@@ -173,15 +173,17 @@ def compile_cmd(file: str, runtime: str, defines: tuple[str, ...], opt: int, rul
 @compile_options
 @click.option("-e", "--entry", help="composite to run (default: the last one in the file)")
 @click.option("-o", "output", type=click.Path(), help="output .npy (one output) or .npz (several)")
+@click.option("--check-bounds", is_flag=True, default=None,
+              help="check every load and store of the generated code (also CATEN_CHECK_BOUNDS=1)")
 @diagnostics
 def run_cmd(file: str, inputs: tuple[str, ...], runtime: str, defines: tuple[str, ...], opt: int,
             rules: tuple[str, ...], fast_math: bool, no_cache: bool, plugin: str | None, verbose: bool,
-            explain_rules: bool, entry: str | None, output: str | None) -> None:
+            explain_rules: bool, entry: str | None, output: str | None, check_bounds: bool | None) -> None:
     """Run a composite of FILE on .npy inputs given as NAME=PATH.npy."""
     from caten.cli.run import run_file
 
     run_file(file, list(inputs), runtime, parse_defines(defines), opt, rule_list(rules, fast_math), not no_cache,
-             plugin, verbose, entry, output, explain_rules)
+             plugin, verbose, entry, output, explain_rules, check_bounds or None)
 
 
 @cli.command("test-runtime")
@@ -197,6 +199,25 @@ def test_runtime_cmd(runtime: str, output: str | None, compile_only: bool, patte
     from caten.cli.testrt import run_conformance
 
     sys.exit(run_conformance(runtime, output, compile_only, pattern, plugin))
+
+
+@cli.command("fuzz")
+@click.option("--seed", type=int, default=0, show_default=True, help="first program's seed")
+@click.option("--count", type=int, help="check N programs, stop at the first failure (default 100)")
+@click.option("--soak", type=int, metavar="N", help="check N programs and report every failure")
+@click.option("--targets", default="llvm+bounds,c+bounds,llvm", show_default=True,
+              help="runtimes to compare with the numpy reference (+bounds: the bounds-checked mode)")
+@click.option("--opencl", is_flag=True, help="also run on opencl (bounds-checked)")
+@click.option("--shrink-budget", type=int, default=60, show_default=True, help="trials when minimizing a failure")
+@click.option("--time-limit", type=float, metavar="SECONDS", help="stop after this long")
+@click.option("--show", is_flag=True, help="print the program of --seed and exit")
+@diagnostics
+def fuzz_cmd(seed: int, count: int | None, soak: int | None, targets: str, opencl: bool, shrink_budget: int,
+             time_limit: float | None, show: bool) -> None:
+    """Differential fuzzing: random programs on the runtimes against the numpy reference."""
+    from caten.cli.fuzz import run_fuzz
+
+    sys.exit(run_fuzz(seed, count, soak, targets, opencl, shrink_budget, time_limit, show))
 
 
 @cli.command("graph")

@@ -22,7 +22,7 @@ def _load_array(path: str) -> np.ndarray:
 
 def run_file(file: str, inputs: list[str], runtime: str, defines: dict[str, str], opt: int, rules: list[str],
              use_cache: bool, plugin: str | None, verbose: bool, entry: str | None, output: str | None,
-             explain_rules: bool = False) -> None:
+             explain_rules: bool = False, check_bounds: bool | None = None) -> None:
     import caten
 
     explain = None
@@ -31,7 +31,7 @@ def run_file(file: str, inputs: list[str], runtime: str, defines: dict[str, str]
 
         explain = Explain()
     mod = caten.load(file, runtime=runtime, rules=rules, defines=defines, opt_level=opt, plugin=plugin,
-                     use_cache=use_cache, explain=explain)
+                     use_cache=use_cache, explain=explain, check_bounds=check_bounds)
     src = mod.source
     if not src.names:
         raise Error(f"{file} defines no composite", Span(file, 1, 1))

@@ -483,6 +483,9 @@ class Fn:
             self.emit(f"{name} = {val};")
             self.close()
             return name
+        if op == "bcheck":  # caten.lower.bounds: the index, or 0 after recording the failure
+            slot, kid, bid = x.arg
+            return self.tmp("i64", f"caten_bcheck({slot}, {self.v(x.src[0])}, {self.v(x.src[1])}, {kid}, {bid})")
         if op == "rand":
             seed = int(x.arg)
             return self.tmp("u32", f"{self.helper('caten_threefry')}((u64){self.v(x.src[0])}, "
@@ -1020,8 +1023,9 @@ class DeviceProgram:
 
 
 def device_program(program, target: Target, local: int = 256, coop: bool = True,
-                   name: str | None = None, chunk: int = 1) -> DeviceProgram:
-    """schedule -> lower -> device kernels of one program (names prefixed by `name`)."""
+                   name: str | None = None, chunk: int = 1, check_bounds: bool = False) -> DeviceProgram:
+    """schedule -> lower -> device kernels of one program (names prefixed by `name`); with
+    `check_bounds`, every kernel also takes the error record `oob` (caten.lower.bounds)."""
     from caten.lower import check_group, lower
     from caten.schedule import schedule
 
@@ -1030,8 +1034,15 @@ def device_program(program, target: Target, local: int = 256, coop: bool = True,
     for i, k in enumerate(sched.kernels):
         k.name = f"{name}__k{i}"
     lkernels = lower(sched)
+    table = None
+    if check_bounds:
+        from caten.lower.bounds import DEVICE_BUF, SLOTS, device_instrument
+
+        lkernels, table = device_instrument(lkernels, sched)
     defines = program.dim_defines()
     buffers: dict[str, DeviceBuffer] = {}
+    if table is not None:
+        buffers[DEVICE_BUF] = DeviceBuffer(DEVICE_BUF, T.i64, DEVICE_BUF, -1, SLOTS)
     for b in sched.buffers.values():
         if b.role != "temp" or b.local < 0:
             buffers[b.name] = DeviceBuffer(b.name, b.dtype, b.role, b.index, D.prod(b.shape))
@@ -1039,13 +1050,15 @@ def device_program(program, target: Target, local: int = 256, coop: bool = True,
     dks: list[DeviceKernel] = []
     for sk, lk in zip(sched.kernels, lkernels):
         local_bufs = {p.name: D.prod(sched.buffers[p.name].shape[sched.buffers[p.name].local:])
-                      for p in lk.params if sched.buffers[p.name].role == "temp" and sched.buffers[p.name].local >= 0}
+                      for p in lk.params if p.name in sched.buffers and sched.buffers[p.name].role == "temp"
+                      and sched.buffers[p.name].local >= 0}
         ks, sizes = device_kernels(lk, sk.outer, local_bufs, target, defines, used, local, coop, chunk)
         for b, n in sizes.items():
             sb = sched.buffers[b]
             buffers[b] = DeviceBuffer(b, sb.dtype, "temp", -1, n)
         dks += ks
     dp = DeviceProgram(program, name, dks, buffers)
+    dp.bounds = table  # type: ignore[attr-defined]
     dp.uses_f64 = any(getattr(k, "uses_f64", False) for k in dks) or any(
         b.dtype == T.f64 for b in buffers.values())
     dp.used = used  # type: ignore[attr-defined]
@@ -1062,6 +1075,10 @@ def device_source(dps: Sequence[DeviceProgram], target: Target, header: str = ""
     hs = helper_source(target, used)
     if hs:
         parts.append(hs)
+    if any(getattr(dp, "bounds", None) for dp in dps):
+        from caten.lower.bounds import c_recorder
+
+        parts.append(c_recorder(target.func, target.gptr))
     for dp in dps:
         parts += [k.source for k in dp.kernels]
     return "\n".join(parts) + "\n"

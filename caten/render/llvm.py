@@ -245,6 +245,8 @@ class FnGen:
             return self.load(x.arg, self.v(x.src[0]), x.dtype)
         if op == "masked":
             return self.masked(x)
+        if op == "bcheck":
+            return self.bcheck(x)
         if op == "rand":
             return self.threefry(self.v(x.src[0]), x.arg)
         if op in ("idiv", "imod"):
@@ -276,6 +278,19 @@ class FnGen:
         ty = rty(x.dtype)
         zero = "false" if ty == "i1" else "0" if ty.startswith("i") else self.fc(0.0, ty)
         return self.ins(f"phi {ty} [{val}, %{tend}], [{zero}, %{pre}]")
+
+    def bcheck(self, x: X) -> str:
+        """The index if it lies in [0, extent), else 0 after recording the failure (caten.lower.bounds)."""
+        idx, ext = self.v(x.src[0]), self.v(x.src[1])
+        slot, kid, bid = x.arg
+        ok = self.icmp("ult", "i64", idx, ext)
+        bad, join = self.label("oob"), self.label("inb")
+        self.emit(f"br i1 {ok}, label %{join}, label %{bad}, !prof !{self.mod.oob_record(slot)}")
+        self.block(bad)
+        self.emit(f"call void @caten_oob_record(ptr @{slot}, i64 {kid}, i64 {bid}, i64 {idx}, i64 {ext})")
+        self.emit(f"br label %{join}")
+        self.block(join)
+        return self.select(ok, "i64", idx, "0")
 
     # memory -------------------------------------------------------------------------------------
     def ptr(self, buf: str, idx: str, dt: DType) -> str:
@@ -977,6 +992,21 @@ class ModuleGen:
             params = [f"ptr noalias %b_{b}" for b in "ABO"] + [f"i64 %v_{n}" for n in names] + ["i1 %v_beta"]
             self.funcs.append(g.text(f"define internal void @{name}({', '.join(params)}) #1 {{"))
         return name
+
+    def oob_record(self, slot: str) -> int:
+        """The bounds-checked mode's error record `slot` and its recorder, defined once per module;
+        returns the number of the branch-weight metadata that marks a failing check unlikely."""
+        if slot not in self.shared:
+            self.shared.add(slot)
+            self.funcs.append(f"@{slot} = global [5 x i64] zeroinitializer, align 8")
+        if "caten_oob_record" not in self.shared:
+            self.shared.add("caten_oob_record")
+            from caten.lower.bounds import LLVM_RECORDER
+
+            self.funcs.append(LLVM_RECORDER)
+            self.oob_md = len(self.mds)
+            self.mds.append(f'!{self.oob_md} = !{{!"branch_weights", i32 1048576, i32 1}}')
+        return self.oob_md
 
     def fresh(self, hint: str) -> str:
         """A function name not yet used in this module."""

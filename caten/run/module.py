@@ -79,7 +79,7 @@ class Composite:
                             hint="install what it names, or choose another runtime (`caten runtimes` lists them)")
             prog = self.elaborate(types)
             exe = deep(m.runtime.compile, prog, CompileOptions(opt_level=m.opt_level, use_cache=m.use_cache,
-                                                              target=m.target))
+                                                              target=m.target, check_bounds=m.check_bounds))
             self._variants[key] = (prog, exe)
         return self._variants[key]
 
@@ -270,8 +270,14 @@ class Module:
 
     def __init__(self, source: Source, runtime: Runtime, types: dict[str, DType], dims: dict[str, int],
                  opt_level: int = 2, rules: list | None = None, use_cache: bool = True, explain=None,
-                 target: str = ""):
+                 target: str = "", check_bounds: bool | None = None):
+        from caten.lower.bounds import enabled
+
         self.source, self.runtime, self.explain, self.target = source, runtime, explain, target
+        self.check_bounds = enabled(check_bounds)  # None: the CATEN_CHECK_BOUNDS environment variable
+        if self.check_bounds and not runtime.checks_bounds:
+            raise Error(f"runtime '{runtime.name}' has no bounds-checked mode",
+                        hint="check bounds on llvm or c (or unset CATEN_CHECK_BOUNDS)")
         self.types, self.dims, self.opt_level, self.rules, self.use_cache = types, dims, opt_level, rules, use_cache
         self._composites = {n.replace("-", "_"): Composite(self, source.entry(n)) for n in source.names}
         # report source errors at load time where the dtypes are known; a composite that another

@@ -30,6 +30,7 @@ class CompileOptions:
     use_cache: bool = True
     verbose: bool = False
     target: str = ""  # `--cpu` / CATEN_CPU spec for CPU runtimes (caten.target); "" = CATEN_CPU or the host
+    check_bounds: bool = False  # caten.lower.bounds: every load and store checked (part of every cache key)
     extra: dict = field(default_factory=dict)
 
 
@@ -44,6 +45,7 @@ class Runtime:
     name: str = "?"
     description: str = ""
     emits_schedule: bool = False  # True: `emit(..., "schedule")` gives its own `--emit schedule` text
+    checks_bounds: bool = False  # True: honours CompileOptions.check_bounds (caten.lower.bounds)
 
     def available(self) -> tuple[bool, str]:
         return True, ""
@@ -56,7 +58,7 @@ class Runtime:
         executables read the dims they are given). Plugins implement `build`, or override this."""
         options = options or CompileOptions()
         key = (program.key(), tuple(program.dims), tuple(program.derived), options.target or
-               os.environ.get("CATEN_CPU", ""), options.opt_level)
+               os.environ.get("CATEN_CPU", ""), options.opt_level, options.check_bounds)
         with _memo_lock:
             memo = self.__dict__.setdefault("_compiled", {})
             if key not in memo:
