@@ -11,7 +11,6 @@ cell instead of the end of the report.
 from __future__ import annotations
 
 import os
-import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from caten.ir import dtypes as T
 from caten.ir.dtypes import DType
 from caten.ir.graph import toposort
 from caten.ir.ops import Op
+from caten.run.isolate import Isolated
 from caten.run.runtime import Runtime
 
 RUN_TIMEOUT_S = 60.0
@@ -147,71 +147,36 @@ def target_case(rt_name: str, opt: int, src: str, dt_name: str, compile_only: bo
     return ("ran", outs)
 
 
-def _serve(conn: Any, plugin_paths: list[str]) -> None:  # pragma: no cover - runs in the worker
+def _runtime_worker(plugin_paths: list[str]) -> Callable[..., tuple]:  # pragma: no cover - in the worker
     from caten.run import runtime as R
 
     for path in plugin_paths:
         R.load_plugin(path)
-    while True:
+
+    def handle(*msg: Any) -> tuple:
         try:
-            msg = conn.recv()
-        except EOFError:
-            return
-        if msg is None:
-            return
-        try:
-            conn.send(target_case(*msg))
+            return target_case(*msg)
         except Exception as e:  # noqa: BLE001
-            conn.send(("fail", f"the runtime failed: {_short(e)}"))
+            return ("fail", f"the runtime failed: {_short(e)}")
+    return handle
 
 
 class Worker:
-    """The runtime under test in a child process: a crash or a hang there becomes a FAIL
-    cell (and a fresh worker), not the end of the report."""
+    """The runtime under test in a child process (caten.run.isolate): a crash or a hang there
+    becomes a FAIL cell (and a fresh worker), not the end of the report."""
 
     def __init__(self, plugins: list[str]):
-        self.plugins = plugins
-        self.proc: Any = None
-
-    def _start(self) -> None:
-        import multiprocessing as mp
-
-        # spawn, not fork: a forked child of a process that has started a device runtime (PoCL's
-        # threads, a CUDA context) hangs on its first call
-        ctx = mp.get_context("spawn")
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve, args=(child, self.plugins), daemon=True)
-        self.proc.start()
-        child.close()
+        self.iso = Isolated(_runtime_worker, (plugins,), RUN_TIMEOUT_S)
 
     def __call__(self, *msg: Any) -> tuple:
-        if self.proc is None or not self.proc.is_alive():
-            self._start()
-        try:
-            self.conn.send(msg)
-            if not self.conn.poll(RUN_TIMEOUT_S):
-                self.stop(kill=True)
-                return ("fail", f"timed out after {RUN_TIMEOUT_S:g} s")
-            return self.conn.recv()
-        except (EOFError, OSError, BrokenPipeError):
-            self.proc.join(5)
-            code = self.proc.exitcode
-            self.proc = None
-            why = f"crashed with {signal.Signals(-code).name}" if code and code < 0 else f"exited ({code})"
-            return ("fail", f"the runtime {why}")
+        reply = self.iso(*msg)
+        if reply[0] == "crash":
+            why = reply[1]
+            return ("fail", why if why.startswith("timed out") else f"the runtime {why}")
+        return reply
 
     def stop(self, kill: bool = False) -> None:
-        if self.proc is None:
-            return
-        if kill:
-            self.proc.kill()
-        else:
-            try:
-                self.conn.send(None)
-            except OSError:
-                pass
-        self.proc.join(5)
-        self.proc = None
+        self.iso.stop(kill)
 
 
 class RowRunner:

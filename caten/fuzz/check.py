@@ -9,13 +9,15 @@ bools exactly, floats to a tolerance (and NaN where NaN).
 
 from __future__ import annotations
 
-import signal
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from caten.fuzz.types import Prog, infer
+from caten.run.isolate import Isolated
 
 GUARD = 64  # bytes on each side of every output (a multiple of 64: alignment is kept)
 FILL = 0xA5
@@ -121,77 +123,20 @@ def run_target(src: str, entry: str, runtime: str, checked: bool, arrays: list[n
         return ("error", _short(e))
 
 
-def _serve(conn, target: str) -> None:  # pragma: no cover - runs in the worker
+def _resolve(target: str) -> Callable[..., Any]:  # pragma: no cover - runs in the worker
     import importlib
 
     mod, _, name = target.partition(":")
-    fn = getattr(importlib.import_module(mod), name)
-    while True:
-        try:
-            msg = conn.recv()
-        except EOFError:
-            return
-        if msg is None:
-            return
-        conn.send("ready" if msg == "ping" else fn(*msg))
+    return getattr(importlib.import_module(mod), name)
 
 
-class Worker:
-    """Targets run in a spawned child process (as `caten test-runtime` isolates its runtime): a
-    segfault or a hang becomes a "crash" result and a fresh worker. `target` ("module:function")
-    is what the worker calls with each message."""
+class Worker(Isolated):
+    """Targets run in a spawned child process (caten.run.isolate, as `caten test-runtime` runs its
+    runtime): a segfault or a hang becomes a "crash" result and a fresh worker. `target`
+    ("module:function") is what the worker calls with each message."""
 
     def __init__(self, target: str = "caten.fuzz.check:run_target") -> None:
-        self.target = target
-        self.proc = None
-
-    def _start(self) -> None:
-        import multiprocessing as mp
-
-        ctx = mp.get_context("spawn")
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve, args=(child, self.target), daemon=True)
-        self.proc.start()
-        child.close()
-        # a worker that cannot even start is the fuzzer's failure, never a finding about a program
-        try:
-            self.conn.send("ping")
-            if self.conn.poll(TIMEOUT_S) and self.conn.recv() == "ready":
-                return
-        except (EOFError, OSError):
-            pass
-        self.stop(kill=True)
-        raise RuntimeError("the fuzz worker process did not start (run the fuzzer from an importable "
-                           "__main__, e.g. `caten fuzz`)")
-
-    def __call__(self, *msg) -> tuple:
-        if self.proc is None or not self.proc.is_alive():
-            self._start()
-        try:
-            self.conn.send(msg)
-            if not self.conn.poll(TIMEOUT_S):
-                self.stop(kill=True)
-                return ("crash", f"timed out after {TIMEOUT_S:g} s")
-            return self.conn.recv()
-        except (EOFError, OSError):
-            self.proc.join(5)
-            code = self.proc.exitcode
-            self.proc = None
-            return ("crash", f"crashed with {signal.Signals(-code).name}" if code and code < 0 else f"exited ({code})")
-
-    def stop(self, kill: bool = False) -> None:
-        if self.proc is None or self.proc.pid is None:
-            self.proc = None
-            return
-        if kill:
-            self.proc.kill()
-        else:
-            try:
-                self.conn.send(None)
-            except OSError:
-                pass
-        self.proc.join(5)
-        self.proc = None
+        super().__init__(_resolve, (target,), TIMEOUT_S)
 
 
 def compare(ref: list[np.ndarray], got: list[np.ndarray], f32: bool = True) -> str | None:
