@@ -144,15 +144,16 @@ def compile_cmd(file: str, runtime: str, defines: tuple[str, ...], opt: int, rul
 @compile_options
 @click.option("-e", "--entry", help="composite to run (default: the last one in the file)")
 @click.option("-o", "output", type=click.Path(), help="output .npy (one output) or .npz (several)")
+@click.option("--weights", type=click.Path(), help=".npz of inputs by name (the weights `caten import` wrote)")
 @diagnostics
 def run_cmd(file: str, inputs: tuple[str, ...], runtime: str, defines: tuple[str, ...], opt: int,
             rules: tuple[str, ...], no_cache: bool, plugin: str | None, verbose: bool, explain_rules: bool,
-            entry: str | None, output: str | None) -> None:
+            entry: str | None, output: str | None, weights: str | None) -> None:
     """Run a composite of FILE on .npy inputs given as NAME=PATH.npy."""
     from caten.cli.run import run_file
 
     run_file(file, list(inputs), runtime, parse_defines(defines), opt, list(rules), not no_cache, plugin,
-             verbose, entry, output, explain_rules)
+             verbose, entry, output, explain_rules, weights)
 
 
 @cli.command("test-runtime")
@@ -253,6 +254,11 @@ def runtimes_cmd(plugin: str | None) -> None:
     from caten.cli.info import print_runtimes
 
     print_runtimes(plugin)
+
+
+from caten.cli.importer import register as _register_import  # noqa: E402
+
+_register_import(cli, diagnostics)
 
 
 def main() -> None:

@@ -110,7 +110,41 @@ class Graph:
         for init in g.initializer:
             self.consts[init.name] = numpy_helper.to_array(init)
         self.shapes = dict(shapes or {})
+        # dim symbols are the graph inputs' dim_params; inference's own (unk__0) are unknown dims
+        self.dim_params = {d.dim_param for vi in g.input if vi.type.HasField("tensor_type")
+                           for d in vi.type.tensor_type.shape.dim if d.dim_param}
         self._infer()
+        self._expand()
+
+    def _expand(self) -> None:
+        """Ops without a lowering but with an ONNX function body become that body."""
+        from caten.frontends.onnx_expand import expand
+        from caten.frontends.onnx_report import supported_ops
+
+        sup = supported_ops()
+        if all(n.op_type in sup for n in self.model.graph.node):
+            return
+        m = self.onnx.ModelProto()
+        m.CopyFrom(self.model)
+        changed = False
+        for _ in range(4):  # bodies may use ops that have bodies themselves
+            if not expand(m, self.opset, sup, self._type_proto):
+                break
+            changed = True
+            self.model = m
+            self._infer()
+        if changed:
+            for init in m.graph.initializer:
+                if init.name not in self.consts:
+                    self.consts[init.name] = self.onnx.numpy_helper.to_array(init)
+
+    def _type_proto(self, name: str) -> Any:
+        dt, shape = self.dtype(name), self.shape(name)
+        if dt is None:
+            return None
+        code = next(k for k, v in DTYPES.items() if v == dt)
+        dims = None if shape is None else [d if isinstance(d, int) else None for d in shape]
+        return self.onnx.helper.make_tensor_type_proto(code, dims)
 
     # ---- types ---------------------------------------------------------------------------
     def _infer(self) -> None:
@@ -134,7 +168,7 @@ class Graph:
             dt = DTYPES.get(tt.elem_type)
             shape = None
             if tt.HasField("shape"):
-                shape = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim]
+                shape = [self._dim(d) for d in tt.shape.dim]
             old = self.types.get(vi.name)
             if old is None or (old[1] is None and shape is not None):
                 self.types[vi.name] = (dt, shape)
@@ -143,6 +177,44 @@ class Graph:
             self.types[name] = (dt, list(shp))
         for name, v in self.consts.items():
             self.types[name] = (caten_dtype(v.dtype), list(v.shape))
+
+    def _dim(self, d: Any) -> int | str | None:
+        if d.HasField("dim_value"):
+            return d.dim_value
+        return d.dim_param if d.dim_param in self.dim_params and d.dim_param not in self.shapes else None
+
+    def infer_node(self, node: Any) -> None:
+        """Output types of one node from onnx's inference, given what is known of its inputs
+        (constants as initializers, so shape arithmetic propagates where the whole-graph pass stopped)."""
+        if all(self.shape(o) is not None for o in node.output if o):
+            return
+        onnx, helper, numpy_helper = self.onnx, self.onnx.helper, self.onnx.numpy_helper
+        ins, inits = [], []
+        for name in node.input:
+            if not name or any(v.name == name for v in ins):
+                continue
+            if name in self.consts and self.consts[name].size <= 4096:
+                inits.append(numpy_helper.from_array(self.consts[name], name))
+                continue
+            dt, shape = self.dtype(name), self.shape(name)
+            if dt is None:
+                return
+            code = next(k for k, v in DTYPES.items() if v == dt)
+            dims = None if shape is None else [d if isinstance(d, int) else None for d in shape]
+            ins.append(helper.make_tensor_value_info(name, code, dims))
+        outs = [helper.make_empty_tensor_value_info(o) for o in node.output if o]
+        m = helper.make_model(helper.make_graph([node], "n", ins, outs, inits), opset_imports=list(self.model.opset_import))
+        m.ir_version = self.model.ir_version
+        try:
+            m = onnx.shape_inference.infer_shapes(m, data_prop=True)
+        except Exception:
+            return
+        for vi in list(m.graph.output) + list(m.graph.value_info):
+            if vi.name in node.output and vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
+                tt = vi.type.tensor_type
+                shape = [self._dim(d) for d in tt.shape.dim]
+                if self.shape(vi.name) is None:
+                    self.types[vi.name] = (DTYPES.get(tt.elem_type), shape)
 
     def dtype(self, name: str) -> str | None:
         if name in self.consts:
@@ -224,7 +296,7 @@ def convert(model: Any, name: str = "model", available: Mapping[str, np.ndarray]
     from caten.frontends import onnx_fold, onnx_ops
 
     g = Graph(model, available, shapes)
-    graph = model.graph
+    graph = g.model.graph
     init_names = set(g.consts)
     runtime_inputs = [vi for vi in graph.input if vi.name not in init_names]
     for vi in runtime_inputs:
@@ -241,6 +313,7 @@ def convert(model: Any, name: str = "model", available: Mapping[str, np.ndarray]
     for node in graph.node:
         if node.domain not in ("", "ai.onnx"):
             raise Unsupported(f"node `{node.name or node.output[0]}`: op domain `{node.domain}` is not supported")
+        g.infer_node(node)
         if onnx_fold.try_fold(g, node):
             continue
         onnx_ops.lower(g, node)

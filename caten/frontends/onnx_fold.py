@@ -1,8 +1,8 @@
 """Conversion-time folding of shape arithmetic: Shape, Size, Constant and integer ops over constants.
 
 Exported models compute reshape targets as `Shape -> Gather -> Concat`; with static shapes these
-are known numbers, and caten wants them as literals. Only integer/bool results are folded (float
-data is always computed by caten), and only from true constants, never from run-time inputs.
+are known numbers, and caten wants them as literals. Only small results are folded, and only
+from true constants (initializers, Constant nodes, folded values), never from run-time inputs.
 """
 
 from __future__ import annotations
@@ -52,6 +52,11 @@ def _fold(op: str, node: Any, xs: list[np.ndarray | None]) -> list[np.ndarray] |
         return [np.asarray(_INT_OPS[op](*vals))]
     if op == "Identity":
         return [xs[0]]
+    if op == "Mod":
+        return [np.fmod(xs[0], xs[1]) if _attr(node, "fmod", 0) else np.mod(xs[0], xs[1])]
+    if op in ("Sqrt", "Reciprocal", "Floor", "Ceil") and xs[0].dtype.kind == "f":
+        fn = {"Sqrt": np.sqrt, "Reciprocal": np.reciprocal, "Floor": np.floor, "Ceil": np.ceil}[op]
+        return [fn(xs[0]).astype(xs[0].dtype)]
     if op == "Cast":
         from onnx import helper
 
@@ -59,7 +64,7 @@ def _fold(op: str, node: Any, xs: list[np.ndarray | None]) -> list[np.ndarray] |
         return [xs[0].astype(to)]
     if op == "Div":
         a, b = xs
-        return [np.trunc(a / b).astype(a.dtype)] if a.dtype.kind in "iu" else None
+        return [np.trunc(a / b).astype(a.dtype)] if a.dtype.kind in "iu" else [np.asarray(a / b)]
     if op == "Concat":
         return [np.concatenate(xs, axis=_attr(node, "axis", 0))]
     if op == "Gather":
@@ -118,15 +123,13 @@ def try_fold(g: Any, node: Any) -> bool:
     if not present or not all(n in g.consts for n in present):
         return False
     xs = [g.consts[n] if n else None for n in node.input]
-    if any(x is not None and x.dtype.kind not in "iub" for x in xs) and op not in ("Shape", "ConstantOfShape"):
-        return False
     if any(x is not None and x.size > 4096 for x in xs):
         return False
     try:
         out = _fold(op, node, xs)
     except Exception:  # leave anything numpy disagrees with to the caten lowering
         return False
-    if out is None or any(o.dtype.kind not in "iub" or o.size > 4096 for o in out):
+    if out is None or any(o.dtype.kind not in "iubf" or o.size > 4096 for o in out):
         return False
     for name, v in zip(node.output, out):
         g.consts[name] = np.asarray(v)

@@ -84,6 +84,19 @@ class N:
             raise self.fail(f"the rank of input {i} is unknown")
         return s
 
+    def d(self, i: int, k: int) -> str:
+        """Dim k of input i as caten text: a number, a dim symbol, or `(dim x k)` when unknown here."""
+        s = self.shape(i)
+        v = s[k]
+        if isinstance(v, int):
+            return str(v)
+        if isinstance(v, str):
+            return self.g.dim_text(v)
+        return f"(dim {self.x(i)} {k})"
+
+    def dims_of(self, i: int) -> list[str]:
+        return [self.d(i, k) for k in range(self.rank(i))]
+
     def rank(self, i: int = 0) -> int:
         return len(self.shape(i))
 
@@ -165,7 +178,7 @@ def _div(n: N) -> str:
 def _mod(n: N) -> str:
     a, b = n.x(0), n.x(1)
     r = f"(mod {a} {b})"
-    if not n.a("fmod", 0) and not n.is_float():
+    if not n.a("fmod", 0):
         return r
     # fmod: the remainder takes the dividend's sign
     r = n.let(r)

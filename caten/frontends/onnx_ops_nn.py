@@ -11,17 +11,17 @@ from caten.frontends.onnx_ops import N, ax_list, dims, handler
 # ---- movement ---------------------------------------------------------------------------------
 @handler("Reshape")
 def _reshape(n: N) -> str:
-    shape = n.ints(1, "shape")
-    src = n.shape(0)
+    shape: list = n.ints(1, "shape")
     if not n.a("allowzero", 0):
-        shape = [src[i] if d == 0 else d for i, d in enumerate(shape)]
+        shape = [n.d(0, i) if d == 0 else d for i, d in enumerate(shape)]
     return f"(reshape {n.x(0)} {dims(shape)})"
 
 
 @handler("Flatten")
 def _flatten(n: N) -> str:
     r = n.rank()
-    a = n.a("axis", 1) % (r + 1) if r else 0
+    a = n.a("axis", 1)
+    a = a + r if a < 0 else a
     s = n.shape()
     left = "1" if a == 0 else (str(int(np.prod(s[:a]))) if all(isinstance(d, int) for d in s[:a]) else "-1")
     right = "-1" if left != "-1" else (str(int(np.prod(s[a:]))) if all(isinstance(d, int) for d in s[a:]) else None)
@@ -51,7 +51,7 @@ def _squeeze(n: N) -> str:
 def _unsqueeze(n: N) -> str:
     axes = n.ints(1, "axes")
     r = n.rank() + len(axes)
-    s = list(n.shape())
+    s: list = n.dims_of(0)
     for a in sorted(a % r for a in axes):
         s.insert(a, 1)
     return f"(reshape {n.x(0)} {dims(s)})"
@@ -131,9 +131,9 @@ def _split(n: N) -> list[str]:
 @handler("Expand")
 def _expand(n: N) -> str:
     shape = n.ints(1, "shape")
-    src = n.shape()
+    src = n.dims_of(0)
     r = max(len(shape), len(src))
-    a = [1] * (r - len(src)) + list(src)
+    a = ["1"] * (r - len(src)) + src
     b = [1] * (r - len(shape)) + list(shape)
     out = [x if y == 1 else y for x, y in zip(a, b)]
     return f"(contiguous (expand {n.x(0)} {dims(out)}))"
