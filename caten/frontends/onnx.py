@@ -203,7 +203,8 @@ class Graph:
             dims = None if shape is None else [d if isinstance(d, int) else None for d in shape]
             ins.append(helper.make_tensor_value_info(name, code, dims))
         outs = [helper.make_empty_tensor_value_info(o) for o in node.output if o]
-        m = helper.make_model(helper.make_graph([node], "n", ins, outs, inits), opset_imports=list(self.model.opset_import))
+        m = helper.make_model(helper.make_graph([node], "n", ins, outs, inits),
+                              opset_imports=list(self.model.opset_import))
         m.ir_version = self.model.ir_version
         try:
             m = onnx.shape_inference.infer_shapes(m, data_prop=True)

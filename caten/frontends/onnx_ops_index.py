@@ -113,70 +113,123 @@ def _einsum(n: N) -> str:
 
 @handler("Resize", "Upsample")
 def _resize(n: N) -> str:
-    """Nearest-neighbour resizing (the scale or the output size constant): a gather per axis."""
-    mode = n.a("mode", "nearest")
-    if mode != "nearest":
-        raise n.fail(f"resize mode `{mode}` is not supported (nearest is)")
+    """Resize as one constant interpolation matrix per resized axis (nearest, linear or cubic
+    taps; the coefficients depend only on the sizes), applied with matmul."""
     s = n.int_shape()
     r = len(s)
+    mode = n.a("mode", "nearest")
     if n.op == "Upsample":
         scales = [float(v) for v in (np.asarray(n.c(1, "scales")).reshape(-1) if n.has(1) else n.a("scales"))]
         sizes = [int(np.floor(d * sc)) for d, sc in zip(s, scales)]
-        ctm, near = "asymmetric", "floor"
+        opts = {"ctm": "asymmetric", "near": "floor", "a": -0.75, "excl": 0}
     else:
-        if n.a("antialias", 0) or n.a("keep_aspect_ratio_policy", "stretch") != "stretch" or n.has(1) and \
-                np.asarray(n.c(1, "roi")).size:
-            raise n.fail("roi, antialias and keep_aspect_ratio_policy are not supported")
-        axes = n.a("axes", list(range(r)))
-        scales_in = np.asarray(n.c(2, "scales")).reshape(-1) if n.has(2) else None
+        if n.a("antialias", 0):
+            raise n.fail("antialias is not supported")
+        policy = n.a("keep_aspect_ratio_policy", "stretch")
+        if n.a("coordinate_transformation_mode", "half_pixel") == "tf_crop_and_resize":
+            raise n.fail("tf_crop_and_resize is not supported")
+        axes = [a % r for a in n.a("axes", list(range(r)))]
+        scales_in = np.asarray(n.c(2, "scales")).reshape(-1) if n.has(2) else np.zeros(0)
         sizes_in = np.asarray(n.c(3, "sizes")).reshape(-1) if n.has(3) else None
-        scales = [1.0] * r
-        sizes = list(s)
+        scales, sizes = [1.0] * r, list(s)
         for j, a in enumerate(axes):
-            a %= r
-            if scales_in is not None and scales_in.size:
+            if scales_in.size:
                 scales[a] = float(scales_in[j])
                 sizes[a] = int(np.floor(s[a] * scales[a]))
             else:
                 sizes[a] = int(sizes_in[j])
                 scales[a] = sizes[a] / s[a]
-        ctm, near = n.a("coordinate_transformation_mode", "half_pixel"), n.a("nearest_mode", "round_prefer_floor")
+        if policy != "stretch" and sizes_in is not None:
+            pick = min if policy == "not_larger" else max
+            sc = pick(scales[a] for a in axes)
+            for a in axes:
+                scales[a], sizes[a] = sc, int(np.round(sc * s[a]))
+        opts = {"ctm": n.a("coordinate_transformation_mode", "half_pixel"),
+                "near": n.a("nearest_mode", "round_prefer_floor"), "a": n.a("cubic_coeff_a", -0.75),
+                "excl": n.a("exclude_outside", 0)}
+    if mode not in ("nearest", "linear", "cubic"):
+        raise n.fail(f"resize mode `{mode}` is not supported")
+    if not n.is_float() and mode != "nearest":
+        raise n.fail("linear/cubic resizing of integers is not supported")
     x = n.x(0)
     for a in range(r):
         if sizes[a] == s[a] and scales[a] == 1.0:
             continue
-        idx = [_src_index(i, s[a], sizes[a], scales[a], ctm, near) for i in range(sizes[a])]
-        x = n.let(f"(take {x} {_index_tensor(n, idx)} :axis {a})")
+        m = _interp_matrix(mode, s[a], sizes[a], scales[a], opts)
+        if mode == "nearest":
+            x = n.let(f"(take {x} {_const(n, m.argmax(axis=1).astype(np.int64))} :axis {a})")
+            continue
+        perm = [i for i in range(r) if i != a] + [a]
+        back = [perm.index(i) for i in range(r)]
+        mt = _const(n, m.T.astype(np.dtype(_NP_FLOAT[n.dt()])))
+        x = n.let(f"(permute (matmul (permute {x} {ax_list(perm)}) {mt}) {ax_list(back)})")
     return f"(contiguous {x})"
 
 
-def _index_tensor(n: N, idx: list[int]) -> str:
-    """A constant i64 index vector, passed to the composite as a weight."""
-    name = f"__resize_idx_{len(n.g.consts)}"
-    n.g.consts[name] = np.asarray(idx, np.int64)
+_NP_FLOAT = {"f32": "float32", "f64": "float64", "f16": "float16", "bf16": "float32"}
+
+
+def _const(n: N, v: np.ndarray) -> str:
+    """A constant array, passed to the composite as a weight."""
+    name = f"__resize_{len(n.g.consts)}"
+    n.g.consts[name] = v
     return n.g.tensor(name)
 
 
-def _src_index(i: int, d_in: int, d_out: int, scale: float, ctm: str, near: str) -> int:
+def _source_coord(i: int, d_in: int, d_out: int, scale: float, ctm: str) -> float:
     if ctm == "half_pixel":
-        x = (i + 0.5) / scale - 0.5
-    elif ctm == "align_corners":
-        x = i * (d_in - 1) / (d_out - 1) if d_out > 1 else 0.0
-    elif ctm == "asymmetric":
-        x = i / scale
-    elif ctm == "pytorch_half_pixel":
-        x = (i + 0.5) / scale - 0.5 if d_out > 1 else 0.0
-    elif ctm == "tf_half_pixel_for_nn":
-        x = (i + 0.5) / scale
-    else:
-        x = (i + 0.5) / scale - 0.5
-    if near == "floor":
-        k = int(np.floor(x))
-    elif near == "ceil":
-        k = int(np.ceil(x))
-    elif near == "round_prefer_ceil":
-        k = int(np.floor(x + 0.5))
-    else:  # round_prefer_floor
-        k = int(np.ceil(x - 0.5))
-    return min(max(k, 0), d_in - 1)
+        return (i + 0.5) / scale - 0.5
+    if ctm == "align_corners":
+        return i * (d_in - 1) / (d_out - 1) if d_out > 1 else 0.0
+    if ctm == "asymmetric":
+        return i / scale
+    if ctm == "pytorch_half_pixel":
+        return (i + 0.5) / scale - 0.5 if d_out > 1 else 0.0
+    if ctm == "tf_half_pixel_for_nn":
+        return (i + 0.5) / scale
+    if ctm == "half_pixel_symmetric":
+        adj = d_out / (scale * d_in)
+        center = d_in / 2
+        offset = center * (1 - adj)
+        return offset + (i + 0.5) / scale - 0.5
+    raise ValueError(ctm)
 
+
+def _interp_matrix(mode: str, d_in: int, d_out: int, scale: float, o: dict) -> np.ndarray:
+    """M[out, in]: output i = sum_j M[i, j] * input j along one axis."""
+    m = np.zeros((d_out, d_in), np.float64)
+    for i in range(d_out):
+        x = _source_coord(i, d_in, d_out, scale, o["ctm"])
+        if mode == "nearest":
+            near = o["near"]
+            k = {"floor": np.floor(x), "ceil": np.ceil(x), "round_prefer_ceil": np.floor(x + 0.5)}.get(
+                near, np.ceil(x - 0.5))
+            m[i, min(max(int(k), 0), d_in - 1)] = 1.0
+        elif mode == "linear":
+            x = min(max(x, 0.0), d_in - 1)
+            x0 = int(np.floor(x))
+            x1 = min(x0 + 1, d_in - 1)
+            w = x - x0
+            m[i, x0] += 1 - w
+            m[i, x1] += w
+        else:
+            x0 = int(np.floor(x))
+            t = x - x0
+            a = o["a"]
+            taps = {x0 - 1: _cubic(1 + t, a), x0: _cubic(t, a), x0 + 1: _cubic(1 - t, a), x0 + 2: _cubic(2 - t, a)}
+            if o["excl"]:
+                taps = {j: w for j, w in taps.items() if 0 <= j < d_in}
+                total = sum(taps.values())
+                taps = {j: w / total for j, w in taps.items()}
+            for j, w in taps.items():
+                m[i, min(max(j, 0), d_in - 1)] += w
+    return m
+
+
+def _cubic(x: float, a: float) -> float:
+    x = abs(x)
+    if x <= 1:
+        return (a + 2) * x**3 - (a + 3) * x**2 + 1
+    if x < 2:
+        return a * x**3 - 5 * a * x**2 + 8 * a * x - 4 * a
+    return 0.0

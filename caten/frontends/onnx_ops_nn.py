@@ -183,7 +183,7 @@ def _pad_gather(n: N, x: str, widths: list, mode: str) -> str:
         d = shape[a]
         pre = " ".join(f"[0 {shape[i]} 1]" for i in range(a))
 
-        def one(i: int, pre: str = pre, a: int = a) -> str:
+        def one(i: int, pre: str = pre, x: str = x) -> str:
             return f"(slice {x} {pre} [{i} {i + 1} 1])"
         idx_lo = [_src(i - lo, d, mode) for i in range(lo)]
         idx_hi = [_src(d + i, d, mode) for i in range(hi)]
@@ -359,8 +359,42 @@ def _conv(n: N) -> str:
 
 def _pool(n: N, kind: str) -> str:
     s = n.int_shape()
+    if len(s) == 3:
+        return f"(squeeze {_pool2d(_as_2d(n), kind)} 2)"
     if len(s) != 4:
-        raise n.fail("only 2-D pooling ([N C H W]) is supported")
+        raise n.fail("only 1-D and 2-D pooling are supported")
+    return _pool2d(n, kind)
+
+
+class _Pool1d(N):
+    """A 1-D pool seen as a 2-D one over [N C 1 W]."""
+
+    def __init__(self, n: N):
+        super().__init__(n.g, n.node)
+        self._x = n.let(f"(unsqueeze {n.x(0)} 2)")
+        self._attrs = {k: ([1] + list(v) if isinstance(v, (list, tuple)) else v) for k, v in
+                       ((k, n.a(k)) for k in ("kernel_shape", "strides", "dilations")) if v is not None}
+        p = n.a("pads")
+        if p is not None:
+            self._attrs["pads"] = [0, p[0], 0, p[1]]
+
+    def x(self, i: int) -> str:
+        return self._x
+
+    def shape(self, i: int = 0) -> list:
+        s = super().shape(i)
+        return [s[0], s[1], 1, s[2]]
+
+    def a(self, name: str, default=None):
+        return self._attrs.get(name, super().a(name, default))
+
+
+def _as_2d(n: N) -> N:
+    return _Pool1d(n)
+
+
+def _pool2d(n: N, kind: str) -> str:
+    s = n.int_shape()
     kernel = list(n.a("kernel_shape"))
     strides = list(n.a("strides", [1, 1]))
     dil = list(n.a("dilations", [1, 1]))
@@ -390,7 +424,8 @@ def _pool(n: N, kind: str) -> str:
         cnt = (f"(pad (full [1 1 {h} {w}] 1 :dtype {n.dt()}) "
                f"[[0 0] [0 0] [0 {pads[0] + pads[2] + s[2] - h}] [0 {pads[1] + pads[3] + s[3] - w}]])")
     else:
-        cnt = f"(pad (full [1 1 {s[2]} {s[3]}] 1 :dtype {n.dt()}) [[0 0] [0 0] [{pads[0]} {pads[2]}] [{pads[1]} {pads[3]}]])"
+        cnt = (f"(pad (full [1 1 {s[2]} {s[3]}] 1 :dtype {n.dt()}) "
+               f"[[0 0] [0 0] [{pads[0]} {pads[2]}] [{pads[1]} {pads[3]}]])")
     c = n.let(f"(squeeze (sum (windows {cnt} {win}) :axis [5 6]) 1)")
     return f"(/ {total} {c})"
 

@@ -23,9 +23,8 @@ class OnnxModule:
     """A converted ONNX graph compiled for one runtime; call it with the graph's inputs."""
 
     def __init__(self, model: Any, runtime: str = "llvm", **kw: Any):
-        from caten.frontends.onnx import convert
-
         import caten
+        from caten.frontends.onnx import convert
 
         self.converted = convert(model)
         self.source = self.converted.text
