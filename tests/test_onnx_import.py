@@ -70,10 +70,10 @@ def test_import_cli_run_with_weights_and_gpu_sources(tmp_path):
     text = (tmp_path / "cnn.lisp").read_text()
     assert text.count("(setf ") == 5  # one setf per ONNX node
     with np.load(tmp_path / "cnn.npz") as z:
-        assert sorted(z.files) == ["conv_bias", "conv_weight", "fc_bias", "fc_weight"]
+        assert sorted(z.files) == ["w_conv_bias", "w_conv_weight", "w_fc_bias", "w_fc_weight"]
     x = np.random.default_rng(1).standard_normal((2, 2, 6, 6)).astype("f4")
     np.save(tmp_path / "x.npy", x)
-    r = caten_cli("run", "cnn.lisp", "v_input_1=x.npy", "--weights", "cnn.npz", "-o", "y.npy", cwd=tmp_path)
+    r = caten_cli("run", "cnn.lisp", "x_input_1=x.npy", "--weights", "cnn.npz", "-o", "y.npy", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     want = reference(small_cnn(), **{"input.1": x})[0]
     np.testing.assert_allclose(np.load(tmp_path / "y.npy"), want, rtol=1e-5, atol=1e-5)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from caten.frontends.onnx import DTYPES, lit
@@ -11,10 +13,34 @@ from caten.frontends.onnx_ops import N, ax_list, dims, handler
 # ---- movement ---------------------------------------------------------------------------------
 @handler("Reshape")
 def _reshape(n: N) -> str:
-    shape: list = n.ints(1, "shape")
+    raw: list = n.ints(1, "shape")
+    src = n.shape(0)
     if not n.a("allowzero", 0):
-        shape = [n.d(0, i) if d == 0 else d for i, d in enumerate(shape)]
+        raw = [src[i] if d == 0 else d for i, d in enumerate(raw)]
+    if -1 in raw and None not in src and None not in raw:
+        raw[raw.index(-1)] = _infer_minus_one(src, raw)
+    shape = [n.g.dim_text(d) if isinstance(d, str) else (d if d is not None else n.d(0, i))
+             for i, d in enumerate(raw)]
     return f"(reshape {n.x(0)} {dims(shape)})"
+
+
+def _infer_minus_one(src: list, tgt: list) -> Any:
+    """The -1 of a reshape as a product of the source's symbols (N*36 / 36 is N), else -1."""
+    from collections import Counter
+
+    coef = lambda xs: int(np.prod([d for d in xs if isinstance(d, int) and d != -1]))
+    ss = Counter(d for d in src if isinstance(d, str))
+    ts = Counter(d for d in tgt if isinstance(d, str))
+    cs, ct = coef(src), coef(tgt)
+    if ts - ss or ct == 0 or cs % ct:
+        return -1
+    rest = list((ss - ts).elements())
+    k = cs // ct
+    if not rest:
+        return k
+    if k == 1 and len(rest) == 1:
+        return rest[0]
+    return -1
 
 
 @handler("Flatten")
@@ -333,9 +359,17 @@ def _conv_pads(n: N, spatial: list, kernel: list, strides: list, dil: list) -> l
     return list(n.a("pads", [0] * (2 * k)))
 
 
+def spatial(n: N) -> list:
+    """The input shape; the batch and channel dims may be symbolic, the spatial ones may not."""
+    s = n.shape(0)
+    if not all(isinstance(d, int) for d in s[2:]):
+        raise n.fail(f"needs static spatial dims, got {s}")
+    return s
+
+
 @handler("Conv")
 def _conv(n: N) -> str:
-    s = n.int_shape(0)
+    s = spatial(n)
     w = n.int_shape(1)
     k = len(s) - 2
     if k not in (1, 2):
@@ -358,7 +392,7 @@ def _conv(n: N) -> str:
 
 
 def _pool(n: N, kind: str) -> str:
-    s = n.int_shape()
+    s = spatial(n)
     if len(s) == 3:
         return f"(squeeze {_pool2d(_as_2d(n), kind)} 2)"
     if len(s) != 4:
@@ -394,7 +428,7 @@ def _as_2d(n: N) -> N:
 
 
 def _pool2d(n: N, kind: str) -> str:
-    s = n.int_shape()
+    s = spatial(n)
     kernel = list(n.a("kernel_shape"))
     strides = list(n.a("strides", [1, 1]))
     dil = list(n.a("dilations", [1, 1]))
@@ -411,9 +445,12 @@ def _pool2d(n: N, kind: str) -> str:
     widths = f"[[0 0] [0 0] [{pads[0]} {pads[2]}] [{pads[1]} {pads[3]}]]"
     win = f":kernel [{kernel[0]} {kernel[1]}] :stride [{strides[0]} {strides[1]}] :dilation [{dil[0]} {dil[1]}]"
     if kind == "max":
-        xp = n.let(f"(pad {x} {widths} :value -inf)") if any(pads) else x
         if not n.is_float():
             raise n.fail("max pooling of integers is not supported")
+        if dil == [1, 1] and pads[0] == pads[2] and pads[1] == pads[3]:
+            return (f"(max-pool2d {x} :kernel [{kernel[0]} {kernel[1]}] :stride [{strides[0]} {strides[1]}] "
+                    f":padding [{pads[0]} {pads[1]}])")
+        xp = n.let(f"(pad {x} {widths} :value -inf)") if any(pads) else x
         return f"(squeeze (max (windows {xp} {win}) :axis [5 6]) 1)"
     xp = n.let(f"(pad {x} {widths})") if any(pads) else x
     total = n.let(f"(squeeze (sum (windows {xp} {win}) :axis [5 6]) 1)")
