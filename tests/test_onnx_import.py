@@ -125,3 +125,11 @@ def test_missing_onnx_names_the_extra(monkeypatch):
     with pytest.raises(caten.Error) as e:
         deps.need("onnx_missing_for_test", "onnx")
     assert "pip install 'caten[onnx]'" in (e.value.hint or "")
+
+
+def test_import_docs_tables_are_generated_from_the_code():
+    from caten.frontends.import_docs import DOC, render
+
+    text = DOC.read_text()
+    assert render(text) == text, "docs/import.md is stale: python -m caten.frontends.import_docs"
+    assert "`Conv`" in text and "`Gather`" in text
