@@ -304,10 +304,12 @@ def _prelu(n: N) -> str:
 
 @handler("Dropout")
 def _dropout(n: N) -> list[str]:
-    if n.has(2) and bool(np.asarray(n.c(2, "training_mode")).reshape(-1)[0]):
+    ratio = float(np.asarray(n.c(1, "ratio")).reshape(-1)[0]) if n.has(1) else n.a("ratio", 0.5)
+    if n.has(2) and bool(np.asarray(n.c(2, "training_mode")).reshape(-1)[0]) and ratio != 0:
         raise n.fail("training-mode dropout is random; only inference (identity) is supported")
     x = n.x(0)
     return [f"(contiguous {x})", f"(full (shape {x}) true :dtype bool)"]
 
 
-from caten.frontends import onnx_ops_index, onnx_ops_nn  # noqa: E402,F401  (they register more handlers)
+# the other lowering modules register their handlers on import
+from caten.frontends import onnx_ops_extra, onnx_ops_index, onnx_ops_nn  # noqa: E402,F401

@@ -495,7 +495,9 @@ def _chan(n: N, i: int, r: int) -> str:
 @handler("BatchNormalization")
 def _batchnorm(n: N) -> list[str]:
     if n.a("training_mode", 0):
-        raise n.fail("training-mode batch normalization is not supported (inference only)")
+        from caten.frontends.onnx_ops_extra import _bn_training
+
+        return _bn_training(n)
     r = n.rank()
     eps = n.lit(n.a("epsilon", 1e-5))
     sc, b, m, v = (_chan(n, i, r) for i in (1, 2, 3, 4))
