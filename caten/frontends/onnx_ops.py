@@ -2,7 +2,7 @@
 
 A handler gets an `N` (the node with its graph) and returns one expression per output; `N`
 binds each to a fresh variable with `setf`. Elementwise ops live here; movement, indexing and
-nn ops in `onnx_ops_nn`, `onnx_ops_index`.
+nn ops in `onnx_ops_nn`, `onnx_ops_conv`, `onnx_ops_norm`, `onnx_ops_index`, `onnx_ops_extra`.
 """
 
 from __future__ import annotations
@@ -111,6 +111,10 @@ class N:
 
     def lit(self, v: Any, i: int = 0) -> str:
         return lit(v, self.dt(i))
+
+    def opset_lt(self, v: int) -> bool:
+        """Whether the model's opset predates version v (where an op's signature changed)."""
+        return self.g.opset < v
 
     def is_float(self, i: int = 0) -> bool:
         return self.dt(i) in ("f16", "bf16", "f32", "f64")
@@ -312,4 +316,10 @@ def _dropout(n: N) -> list[str]:
 
 
 # the other lowering modules register their handlers on import
-from caten.frontends import onnx_ops_extra, onnx_ops_index, onnx_ops_nn  # noqa: E402,F401
+from caten.frontends import (  # noqa: E402,F401
+    onnx_ops_conv,
+    onnx_ops_extra,
+    onnx_ops_index,
+    onnx_ops_nn,
+    onnx_ops_norm,
+)

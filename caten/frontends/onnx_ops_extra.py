@@ -6,7 +6,7 @@ import numpy as np
 
 from caten.frontends.onnx import lit
 from caten.frontends.onnx_ops import N, ax_list, dims, handler
-from caten.frontends.onnx_ops_nn import spatial
+from caten.frontends.onnx_ops_conv import spatial
 
 
 @handler("ConvTranspose")
@@ -58,7 +58,7 @@ def _conv_transpose(n: N) -> str:
 
 @handler("LpPool")
 def _lppool(n: N) -> str:
-    from caten.frontends.onnx_ops_nn import _as_2d
+    from caten.frontends.onnx_ops_conv import _as_2d
 
     s = spatial(n)
     if len(s) == 3:
@@ -69,7 +69,7 @@ def _lppool(n: N) -> str:
 
 
 def _lppool2d(n: N) -> str:
-    from caten.frontends.onnx_ops_nn import _conv_pads
+    from caten.frontends.onnx_ops_conv import _conv_pads
 
     s = spatial(n)
     kernel = list(n.a("kernel_shape"))
