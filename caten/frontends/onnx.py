@@ -106,6 +106,7 @@ class Graph:
         self.weight_params: list[str] = []
         self.dims: dict[str, str] = {}
         self.count = 0
+        self.producer: dict[str, Any] = {}
         g = model.graph
         for init in g.initializer:
             self.consts[init.name] = numpy_helper.to_array(init)
@@ -178,6 +179,10 @@ class Graph:
         for name, v in self.consts.items():
             self.types[name] = (caten_dtype(v.dtype), list(v.shape))
 
+    def _complete(self, name: str) -> bool:
+        s = self.shape(name)
+        return s is not None and None not in s
+
     def _dim(self, d: Any) -> int | str | None:
         if d.HasField("dim_value"):
             return d.dim_value
@@ -186,7 +191,7 @@ class Graph:
     def infer_node(self, node: Any) -> None:
         """Output types of one node from onnx's inference, given what is known of its inputs
         (constants as initializers, so shape arithmetic propagates where the whole-graph pass stopped)."""
-        if all(self.shape(o) is not None for o in node.output if o):
+        if all(self._complete(o) for o in node.output if o):
             return
         onnx, helper, numpy_helper = self.onnx, self.onnx.helper, self.onnx.numpy_helper
         ins, inits = [], []
@@ -214,7 +219,7 @@ class Graph:
             if vi.name in node.output and vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
                 tt = vi.type.tensor_type
                 shape = [self._dim(d) for d in tt.shape.dim]
-                if self.shape(vi.name) is None:
+                if not self._complete(vi.name):
                     self.types[vi.name] = (DTYPES.get(tt.elem_type), shape)
 
     def dtype(self, name: str) -> str | None:
@@ -269,6 +274,9 @@ class Graph:
             return var
         raise Unsupported(f"value `{name}` is used before it is computed")
 
+    def _fold_needed(self, name: str, depth: int) -> np.ndarray | None:
+        return _fold_needed_impl(self, name, depth)
+
     def const(self, name: str, what: str, node: Any) -> np.ndarray:
         """A compile-time value: an initializer, a Constant, a folded value, or an input the caller
         supplied for specialization (the backend's shape-determining inputs)."""
@@ -278,8 +286,60 @@ class Graph:
             v = np.asarray(self.available[name])
             self.static[name] = v
             return v
+        v = self._fold_needed(name, 0)
+        if v is not None:
+            return v
         raise Unsupported(f"{node.op_type} node `{node.name or node.output[0]}`: its {what} (`{name}`) must be a "
                           "constant (an initializer or Constant), computed at run time it is not supported")
+
+
+def _fold_needed_impl(g: Graph, name: str, depth: int) -> np.ndarray | None:
+    """Fold the producers of a value that must be a compile-time constant, using the inputs the
+    caller supplied for specialization where they feed it (the backend's shape operands)."""
+    from caten.frontends.onnx_fold import _fold
+
+    node = g.producer.get(name)
+    if node is None or depth > 64:
+        return None
+    if node.op_type in ("Shape", "Size"):
+        shape = g.shape(node.input[0])
+        if shape is None or not all(isinstance(d, int) for d in shape):
+            return None
+        if node.op_type == "Size":
+            out = [np.array(int(np.prod(shape)), np.int64)]
+        else:
+            start, end = _attr_int(node, "start", 0), _attr_int(node, "end", None)
+            out = [np.array(shape[slice(start, end)], np.int64)]
+    else:
+        xs: list[np.ndarray | None] = []
+        for i in node.input:
+            if not i:
+                xs.append(None)
+            elif i in g.consts:
+                xs.append(g.consts[i])
+            elif i in g.available:
+                g.static[i] = np.asarray(g.available[i])
+                xs.append(g.static[i])
+            else:
+                v = _fold_needed_impl(g, i, depth + 1)
+                if v is None:
+                    return None
+                xs.append(v)
+        if any(x is not None and x.size > 4096 for x in xs):
+            return None
+        try:
+            out = _fold(node.op_type, node, xs)
+        except Exception:  # numpy could not fold it: the caller reports the operand
+            return None
+        if out is None:
+            return None
+    for o, v in zip(node.output, out):
+        g.consts.setdefault(o, np.asarray(v))
+    return g.consts.get(name)
+
+
+def _attr_int(node: Any, name: str, default: Any) -> Any:
+    return next((a.i for a in node.attribute if a.name == name), default)
 
 
 def _signature(g: Graph, outputs: list[tuple[str, str]]) -> str:
@@ -298,6 +358,7 @@ def convert(model: Any, name: str = "model", available: Mapping[str, np.ndarray]
 
     g = Graph(model, available, shapes)
     graph = g.model.graph
+    g.producer = {o: node for node in graph.node for o in node.output if o}
     init_names = set(g.consts)
     runtime_inputs = [vi for vi in graph.input if vi.name not in init_names]
     for vi in runtime_inputs:
@@ -318,6 +379,7 @@ def convert(model: Any, name: str = "model", available: Mapping[str, np.ndarray]
         if onnx_fold.try_fold(g, node):
             continue
         onnx_ops.lower(g, node)
+        g.infer_node(node)  # operands the lowering folded may let inference reach the outputs now
     outs = []
     for vo in graph.output:
         dt, shape = g.dtype(vo.name), g.shape(vo.name)

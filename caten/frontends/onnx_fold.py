@@ -107,7 +107,12 @@ def try_fold(g: Any, node: Any) -> bool:
     """Fold `node` into g.consts when it is shape arithmetic on constants; True if it was."""
     op = node.op_type
     if op == "Constant":
-        g.consts[node.output[0]] = constant_value(node)
+        try:
+            g.consts[node.output[0]] = constant_value(node)
+        except ValueError as e:
+            from caten.frontends.onnx import Unsupported
+
+            raise Unsupported(str(e)) from None
         return True
     if op in ("Shape", "Size"):
         shape = g.shape(node.input[0])
