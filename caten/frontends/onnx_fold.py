@@ -62,6 +62,8 @@ def _fold(op: str, node: Any, xs: list[np.ndarray | None]) -> list[np.ndarray] |
 
         to = helper.tensor_dtype_to_np_dtype(_attr(node, "to"))
         return [xs[0].astype(to)]
+    if op == "CastLike":
+        return [xs[0].astype(xs[1].dtype)]
     if op == "Div":
         a, b = xs
         return [np.trunc(a / b).astype(a.dtype)] if a.dtype.kind in "iu" else [np.asarray(a / b)]
