@@ -133,3 +133,31 @@ def test_import_docs_tables_are_generated_from_the_code():
     text = DOC.read_text()
     assert render(text) == text, "docs/import.md is stale: python -m caten.frontends.import_docs"
     assert "`Conv`" in text and "`Gather`" in text
+
+
+def test_import_of_a_torch_exported_cnn(tmp_path):
+    """Acceptance 3: the CNN exported by torch.onnx (TorchScript exporter, dynamic batch) imports to a
+    .lisp that `caten run --weights` runs to onnx's reference result and `-r cuda/opencl -S` accept."""
+    torch = pytest.importorskip("torch")
+
+    class CNN(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c, self.lin = torch.nn.Conv2d(2, 4, 3, padding=1), torch.nn.Linear(36, 5)
+
+        def forward(self, x):
+            return self.lin(torch.flatten(torch.nn.functional.max_pool2d(torch.relu(self.c(x)), 2), 1))
+
+    torch.manual_seed(0)
+    torch.onnx.export(CNN().eval(), (torch.randn(2, 2, 6, 6),), str(tmp_path / "cnn.onnx"), dynamo=False,
+                      input_names=["x"], output_names=["y"], dynamic_axes={"x": {0: "N"}, "y": {0: "N"}})
+    assert caten_cli("import", "cnn.onnx", "-o", "cnn.lisp", cwd=tmp_path).returncode == 0
+    x = np.random.default_rng(3).standard_normal((3, 2, 6, 6)).astype("f4")
+    np.save(tmp_path / "x.npy", x)
+    r = caten_cli("run", "cnn.lisp", "x=x.npy", "--weights", "cnn.npz", "-o", "y.npy", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    want = reference(onnx.load(str(tmp_path / "cnn.onnx")), x=x)[0]
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), want, rtol=1e-5, atol=1e-5)
+    for rt, out in (("cuda", "k.cu"), ("opencl", "k.cl")):
+        r = caten_cli("-r", rt, "-S", "cnn.lisp", "-o", out, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
