@@ -161,3 +161,16 @@ def test_import_of_a_torch_exported_cnn(tmp_path):
     for rt, out in (("cuda", "k.cu"), ("opencl", "k.cl")):
         r = caten_cli("-r", rt, "-S", "cnn.lisp", "-o", out, cwd=tmp_path)
         assert r.returncode == 0, r.stderr
+
+
+def test_backend_interface_run_node_run_model_and_devices():
+    from caten.onnx import backend
+
+    assert backend.supports_device("CPU") and not backend.supports_device("CUDA")
+    x = np.array([[-1.5, 0.0, 2.0]], np.float32)
+    (y,) = backend.run_node(helper.make_node("Relu", ["x"], ["y"]), [x])
+    np.testing.assert_array_equal(y, np.maximum(x, 0))
+    model = small_cnn(batch=2)
+    xs = np.random.default_rng(5).standard_normal((2, 2, 6, 6)).astype("f4")
+    (out,) = backend.run_model(model, [xs])
+    np.testing.assert_allclose(out, reference(model, **{"input.1": xs})[0], rtol=1e-5, atol=1e-5)
