@@ -6,7 +6,7 @@ The heavy parts (numpy, lark, llvmlite) load on first use, so `caten --help` sta
 from caten.errors import Error
 
 __version__ = "0.1.0"
-__all__ = ["Error", "load", "loads", "__version__"]
+__all__ = ["Error", "load", "loads", "from_torch", "__version__"]
 
 
 def __getattr__(name: str):
@@ -14,4 +14,8 @@ def __getattr__(name: str):
         from caten import api
 
         return getattr(api, name)
+    if name == "from_torch":
+        from caten.frontends.torch_export import from_torch
+
+        return from_torch
     raise AttributeError(f"module 'caten' has no attribute {name!r}")

@@ -175,15 +175,17 @@ def compile_cmd(file: str, runtime: str, defines: tuple[str, ...], opt: int, rul
 @click.option("-o", "output", type=click.Path(), help="output .npy (one output) or .npz (several)")
 @click.option("--check-bounds", is_flag=True, default=None,
               help="check every load and store of the generated code (also CATEN_CHECK_BOUNDS=1)")
+@click.option("--weights", type=click.Path(), help=".npz of inputs by name (the weights `caten import` wrote)")
 @diagnostics
 def run_cmd(file: str, inputs: tuple[str, ...], runtime: str, defines: tuple[str, ...], opt: int,
             rules: tuple[str, ...], fast_math: bool, no_cache: bool, plugin: str | None, verbose: bool,
-            explain_rules: bool, entry: str | None, output: str | None, check_bounds: bool | None) -> None:
+            explain_rules: bool, entry: str | None, output: str | None, check_bounds: bool | None,
+            weights: str | None) -> None:
     """Run a composite of FILE on .npy inputs given as NAME=PATH.npy."""
     from caten.cli.run import run_file
 
     run_file(file, list(inputs), runtime, parse_defines(defines), opt, rule_list(rules, fast_math), not no_cache,
-             plugin, verbose, entry, output, explain_rules, check_bounds or None)
+             plugin, verbose, entry, output, explain_rules, check_bounds or None, weights)
 
 
 @cli.command("test-runtime")
@@ -305,6 +307,11 @@ def runtimes_cmd(plugin: str | None) -> None:
     from caten.cli.info import print_runtimes
 
     print_runtimes(plugin)
+
+
+from caten.cli.importer import register as _register_import  # noqa: E402
+
+_register_import(cli, diagnostics)
 
 
 def main() -> None:

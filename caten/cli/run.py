@@ -22,7 +22,7 @@ def _load_array(path: str) -> np.ndarray:
 
 def run_file(file: str, inputs: list[str], runtime: str, defines: dict[str, str], opt: int, rules: list[str],
              use_cache: bool, plugin: str | None, verbose: bool, entry: str | None, output: str | None,
-             explain_rules: bool = False, check_bounds: bool | None = None) -> None:
+             explain_rules: bool = False, check_bounds: bool | None = None, weights: str | None = None) -> None:
     import caten
 
     explain = None
@@ -39,6 +39,10 @@ def run_file(file: str, inputs: list[str], runtime: str, defines: dict[str, str]
     cdef = src.entry(name)
     params = [p.name for p in cdef.params]
     given: dict[str, np.ndarray] = {}
+    if weights:
+        from caten.cli.importer import load_weights
+
+        given.update((k, v) for k, v in load_weights(weights).items() if k in params)
     positional = []
     for arg in inputs:
         if "=" in arg:

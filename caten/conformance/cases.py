@@ -155,7 +155,12 @@ EXTRA: dict[str, list[tuple[str, tuple[tuple[str, ...], ...], str]]] = {
                  ("groups", (("B", "4", "H", "W"), ("6", "2", "3", "3")), ":groups 2")],
     "conv2d/3": [("3x3 bias", (("B", "C", "H", "W"), ("O", "C", "3", "3"), ("O",)), ""),
                  ("pad bias", (("B", "C", "H", "W"), ("O", "C", "3", "3"), ("O",)), ":padding 1")],
+    "take": [("rows", (("M", "N"), ("K",)), ":axis 0"), ("cols by [K K]", (("M", "N"), ("K", "K")), ":axis 1")],
+    "take-along-axis": [("cols", (("M", "N"), ("M", "K")), ":axis 1"), ("rows", (("M", "N"), ("K", "N")), "")],
 }
+# rows that get only their EXTRA layouts: an index tensor as large as the data would compare every
+# index with every position (O(size^2) memory at the 257x129 size)
+EXTRA_ONLY = {"take", "take-along-axis"}
 
 
 # principal ops -----------------------------------------------------------------------------
@@ -351,12 +356,13 @@ def _composite_variants(row: Row) -> list[Variant]:
 
     k = max(len(tparams), 1 if rest_cands and "*tensors" in rest_cands else 0)
     main: Shape | None = None
-    for sh in _base_shapes(k, full=False) if k else _base_shapes(1)[:3]:  # creation ops: [], [N], [M N]
+    generic = [] if row.name in EXTRA_ONLY else _base_shapes(k, full=False) if k else _base_shapes(1)[:3]
+    for sh in generic:  # creation ops: [], [N], [M N]
         got = shape_variants(sh, first_only=True)
         out += got
         if got and sh.label == "mat":
             main = sh
-    if main is None:
+    if main is None and row.name not in EXTRA_ONLY:
         for sh in _fallback_shapes(k) if k else []:
             got = shape_variants(sh, first_only=True)
             out += got

@@ -1,0 +1,401 @@
+"""ONNX graph -> caten composite text (LANGUAGE.md section 13).
+
+One `setf` per ONNX node, written with library names (`ops/*.lisp`), so the result is readable
+caten that every runtime compiles. Initializers become extra inputs (saved to `.npz` by
+`caten import`); `dim_param` dims become dim symbols. Shape arithmetic on constants (Shape,
+Gather of a shape, Concat of dims ...) is folded here, at conversion time, as any compiler
+with static shapes does; everything else is emitted as caten text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from caten.errors import Error
+from caten.frontends.deps import need
+
+# ONNX TensorProto element types caten has
+DTYPES = {1: "f32", 2: "u8", 3: "i8", 4: "u16", 5: "i16", 6: "i32", 7: "i64", 9: "bool", 10: "f16",
+          11: "f64", 12: "u32", 13: "u64", 16: "bf16"}
+NP = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i8": np.int8, "i16": np.int16, "i32": np.int32,
+      "i64": np.int64, "u8": np.uint8, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64, "bool": np.bool_}
+_SYM = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+class Unsupported(Error):
+    """An ONNX construct caten cannot express; the message names the node and op type."""
+
+
+def np_dtype(dt: str) -> Any:
+    if dt == "bf16":
+        import ml_dtypes
+
+        return ml_dtypes.bfloat16
+    return NP[dt]
+
+
+def caten_dtype(arr_dtype: Any) -> str | None:
+    """The caten dtype name of a numpy dtype (None if caten has none)."""
+    for k, v in NP.items():
+        if np.dtype(arr_dtype) == np.dtype(v):
+            return k
+    return "bf16" if np.dtype(arr_dtype).name == "bfloat16" else None
+
+
+def lit(v: Any, dt: str) -> str:
+    """A literal of dtype `dt` as caten text (ints for integer tensors, true/false for bool)."""
+    if dt == "bool":
+        return "true" if bool(v) else "false"
+    if dt.startswith(("i", "u")):
+        return str(int(v))
+    f = float(v)
+    if f != f:
+        return "nan"
+    if f in (float("inf"), float("-inf")):
+        return "inf" if f > 0 else "-inf"
+    s = repr(f)
+    return s if ("." in s or "e" in s) else s + ".0"
+
+
+def sym(name: str, taken: set[str], prefix: str = "v_") -> str:
+    """A caten symbol for an ONNX name, unique within `taken`."""
+    s = name if _SYM.match(name) else prefix + re.sub(r"[^A-Za-z0-9_]", "_", name)
+    base, i = s, 1
+    while s in taken:
+        s, i = f"{base}_{i}", i + 1
+    taken.add(s)
+    return s
+
+
+@dataclass
+class Converted:
+    """A converted graph: the caten text and how to call its composite."""
+
+    text: str
+    name: str
+    inputs: list[str]  # ONNX graph inputs passed at run time, in parameter order
+    weights: dict[str, np.ndarray]  # then these, by parameter name, in order
+    outputs: list[str]  # ONNX output names
+    static: dict[str, np.ndarray] = field(default_factory=dict)  # graph inputs baked in as constants
+
+
+class Graph:
+    """Conversion state: caten names, known constants and inferred types of ONNX values."""
+
+    def __init__(self, model: Any, available: Mapping[str, np.ndarray] | None, shapes: Mapping[str, tuple] | None):
+        onnx = need("onnx", "onnx")
+        from onnx import numpy_helper
+
+        self.onnx = onnx
+        self.model = model
+        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 21)
+        self.available = dict(available or {})
+        self.static: dict[str, np.ndarray] = {}
+        self.taken: set[str] = {"nil", "t", "true", "false", "inf", "nan"}
+        self.names: dict[str, str] = {}  # ONNX value -> caten variable
+        self.consts: dict[str, np.ndarray] = {}
+        self.types: dict[str, tuple[str | None, list | None]] = {}
+        self.lines: list[str] = []
+        self.params: list[tuple[str, str]] = []  # (onnx name, caten signature entry) of run-time inputs
+        self.weights: dict[str, np.ndarray] = {}
+        self.weight_params: list[str] = []
+        self.dims: dict[str, str] = {}
+        self.count = 0
+        self.producer: dict[str, Any] = {}
+        g = model.graph
+        for init in g.initializer:
+            self.consts[init.name] = numpy_helper.to_array(init)
+        self.shapes = dict(shapes or {})
+        # dim symbols are the graph inputs' dim_params; inference's own (unk__0) are unknown dims
+        self.dim_params = {d.dim_param for vi in g.input if vi.type.HasField("tensor_type")
+                           for d in vi.type.tensor_type.shape.dim if d.dim_param}
+        self._infer()
+        self._expand()
+
+    def _expand(self) -> None:
+        """Ops without a lowering but with an ONNX function body become that body."""
+        from caten.frontends.onnx_expand import expand
+        from caten.frontends.onnx_report import supported_ops
+
+        sup = supported_ops()
+        if all(n.op_type in sup for n in self.model.graph.node):
+            return
+        m = self.onnx.ModelProto()
+        m.CopyFrom(self.model)
+        changed = False
+        for _ in range(4):  # bodies may use ops that have bodies themselves
+            if not expand(m, self.opset, sup, self._type_proto):
+                break
+            changed = True
+            self.model = m
+            self._infer()
+        if changed:
+            for init in m.graph.initializer:
+                if init.name not in self.consts:
+                    self.consts[init.name] = self.onnx.numpy_helper.to_array(init)
+
+    def _type_proto(self, name: str) -> Any:
+        dt, shape = self.dtype(name), self.shape(name)
+        if dt is None:
+            return None
+        code = next(k for k, v in DTYPES.items() if v == dt)
+        dims = None if shape is None else [d if isinstance(d, int) else None for d in shape]
+        return self.onnx.helper.make_tensor_type_proto(code, dims)
+
+    # ---- types ---------------------------------------------------------------------------
+    def _infer(self) -> None:
+        onnx = self.onnx
+        m = onnx.ModelProto()
+        m.CopyFrom(self.model)
+        for vi in m.graph.input:
+            if vi.name in self.shapes and vi.type.HasField("tensor_type"):
+                shp = vi.type.tensor_type.shape
+                shp.ClearField("dim")
+                for d in self.shapes[vi.name]:
+                    shp.dim.add().dim_value = int(d)
+        try:
+            m = onnx.shape_inference.infer_shapes(m, data_prop=True)
+        except Exception:  # inference is a help, not a requirement
+            pass
+        for vi in list(m.graph.input) + list(m.graph.value_info) + list(m.graph.output):
+            if not vi.type.HasField("tensor_type"):
+                continue
+            tt = vi.type.tensor_type
+            dt = DTYPES.get(tt.elem_type)
+            shape = None
+            if tt.HasField("shape"):
+                shape = [self._dim(d) for d in tt.shape.dim]
+            old = self.types.get(vi.name)
+            if old is None or (old[1] is None and shape is not None):
+                self.types[vi.name] = (dt, shape)
+        for name, shp in self.shapes.items():
+            dt = self.types.get(name, (None, None))[0]
+            self.types[name] = (dt, list(shp))
+        for name, v in self.consts.items():
+            self.types[name] = (caten_dtype(v.dtype), list(v.shape))
+
+    def _complete(self, name: str) -> bool:
+        s = self.shape(name)
+        return s is not None and None not in s
+
+    def _dim(self, d: Any) -> int | str | None:
+        if d.HasField("dim_value"):
+            return d.dim_value
+        return d.dim_param if d.dim_param in self.dim_params and d.dim_param not in self.shapes else None
+
+    def infer_node(self, node: Any) -> None:
+        """Output types of one node from onnx's inference, given what is known of its inputs
+        (constants as initializers, so shape arithmetic propagates where the whole-graph pass stopped)."""
+        if all(self._complete(o) for o in node.output if o):
+            return
+        onnx, helper, numpy_helper = self.onnx, self.onnx.helper, self.onnx.numpy_helper
+        ins, inits = [], []
+        for name in node.input:
+            if not name or any(v.name == name for v in ins):
+                continue
+            if name in self.consts and self.consts[name].size <= 4096:
+                inits.append(numpy_helper.from_array(self.consts[name], name))
+                continue
+            dt, shape = self.dtype(name), self.shape(name)
+            if dt is None:
+                return
+            code = next(k for k, v in DTYPES.items() if v == dt)
+            dims = None if shape is None else [d if isinstance(d, int) else None for d in shape]
+            ins.append(helper.make_tensor_value_info(name, code, dims))
+        outs = [helper.make_empty_tensor_value_info(o) for o in node.output if o]
+        m = helper.make_model(helper.make_graph([node], "n", ins, outs, inits),
+                              opset_imports=list(self.model.opset_import))
+        m.ir_version = self.model.ir_version
+        try:
+            m = onnx.shape_inference.infer_shapes(m, data_prop=True)
+        except Exception:
+            return
+        for vi in list(m.graph.output) + list(m.graph.value_info):
+            if vi.name in node.output and vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
+                tt = vi.type.tensor_type
+                shape = [self._dim(d) for d in tt.shape.dim]
+                if not self._complete(vi.name):
+                    self.types[vi.name] = (DTYPES.get(tt.elem_type), shape)
+
+    def dtype(self, name: str) -> str | None:
+        if name in self.consts:
+            return caten_dtype(self.consts[name].dtype)
+        return self.types.get(name, (None, None))[0]
+
+    def shape(self, name: str) -> list | None:
+        if name in self.consts:
+            return list(self.consts[name].shape)
+        s = self.types.get(name, (None, None))[1]
+        return None if s is None else list(s)
+
+    # ---- emission ------------------------------------------------------------------------
+    def fresh(self) -> str:
+        self.count += 1
+        return sym(f"t{self.count}", self.taken)
+
+    def emit(self, expr: str, onnx_name: str | None = None) -> str:
+        var = self.fresh()
+        self.lines.append(f"(setf {var} {expr})")
+        if onnx_name is not None:
+            self.names[onnx_name] = var
+        return var
+
+    def dim_text(self, d: Any) -> str:
+        if isinstance(d, int) and not isinstance(d, bool):
+            return str(d)
+        if d not in self.dims:
+            self.dims[d] = sym(str(d) if d else f"D{len(self.dims)}", self.taken, "D_")
+        return self.dims[d]
+
+    def annot(self, var: str, dt: str, shape: list) -> str:
+        return f"{var}{{{dt}}}" if not shape else f"{var}{{{dt}}}[{', '.join(self.dim_text(d) for d in shape)}]"
+
+    def tensor(self, name: str) -> str:
+        """The caten variable holding ONNX value `name` (constants become inputs or literals)."""
+        if name in self.names:
+            return self.names[name]
+        if name in self.consts:
+            v = self.consts[name]
+            dt = caten_dtype(v.dtype)
+            if dt is None:
+                raise Unsupported(f"constant `{name}` has dtype {v.dtype}, which caten does not have")
+            if v.size == 1 or (v.size > 0 and v.size <= 4096 and np.all(v == v.flat[0])):
+                shape = " ".join(str(d) for d in v.shape)
+                return self.emit(f"(full [{shape}] {lit(v.flat[0], dt)} :dtype {dt})", name)
+            var = sym(name, self.taken, "w_")
+            self.names[name] = var
+            self.weights[var] = v
+            self.weight_params.append(self.annot(var, dt, list(v.shape)))
+            return var
+        raise Unsupported(f"value `{name}` is used before it is computed")
+
+    def _fold_needed(self, name: str, depth: int) -> np.ndarray | None:
+        return _fold_needed_impl(self, name, depth)
+
+    def const(self, name: str, what: str, node: Any) -> np.ndarray:
+        """A compile-time value: an initializer, a Constant, a folded value, or an input the caller
+        supplied for specialization (the backend's shape-determining inputs)."""
+        if name in self.consts:
+            return self.consts[name]
+        if name in self.available:
+            v = np.asarray(self.available[name])
+            self.static[name] = v
+            return v
+        v = self._fold_needed(name, 0)
+        if v is not None:
+            return v
+        raise Unsupported(f"{node.op_type} node `{node.name or node.output[0]}`: its {what} (`{name}`) must be a "
+                          "constant (an initializer or Constant), computed at run time it is not supported")
+
+
+def _fold_needed_impl(g: Graph, name: str, depth: int) -> np.ndarray | None:
+    """Fold the producers of a value that must be a compile-time constant, using the inputs the
+    caller supplied for specialization where they feed it (the backend's shape operands)."""
+    from caten.frontends.onnx_fold import _fold
+
+    node = g.producer.get(name)
+    if node is None or depth > 64:
+        return None
+    if node.op_type in ("Shape", "Size"):
+        shape = g.shape(node.input[0])
+        if shape is None or not all(isinstance(d, int) for d in shape):
+            return None
+        if node.op_type == "Size":
+            out = [np.array(int(np.prod(shape)), np.int64)]
+        else:
+            start, end = _attr_int(node, "start", 0), _attr_int(node, "end", None)
+            out = [np.array(shape[slice(start, end)], np.int64)]
+    else:
+        xs: list[np.ndarray | None] = []
+        for i in node.input:
+            if not i:
+                xs.append(None)
+            elif i in g.consts:
+                xs.append(g.consts[i])
+            elif i in g.available:
+                g.static[i] = np.asarray(g.available[i])
+                xs.append(g.static[i])
+            else:
+                v = _fold_needed_impl(g, i, depth + 1)
+                if v is None:
+                    return None
+                xs.append(v)
+        if any(x is not None and x.size > 4096 for x in xs):
+            return None
+        try:
+            out = _fold(node.op_type, node, xs)
+        except Exception:  # numpy could not fold it: the caller reports the operand
+            return None
+        if out is None:
+            return None
+    for o, v in zip(node.output, out):
+        g.consts.setdefault(o, np.asarray(v))
+    return g.consts.get(name)
+
+
+def _attr_int(node: Any, name: str, default: Any) -> Any:
+    return next((a.i for a in node.attribute if a.name == name), default)
+
+
+def _signature(g: Graph, outputs: list[tuple[str, str]]) -> str:
+    ins = " ".join([p for _, p in g.params] + g.weight_params)
+    outs = " ".join(a for _, a in outputs)
+    return f"(({ins}) -> ({outs}))"
+
+
+def convert(model: Any, name: str = "model", available: Mapping[str, np.ndarray] | None = None,
+            shapes: Mapping[str, tuple] | None = None) -> Converted:
+    """Translate an ONNX ModelProto into one caten composite named `name`.
+
+    `shapes` fixes graph input shapes (the backend compiles per input shape); `available` are input
+    values a node may need at compile time (shape operands); those inputs are then baked in."""
+    from caten.frontends import onnx_fold, onnx_ops
+
+    g = Graph(model, available, shapes)
+    graph = g.model.graph
+    g.producer = {o: node for node in graph.node for o in node.output if o}
+    init_names = set(g.consts)
+    runtime_inputs = [vi for vi in graph.input if vi.name not in init_names]
+    for vi in runtime_inputs:
+        dt = g.dtype(vi.name)
+        if dt is None:
+            raise Unsupported(f"graph input `{vi.name}` has a type caten does not have (tensors of "
+                              f"{', '.join(sorted(set(DTYPES.values())))} only)")
+        shape = g.shape(vi.name)
+        if shape is None:
+            raise Unsupported(f"graph input `{vi.name}` has no shape (rank) in the model")
+        var = sym(vi.name, g.taken, "x_")
+        g.names[vi.name] = var
+        g.params.append((vi.name, g.annot(var, dt, shape)))
+    for node in graph.node:
+        if node.domain not in ("", "ai.onnx"):
+            raise Unsupported(f"node `{node.name or node.output[0]}`: op domain `{node.domain}` is not supported")
+        g.infer_node(node)
+        if onnx_fold.try_fold(g, node):
+            continue
+        onnx_ops.lower(g, node)
+        g.infer_node(node)  # operands the lowering folded may let inference reach the outputs now
+    outs = []
+    for vo in graph.output:
+        dt, shape = g.dtype(vo.name), g.shape(vo.name)
+        if dt is None or shape is None or any(not isinstance(d, (int, str)) or d == "" for d in shape):
+            raise Unsupported(f"graph output `{vo.name}`: its dtype and shape must be known (got {dt}, {shape})")
+        var = g.tensor(vo.name)
+        outs.append((var, g.annot(sym(vo.name, g.taken, "y_"), dt, shape)))
+    ret = f"(return {' '.join(v for v, _ in outs)})"
+    # run-time inputs baked in as constants stay parameters only where also used as tensors
+    g.params = [(n, p) for n, p in g.params if n not in g.static or _mentions(g.lines + [ret], g.names[n])]
+    body = "\n  ".join(g.lines + [ret])
+    text = f";; imported from ONNX (opset {g.opset}) by caten\n(composite {name} {_signature(g, outs)}\n  {body})\n"
+    return Converted(text, name, [n for n, _ in g.params], dict(g.weights), [vo.name for vo in graph.output],
+                     dict(g.static))
+
+
+def _mentions(lines: list[str], var: str) -> bool:
+    pat = re.compile(r"(?<![A-Za-z0-9_\-])" + re.escape(var) + r"(?![A-Za-z0-9_\-{])")
+    return any(pat.search(line) for line in lines)

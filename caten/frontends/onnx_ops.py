@@ -1,0 +1,325 @@
+"""Per-op ONNX lowerings: each handler turns one node into caten expressions over library names.
+
+A handler gets an `N` (the node with its graph) and returns one expression per output; `N`
+binds each to a fresh variable with `setf`. Elementwise ops live here; movement, indexing and
+nn ops in `onnx_ops_nn`, `onnx_ops_conv`, `onnx_ops_norm`, `onnx_ops_index`, `onnx_ops_extra`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from caten.frontends.onnx import DTYPES, Unsupported, lit
+
+HANDLERS: dict[str, Callable[[N], Any]] = {}
+
+
+def handler(*names: str) -> Callable:
+    def deco(fn: Callable) -> Callable:
+        for n in names:
+            HANDLERS[n] = fn
+        return fn
+    return deco
+
+
+class N:
+    """One ONNX node during lowering: its inputs as caten text, constants, attributes, types."""
+
+    def __init__(self, g: Any, node: Any):
+        self.g, self.node, self.op = g, node, node.op_type
+
+    @property
+    def where(self) -> str:
+        return f"{self.op} node `{self.node.name or self.node.output[0]}`"
+
+    def fail(self, why: str) -> Unsupported:
+        return Unsupported(f"{self.where}: {why}")
+
+    def has(self, i: int) -> bool:
+        return i < len(self.node.input) and self.node.input[i] != ""
+
+    @property
+    def nin(self) -> int:
+        return len(self.node.input)
+
+    def x(self, i: int) -> str:
+        if not self.has(i):
+            raise self.fail(f"input {i} is missing")
+        return self.g.tensor(self.node.input[i])
+
+    def c(self, i: int, what: str = "operand") -> np.ndarray:
+        return self.g.const(self.node.input[i], what, self.node)
+
+    def ints(self, i: int, attr: str, default: Any = None) -> list[int] | None:
+        """An int list given as input i (newer opsets) or as attribute `attr` (older ones)."""
+        if self.has(i):
+            return [int(v) for v in np.asarray(self.c(i, attr)).reshape(-1)]
+        v = self.a(attr, default)
+        return None if v is None else list(v)
+
+    def a(self, name: str, default: Any = None) -> Any:
+        from onnx import helper
+
+        for at in self.node.attribute:
+            if at.name == name:
+                v = helper.get_attribute_value(at)
+                return v.decode() if isinstance(v, bytes) else v
+        return default
+
+    def dt(self, i: int = 0) -> str:
+        d = self.g.dtype(self.node.input[i])
+        if d is None:
+            raise self.fail(f"input {i} has a dtype caten does not have")
+        return d
+
+    def out_dt(self, k: int = 0) -> str | None:
+        return self.g.dtype(self.node.output[k])
+
+    def shape(self, i: int = 0) -> list:
+        s = self.g.shape(self.node.input[i])
+        if s is None:
+            raise self.fail(f"the rank of input {i} is unknown")
+        return s
+
+    def d(self, i: int, k: int) -> str:
+        """Dim k of input i as caten text: a number, a dim symbol, or `(dim x k)` when unknown here."""
+        s = self.shape(i)
+        v = s[k]
+        if isinstance(v, int):
+            return str(v)
+        if isinstance(v, str):
+            return self.g.dim_text(v)
+        return f"(dim {self.x(i)} {k})"
+
+    def dims_of(self, i: int) -> list[str]:
+        return [self.d(i, k) for k in range(self.rank(i))]
+
+    def rank(self, i: int = 0) -> int:
+        return len(self.shape(i))
+
+    def int_shape(self, i: int = 0) -> list[int]:
+        s = self.shape(i)
+        if not all(isinstance(d, int) for d in s):
+            raise self.fail(f"needs input {i}'s static shape, got {s}")
+        return s
+
+    def let(self, expr: str) -> str:
+        return self.g.emit(expr)
+
+    def lit(self, v: Any, i: int = 0) -> str:
+        return lit(v, self.dt(i))
+
+    def opset_lt(self, v: int) -> bool:
+        """Whether the model's opset predates version v (where an op's signature changed)."""
+        return self.g.opset < v
+
+    def is_float(self, i: int = 0) -> bool:
+        return self.dt(i) in ("f16", "bf16", "f32", "f64")
+
+
+def lower(g: Any, node: Any) -> None:
+    """Emit caten for one node, binding its outputs."""
+    fn = HANDLERS.get(node.op_type)
+    n = N(g, node)
+    if fn is None:
+        raise Unsupported(f"{n.where}: ONNX op `{node.op_type}` is not supported by caten's importer",
+                          hint="docs/import.md lists the supported ops")
+    outs = fn(n)
+    if isinstance(outs, str):
+        outs = [outs]
+    for name, expr in zip(node.output, outs):
+        if name and expr is not None:
+            g.emit(expr, name)
+
+
+def ax_list(axes: list[int]) -> str:
+    return "[" + " ".join(str(a) for a in axes) + "]"
+
+
+def dims(shape: list) -> str:
+    return "[" + " ".join(str(d) for d in shape) + "]"
+
+
+# ---- elementwise ------------------------------------------------------------------------------
+_BIN = {"Add": "+", "Sub": "-", "Mul": "*", "Equal": "=", "Less": "<", "Greater": ">", "LessOrEqual": "<=",
+        "GreaterOrEqual": ">=", "And": "and", "Or": "or", "Xor": "xor", "BitwiseAnd": "and", "BitwiseOr": "or",
+        "BitwiseXor": "xor"}
+_UN = {"Abs": "abs", "Neg": "neg", "Exp": "exp", "Log": "log", "Sqrt": "sqrt", "Reciprocal": "recip", "Sin": "sin",
+       "Cos": "cos", "Tan": "tan", "Tanh": "tanh", "Sigmoid": "sigmoid", "Relu": "relu", "Erf": "erf",
+       "Sign": "sign", "Softplus": "softplus", "Not": "not", "BitwiseNot": "not", "Identity": "contiguous"}
+
+
+@handler(*_BIN)
+def _binary(n: N) -> str:
+    return f"({_BIN[n.op]} {n.x(0)} {n.x(1)})"
+
+
+@handler(*_UN)
+def _unary(n: N) -> str:
+    if n.op == "Identity":
+        return n.x(0)
+    if n.op == "Abs" and n.dt().startswith("u"):
+        return n.x(0)
+    return f"({_UN[n.op]} {n.x(0)})"
+
+
+@handler("Div")
+def _div(n: N) -> str:
+    a, b = n.x(0), n.x(1)
+    if n.is_float():
+        return f"(/ {a} {b})"
+    if n.dt().startswith("u"):
+        return f"(idiv {a} {b})"
+    # C-style division truncates toward zero; idiv floors: step back up where the signs differ
+    q = n.let(f"(idiv {a} {b})")
+    return f"(where (and (!= (mod {a} {b}) 0) (xor (< {a} 0) (< {b} 0))) (+ {q} 1) {q})"
+
+
+@handler("Mod")
+def _mod(n: N) -> str:
+    a, b = n.x(0), n.x(1)
+    r = f"(mod {a} {b})"
+    if not n.a("fmod", 0):
+        return r
+    # fmod: the remainder takes the dividend's sign
+    r = n.let(r)
+    return f"(where (and (!= {r} 0) (xor (< {a} 0) (< {b} 0))) (- {r} {b}) {r})"
+
+
+@handler("Pow")
+def _pow(n: N) -> str:
+    b = n.x(1) if n.dt(1) == n.dt(0) else f"(cast {n.x(1)} {n.dt(0)})"
+    return f"(pow {n.x(0)} {b})"
+
+
+@handler("BitShift")
+def _shift(n: N) -> str:
+    p = f"(pow (full [] 2 :dtype {n.dt()}) {n.x(1)})"
+    return f"(* {n.x(0)} {p})" if n.a("direction") == "LEFT" else f"(idiv {n.x(0)} {p})"
+
+
+@handler("Max", "Min", "Sum", "Mean")
+def _variadic(n: N) -> str:
+    f = {"Max": "max", "Min": "min", "Sum": "+", "Mean": "+"}[n.op]
+    acc = n.x(0)
+    for i in range(1, n.nin):
+        acc = f"({f} {acc} {n.x(i)})"
+    if n.op == "Mean":
+        acc = f"(/ {acc} {lit(n.nin, n.dt())})"
+    if n.nin == 1:
+        acc = f"(contiguous {acc})"
+    return acc
+
+
+@handler("Where")
+def _where(n: N) -> str:
+    return f"(where {n.x(0)} {n.x(1)} {n.x(2)})"
+
+
+@handler("Clip")
+def _clip(n: N) -> str:
+    y = n.x(0)
+    lo = n.x(1) if n.has(1) else (None if n.a("min") is None else n.lit(n.a("min")))
+    hi = n.x(2) if n.has(2) else (None if n.a("max") is None else n.lit(n.a("max")))
+    if lo is not None:
+        y = f"(max {y} {lo})"
+    if hi is not None:
+        y = f"(min {y} {hi})"
+    return y if y != n.x(0) else f"(contiguous {y})"
+
+
+@handler("Cast", "CastLike")
+def _cast(n: N) -> str:
+    if n.op == "Cast":
+        to = DTYPES.get(n.a("to"))
+    else:
+        to = n.dt(1)
+    if to is None:
+        raise n.fail("the target dtype is not one caten has")
+    src = n.dt()
+    if src == to:
+        return f"(contiguous {n.x(0)})"
+    return f"(cast {n.x(0)} {to})"
+
+
+def _float_un(expr: Callable[[str, N], str]) -> Callable[[N], str]:
+    def h(n: N) -> str:
+        if not n.is_float():
+            raise n.fail(f"needs a float operand, got {n.dt()}")
+        return expr(n.x(0), n)
+    return h
+
+
+_FLOAT_FORMS: dict[str, Callable[[str, N], str]] = {
+    "Floor": lambda x, n: f"(idiv {x} {n.lit(1)})",
+    "Ceil": lambda x, n: f"(neg (idiv (neg {x}) {n.lit(1)}))",
+    "Sinh": lambda x, n: f"(* 0.5 (- (exp {x}) (exp (neg {x}))))",
+    "Cosh": lambda x, n: f"(* 0.5 (+ (exp {x}) (exp (neg {x}))))",
+    "Asinh": lambda x, n: f"(* (sign {x}) (log (+ (abs {x}) (sqrt (+ (* {x} {x}) 1)))))",
+    "Acosh": lambda x, n: f"(log (+ {x} (sqrt (- (* {x} {x}) 1))))",
+    "Atanh": lambda x, n: f"(* 0.5 (log (/ (+ 1 {x}) (- 1 {x}))))",
+    "Softsign": lambda x, n: f"(/ {x} (+ 1 (abs {x})))",
+    "Mish": lambda x, n: f"(* {x} (tanh (softplus {x})))",
+    "Gelu": lambda x, n: (f"(gelu {x})" if n.a("approximate", "none") == "none" else
+                          f"(* 0.5 {x} (+ 1 (tanh (* 0.7978845608028654 (+ {x} (* 0.044715 {x} {x} {x}))))))"),
+    "HardSwish": lambda x, n: f"(* {x} (max 0 (min 1 (+ (* {x} {1 / 6}) 0.5))))",
+    "Elu": lambda x, n: f"(where (< 0 {x}) {x} (* {n.lit(n.a('alpha', 1.0))} (- (exp {x}) 1)))",
+    "Celu": lambda x, n: (f"(+ (max 0 {x}) (min 0 (* {n.lit(n.a('alpha', 1.0))} "
+                          f"(- (exp (/ {x} {n.lit(n.a('alpha', 1.0))})) 1))))"),
+    "Selu": lambda x, n: (f"(* {n.lit(n.a('gamma', 1.0507009873554805))} (where (< 0 {x}) {x} "
+                          f"(* {n.lit(n.a('alpha', 1.6732632423543772))} (- (exp {x}) 1))))"),
+    "LeakyRelu": lambda x, n: f"(where (< 0 {x}) {x} (* {n.lit(n.a('alpha', 0.01))} {x}))",
+    "ThresholdedRelu": lambda x, n: f"(where (< {n.lit(n.a('alpha', 1.0))} {x}) {x} 0)",
+    "HardSigmoid": lambda x, n: (f"(max 0 (min 1 (+ (* {n.lit(n.a('alpha', 0.2))} {x}) "
+                                 f"{n.lit(n.a('beta', 0.5))})))"),
+    "Swish": lambda x, n: f"(* {x} (sigmoid (* {n.lit(n.a('alpha', 1.0))} {x})))",
+    "Shrink": lambda x, n: (f"(where (< {x} (neg {n.lit(n.a('lambd', 0.5))})) (+ {x} {n.lit(n.a('bias', 0.0))}) "
+                            f"(where (< {n.lit(n.a('lambd', 0.5))} {x}) (- {x} {n.lit(n.a('bias', 0.0))}) 0))"),
+    "Round": lambda x, n: (f"(let ((r (idiv (+ {x} 0.5) 1))) "
+                           f"(where (and (= (- r {x}) 0.5) (= (mod r 2) 1)) (- r 1) r))"),
+}
+for _name, _f in _FLOAT_FORMS.items():
+    HANDLERS[_name] = _float_un(_f)
+
+
+@handler("IsNaN")
+def _isnan(n: N) -> str:
+    return f"(!= {n.x(0)} {n.x(0)})"
+
+
+@handler("IsInf")
+def _isinf(n: N) -> str:
+    x = n.x(0)
+    pos, neg = n.a("detect_positive", 1), n.a("detect_negative", 1)
+    terms = ([f"(= {x} inf)"] if pos else []) + ([f"(= {x} -inf)"] if neg else [])
+    if not terms:
+        return f"(!= {x} {x} )".replace(f"(!= {x} {x} )", f"(and (= {x} {x}) (!= {x} {x}))")
+    return terms[0] if len(terms) == 1 else f"(or {terms[0]} {terms[1]})"
+
+
+@handler("PRelu")
+def _prelu(n: N) -> str:
+    x, s = n.x(0), n.x(1)
+    return f"(where (< {x} 0) (* {x} {s}) {x})"
+
+
+@handler("Dropout")
+def _dropout(n: N) -> list[str]:
+    ratio = float(np.asarray(n.c(1, "ratio")).reshape(-1)[0]) if n.has(1) else n.a("ratio", 0.5)
+    if n.has(2) and bool(np.asarray(n.c(2, "training_mode")).reshape(-1)[0]) and ratio != 0:
+        raise n.fail("training-mode dropout is random; only inference (identity) is supported")
+    x = n.x(0)
+    return [f"(contiguous {x})", f"(full (shape {x}) true :dtype bool)"]
+
+
+# the other lowering modules register their handlers on import
+from caten.frontends import (  # noqa: E402,F401
+    onnx_ops_conv,
+    onnx_ops_extra,
+    onnx_ops_index,
+    onnx_ops_nn,
+    onnx_ops_norm,
+)

@@ -1,0 +1,150 @@
+"""ONNX lowerings of convolution and pooling (NCHW; 1-D as 2-D over a unit height)."""
+
+from __future__ import annotations
+
+from caten.frontends.onnx_ops import N, ax_list, handler
+
+
+def _conv_pads(n: N, spatial: list, kernel: list, strides: list, dil: list) -> list[int]:
+    auto = n.a("auto_pad", "NOTSET")
+    k = len(spatial)
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        pads = [0] * (2 * k)
+        for i in range(k):
+            out = -(-spatial[i] // strides[i])
+            total = max(0, (out - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 - spatial[i])
+            small, big = total // 2, total - total // 2
+            pads[i], pads[i + k] = (small, big) if auto == "SAME_UPPER" else (big, small)
+        return pads
+    if auto == "VALID":
+        return [0] * (2 * k)
+    return list(n.a("pads", [0] * (2 * k)))
+
+
+def spatial(n: N) -> list:
+    """The input shape; the batch and channel dims may be symbolic, the spatial ones may not."""
+    s = n.shape(0)
+    if not all(isinstance(d, int) for d in s[2:]):
+        raise n.fail(f"needs static spatial dims, got {s}")
+    return s
+
+
+@handler("Conv")
+def _conv(n: N) -> str:
+    s = spatial(n)
+    w = n.int_shape(1)
+    k = len(s) - 2
+    if k not in (1, 2):
+        raise n.fail(f"{k}-D convolution is not supported (1-D and 2-D are)")
+    kernel = w[2:]
+    strides = list(n.a("strides", [1] * k))
+    dil = list(n.a("dilations", [1] * k))
+    pads = _conv_pads(n, s[2:], kernel, strides, dil)
+    x, wt = n.x(0), n.x(1)
+    if k == 1:
+        x, wt = f"(unsqueeze {x} 2)", f"(unsqueeze {wt} 2)"
+        strides, dil, pads = [1] + strides, [1] + dil, [0, pads[0], 0, pads[1]]
+    if pads[0] != pads[2] or pads[1] != pads[3]:
+        x = f"(pad {x} [[0 0] [0 0] [{pads[0]} {pads[2]}] [{pads[1]} {pads[3]}]])"
+        pads = [0, 0, 0, 0]
+    b = f" {n.x(2)}" if n.has(2) else ""
+    y = (f"(conv2d {x} {wt}{b} :stride [{strides[0]} {strides[1]}] :padding [{pads[0]} {pads[1]}] "
+         f":dilation [{dil[0]} {dil[1]}] :groups {n.a('group', 1)})")
+    return f"(squeeze {y} 2)" if k == 1 else y
+
+
+def _pool(n: N, kind: str) -> str:
+    s = spatial(n)
+    if len(s) == 3:
+        return f"(squeeze {_pool2d(_as_2d(n), kind)} 2)"
+    if len(s) != 4:
+        raise n.fail("only 1-D and 2-D pooling are supported")
+    return _pool2d(n, kind)
+
+
+class _Pool1d(N):
+    """A 1-D pool seen as a 2-D one over [N C 1 W]."""
+
+    def __init__(self, n: N):
+        super().__init__(n.g, n.node)
+        self._x = n.let(f"(unsqueeze {n.x(0)} 2)")
+        self._attrs = {k: ([1] + list(v) if isinstance(v, (list, tuple)) else v) for k, v in
+                       ((k, n.a(k)) for k in ("kernel_shape", "strides", "dilations")) if v is not None}
+        p = n.a("pads")
+        if p is not None:
+            self._attrs["pads"] = [0, p[0], 0, p[1]]
+
+    def x(self, i: int) -> str:
+        return self._x
+
+    def shape(self, i: int = 0) -> list:
+        s = super().shape(i)
+        return [s[0], s[1], 1, s[2]]
+
+    def a(self, name: str, default=None):
+        return self._attrs.get(name, super().a(name, default))
+
+
+def _as_2d(n: N) -> N:
+    return _Pool1d(n)
+
+
+def _pool2d(n: N, kind: str) -> str:
+    s = spatial(n)
+    kernel = list(n.a("kernel_shape"))
+    strides = list(n.a("strides", [1, 1]))
+    dil = list(n.a("dilations", [1, 1]))
+    pads = _conv_pads(n, s[2:], kernel, strides, dil)
+    if n.a("ceil_mode", 0):
+        for i in range(2):
+            span = s[2 + i] + pads[i] + pads[i + 2] - ((kernel[i] - 1) * dil[i] + 1)
+            out = -(-span // strides[i]) + 1
+            if (out - 1) * strides[i] >= s[2 + i] + pads[i]:
+                out -= 1
+            extra = (out - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 - (s[2 + i] + pads[i] + pads[i + 2])
+            pads[i + 2] += max(0, extra)
+    x = n.x(0)
+    widths = f"[[0 0] [0 0] [{pads[0]} {pads[2]}] [{pads[1]} {pads[3]}]]"
+    win = f":kernel [{kernel[0]} {kernel[1]}] :stride [{strides[0]} {strides[1]}] :dilation [{dil[0]} {dil[1]}]"
+    if kind == "max":
+        if not n.is_float():
+            raise n.fail("max pooling of integers is not supported")
+        if dil == [1, 1] and pads[0] == pads[2] and pads[1] == pads[3]:
+            return (f"(max-pool2d {x} :kernel [{kernel[0]} {kernel[1]}] :stride [{strides[0]} {strides[1]}] "
+                    f":padding [{pads[0]} {pads[1]}])")
+        xp = n.let(f"(pad {x} {widths} :value -inf)") if any(pads) else x
+        return f"(squeeze (max (windows {xp} {win}) :axis [5 6]) 1)"
+    xp = n.let(f"(pad {x} {widths})") if any(pads) else x
+    total = n.let(f"(squeeze (sum (windows {xp} {win}) :axis [5 6]) 1)")
+    if n.a("count_include_pad", 0):
+        # padding counts, but not the extra cells ceil_mode adds past the explicit pads
+        base = n.a("pads", [0] * 4) if n.a("auto_pad", "NOTSET") == "NOTSET" else pads
+        h, w = s[2] + base[0] + base[2], s[3] + base[1] + base[3]
+        cnt = (f"(pad (full [1 1 {h} {w}] 1 :dtype {n.dt()}) "
+               f"[[0 0] [0 0] [0 {pads[0] + pads[2] + s[2] - h}] [0 {pads[1] + pads[3] + s[3] - w}]])")
+    else:
+        cnt = (f"(pad (full [1 1 {s[2]} {s[3]}] 1 :dtype {n.dt()}) "
+               f"[[0 0] [0 0] [{pads[0]} {pads[2]}] [{pads[1]} {pads[3]}]])")
+    c = n.let(f"(squeeze (sum (windows {cnt} {win}) :axis [5 6]) 1)")
+    return f"(/ {total} {c})"
+
+
+@handler("MaxPool")
+def _maxpool(n: N) -> list[str]:
+    if len(n.node.output) > 1 and n.node.output[1]:
+        raise n.fail("MaxPool's Indices output is not supported")
+    if n.a("storage_order", 0):
+        raise n.fail("storage_order is not supported")
+    return [_pool(n, "max")]
+
+
+@handler("AveragePool")
+def _avgpool(n: N) -> str:
+    return _pool(n, "avg")
+
+
+@handler("GlobalAveragePool", "GlobalMaxPool")
+def _global_pool(n: N) -> str:
+    axes = ax_list(range(2, n.rank()))
+    f = "mean" if n.op == "GlobalAveragePool" else "max"
+    return f"({f} {n.x(0)} :axis {axes} :keepdims true)"

@@ -1,0 +1,235 @@
+"""ONNX lowerings of indexing ops (gathers, scans, triangles, one-hot, einsum, resize)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from caten.frontends.onnx_ops import N, ax_list, dims, handler
+
+
+@handler("Gather")
+def _gather(n: N) -> str:
+    return f"(take {n.x(0)} {n.x(1)} :axis {n.a('axis', 0)})"
+
+
+@handler("GatherElements")
+def _gather_elements(n: N) -> str:
+    xs, ishape = n.shape(0), n.shape(1)
+    ax = n.a("axis", 0) % len(xs)
+    x = n.x(0)
+    if any(a != b for i, (a, b) in enumerate(zip(xs, ishape)) if i != ax):
+        specs = " ".join(f"[0 {ishape[i] if i != ax else xs[i]} 1]" for i in range(len(xs)))
+        x = n.let(f"(contiguous (slice {x} {specs}))")
+    return f"(take-along-axis {x} {n.x(1)} :axis {ax})"
+
+
+@handler("CumSum", "CumProd")
+def _cumsum(n: N) -> str:
+    ax = int(np.asarray(n.c(1, "axis")).reshape(-1)[0])
+    f = "cumsum" if n.op == "CumSum" else "cumprod"
+    ex = "true" if n.a("exclusive", 0) else "false"
+    rev = "true" if n.a("reverse", 0) else "false"
+    return f"({f} {n.x(0)} :axis {ax} :exclusive {ex} :reverse {rev})"
+
+
+@handler("Trilu")
+def _trilu(n: N) -> str:
+    k = int(np.asarray(n.c(1, "k")).reshape(-1)[0]) if n.has(1) else 0
+    f = "triu" if n.a("upper", 1) else "tril"
+    return f"({f} {n.x(0)} :k {k})"
+
+
+@handler("OneHot")
+def _onehot(n: N) -> str:
+    depth = int(np.asarray(n.c(1, "depth")).reshape(-1)[0])
+    r = n.rank(0) + 1
+    ax = n.a("axis", -1) % r
+    idx = n.x(0)
+    i = n.let(f"(cast {idx} i64)")
+    i = n.let(f"(unsqueeze (where (< {i} 0) (+ {i} {depth}) {i}) {ax})")
+    shp = [1] * r
+    shp[ax] = depth
+    vals = n.x(2)
+    off, on = f"(slice {vals} [0 1 1])", f"(slice {vals} [1 2 1])"
+    return f"(where (= (reshape (arange {depth}) {dims(shp)}) {i}) (reshape {on} []) (reshape {off} []))"
+
+
+@handler("DepthToSpace")
+def _depth_to_space(n: N) -> str:
+    b, c, h, w = n.int_shape()
+    k = n.a("blocksize")
+    x = n.x(0)
+    if n.a("mode", "DCR") == "DCR":
+        t = f"(permute (reshape {x} [{b} {k} {k} {c // (k * k)} {h} {w}]) [0 3 4 1 5 2])"
+    else:
+        t = f"(permute (reshape {x} [{b} {c // (k * k)} {k} {k} {h} {w}]) [0 1 4 2 5 3])"
+    return f"(reshape (contiguous {t}) [{b} {c // (k * k)} {h * k} {w * k}])"
+
+
+@handler("SpaceToDepth")
+def _space_to_depth(n: N) -> str:
+    b, c, h, w = n.int_shape()
+    k = n.a("blocksize")
+    t = f"(permute (reshape {n.x(0)} [{b} {c} {h // k} {k} {w // k} {k}]) [0 3 5 1 2 4])"
+    return f"(reshape (contiguous {t}) [{b} {c * k * k} {h // k} {w // k}])"
+
+
+@handler("Einsum")
+def _einsum(n: N) -> str:
+    """Any einsum without repeated letters in one operand: broadcast every operand to the
+    union of letters (in order of appearance), multiply, and sum the letters not in the output."""
+    eq = n.a("equation").replace(" ", "")
+    lhs, _, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if "." in eq:
+        raise n.fail("einsum with ellipsis is not supported")
+    if "->" not in eq:
+        rhs = "".join(sorted(c for c in set(lhs) if c != "," and lhs.count(c) == 1))
+    letters: list[str] = []
+    for t in terms:
+        for ch in t:
+            if ch not in letters:
+                letters.append(ch)
+    for ch in rhs:
+        if ch not in letters:
+            raise n.fail(f"output letter `{ch}` is in no operand")
+    order = list(rhs) + [ch for ch in letters if ch not in rhs]
+    acc = None
+    for i, t in enumerate(terms):
+        if len(set(t)) != len(t):
+            raise n.fail("einsum with a repeated letter in one operand (a diagonal or trace) is not supported")
+        s = n.shape(i)
+        have = [ch for ch in order if ch in t]
+        perm = [t.index(ch) for ch in have]
+        x = f"(permute {n.x(i)} {ax_list(perm)})" if perm != list(range(len(t))) else n.x(i)
+        full = [s[t.index(ch)] if ch in t else 1 for ch in order]
+        x = f"(reshape {x} {dims(full)})"
+        acc = x if acc is None else f"(* {acc} {x})"
+    red = list(range(len(rhs), len(order)))
+    if not red:
+        return f"(contiguous {acc})"
+    return f"(sum {acc} :axis {ax_list(red)})"
+
+
+@handler("Resize", "Upsample")
+def _resize(n: N) -> str:
+    """Resize as one constant interpolation matrix per resized axis (nearest, linear or cubic
+    taps; the coefficients depend only on the sizes), applied with matmul."""
+    s = n.int_shape()
+    r = len(s)
+    mode = n.a("mode", "nearest")
+    if n.op == "Upsample":
+        scales = [float(v) for v in (np.asarray(n.c(1, "scales")).reshape(-1) if n.has(1) else n.a("scales"))]
+        sizes = [int(np.floor(d * sc)) for d, sc in zip(s, scales)]
+        opts = {"ctm": "asymmetric", "near": "floor", "a": -0.75, "excl": 0}
+    else:
+        if n.a("antialias", 0):
+            raise n.fail("antialias is not supported")
+        policy = n.a("keep_aspect_ratio_policy", "stretch")
+        if n.a("coordinate_transformation_mode", "half_pixel") == "tf_crop_and_resize":
+            raise n.fail("tf_crop_and_resize is not supported")
+        axes = [a % r for a in n.a("axes", list(range(r)))]
+        scales_in = np.asarray(n.c(2, "scales")).reshape(-1) if n.has(2) else np.zeros(0)
+        sizes_in = np.asarray(n.c(3, "sizes")).reshape(-1) if n.has(3) else None
+        scales, sizes = [1.0] * r, list(s)
+        for j, a in enumerate(axes):
+            if scales_in.size:
+                scales[a] = float(scales_in[j])
+                sizes[a] = int(np.floor(s[a] * scales[a]))
+            else:
+                sizes[a] = int(sizes_in[j])
+                scales[a] = sizes[a] / s[a]
+        if policy != "stretch" and sizes_in is not None:
+            pick = min if policy == "not_larger" else max
+            sc = pick(scales[a] for a in axes)
+            for a in axes:
+                scales[a], sizes[a] = sc, int(np.round(sc * s[a]))
+        opts = {"ctm": n.a("coordinate_transformation_mode", "half_pixel"),
+                "near": n.a("nearest_mode", "round_prefer_floor"), "a": n.a("cubic_coeff_a", -0.75),
+                "excl": n.a("exclude_outside", 0)}
+    if mode not in ("nearest", "linear", "cubic"):
+        raise n.fail(f"resize mode `{mode}` is not supported")
+    if not n.is_float() and mode != "nearest":
+        raise n.fail("linear/cubic resizing of integers is not supported")
+    x = n.x(0)
+    for a in range(r):
+        if sizes[a] == s[a] and scales[a] == 1.0:
+            continue
+        m = _interp_matrix(mode, s[a], sizes[a], scales[a], opts)
+        if mode == "nearest":
+            x = n.let(f"(take {x} {_const(n, m.argmax(axis=1).astype(np.int64))} :axis {a})")
+            continue
+        perm = [i for i in range(r) if i != a] + [a]
+        back = [perm.index(i) for i in range(r)]
+        mt = _const(n, m.T.astype(np.dtype(_NP_FLOAT[n.dt()])))
+        x = n.let(f"(permute (matmul (permute {x} {ax_list(perm)}) {mt}) {ax_list(back)})")
+    return f"(contiguous {x})"
+
+
+_NP_FLOAT = {"f32": "float32", "f64": "float64", "f16": "float16", "bf16": "float32"}
+
+
+def _const(n: N, v: np.ndarray) -> str:
+    """A constant array, passed to the composite as a weight."""
+    name = f"__resize_{len(n.g.consts)}"
+    n.g.consts[name] = v
+    return n.g.tensor(name)
+
+
+def _source_coord(i: int, d_in: int, d_out: int, scale: float, ctm: str) -> float:
+    if ctm == "half_pixel":
+        return (i + 0.5) / scale - 0.5
+    if ctm == "align_corners":
+        return i * (d_in - 1) / (d_out - 1) if d_out > 1 else 0.0
+    if ctm == "asymmetric":
+        return i / scale
+    if ctm == "pytorch_half_pixel":
+        return (i + 0.5) / scale - 0.5 if d_out > 1 else 0.0
+    if ctm == "tf_half_pixel_for_nn":
+        return (i + 0.5) / scale
+    if ctm == "half_pixel_symmetric":
+        adj = d_out / (scale * d_in)
+        center = d_in / 2
+        offset = center * (1 - adj)
+        return offset + (i + 0.5) / scale - 0.5
+    raise ValueError(ctm)
+
+
+def _interp_matrix(mode: str, d_in: int, d_out: int, scale: float, o: dict) -> np.ndarray:
+    """M[out, in]: output i = sum_j M[i, j] * input j along one axis."""
+    m = np.zeros((d_out, d_in), np.float64)
+    for i in range(d_out):
+        x = _source_coord(i, d_in, d_out, scale, o["ctm"])
+        if mode == "nearest":
+            near = o["near"]
+            k = {"floor": np.floor(x), "ceil": np.ceil(x), "round_prefer_ceil": np.floor(x + 0.5)}.get(
+                near, np.ceil(x - 0.5))
+            m[i, min(max(int(k), 0), d_in - 1)] = 1.0
+        elif mode == "linear":
+            x = min(max(x, 0.0), d_in - 1)
+            x0 = int(np.floor(x))
+            x1 = min(x0 + 1, d_in - 1)
+            w = x - x0
+            m[i, x0] += 1 - w
+            m[i, x1] += w
+        else:
+            x0 = int(np.floor(x))
+            t = x - x0
+            a = o["a"]
+            taps = {x0 - 1: _cubic(1 + t, a), x0: _cubic(t, a), x0 + 1: _cubic(1 - t, a), x0 + 2: _cubic(2 - t, a)}
+            if o["excl"]:
+                taps = {j: w for j, w in taps.items() if 0 <= j < d_in}
+                total = sum(taps.values())
+                taps = {j: w / total for j, w in taps.items()}
+            for j, w in taps.items():
+                m[i, min(max(j, 0), d_in - 1)] += w
+    return m
+
+
+def _cubic(x: float, a: float) -> float:
+    x = abs(x)
+    if x <= 1:
+        return (a + 2) * x**3 - (a + 3) * x**2 + 1
+    if x < 2:
+        return a * x**3 - 5 * a * x**2 + 8 * a * x - 4 * a
+    return 0.0

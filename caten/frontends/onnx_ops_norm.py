@@ -1,0 +1,139 @@
+"""ONNX lowerings of the normalizations and of shape/creation ops."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from caten.frontends.onnx import DTYPES, lit
+from caten.frontends.onnx_ops import N, ax_list, dims, handler
+
+
+def _chan(n: N, i: int, r: int) -> str:
+    return f"(reshape {n.x(i)} [1 -1 {' '.join(['1'] * (r - 2))}])"
+
+
+@handler("BatchNormalization")
+def _batchnorm(n: N) -> list[str]:
+    if n.a("training_mode", 0):
+        from caten.frontends.onnx_ops_extra import _bn_training
+
+        return _bn_training(n)
+    r = n.rank()
+    eps = n.lit(n.a("epsilon", 1e-5))
+    sc, b, m, v = (_chan(n, i, r) for i in (1, 2, 3, 4))
+    return [f"(+ (* (/ (- {n.x(0)} {m}) (sqrt (+ {v} {eps}))) {sc}) {b})"]
+
+
+@handler("InstanceNormalization")
+def _instnorm(n: N) -> str:
+    r = n.rank()
+    axes = ax_list(range(2, r))
+    x, eps = n.x(0), n.lit(n.a("epsilon", 1e-5))
+    mu = n.let(f"(mean {x} :axis {axes} :keepdims true)")
+    d = n.let(f"(- {x} {mu})")
+    var = f"(mean (* {d} {d}) :axis {axes} :keepdims true)"
+    return f"(+ (* (/ {d} (sqrt (+ {var} {eps}))) {_chan(n, 1, r)}) {_chan(n, 2, r)})"
+
+
+@handler("LayerNormalization")
+def _layernorm(n: N) -> list[str]:
+    r = n.rank()
+    a = n.a("axis", -1) % r
+    axes = ax_list(range(a, r))
+    x, eps = n.x(0), n.lit(n.a("epsilon", 1e-5))
+    mu = n.let(f"(mean {x} :axis {axes} :keepdims true)")
+    d = n.let(f"(- {x} {mu})")
+    inv = n.let(f"(rsqrt (+ (mean (* {d} {d}) :axis {axes} :keepdims true) {eps}))")
+    y = f"(* (* {d} {inv}) {n.x(1)})"
+    if n.has(2):
+        y = f"(+ {y} {n.x(2)})"
+    return [y, mu, inv]
+
+
+@handler("RMSNormalization")
+def _rmsnorm(n: N) -> str:
+    r = n.rank()
+    a = n.a("axis", -1) % r
+    axes = ax_list(range(a, r))
+    x, eps = n.x(0), n.lit(n.a("epsilon", 1e-5))
+    return f"(* (* {x} (rsqrt (+ (mean (* {x} {x}) :axis {axes} :keepdims true) {eps}))) {n.x(1)})"
+
+
+@handler("GroupNormalization")
+def _groupnorm(n: N) -> str:
+    s = n.int_shape()
+    g = n.a("num_groups")
+    x, eps = n.x(0), n.lit(n.a("epsilon", 1e-5))
+    xg = n.let(f"(reshape {x} [{s[0]} {g} -1])")
+    mu = n.let(f"(mean {xg} :axis 2 :keepdims true)")
+    d = n.let(f"(- {xg} {mu})")
+    y = n.let(f"(reshape (/ {d} (sqrt (+ (mean (* {d} {d}) :axis 2 :keepdims true) {eps}))) {dims(s)})")
+    r = len(s)
+    if n.shape(1)[0] != s[1]:  # opset 18's per-group scale/bias
+        sc_t = f"(reshape (expand (reshape {n.x(1)} [{g} 1]) [{g} {s[1] // g}]) [1 {s[1]} {' '.join(['1'] * (r - 2))}])"
+        b_t = f"(reshape (expand (reshape {n.x(2)} [{g} 1]) [{g} {s[1] // g}]) [1 {s[1]} {' '.join(['1'] * (r - 2))}])"
+        return f"(+ (* {y} {sc_t}) {b_t})"
+    return f"(+ (* {y} {_chan(n, 1, r)}) {_chan(n, 2, r)})"
+
+
+@handler("LpNormalization")
+def _lpnorm(n: N) -> str:
+    x, a, p = n.x(0), n.a("axis", -1), n.a("p", 2)
+    norm = f"(sqrt (sum (* {x} {x}) :axis {a} :keepdims true))" if p == 2 else \
+        f"(sum (abs {x}) :axis {a} :keepdims true)"
+    return f"(/ {x} {norm})"
+
+
+@handler("MeanVarianceNormalization")
+def _mvn(n: N) -> str:
+    x = n.x(0)
+    axes = ax_list(n.a("axes", [0, 2, 3]))
+    mu = n.let(f"(mean {x} :axis {axes} :keepdims true)")
+    d = n.let(f"(- {x} {mu})")
+    return f"(/ {d} (+ (sqrt (mean (* {d} {d}) :axis {axes} :keepdims true)) 1e-09))"
+
+
+@handler("ConstantOfShape")
+def _const_of_shape(n: N) -> str:
+    shape = n.ints(0, "input")
+    v = n.a("value")
+    from onnx import numpy_helper
+
+    arr = numpy_helper.to_array(v) if v is not None else np.zeros(1, np.float32)
+    dt = DTYPES.get(v.data_type if v is not None else 1)
+    if dt is None:
+        raise n.fail("the fill value's dtype is not one caten has")
+    return f"(full {dims(shape)} {lit(arr.reshape(-1)[0], dt)} :dtype {dt})"
+
+
+@handler("EyeLike")
+def _eyelike(n: N) -> str:
+    s = n.int_shape()
+    k = n.a("k", 0)
+    dt = DTYPES.get(n.a("dtype")) if n.a("dtype") is not None else n.dt()
+    return f"(cast (= (+ (reshape (arange {s[0]}) [{s[0]} 1]) {k}) (reshape (arange {s[1]}) [1 {s[1]}])) {dt})"
+
+
+@handler("Range")
+def _range(n: N) -> str:
+    s, e, d = (np.asarray(n.c(i, "bound")).reshape(-1)[0] for i in range(3))
+    cnt = max(int(np.ceil((e - s) / d)), 0)
+    dt = n.dt()
+    return f"(+ (* (cast (arange {cnt}) {dt}) {lit(d, dt)}) {lit(s, dt)})"
+
+
+@handler("Shape")
+def _shape(n: N) -> str:
+    s = n.shape()
+    start, end = n.a("start", 0), n.a("end", None)
+    part = s[slice(start, end)]
+    if not part:
+        return "(full [0] 0 :dtype i64)"
+    return f"(concat {' '.join(f'(full [1] {d} :dtype i64)' for d in part)} :axis 0)"
+
+
+@handler("Size")
+def _size(n: N) -> str:
+    s = n.shape()
+    expr = " ".join(str(d) for d in s)
+    return f"(full [] (* 1 {expr}) :dtype i64)" if s else "(full [] 1 :dtype i64)"

@@ -1,0 +1,312 @@
+"""Lowerings of ATen core-IR calls to caten library expressions (for `caten.from_torch`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from caten.errors import Error
+from caten.frontends.onnx import lit
+from caten.frontends.torch_export import Ctx, _meta, aten, dtype_of, lst, operand
+
+_BIN = {"add": "+", "sub": "-", "mul": "*", "div": "/", "eq": "=", "ne": "!=", "lt": "<", "le": "<=", "gt": ">",
+        "ge": ">=", "maximum": "max", "minimum": "min", "logical_and": "and", "logical_or": "or",
+        "bitwise_and": "and", "bitwise_or": "or", "remainder": "mod", "pow": "pow"}
+_UN = {"relu": "relu", "exp": "exp", "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt", "tanh": "tanh",
+       "sigmoid": "sigmoid", "neg": "neg", "abs": "abs", "sin": "sin", "cos": "cos", "erf": "erf",
+       "logical_not": "not", "bitwise_not": "not", "reciprocal": "recip", "sign": "sign", "clone": "contiguous",
+       "alias": "contiguous", "silu": "silu"}
+
+
+def _rank(node: Any) -> int:
+    return _meta(node).dim()
+
+
+def _binary(op: str):
+    def h(c: Ctx, n: Any) -> str:
+        a, b = n.args[0], n.args[1]
+        like = a if hasattr(a, "meta") else b
+        x, y = operand(c, a, like), operand(c, b, like)
+        alpha = n.kwargs.get("alpha", 1)
+        if alpha != 1:
+            y = f"(* {y} {lit(alpha, dtype_of(_meta(like).dtype))})"
+        if op == "/" and n.kwargs.get("rounding_mode"):
+            raise Error(f"torch.export node `{n.name}`: division with rounding_mode is not supported")
+        return f"({op} {x} {y})"
+    return h
+
+
+for _k, _v in _BIN.items():
+    for _ov in ("Tensor", "Scalar", "default", "Tensor_Scalar", "Tensor_Tensor"):
+        aten(f"aten.{_k}.{_ov}")(_binary(_v))
+
+
+def _unary(op: str):
+    def h(c: Ctx, n: Any) -> str:
+        return f"({op} {c.arg(n.args[0])})"
+    return h
+
+
+for _k, _v in _UN.items():
+    aten(f"aten.{_k}.default")(_unary(_v))
+
+
+@aten("aten.gelu.default")
+def _gelu(c: Ctx, n: Any) -> str:
+    x = c.arg(n.args[0])
+    if n.kwargs.get("approximate", "none") == "tanh":
+        return f"(* 0.5 {x} (+ 1 (tanh (* 0.7978845608028654 (+ {x} (* 0.044715 {x} {x} {x}))))))"
+    return f"(gelu {x})"
+
+
+@aten("aten.view.default", "aten._unsafe_view.default", "aten.reshape.default")
+def _view(c: Ctx, n: Any) -> str:
+    return f"(reshape {c.arg(n.args[0])} {lst(c.arg(n.args[1]))})"
+
+
+@aten("aten.permute.default")
+def _permute(c: Ctx, n: Any) -> str:
+    return f"(permute {c.arg(n.args[0])} {lst(n.args[1])})"
+
+
+@aten("aten.t.default")
+def _t(c: Ctx, n: Any) -> str:
+    return f"(transpose {c.arg(n.args[0])})" if _rank(n.args[0]) == 2 else c.arg(n.args[0])
+
+
+@aten("aten.transpose.int")
+def _transpose(c: Ctx, n: Any) -> str:
+    r = _rank(n.args[0])
+    perm = list(range(r))
+    a, b = n.args[1] % r, n.args[2] % r
+    perm[a], perm[b] = perm[b], perm[a]
+    return f"(permute {c.arg(n.args[0])} {lst(perm)})"
+
+
+@aten("aten.expand.default")
+def _expand(c: Ctx, n: Any) -> str:
+    x = n.args[0]
+    shape = c.arg(n.args[1])
+    r, src = len(shape), list(_meta(x).shape)
+    out = [c.dim(src[i - (r - len(src))]) if str(d) == "-1" else d for i, d in enumerate(shape)]
+    return f"(expand {c.arg(x)} {lst(out)})"
+
+
+@aten("aten.unsqueeze.default")
+def _unsqueeze(c: Ctx, n: Any) -> str:
+    return f"(unsqueeze {c.arg(n.args[0])} {n.args[1]})"
+
+
+@aten("aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default")
+def _squeeze(c: Ctx, n: Any) -> str:
+    shape = list(_meta(n.args[0]).shape)
+    dims = n.args[1] if len(n.args) > 1 else list(range(len(shape)))
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    dims = [d % len(shape) for d in dims if shape[d] == 1]
+    return f"(squeeze {c.arg(n.args[0])} {lst(dims)})" if dims else f"(contiguous {c.arg(n.args[0])})"
+
+
+@aten("aten.mm.default", "aten.bmm.default", "aten.matmul.default")
+def _mm(c: Ctx, n: Any) -> str:
+    return f"(matmul {c.arg(n.args[0])} {c.arg(n.args[1])})"
+
+
+@aten("aten.addmm.default")
+def _addmm(c: Ctx, n: Any) -> str:
+    b, x, w = (c.arg(a) for a in n.args[:3])
+    beta, alpha = n.kwargs.get("beta", 1), n.kwargs.get("alpha", 1)
+    if beta != 1 or alpha != 1:
+        raise Error(f"torch.export node `{n.name}`: addmm with alpha/beta is not supported")
+    return f"(+ (matmul {x} {w}) {b})"
+
+
+@aten("aten.convolution.default")
+def _conv(c: Ctx, n: Any) -> str:
+    x, w, b, stride, padding, dilation, transposed, _, groups = n.args
+    if transposed or _rank(x) != 4:
+        raise Error(f"torch.export node `{n.name}`: only 2-D, non-transposed convolution is supported")
+    bias = f" {c.arg(b)}" if b is not None else ""
+    return (f"(conv2d {c.arg(x)} {c.arg(w)}{bias} :stride {lst(stride)} :padding {lst(padding)} "
+            f":dilation {lst(dilation)} :groups {groups})")
+
+
+@aten("aten.max_pool2d_with_indices.default")
+def _maxpool(c: Ctx, n: Any) -> list:
+    args = list(n.args) + [None] * 6
+    x, k, s, p, d, ceil = args[:6]
+    if (d and any(v != 1 for v in d)) or ceil:
+        raise Error(f"torch.export node `{n.name}`: max_pool2d with dilation or ceil_mode is not supported")
+    s = s or k
+    p = p or [0, 0]
+    return [f"(max-pool2d {c.arg(x)} :kernel {lst(k)} :stride {lst(s)} :padding {lst(p)})", None]
+
+
+@aten("aten.avg_pool2d.default")
+def _avgpool(c: Ctx, n: Any) -> str:
+    args = list(n.args) + [None] * 6
+    x, k, s, p = args[:4]
+    return f"(avg-pool2d {c.arg(x)} :kernel {lst(k)} :stride {lst(s or k)} :padding {lst(p or [0, 0])})"
+
+
+@aten("aten._softmax.default", "aten.softmax.int")
+def _softmax(c: Ctx, n: Any) -> str:
+    return f"(softmax {c.arg(n.args[0])} :axis {n.args[1]})"
+
+
+@aten("aten._log_softmax.default", "aten.log_softmax.int")
+def _log_softmax(c: Ctx, n: Any) -> str:
+    return f"(log-softmax {c.arg(n.args[0])} :axis {n.args[1]})"
+
+
+@aten("aten.native_layer_norm.default")
+def _layer_norm(c: Ctx, n: Any) -> list:
+    x, shape, w, b, eps = n.args
+    r = _rank(x)
+    axes = lst(range(r - len(shape), r))
+    xv = c.arg(x)
+    mu = c.emit(n.name + "_mean", f"(mean {xv} :axis {axes} :keepdims true)")
+    d = c.emit(n.name + "_d", f"(- {xv} {mu})")
+    rstd = c.emit(n.name + "_rstd", f"(rsqrt (+ (mean (* {d} {d}) :axis {axes} :keepdims true) {eps!r}))")
+    y = f"(* {d} {rstd})"
+    if w is not None:
+        y = f"(* {y} {c.arg(w)})"
+    if b is not None:
+        y = f"(+ {y} {c.arg(b)})"
+    return [y, mu, rstd]
+
+
+def _reduce(f: str):
+    def h(c: Ctx, n: Any) -> str:
+        x = n.args[0]
+        dims = n.args[1] if len(n.args) > 1 and n.args[1] is not None else None
+        keep = n.args[2] if len(n.args) > 2 else n.kwargs.get("keepdim", False)
+        axis = "nil" if dims is None or dims == [] else lst([dims] if isinstance(dims, int) else dims)
+        return f"({f} {c.arg(x)} :axis {axis} :keepdims {'true' if keep else 'false'})"
+    return h
+
+
+for _name, _f in (("mean.dim", "mean"), ("sum.dim_IntList", "sum"), ("amax.default", "max"),
+                  ("amin.default", "min"), ("any.dim", "max"), ("any.dims", "max"), ("argmax.default", "argmax"),
+                  ("prod.dim_int", "prod")):
+    aten(f"aten.{_name}")(_reduce(_f))
+
+
+@aten("aten.where.self")
+def _where(c: Ctx, n: Any) -> str:
+    cond, a, b = n.args
+    like = a if hasattr(a, "meta") else b
+    return f"(where {c.arg(cond)} {operand(c, a, like)} {operand(c, b, like)})"
+
+
+def _dt_kw(n: Any, default: str) -> str:
+    d = n.kwargs.get("dtype")
+    return dtype_of(d) if d is not None else default
+
+
+@aten("aten.full.default")
+def _full(c: Ctx, n: Any) -> str:
+    dt = dtype_of(_meta(n).dtype)
+    return f"(full {lst(c.arg(n.args[0]))} {lit(n.args[1], dt)} :dtype {dt})"
+
+
+@aten("aten.scalar_tensor.default")
+def _scalar_tensor(c: Ctx, n: Any) -> str:
+    dt = dtype_of(_meta(n).dtype)
+    return f"(full [] {lit(n.args[0], dt)} :dtype {dt})"
+
+
+@aten("aten.full_like.default", "aten.zeros_like.default", "aten.ones_like.default")
+def _full_like(c: Ctx, n: Any) -> str:
+    dt = dtype_of(_meta(n).dtype)
+    v = n.args[1] if len(n.args) > 1 else (0 if "zeros" in str(n.target) else 1)
+    return f"(full (shape {c.arg(n.args[0])}) {lit(v, dt)} :dtype {dt})"
+
+
+@aten("aten.arange.start_step", "aten.arange.default", "aten.arange.start")
+def _arange(c: Ctx, n: Any) -> str:
+    a = list(n.args)
+    start, end, step = (0, a[0], 1) if len(a) == 1 else (a[0], a[1], a[2] if len(a) > 2 else 1)
+    if not all(isinstance(v, int) for v in (start, end, step)):
+        raise Error(f"torch.export node `{n.name}`: arange needs constant integer bounds")
+    cnt = max(0, -(-(end - start) // step))
+    dt = dtype_of(_meta(n).dtype)
+    return f"(+ (* (arange {cnt} :dtype {dt}) {lit(step, dt)}) {lit(start, dt)})"
+
+
+@aten("aten._to_copy.default")
+def _to_copy(c: Ctx, n: Any) -> str:
+    src, dst = dtype_of(_meta(n.args[0]).dtype), dtype_of(_meta(n).dtype)
+    x = c.arg(n.args[0])
+    return f"(contiguous {x})" if src == dst else f"(cast {x} {dst})"
+
+
+@aten("aten.split_with_sizes.default", "aten.split.Tensor")
+def _split(c: Ctx, n: Any) -> list:
+    x, sizes = n.args[0], n.args[1]
+    dim = (n.args[2] if len(n.args) > 2 else n.kwargs.get("dim", 0)) % _rank(x)
+    total = _meta(x).shape[dim]
+    if isinstance(sizes, int):
+        sizes = [min(sizes, total - i) for i in range(0, total, sizes)]
+    out, off = [], 0
+    for s in sizes:
+        specs = " ".join(f"[0 {c.dim(d)} 1]" for d in _meta(x).shape[:dim])
+        out.append(f"(slice {c.arg(x)} {specs} [{off} {off + s} 1])")
+        off += s
+    return out
+
+
+@aten("aten.slice.Tensor")
+def _slice(c: Ctx, n: Any) -> str:
+    x = n.args[0]
+    a = list(n.args) + [None] * 5
+    dim, start, end, step = (a[1] or 0) % _rank(x), a[2] or 0, a[3], a[4] or 1
+    shape = _meta(x).shape
+    end = shape[dim] if end is None or (isinstance(end, int) and end > 2**62) else end
+    specs = " ".join(f"[0 {c.dim(d)} 1]" for d in shape[:dim])
+    return f"(slice {c.arg(x)} {specs} [{c.arg(start)} {c.arg(end)} {step}])"
+
+
+@aten("aten.select.int")
+def _select(c: Ctx, n: Any) -> str:
+    x, dim, i = n.args
+    r = _rank(x)
+    dim %= r
+    specs = " ".join(f"[0 {c.dim(d)} 1]" for d in _meta(x).shape[:dim])
+    i = i if i >= 0 else f"(+ {c.dim(_meta(x).shape[dim])} {i})"
+    return f"(squeeze (slice {c.arg(x)} {specs} [{i} (+ {i} 1) 1]) {dim})"
+
+
+@aten("aten.cat.default")
+def _cat(c: Ctx, n: Any) -> str:
+    xs = [c.arg(x) for x in n.args[0]]
+    dim = n.args[1] if len(n.args) > 1 else 0
+    return f"(concat {' '.join(xs)} :axis {dim})"
+
+
+@aten("aten.embedding.default")
+def _embedding(c: Ctx, n: Any) -> str:
+    return f"(take {c.arg(n.args[0])} {c.arg(n.args[1])} :axis 0)"
+
+
+@aten("aten.sym_size.int")
+def _sym_size(c: Ctx, n: Any) -> str:
+    return c.dim(_meta(n))
+
+
+@aten("aten.triu.default", "aten.tril.default")
+def _tri(c: Ctx, n: Any) -> str:
+    f = "triu" if "triu" in str(n.target) else "tril"
+    k = n.args[1] if len(n.args) > 1 else 0
+    return f"({f} {c.arg(n.args[0])} :k {k})"
+
+
+@aten("aten.clamp.default")
+def _clamp(c: Ctx, n: Any) -> str:
+    x = n.args[0]
+    y = c.arg(x)
+    lo = n.args[1] if len(n.args) > 1 else None
+    hi = n.args[2] if len(n.args) > 2 else None
+    if lo is not None:
+        y = f"(max {y} {operand(c, lo, x)})"
+    if hi is not None:
+        y = f"(min {y} {operand(c, hi, x)})"
+    return y
