@@ -85,3 +85,13 @@ def test_no_undeclared_package_data(tmp_path: Path):
                         "-w", str(tmp_path), str(REPO)], capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "Installing 'caten.ops.rules' as data is deprecated" not in r.stdout + r.stderr
+
+
+def test_every_package_is_declared():
+    """A package folder missing from pyproject's list is absent from a plain install (caten.fuzz was)."""
+    import tomllib
+
+    root = Path(__file__).resolve().parent.parent
+    declared = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(root).parts) for p in (root / "caten").rglob("__init__.py")}
+    assert found <= declared, sorted(found - declared)
