@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 import caten
 from caten.ir import dims as D
+from caten.ir import dtypes as T
 from caten.run import runtime as R
 from caten.run.module import check_shapes
 
@@ -419,3 +420,14 @@ def test_reshape_of_strided_views_merges_exactly():
     assert merged > 300  # most of these reshapes need no second view
     swap = View.of([2, 3]).permute([1, 0])
     assert swap.reshape([6]) is None  # a transposed matrix cannot be flattened in place
+
+
+@pytest.mark.parametrize("dt", ["i32", "i64", "f32"])
+@pytest.mark.parametrize("rt", ["llvm", "c"])
+def test_pad_before_the_rows_keeps_them(rt, dt):
+    """`caten fuzz` seed 153278: on c, GCC 12.2 -O3 with AVX2 if-converted the pad's guarded load
+    into a masked load and zeroed rows 2-3 (runtimes/c_rt.py FLAGS)."""
+    src = f"(composite fz ((X{{{dt}}}[4, 2]) -> (Y{{{dt}}}[6, 2])) (pad X [[2 0] [0 0]] :value 0))"
+    x = np.arange(-8, 0).reshape(4, 2).astype(T.lookup(dt).np)
+    got = caten.loads(src, runtime=rt).fz(x)
+    assert np.array_equal(got, np.pad(x, [(2, 0), (0, 0)]))
