@@ -280,3 +280,18 @@ def test_outputs_too_large_to_allocate(rt):
         m.huge(np.ones(100000, np.float32))  # 10**25 elements: past int64
     np.testing.assert_array_equal(m.huge(np.arange(2, dtype=np.float32)),
                                   np.broadcast_to(np.arange(2, dtype=np.float32).reshape(2, 1, 1, 1, 1), (2,) * 5))
+
+
+def test_a_runtime_without_its_device_still_compiles():
+    """The availability check is at the call: `caten test-runtime -r cuda` without a GPU compiles
+    every case (it failed them all when the check sat in the compile path)."""
+    from caten.run import runtime as R
+
+    rt = R.get("cuda")
+    ok, _ = rt.available()
+    if ok:
+        pytest.skip("a CUDA GPU is here: nothing to show")
+    mod = caten.loads("(composite f ((X{f32}[N]) -> (Y{f32}[N])) (exp X))", runtime="cuda")
+    mod.f.program({})  # compiles (PTX checked by ptxas where it is installed)
+    with pytest.raises(caten.Error, match="cannot run here"):
+        mod.f(np.ones(3, np.float32))

@@ -73,10 +73,6 @@ class Composite:
         key = tuple(sorted((k, v.name) for k, v in types.items()))
         if key not in self._variants:
             m = self.module
-            ok, why = m.runtime.available()
-            if not ok:
-                raise Error(f"runtime '{m.runtime.name}' cannot run here: {why}",
-                            hint="install what it names, or choose another runtime (`caten runtimes` lists them)")
             prog = self.elaborate(types)
             exe = deep(m.runtime.compile, prog, CompileOptions(opt_level=m.opt_level, use_cache=m.use_cache,
                                                               target=m.target, check_bounds=m.check_bounds))
@@ -93,6 +89,12 @@ class Composite:
             if not isinstance(a, (np.ndarray, np.generic)):
                 raise Error(f"argument `{p.name}` of `{name}` must be a numpy array, got {type(a).__name__}")
             arrays.append(np.asarray(a))
+        # checked at the call, not at compile: a runtime without its device still compiles
+        # (`caten test-runtime -r cuda` without a GPU is compile-only)
+        ok, why = self.module.runtime.available()
+        if not ok:
+            raise Error(f"runtime '{self.module.runtime.name}' cannot run here: {why}",
+                        hint="install what it names, or choose another runtime (`caten runtimes` lists them)")
         prog, exe = self.program(self._bind_types(arrays))
         env = check_shapes(prog, arrays)
         outs = [self._output(prog, o, env) for o in prog.outputs]
