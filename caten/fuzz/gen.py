@@ -333,7 +333,8 @@ def _discontinuous(s: Stmt, dtype: str) -> bool:
     generator does not draw them on such values."""
     if not is_float(dtype):
         return False
-    return (s.op == "bin" and s.p.get("f") in COMPARE) or (s.op == "cast" and not is_float(s.p["to"])) or (s.op == "red" and s.p.get("f") == "argmax")
+    return (s.op == "bin" and s.p.get("f") in COMPARE) or (s.op == "cast" and not is_float(s.p["to"])) \
+        or (s.op == "red" and s.p.get("f") == "argmax")
 
 
 def name_outputs(prog: Prog, env: dict[str, Ty]) -> Prog:
