@@ -95,6 +95,22 @@ def test_reductions_over_empty_axes(rt):
     np.testing.assert_array_equal(mod.am(np.array([[1, 5, 5], [7, 0, 1]], np.float32)), [1, 0])
 
 
+@pytest.mark.parametrize("rt", RUNTIMES)
+def test_sum_over_a_literal_empty_axis_next_to_a_symbolic_one(rt):
+    """Fuzz seed 1002684: the blocked-sum planner divided by a literal 0 extent (a
+    ZeroDivisionError at compile time on llvm and c)."""
+    src = """(composite fz ((X0{f32}[0, 1, N]) (X1{f32}[1, N]) -> (Y0{f32}[]))
+  (setf v0 (reshape X0 [(* 0 1) (dim X0 2)]))
+  (setf v3 (sum v0 :axis 1))
+  (setf v4 (+ (permute X1 [1 0]) v3))
+  (return (sum v4 :axis [0 1])))"""
+    mod = caten.loads(src, runtime=rt, use_cache=False)
+    for n in (1, 3):
+        x0, x1 = np.zeros((0, 1, n), np.float32), np.arange(n, dtype=np.float32).reshape(1, n) + 1
+        want = (x1.T + x0.reshape(0, n).sum(axis=1)).sum()
+        np.testing.assert_array_equal(mod.fz(x0, x1), want)
+
+
 def _library(rt: str, src: str, tmp_path, name: str):
     prog = caten.loads(src, runtime=rt).__getattr__(name).elaborate({})
     art = get_runtime(rt).emit(prog, "lib", CompileOptions())

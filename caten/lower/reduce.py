@@ -38,8 +38,8 @@ def block_plan(rop: str, acc_dt: DType, extents: Sequence[Dim]) -> tuple[int, in
     """Where to cut the reduced loops (extents outermost first): (q, c) splits loop q into
     blocks of c iterations, the loops after q running whole inside a block; None when the
     reduction is not a float sum or provably fits in one block."""
-    if rop != "add" or not acc_dt.is_float or not extents:
-        return None
+    if rop != "add" or not acc_dt.is_float or not extents or 0 in extents:
+        return None  # (an empty reduced loop: nothing to block; fuzz seed 1002684 divided by it)
     inner, q = 1, len(extents)
     while q > 0 and isinstance(extents[q - 1], int) and inner * extents[q - 1] <= BLOCK:
         inner *= extents[q - 1]
