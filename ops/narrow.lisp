@@ -38,3 +38,27 @@ wrapped modulo :modulus into [-modulus/2, modulus/2) (signed) or [0, modulus); n
         (w2 (if signed (where (>= w (idiv n 2)) (- w n) w) w))
         (w3 (if (float? X) (where (!= w2 w2) 0 w2) w2)))
     (cast w3 i64)))
+
+(composite round-to-e8m0 ((X{f32}[...]) -> (Y{f32}[...]) &key (up true) (nearest false) (saturate true))
+  "|X| as a power of two 2**-127 .. 2**127 (ONNX's FLOAT8E8M0, no sign, no zero), the exponent of |X|
+rounded :up (any fraction), :nearest (mantissa >= 1/2; below 2**-126, above 2**-127) or else down;
+nan and inf give nan, and so does rounding past 2**127 unless :saturate"
+  ;; p = 2**floor(log2 |X|) for normal |X| by exact comparisons: from 1 or 2**-126, seven steps of
+  ;; 2**64 .. 2**1 reach every exponent (a step that overflows to inf is never taken)
+  (let ((a (abs X))
+        (lo 5.877471754111438e-39)
+        (tiny 1.1754943508222875e-38)
+        (s0 (where (>= a 1.0) 1.0 tiny))
+        (s1 (where (>= a (* s0 1.8446744073709552e+19)) (* s0 1.8446744073709552e+19) s0))
+        (s2 (where (>= a (* s1 4294967296.0)) (* s1 4294967296.0) s1))
+        (s3 (where (>= a (* s2 65536.0)) (* s2 65536.0) s2))
+        (s4 (where (>= a (* s3 256.0)) (* s3 256.0) s3))
+        (s5 (where (>= a (* s4 16.0)) (* s4 16.0) s4))
+        (s6 (where (>= a (* s5 4.0)) (* s5 4.0) s5))
+        (p (where (>= a (* s6 2.0)) (* s6 2.0) s6))
+        (rup (if up (> a p) (if nearest (>= a (* p 1.5)) (< a 0))))
+        (top (= p 1.7014118346046923e+38))
+        (n (where rup (where top (if saturate p nan) (* p 2.0)) p))
+        (sub-up (if up (> a 0) (if nearest (> a lo) (< a 0))))
+        (sub (where sub-up tiny lo)))
+    (where (or (!= a a) (= a inf)) nan (where (< a tiny) sub n))))

@@ -26,6 +26,7 @@ class Narrow:
     modulus: int = 0  # integer formats: values wrap modulo this
     signed: bool = True
     saturates: bool = False  # overflow always saturates (no inf, no nan in the format)
+    e8m0: bool = False  # FLOAT8E8M0: a power of two, rounded by the cast's round_mode
 
 
 # step = smallest subnormal, tiny = smallest normal, maxv = largest finite (OCP / ONNX spec values)
@@ -36,6 +37,7 @@ NARROW: dict[int, Narrow] = {
     20: Narrow("float8_e5m2fnuz", "f32", (2.0 ** -17, 2.0 ** -15, 57344.0, "nan", "nan", False)),
     # float4 has neither inf nor nan: overflow saturates and nan becomes -0 (ml_dtypes, ONNX's reference)
     23: Narrow("float4_e2m1fn", "f32", (0.5, 1.0, 6.0, "6.0", "-0.0", True), saturates=True),
+    24: Narrow("float8_e8m0fnu", "f32", e8m0=True),
     21: Narrow("uint4", "u8", modulus=16, signed=False),
     22: Narrow("int4", "i8", modulus=16),
     25: Narrow("uint2", "u8", modulus=4, signed=False),
@@ -48,8 +50,15 @@ def _num(v: float) -> str:
     return repr(float(v))
 
 
-def cast_to(x: str, src: str, fmt: Narrow, saturate: bool) -> str:
+def cast_to(x: str, src: str, fmt: Narrow, saturate: bool, round_mode: str = "up") -> str:
     """caten text casting `x` (caten dtype `src`) to narrow format `fmt`, in its carrier dtype."""
+    if fmt.e8m0:  # ONNX rounds the f32 value's exponent (an f64 source is first rounded to f32)
+        if round_mode not in ("up", "nearest", "down"):
+            raise ValueError(f"round_mode `{round_mode}` is not one of up, nearest, down")
+        xf = x if src == "f32" else f"(cast {x} f32)"
+        flags = " ".join(f":{k} {'true' if v else 'false'}" for k, v in
+                         (("up", round_mode == "up"), ("nearest", round_mode == "nearest"), ("saturate", saturate)))
+        return f"(round-to-e8m0 {xf} {flags})"
     if fmt.minifloat is None:
         return f"(cast (wrap-int {x} :modulus {fmt.modulus} :signed {'true' if fmt.signed else 'false'}) {fmt.carrier})"
     step, tiny, maxv, over, nanval, negzero = fmt.minifloat

@@ -238,7 +238,10 @@ def _cast(n: N) -> str:
     code = n.a("to") if n.op == "Cast" else n.g.code(n.node.input[1])
     src = n.dt()
     if code in NARROW:
-        return cast_to(n.x(0), src, NARROW[code], bool(n.a("saturate", 1)))
+        try:
+            return cast_to(n.x(0), src, NARROW[code], bool(n.a("saturate", 1)), n.a("round_mode", "up"))
+        except ValueError as e:
+            raise n.fail(str(e)) from None
     to = DTYPES.get(code) if code is not None else None
     if to is None:
         raise n.fail("the target dtype is not one caten has")
