@@ -64,12 +64,12 @@ def cast_to(x: str, src: str, fmt: Narrow, saturate: bool, round_mode: str = "up
     step, tiny, maxv, over, nanval, negzero = fmt.minifloat
     if saturate or fmt.saturates:
         over = _num(maxv)
-    # rounding needs IEEE arithmetic at least as wide as f32: narrower sources widen exactly first
-    wide = src if src in ("f32", "f64") else "f32"
-    xw = x if wide == src else f"(cast {x} {wide})"
+    # the rounding runs in f32 (narrower sources widen exactly); an f64 source is first rounded to f32,
+    # as ONNX's reference (ml_dtypes) does, so a value just off a midpoint may round twice
+    xw = x if src == "f32" else f"(cast {x} f32)"
     expr = (f"(round-to-minifloat {xw} :step {_num(step)} :tiny {_num(tiny)} :maxv {_num(maxv)} "
             f":over {over} :nanval {nanval} :negzero {'true' if negzero else 'false'})")
-    return expr if wide == fmt.carrier else f"(cast {expr} {fmt.carrier})"
+    return expr
 
 
 def to_carrier(arr: np.ndarray) -> tuple[np.ndarray, int | None]:
