@@ -140,3 +140,23 @@ def test_backend_carries_narrow_types_across_the_boundary() -> None:
     (y,) = backend.prepare(model).run([x])
     assert y.dtype == np.dtype(ml_dtypes.int4)
     assert np.array_equal(y.astype(np.int64), x.astype(np.float32).astype(ml_dtypes.int4).astype(np.int64))
+
+
+def test_load_takes_narrow_inputs_and_initializers_as_carriers() -> None:
+    """caten.onnx.load: an INT4 initializer and a FLOAT8E4M3FN input are read as their exact values."""
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    import caten.onnx
+
+    w = np.array([-8, -1, 0, 7], np.int8).astype(ml_dtypes.int4)
+    nodes = [helper.make_node("Cast", ["x"], ["xf"], to=TensorProto.FLOAT),
+             helper.make_node("Cast", ["w"], ["wf"], to=TensorProto.FLOAT),
+             helper.make_node("Add", ["xf", "wf"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT8E4M3FN, [4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+                          [numpy_helper.from_array(w, "w")])
+    mod = caten.onnx.load(helper.make_model(g, opset_imports=[helper.make_opsetid("", 23)]), runtime="llvm")
+    x = np.array([0.1, 448.0, -3.3, 1e-3], np.float32).astype(ml_dtypes.float8_e4m3fn)
+    y = np.asarray(mod(x))
+    assert np.array_equal(y, x.astype(np.float32) + w.astype(np.float32))
