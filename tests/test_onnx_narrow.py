@@ -160,3 +160,28 @@ def test_load_takes_narrow_inputs_and_initializers_as_carriers() -> None:
     x = np.array([0.1, 448.0, -3.3, 1e-3], np.float32).astype(ml_dtypes.float8_e4m3fn)
     y = np.asarray(mod(x))
     assert np.array_equal(y, x.astype(np.float32) + w.astype(np.float32))
+
+
+@pytest.mark.parametrize("to", ["INT4", "UINT4", "INT2", "FLOAT8E4M3FN", "FLOAT8E5M2FNUZ", "FLOAT4E2M1"])
+def test_quantize_linear_to_narrow_saturates_to_the_format(to: str) -> None:
+    """QuantizeLinear to a narrow type clamps to that format's range, not its carrier's (onnx's reference)."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+    from onnx.reference import ReferenceEvaluator
+
+    from caten.onnx import backend
+
+    code = getattr(TensorProto, to)
+    zp_dt = getattr(ml_dtypes, NARROW[code].name)
+    node = helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], output_dtype=code)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [9]),
+                                        helper.make_tensor_value_info("s", TensorProto.FLOAT, []),
+                                        helper.make_tensor_value_info("z", code, [])],
+                          [helper.make_tensor_value_info("y", code, [9])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 23)])
+    x = np.array([-1000, -9.5, -2.5, -0.3, 0, 0.5, 1.5, 7.6, 1e6], np.float32)
+    s, z = np.array(0.5, np.float32), np.array(1, np.float32).astype(zp_dt)
+    (want,) = ReferenceEvaluator(model).run(None, {"x": x, "s": s, "z": z})
+    (got,) = backend.prepare(model).run([x, s, z])
+    assert got.dtype == want.dtype
+    assert _same(got.astype(np.float32), want.astype(np.float32)).all(), (got, want)
