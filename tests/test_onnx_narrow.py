@@ -165,7 +165,7 @@ def test_load_takes_narrow_inputs_and_initializers_as_carriers() -> None:
 @pytest.mark.parametrize("to", ["INT4", "UINT4", "INT2", "FLOAT8E4M3FN", "FLOAT8E5M2FNUZ", "FLOAT4E2M1"])
 def test_quantize_linear_to_narrow_saturates_to_the_format(to: str) -> None:
     """QuantizeLinear to a narrow type clamps to that format's range, not its carrier's (onnx's reference)."""
-    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnx")
     from onnx import TensorProto, helper
     from onnx.reference import ReferenceEvaluator
 
