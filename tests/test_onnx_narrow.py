@@ -143,23 +143,28 @@ def test_backend_carries_narrow_types_across_the_boundary() -> None:
 
 
 def test_load_takes_narrow_inputs_and_initializers_as_carriers() -> None:
-    """caten.onnx.load: an INT4 initializer and a FLOAT8E4M3FN input are read as their exact values."""
+    """caten.onnx.load: an INT4 initializer, a FLOAT4E2M1 Constant and a FLOAT8E4M3FN input are read
+    as their exact values."""
     pytest.importorskip("onnx")
     from onnx import TensorProto, helper, numpy_helper
 
     import caten.onnx
 
     w = np.array([-8, -1, 0, 7], np.int8).astype(ml_dtypes.int4)
+    c = np.array([0.5, -1.5, 3.0, 6.0], np.float32).astype(ml_dtypes.float4_e2m1fn)
     nodes = [helper.make_node("Cast", ["x"], ["xf"], to=TensorProto.FLOAT),
              helper.make_node("Cast", ["w"], ["wf"], to=TensorProto.FLOAT),
-             helper.make_node("Add", ["xf", "wf"], ["y"])]
+             helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(c, "c")),
+             helper.make_node("Cast", ["c"], ["cf"], to=TensorProto.FLOAT),
+             helper.make_node("Add", ["xf", "wf"], ["s"]),
+             helper.make_node("Add", ["s", "cf"], ["y"])]
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT8E4M3FN, [4])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
                           [numpy_helper.from_array(w, "w")])
     mod = caten.onnx.load(helper.make_model(g, opset_imports=[helper.make_opsetid("", 23)]), runtime="llvm")
     x = np.array([0.1, 448.0, -3.3, 1e-3], np.float32).astype(ml_dtypes.float8_e4m3fn)
     y = np.asarray(mod(x))
-    assert np.array_equal(y, x.astype(np.float32) + w.astype(np.float32))
+    assert np.array_equal(y, x.astype(np.float32) + w.astype(np.float32) + c.astype(np.float32))
 
 
 @pytest.mark.parametrize("to", ["INT4", "UINT4", "INT2", "FLOAT8E4M3FN", "FLOAT8E5M2FNUZ", "FLOAT4E2M1"])
@@ -185,3 +190,22 @@ def test_quantize_linear_to_narrow_saturates_to_the_format(to: str) -> None:
     (got,) = backend.prepare(model).run([x, s, z])
     assert got.dtype == want.dtype
     assert _same(got.astype(np.float32), want.astype(np.float32)).all(), (got, want)
+
+
+def test_narrow_constant_node_is_carried() -> None:
+    """A FLOAT8E5M2 Constant node used as a tensor (Concat with a float8 input) holds its exact values."""
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    from caten.onnx import backend
+
+    c = np.array([-57344.0, 0.0001, 3.0], np.float32).astype(ml_dtypes.float8_e5m2)
+    nodes = [helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(c, "c")),
+             helper.make_node("Concat", ["x", "c"], ["y"], axis=0)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT8E5M2, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT8E5M2, [5])])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 23)])
+    x = np.array([1.25, -7.0], np.float32).astype(ml_dtypes.float8_e5m2)
+    (y,) = backend.prepare(model).run([x])
+    assert y.dtype == np.dtype(ml_dtypes.float8_e5m2)
+    assert _same(y.astype(np.float32), np.concatenate([x, c]).astype(np.float32)).all()

@@ -117,7 +117,7 @@ class Graph:
         self.producer: dict[str, Any] = {}
         g = model.graph
         for init in g.initializer:
-            self._const(init.name, numpy_helper.to_array(init))
+            self.set_const(init.name, numpy_helper.to_array(init))
         self.shapes = dict(shapes or {})
         # dim symbols are the graph inputs' dim_params; inference's own (unk__0) are unknown dims
         self.dim_params = {d.dim_param for vi in g.input if vi.type.HasField("tensor_type")
@@ -145,9 +145,10 @@ class Graph:
         if changed:
             for init in m.graph.initializer:
                 if init.name not in self.consts:
-                    self._const(init.name, self.onnx.numpy_helper.to_array(init))
+                    self.set_const(init.name, self.onnx.numpy_helper.to_array(init))
 
-    def _const(self, name: str, v: np.ndarray) -> None:
+    def set_const(self, name: str, v: np.ndarray) -> None:
+        """Record a constant; a narrow-typed one (ml_dtypes) as its carrier, remembering its type."""
         from caten.frontends.onnx_narrow import to_carrier
 
         self.consts[name], code = to_carrier(v)

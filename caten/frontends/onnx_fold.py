@@ -110,7 +110,7 @@ def try_fold(g: Any, node: Any) -> bool:
     op = node.op_type
     if op == "Constant":
         try:
-            g.consts[node.output[0]] = constant_value(node)
+            g.set_const(node.output[0], constant_value(node))
         except ValueError as e:
             from caten.frontends.onnx import Unsupported
 
