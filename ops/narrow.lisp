@@ -5,9 +5,7 @@
 (composite round-to-minifloat ((X{T}[...]) -> (Y{T}[...])
                                &key (step 0.001953125) (tiny 0.015625) (maxv 448.0) (over nan)
                                (nanval nan) (negzero true))
-  "X rounded to the nearest value (ties to even) of a minifloat whose smallest subnormal is :step,
-smallest normal :tiny and largest finite :maxv; a magnitude rounding above :maxv gives :over (signed),
-nan gives :nanval; without :negzero a zero result is +0 (the FNUZ formats)"
+  "X rounded, ties to even, to the minifloat with smallest subnormal :step, smallest normal :tiny, largest finite :maxv (above: :over; nan: :nanval; no -0 without :negzero)"
   ;; q, the format's spacing at |X|, is step * 2**floor(log2(max(|X|, tiny) / tiny)); the power of two
   ;; is found by exact comparisons (five halvings cover 2**0 .. 2**31, more than any format's exponents).
   ;; |X| / q is then exact and below 2**(mantissa + 1); adding and subtracting 2**23 (2**52 for f64)
@@ -30,8 +28,7 @@ nan gives :nanval; without :negzero a zero result is +0 (the FNUZ formats)"
     (where (!= X X) nanval (where (= r 0) zero signed))))
 
 (composite wrap-int ((X{T}[...]) -> (Y{i64}[...]) &key (modulus 16) (signed true))
-  "X converted to a integer of :modulus values as ml_dtypes and C do: floats truncated toward zero, then
-wrapped modulo :modulus into [-modulus/2, modulus/2) (signed) or [0, modulus); nan and inf give 0"
+  "X as an integer of :modulus values (int4, int2 ...): floats truncated, then wrapped modulo :modulus into [-m/2, m/2) or [0, m); nan and inf give 0"
   ;; floats wrap before the conversion (mod is exact), so no magnitude overflows the conversion
   (let ((n (full [] modulus :dtype (dtype X)))
         (tr (if (float? X) (where (< X 0) (neg (idiv (neg X) 1)) (idiv X 1)) X))
@@ -41,9 +38,8 @@ wrapped modulo :modulus into [-modulus/2, modulus/2) (signed) or [0, modulus); n
     (cast w3 i64)))
 
 (composite round-to-e8m0 ((X{f32}[...]) -> (Y{f32}[...]) &key (up true) (nearest false) (saturate true))
-  "|X| as a power of two 2**-127 .. 2**127 (ONNX's FLOAT8E8M0, no sign, no zero), the exponent of |X|
-rounded :up (any fraction), :nearest (mantissa >= 1/2; below 2**-126, above 2**-127) or else down;
-nan and inf give nan, and so does rounding past 2**127 unless :saturate"
+  "|X| as a power of two 2**-127 .. 2**127 (FLOAT8E8M0), its exponent rounded :up, :nearest or else down; nan, inf and (without :saturate) overflow give nan"
+  ;; :up rounds any fraction up; :nearest rounds a mantissa >= 1/2 up (below 2**-126: one above 2**-127)
   ;; p = 2**floor(log2 |X|) for normal |X| by exact comparisons: from 1 or 2**-126, seven steps of
   ;; 2**64 .. 2**1 reach every exponent (a step that overflows to inf is never taken)
   (let ((a (abs X))
