@@ -27,6 +27,13 @@ NP = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i8": np.int8, "i
 _SYM = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
+def carrier_dtype(code: int) -> str | None:
+    """The caten dtype of ONNX element type `code`: its own, or a narrow type's carrier (onnx_narrow)."""
+    from caten.frontends.onnx_narrow import NARROW
+
+    return DTYPES.get(code) or (NARROW[code].carrier if code in NARROW else None)
+
+
 class Unsupported(Error):
     """An ONNX construct caten cannot express; the message names the node and op type."""
 
@@ -100,6 +107,7 @@ class Graph:
         self.names: dict[str, str] = {}  # ONNX value -> caten variable
         self.consts: dict[str, np.ndarray] = {}
         self.types: dict[str, tuple[str | None, list | None]] = {}
+        self.narrow: dict[str, int] = {}  # values of a narrow ONNX type (carried, onnx_narrow) -> its code
         self.lines: list[str] = []
         self.params: list[tuple[str, str]] = []  # (onnx name, caten signature entry) of run-time inputs
         self.weights: dict[str, np.ndarray] = {}
@@ -109,7 +117,7 @@ class Graph:
         self.producer: dict[str, Any] = {}
         g = model.graph
         for init in g.initializer:
-            self.consts[init.name] = numpy_helper.to_array(init)
+            self.set_const(init.name, numpy_helper.to_array(init))
         self.shapes = dict(shapes or {})
         # dim symbols are the graph inputs' dim_params; inference's own (unk__0) are unknown dims
         self.dim_params = {d.dim_param for vi in g.input if vi.type.HasField("tensor_type")
@@ -137,13 +145,27 @@ class Graph:
         if changed:
             for init in m.graph.initializer:
                 if init.name not in self.consts:
-                    self.consts[init.name] = self.onnx.numpy_helper.to_array(init)
+                    self.set_const(init.name, self.onnx.numpy_helper.to_array(init))
+
+    def set_const(self, name: str, v: np.ndarray) -> None:
+        """Record a constant; a narrow-typed one (ml_dtypes) as its carrier, remembering its type."""
+        from caten.frontends.onnx_narrow import to_carrier
+
+        self.consts[name], code = to_carrier(v)
+        if code is not None:
+            self.narrow[name] = code
+
+    def code(self, name: str) -> int | None:
+        """The ONNX element type of a value (a narrow type, not its carrier, where it has one)."""
+        if name in self.narrow:
+            return self.narrow[name]
+        dt = self.dtype(name)
+        return None if dt is None else next(k for k, v in DTYPES.items() if v == dt)
 
     def _type_proto(self, name: str) -> Any:
-        dt, shape = self.dtype(name), self.shape(name)
-        if dt is None:
+        code, shape = self.code(name), self.shape(name)
+        if code is None:
             return None
-        code = next(k for k, v in DTYPES.items() if v == dt)
         dims = None if shape is None else [d if isinstance(d, int) else None for d in shape]
         return self.onnx.helper.make_tensor_type_proto(code, dims)
 
@@ -166,7 +188,9 @@ class Graph:
             if not vi.type.HasField("tensor_type"):
                 continue
             tt = vi.type.tensor_type
-            dt = DTYPES.get(tt.elem_type)
+            dt = carrier_dtype(tt.elem_type)
+            if dt is not None and tt.elem_type not in DTYPES:
+                self.narrow[vi.name] = tt.elem_type
             shape = None
             if tt.HasField("shape"):
                 shape = [self._dim(d) for d in tt.shape.dim]
@@ -201,10 +225,9 @@ class Graph:
             if name in self.consts and self.consts[name].size <= 4096:
                 inits.append(numpy_helper.from_array(self.consts[name], name))
                 continue
-            dt, shape = self.dtype(name), self.shape(name)
-            if dt is None:
+            code, shape = self.code(name), self.shape(name)
+            if code is None:
                 return
-            code = next(k for k, v in DTYPES.items() if v == dt)
             dims = None if shape is None else [d if isinstance(d, int) else None for d in shape]
             ins.append(helper.make_tensor_value_info(name, code, dims))
         outs = [helper.make_empty_tensor_value_info(o) for o in node.output if o]
@@ -220,7 +243,9 @@ class Graph:
                 tt = vi.type.tensor_type
                 shape = [self._dim(d) for d in tt.shape.dim]
                 if not self._complete(vi.name):
-                    self.types[vi.name] = (DTYPES.get(tt.elem_type), shape)
+                    self.types[vi.name] = (carrier_dtype(tt.elem_type), shape)
+                    if tt.elem_type not in DTYPES and self.types[vi.name][0] is not None:
+                        self.narrow[vi.name] = tt.elem_type
 
     def dtype(self, name: str) -> str | None:
         if name in self.consts:

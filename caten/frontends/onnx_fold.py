@@ -110,7 +110,7 @@ def try_fold(g: Any, node: Any) -> bool:
     op = node.op_type
     if op == "Constant":
         try:
-            g.consts[node.output[0]] = constant_value(node)
+            g.set_const(node.output[0], constant_value(node))
         except ValueError as e:
             from caten.frontends.onnx import Unsupported
 
@@ -126,6 +126,8 @@ def try_fold(g: Any, node: Any) -> bool:
             start, end = _attr(node, "start", 0), _attr(node, "end", None)
             g.consts[node.output[0]] = np.array(shape[slice(start, end)], np.int64)
         return True
+    if op in ("Cast", "CastLike") and _narrow_target(g, node):
+        return False  # rounding to a narrow type is the library's (onnx_narrow), numpy's astype would not saturate
     present = [n for n in node.input if n]
     if not present or not all(n in g.consts for n in present):
         return False
@@ -141,3 +143,10 @@ def try_fold(g: Any, node: Any) -> bool:
     for name, v in zip(node.output, out):
         g.consts[name] = np.asarray(v)
     return True
+
+
+def _narrow_target(g: Any, node: Any) -> bool:
+    from caten.frontends.onnx_narrow import NARROW
+
+    code = _attr(node, "to", None) if node.op_type == "Cast" else g.code(node.input[1])
+    return code in NARROW

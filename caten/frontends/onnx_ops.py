@@ -233,13 +233,18 @@ def _clip(n: N) -> str:
 
 @handler("Cast", "CastLike")
 def _cast(n: N) -> str:
-    if n.op == "Cast":
-        to = DTYPES.get(n.a("to"))
-    else:
-        to = n.dt(1)
+    from caten.frontends.onnx_narrow import NARROW, cast_to
+
+    code = n.a("to") if n.op == "Cast" else n.g.code(n.node.input[1])
+    src = n.dt()
+    if code in NARROW:
+        try:
+            return cast_to(n.x(0), src, NARROW[code], bool(n.a("saturate", 1)), n.a("round_mode", "up"))
+        except ValueError as e:
+            raise n.fail(str(e)) from None
+    to = DTYPES.get(code) if code is not None else None
     if to is None:
         raise n.fail("the target dtype is not one caten has")
-    src = n.dt()
     if src == to:
         return f"(contiguous {n.x(0)})"
     return f"(cast {n.x(0)} {to})"

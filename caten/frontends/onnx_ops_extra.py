@@ -111,24 +111,36 @@ def _dequantize(n: N) -> str:
 
 @handler("QuantizeLinear")
 def _quantize(n: N) -> str:
+    from caten.frontends.onnx_narrow import NARROW, cast_to
+
     r = n.rank()
     out = n.out_dt()
-    if out is None or out not in ("u8", "i8", "u16", "i16"):
-        raise n.fail(f"quantizing to {out} is not supported")
-    info = np.iinfo(np.dtype({"u8": "uint8", "i8": "int8", "u16": "uint16", "i16": "int16"}[out]))
+    fmt = NARROW.get(n.g.code(n.node.output[0]))
     x = n.x(0)
     dt = n.dt()
     sc = _per_axis(n, 1, r)
     if n.dt(1) != dt:
         sc = f"(cast {sc} {dt})"
     q = n.let(f"(/ {x} {sc})")
+    if fmt is not None and fmt.minifloat is not None:  # float8/float4: x / scale (+ zero point), rounded to it
+        # onnx's reference adds the zero point for float4 only; float8 zero points are ignored (spec: 0)
+        zp = f"(+ {q} (cast {_per_axis(n, 2, r)} {dt}))" if n.has(2) and fmt.saturates else q
+        return cast_to(zp, dt, fmt, bool(n.a("saturate", 1)))
+    if fmt is not None and fmt.modulus:  # int4/int2: saturate to the format's range, in its carrier
+        lo = -(fmt.modulus // 2) if fmt.signed else 0
+        lo_hi = (lo, lo + fmt.modulus - 1)
+    elif out in ("u8", "i8", "u16", "i16") and fmt is None:
+        info = np.iinfo(np.dtype({"u8": "uint8", "i8": "int8", "u16": "uint16", "i16": "int16"}[out]))
+        lo_hi = (int(info.min), int(info.max))
+    else:
+        raise n.fail(f"quantizing to {fmt.name if fmt else out} is not supported")
     # round half to even, as the spec says
     fl = n.let(f"(idiv {q} {lit(1, dt)})")
     rnd = n.let(f"(let ((d (- {q} {fl}))) (where (< d 0.5) {fl} (where (< 0.5 d) (+ {fl} 1) "
                 f"(+ {fl} (mod {fl} 2)))))")
     if n.has(2):
         rnd = n.let(f"(+ {rnd} (cast {_per_axis(n, 2, r)} {dt}))")
-    return f"(cast (min (max {rnd} {lit(info.min, dt)}) {lit(info.max, dt)}) {out})"
+    return f"(cast (min (max {rnd} {lit(lo_hi[0], dt)}) {lit(lo_hi[1], dt)}) {out})"
 
 
 @handler("Atan", "Asin", "Acos")

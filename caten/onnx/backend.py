@@ -2,7 +2,9 @@
 
 `prepare` keeps the model; each `run` converts it for the inputs' shapes, treating inputs that
 decide shapes (a Reshape's target, a Slice's bounds ...) as compile-time constants, compiles
-it (once per distinct specialization; the compile cache keeps the code) and runs it.
+it (once per distinct specialization; the compile cache keeps the code) and runs it. Tensors of
+ONNX's narrow types (float8, float4, int4, int2) cross as their carrier (onnx_narrow) and outputs
+declared narrow come back as ml_dtypes arrays.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class CatenRep(BackendRep):
     def run(self, inputs: Any, **kwargs: Any) -> tuple[Any, ...]:
         import caten
         from caten.frontends.onnx import convert
+        from caten.frontends.onnx_narrow import NARROW, from_carrier, to_carrier
 
         if isinstance(inputs, dict):
             feeds = {k: np.asarray(v) for k, v in inputs.items()}
@@ -38,13 +41,16 @@ class CatenRep(BackendRep):
             if isinstance(inputs, np.ndarray):
                 inputs = [inputs]
             feeds = {n: np.asarray(v) for n, v in zip(self.input_names, inputs)}
+        feeds = {n: to_carrier(v)[0] for n, v in feeds.items()}
         shapes = {n: v.shape for n, v in feeds.items()}
         conv = convert(self.model, "model", available=feeds, shapes=shapes)
         mod = self._mods.get(conv.text)
         if mod is None:
             mod = self._mods[conv.text] = caten.loads(conv.text, runtime=self.runtime)
         out = mod.model(*[feeds[n] for n in conv.inputs], *conv.weights.values())
-        return tuple(out) if isinstance(out, tuple) else (out,)
+        outs = out if isinstance(out, tuple) else (out,)
+        codes = {vo.name: vo.type.tensor_type.elem_type for vo in self.model.graph.output}
+        return tuple(from_carrier(o, codes[n]) if codes.get(n) in NARROW else o for n, o in zip(conv.outputs, outs))
 
 
 class CatenBackend(Backend):
