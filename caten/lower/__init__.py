@@ -16,6 +16,7 @@ from caten.ir import dtypes as T
 from caten.ir.dims import Dim
 from caten.ir.graph import Node
 from caten.ir.ops import Op
+from caten.ir.walk import Visit, drive
 from caten.lower import loopir as L
 from caten.lower.empty import zeros_if_empty
 from caten.lower.index import Aff, contiguous_strides, flatten, unflatten
@@ -130,6 +131,10 @@ class KernelLowerer:
         return L.load(buf, self.index(n, c), n.dtype)
 
     def val(self, n: Node, c: Coords, root: bool = False) -> X:
+        """The value of n at coordinates c (walked without recursion: caten.ir.walk)."""
+        return drive(self._visit(n, c, root))
+
+    def _visit(self, n: Node, c: Coords, root: bool = False) -> Visit[X]:
         if not root:
             if n in self.scalars:
                 self.check_outer(n, c)
@@ -144,10 +149,10 @@ class KernelLowerer:
         key = (n, c.key(), root, self.ranges.version)
         hit = self.memo.get(key)
         if hit is None:
-            hit = self.memo[key] = self._val(n, c)
+            hit = self.memo[key] = yield from self._val(n, c)
         return hit
 
-    def _val(self, n: Node, c: Coords) -> X:
+    def _val(self, n: Node, c: Coords) -> Visit[X]:
         op = n.op
         if op is Op.BUFFER:
             return self.load(n, c)
@@ -162,17 +167,19 @@ class KernelLowerer:
         if op is Op.RAND:
             return X.make("rand", T.u32, (c.flat().expr(),), n.arg[1])
         if op is Op.COPY:
-            return self.val(n.src[0], c)
+            return (yield self._visit(n.src[0], c))
         if op is Op.VIEW:
-            return self.view(n, c)
+            return (yield from self.view(n, c))
         if op is Op.REDUCE or op is Op.EXTERN:
             raise NotImplementedError(f"{op.value} inside an expression")
-        srcs = [self.val(s, c) for s in n.src]
+        srcs = []
+        for s in n.src:
+            srcs.append((yield self._visit(s, c)))
         if op is Op.CAST:
             return srcs[0] if n.src[0].dtype == n.dtype else L.alu(Op.CAST, n.dtype, srcs[0])
         return L.alu(op, n.dtype, *srcs)
 
-    def view(self, n: Node, c: Coords) -> X:
+    def view(self, n: Node, c: Coords) -> Visit[X]:
         v = n.arg
         src = n.src[0]
         axes = c.axes(self.ranges)
@@ -181,7 +188,7 @@ class KernelLowerer:
             if s != 0:
                 off = off.add(a.scale(s))
         if v.mask is None:
-            return self.val(src, Coords(src.shape, flat=off))
+            return (yield self._visit(src, Coords(src.shape, flat=off)))
         cond = None
         saved = self.ranges.save()
         for a, (lo, hi), d in zip(axes, v.mask, v.shape):
@@ -195,7 +202,7 @@ class KernelLowerer:
                 if k == 1 and atom in self.ranges:
                     self.ranges[atom] = (lo, D.add(hi, -1))
         try:
-            inner = self.val(src, Coords(src.shape, flat=off))
+            inner = yield self._visit(src, Coords(src.shape, flat=off))
         finally:
             self.ranges.restore(saved)
         if cond is None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 
 from caten.errors import Error
 from caten.ir import dims as D
+from caten.ir.walk import Visit, drive
 from caten.lower import loopir as L
 from caten.lower.loopir import IDX, X
 
@@ -73,10 +74,16 @@ class _Checker:
                       self.table.number(self.table.buffers, buf))
 
     def x(self, e: X) -> X:
+        return drive(self._x(e))
+
+    def _x(self, e: X) -> Visit[X]:
         hit = self.memo.get(id(e))
         if hit is not None:
             return hit
-        src = tuple(self.x(s) for s in e.src)
+        src = []
+        for s in e.src:
+            src.append((yield self._x(s)))
+        src = tuple(src)
         if e.op == "load":
             r = L.load(e.arg, self.ck(e.arg, src[0]), e.dtype)
         elif src == e.src:

@@ -59,7 +59,7 @@ class Aff:
 
     def expr(self) -> X:
         out = L.dim(self.const)
-        for a, c in sorted(self.terms.items(), key=lambda ac: repr(ac[0])):
+        for a, c in sorted(self.terms.items(), key=lambda ac: ac[0].order):
             out = L.iadd(L.imul(a, L.dim(c)), out)
         return out
 

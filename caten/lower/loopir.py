@@ -19,6 +19,7 @@ Statements: Loop(var, extent, body) and its Parallel form (iterations may run on
 
 from __future__ import annotations
 
+import hashlib
 import struct
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,13 +42,15 @@ def _argkey(a: Any) -> Any:
 
 
 class X:
-    __slots__ = ("op", "dtype", "src", "arg", "__weakref__")
+    __slots__ = ("op", "dtype", "src", "arg", "order", "__weakref__")
     _intern: dict = {}
 
     op: Any
     dtype: DType
     src: tuple
     arg: Any
+    order: str  # a deterministic sort key: a leaf's text, else a digest of the structure (a DAG's
+    #             text can be exponentially long, so printing it to sort would be too)
 
     @classmethod
     def make(cls, op: Any, dtype: DType, src: tuple = (), arg: Any = None) -> X:
@@ -57,6 +60,11 @@ class X:
             return hit
         x = object.__new__(cls)
         x.op, x.dtype, x.src, x.arg = op, dtype, tuple(src), arg
+        if not src and op in ("const", "var", "dim"):
+            x.order = "0" + repr(x)
+        else:
+            text = f"{op}|{dtype}|{_argkey(arg)!r}|{'|'.join(s.order for s in src)}"
+            x.order = "1" + hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
         cls._intern[key] = x
         return x
 

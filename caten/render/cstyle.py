@@ -31,6 +31,7 @@ from caten.ir.dims import Dim
 from caten.ir.dtypes import DType
 from caten.ir.ops import Op
 from caten.ir.program import c_symbol
+from caten.ir.walk import Visit, drive
 from caten.lower import loopir as L
 from caten.lower.loopir import X
 
@@ -69,7 +70,10 @@ C = Target(
     "static inline f32 caten_bits_u2f(u32 u) { f32 x; memcpy(&x, &u, 4); return x; }\n"
     "static inline u64 caten_bits_d2u(f64 x) { u64 u; memcpy(&u, &x, 8); return u; }\n"
     "static inline f64 caten_bits_u2d(u64 u) { f64 x; memcpy(&x, &u, 8); return x; }\n",
-    "static void", "static inline", "", "restrict", "", "", "", "", "",
+    # noinline: GCC 12.2 at -O3 (-march=x86-64-v2 and up) mis-orders a kernel's loads from a temp
+    # buffer before the previous kernel's stores to it once both are inlined into the entry, each
+    # with its own `restrict` parameter for that buffer (caten fuzz seed 3002096: an i8 prod then abs)
+    "static __attribute__((noinline)) void", "static inline", "", "restrict", "", "", "", "", "",
     ("caten_bits_f2u", "caten_bits_u2f", "caten_bits_d2u", "caten_bits_u2d"), _CMATH, False, poly=True)
 
 OPENCL = Target(
@@ -453,6 +457,11 @@ class Fn:
 
     # values --------------------------------------------------------------------------------------
     def v(self, x: X) -> str:
+        """The C expression or temporary for x, emitting what it needs (walked without recursion:
+        caten.ir.walk)."""
+        return drive(self._vis(x))
+
+    def _vis(self, x: X) -> Visit[str]:
         if x.op == "const":
             return self.lit(x.arg, x.dtype) if x.dtype != L.IDX else idx_lit(int(x.arg))
         if x.op == "var":
@@ -463,39 +472,43 @@ class Fn:
                 return r
         if x.dtype.bits == 64 and x.dtype.is_float:
             self.uses_f64 = True
-        r = self._v(x)
+        r = yield from self._v(x)
         self.scopes[-1][x] = r
         return r
 
-    def _v(self, x: X) -> str:
+    def _v(self, x: X) -> Visit[str]:
         op = x.op
         if op == "dim":
             return self.tmp("i64", self.dimval(x.arg))
         if op == "load":
-            return self.tmp(ctype(x.dtype), self.load(x.arg, self.v(x.src[0]), x.dtype))
+            return self.tmp(ctype(x.dtype), self.load(x.arg, (yield self._vis(x.src[0])), x.dtype))
         if op == "masked":
-            cond = self.v(x.src[0])
+            cond = yield self._vis(x.src[0])
             self.n += 1
             name = f"t{self.n}"
             self.emit(f"{ctype(x.dtype)} {name} = {self.lit(0, x.dtype)};")
             self.open(f"if ({cond})")
-            val = self.v(x.src[1])
+            val = yield self._vis(x.src[1])
             self.emit(f"{name} = {val};")
             self.close()
             return name
         if op == "bcheck":  # caten.lower.bounds: the index, or 0 after recording the failure
             slot, kid, bid = x.arg
-            return self.tmp("i64", f"caten_bcheck({slot}, {self.v(x.src[0])}, {self.v(x.src[1])}, {kid}, {bid})")
+            idx, ext = (yield self._vis(x.src[0])), (yield self._vis(x.src[1]))
+            return self.tmp("i64", f"caten_bcheck({slot}, {idx}, {ext}, {kid}, {bid})")
         if op == "rand":
             seed = int(x.arg)
-            return self.tmp("u32", f"{self.helper('caten_threefry')}((u64){self.v(x.src[0])}, "
+            ctr = yield self._vis(x.src[0])
+            return self.tmp("u32", f"{self.helper('caten_threefry')}((u64){ctr}, "
                                    f"{seed & 0xFFFFFFFF}U, {(seed >> 32) & 0xFFFFFFFF}U)")
         if op in ("idiv", "imod"):
-            a, b = self.v(x.src[0]), self.v(x.src[1])
+            a, b = (yield self._vis(x.src[0])), (yield self._vis(x.src[1]))
             return self.tmp("i64", f"{a} {'/' if op == 'idiv' else '%'} {b}")
         if op is Op.CAST:
-            return self.tmp(ctype(x.dtype), self.cast(self.v(x.src[0]), x.src[0].dtype, x.dtype))
-        srcs = [self.v(s) for s in x.src]
+            return self.tmp(ctype(x.dtype), self.cast((yield self._vis(x.src[0])), x.src[0].dtype, x.dtype))
+        srcs = []
+        for s in x.src:
+            srcs.append((yield self._vis(s)))
         return self.tmp(ctype(x.dtype), self.alu(op, x.dtype, x.src[0].dtype if x.src else x.dtype, srcs))
 
     def ref(self, buf: str, idx: str) -> str:
@@ -718,13 +731,17 @@ def _walk(stmts: list):
 
 
 def _vars(x: X, memo: dict | None = None) -> set[str]:
-    memo = {} if memo is None else memo
+    """The loop and accumulator variables x reads."""
+    return drive(_vars_of(x, {} if memo is None else memo))
+
+
+def _vars_of(x: X, memo: dict) -> Visit[set[str]]:
     hit = memo.get(id(x))
     if hit is not None:
         return hit
     out: set[str] = {x.arg} if x.op == "var" else set()
     for s in x.src:
-        out |= _vars(s, memo)
+        out |= yield _vars_of(s, memo)
     memo[id(x)] = out
     return out
 

@@ -20,6 +20,7 @@ from caten.ir import dims as D
 from caten.ir import dtypes as T
 from caten.ir.dtypes import DType
 from caten.ir.ops import Op
+from caten.ir.walk import Visit, drive
 from caten.lower import loopir as L
 from caten.lower.loopir import X
 
@@ -168,6 +169,10 @@ class FnGen:
 
     # values -------------------------------------------------------------------------------------
     def v(self, x: X) -> str:
+        """The SSA name of x, emitting what it needs (walked without recursion: caten.ir.walk)."""
+        return drive(self._vis(x))
+
+    def _vis(self, x: X) -> Visit[str]:
         if x.op == "const":
             return const_str(x.arg, x.dtype)
         if x.op == "var" and x.arg in self.accs:
@@ -177,7 +182,7 @@ class FnGen:
             r = sc.get(x)
             if r is not None:
                 return r
-        r = self._v(x)
+        r = yield from self._v(x)
         self.scopes[-1][x] = r
         return r
 
@@ -235,43 +240,48 @@ class FnGen:
         c = self.icmp("sgt" if a.op == "max" else "slt", "i64", x, y)
         return self.select(c, "i64", x, y)
 
-    def _v(self, x: X) -> str:
+    def _v(self, x: X) -> Visit[str]:
         op = x.op
         if op == "dim":
             return self.dimval(x.arg)
         if op == "var":
             return f"%v_{x.arg}"
         if op == "load":
-            return self.load(x.arg, self.v(x.src[0]), x.dtype)
+            return self.load(x.arg, (yield self._vis(x.src[0])), x.dtype)
         if op == "masked":
-            return self.masked(x)
+            return (yield from self.masked(x))
         if op == "bcheck":
-            return self.bcheck(x)
+            return (yield from self.bcheck(x))
         if op == "rand":
-            return self.threefry(self.v(x.src[0]), x.arg)
+            return self.threefry((yield self._vis(x.src[0])), x.arg)
         if op in ("idiv", "imod"):
-            a, b = self.v(x.src[0]), self.v(x.src[1])
+            a, b = (yield self._vis(x.src[0])), (yield self._vis(x.src[1]))
             return self.ins(f"{'sdiv' if op == 'idiv' else 'srem'} i64 {a}, {b}")
         if op is Op.CAST:
-            return self.cast(self.v(x.src[0]), x.src[0].dtype, x.dtype)
+            return self.cast((yield self._vis(x.src[0])), x.src[0].dtype, x.dtype)
         if x.arg == "acc" and op is Op.ADD and x.dtype.is_float and x.dtype.name not in ("f16", "bf16") \
                 and x.src[1].op is Op.MUL and not any(x.src[1] in sc for sc in self.scopes):
             # a product feeding a reduction may fuse into an FMA (elementwise ops never contract)
             m = x.src[1]
-            prod = self.fop("fmul", rty(m.dtype), self.v(m.src[0]), self.v(m.src[1]), "contract")
-            return self.alu(op, x.dtype, x.dtype, [self.v(x.src[0]), prod], x.arg)
-        srcs = [self.v(s) for s in x.src]
+            ma, mb = (yield self._vis(m.src[0])), (yield self._vis(m.src[1]))
+            prod = self.fop("fmul", rty(m.dtype), ma, mb, "contract")
+            return self.alu(op, x.dtype, x.dtype, [(yield self._vis(x.src[0])), prod], x.arg)
+        srcs = []
+        for s in x.src:
+            srcs.append((yield self._vis(s)))
         return self.alu(op, x.dtype, x.src[0].dtype if x.src else x.dtype, srcs, x.arg)
 
-    def masked(self, x: X) -> str:
-        cond = self.v(x.src[0])
+    def masked(self, x: X) -> Visit[str]:
+        cond = yield self._vis(x.src[0])
         pre = self.cur
         lt, lj = self.label("mt"), self.label("mj")
         self.emit(f"br i1 {cond}, label %{lt}, label %{lj}")
         self.block(lt)
         self.scopes.append({})
-        val = self.v(x.src[1])
-        self.scopes.pop()
+        try:
+            val = yield self._vis(x.src[1])
+        finally:
+            self.scopes.pop()
         tend = self.cur
         self.emit(f"br label %{lj}")
         self.block(lj)
@@ -279,9 +289,9 @@ class FnGen:
         zero = "false" if ty == "i1" else "0" if ty.startswith("i") else self.fc(0.0, ty)
         return self.ins(f"phi {ty} [{val}, %{tend}], [{zero}, %{pre}]")
 
-    def bcheck(self, x: X) -> str:
+    def bcheck(self, x: X) -> Visit[str]:
         """The index if it lies in [0, extent), else 0 after recording the failure (caten.lower.bounds)."""
-        idx, ext = self.v(x.src[0]), self.v(x.src[1])
+        idx, ext = (yield self._vis(x.src[0])), (yield self._vis(x.src[1]))
         slot, kid, bid = x.arg
         ok = self.icmp("ult", "i64", idx, ext)
         bad, join = self.label("oob"), self.label("inb")

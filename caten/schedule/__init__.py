@@ -18,12 +18,16 @@ from caten.ir import dims as D
 from caten.ir.dims import Dim
 from caten.ir.graph import Node, toposort
 from caten.ir.ops import Op
+from caten.ir.walk import Visit, drive
 from caten.ir.program import Program
 
 ALIGN = 64
 _HEAVY = {Op.EXP2, Op.LOG2, Op.SIN, Op.SQRT, Op.RECIP, Op.FDIV, Op.IDIV, Op.MOD, Op.RAND, Op.REDUCE}
 LOWP = ("f16", "bf16")
 _TRANSC = {Op.EXP2, Op.LOG2, Op.SIN}
+MAX_STAGES = 32  # stages per kernel: fusing is checked by lowering the group (quadratic in its size),
+#                  and one huge function is superlinear to optimize; longer runs start a new kernel
+INLINE_MAX = 64  # ops an inlined value may cost before several readers get it from memory instead
 
 
 @dataclass
@@ -114,16 +118,12 @@ def _expands(n: Node) -> bool:
     return any(s == 0 and d != 1 for s, d in zip(v.strides, v.shape))
 
 
-def _has_heavy(n: Node, realized: set, memo: dict) -> bool:
-    if n in memo:
-        return memo[n]
-    memo[n] = False
-    r = n.op in _HEAVY or any(_has_heavy(s, realized, memo) for s in n.src if s not in realized)
-    memo[n] = r
-    return r
-
-
 def realize_set(outputs: list[Node]) -> tuple[list[Node], set[Node]]:
+    """The nodes that live in memory. Besides outputs and REDUCE/COPY/EXTERN: heavy values read
+    through a broadcast or by several views, transcendentals a reduction and another stage both
+    read, and any value whose inlined computation grew past INLINE_MAX ops and that several
+    stages read: each would recompute it, so a chain of k normalizations would cost O(k^2) ops
+    (and compile time) instead of O(k). One pass in operand-before-user order, no recursion."""
     order = toposort(outputs)
     realized: set[Node] = set(outputs)
     view_users: dict[Node, list[Node]] = {}
@@ -135,14 +135,29 @@ def realize_set(outputs: list[Node]) -> tuple[list[Node], set[Node]]:
             realized.add(n)
         if n.op is Op.VIEW:
             view_users.setdefault(n.src[0], []).append(n)
+    readers: dict[Node, int] = {}  # consumers, counting through views (reverse order: users first)
+    for n in reversed(order):
+        readers[n] = sum(readers[u] if u.op is Op.VIEW else 1 for u in users.get(n, ()))
+    heavy: dict[Node, bool] = {}  # a heavy op is computed when n is (realized operands are loads)
+    cost: dict[Node, int] = {}  # ops computed when n is inlined (shared operands counted per use)
     for n in order:
+        live = [s for s in n.src if s not in realized]
+        heavy[n] = n.op in _HEAVY or any(heavy[s] for s in live)
+        if n.op is Op.VIEW:
+            cost[n] = cost[n.src[0]] if live else 0
+        elif n.op not in (Op.BUFFER, Op.CONST, Op.INDEX):
+            cost[n] = min(1 + sum(cost[s] for s in live), 1 << 30)
+        else:
+            cost[n] = 0
         if n in realized or n.op in (Op.BUFFER, Op.CONST, Op.INDEX, Op.VIEW) or _is_leafish(n):
             continue
         vus = view_users.get(n, [])
-        if (len(vus) >= 2 or any(_expands(v) for v in vus)) and _has_heavy(n, realized, {}):
+        if (len(vus) >= 2 or any(_expands(v) for v in vus)) and heavy[n]:
             realized.add(n)
         elif n.op in _TRANSC and len(users.get(n, ())) >= 2 and any(u.op is Op.REDUCE for u in users[n]):
             realized.add(n)  # e.g. softmax's exp: computed once into a row-local scratch buffer
+        elif cost[n] > INLINE_MAX and readers[n] >= 2:
+            realized.add(n)
     return order, realized
 
 
@@ -169,7 +184,10 @@ def stage_shape(n: Node) -> tuple[Dim, ...]:
 
 def axis_deps(n: Node, memo: dict | None = None) -> frozenset:
     """Axes of n's own coordinates its value may depend on (an over-approximation)."""
-    memo = {} if memo is None else memo
+    return drive(_axis_deps(n, {} if memo is None else memo))
+
+
+def _axis_deps(n: Node, memo: dict) -> Visit[frozenset]:
     hit = memo.get(n)
     if hit is not None:
         return hit
@@ -181,7 +199,7 @@ def axis_deps(n: Node, memo: dict | None = None) -> frozenset:
     elif op is Op.VIEW:
         v = n.arg
         r = set()
-        if axis_deps(n.src[0], memo):
+        if (yield _axis_deps(n.src[0], memo)):
             r |= {a for a, (st, d) in enumerate(zip(v.strides, v.shape)) if st != 0 and d != 1}
         if v.mask is not None:
             r |= {a for a, ((lo, hi), d) in enumerate(zip(v.mask, v.shape)) if lo != 0 or hi != d}
@@ -189,7 +207,9 @@ def axis_deps(n: Node, memo: dict | None = None) -> frozenset:
     elif op in (Op.BUFFER, Op.REDUCE, Op.COPY, Op.EXTERN, Op.RAND) or not n.src:
         r = frozenset(a for a, d in enumerate(n.shape) if d != 1)
     else:  # elementwise: every source has n's shape
-        r = frozenset().union(*(axis_deps(x, memo) for x in n.src))
+        r = frozenset()
+        for x in n.src:
+            r |= yield _axis_deps(x, memo)
     memo[n] = r
     return r
 
@@ -354,7 +374,7 @@ def schedule(program: Program, check="lowering", threads: int = 1) -> Schedule:
             sh, gsh = stage_shape(n), stage_shape(members[0])
             while q > 0 and tuple(sh[:q]) != tuple(gsh[:q]):
                 q -= 1
-            if q >= 1:
+            if q >= 1 and len(members) < MAX_STAGES:
                 try:
                     if check is not None:
                         check(members + [n], q, realized)
