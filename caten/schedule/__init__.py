@@ -18,8 +18,8 @@ from caten.ir import dims as D
 from caten.ir.dims import Dim
 from caten.ir.graph import Node, toposort
 from caten.ir.ops import Op
-from caten.ir.walk import Visit, drive
 from caten.ir.program import Program
+from caten.ir.walk import Visit, drive
 
 ALIGN = 64
 _HEAVY = {Op.EXP2, Op.LOG2, Op.SIN, Op.SQRT, Op.RECIP, Op.FDIV, Op.IDIV, Op.MOD, Op.RAND, Op.REDUCE}
