@@ -173,6 +173,17 @@ def test_emit_ir_to_file(tmp_path):
     assert re.search(r"EXP2", text, re.IGNORECASE), text
 
 
+@pytest.mark.parametrize("args,marker", [(["-r", "c", "-S"], "#include <stdint.h>"),
+                                         (["-r", "numpy", "--emit", "ir"], "EXP2")])
+def test_output_dash_is_standard_output(tmp_path, args, marker):
+    """`-o -` writes to standard output, as cc's does (it wrote a file named `-` and `-.h`)."""
+    (tmp_path / "softmax.lisp").write_text(SOFTMAX_LISP)
+    before = {p.name for p in tmp_path.iterdir()}
+    out, _ = ok(["softmax.lisp", *args, "-o", "-"], tmp_path)
+    assert marker in out, out[:500]
+    assert {p.name for p in tmp_path.iterdir()} - {".caten-cache"} == before
+
+
 def test_emit_ir_of_yaml(tmp_path):
     (tmp_path / "softmax.yaml").write_text(SOFTMAX_YAML)
     before = {p.name for p in tmp_path.iterdir()}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import click
 
@@ -49,11 +50,23 @@ def compile_file(file: str, runtime: str, defines: dict[str, str], opt: int, rul
     kind = emit or ("source" if asm else "lib")
     ok, why = rt.available()
     stem = os.path.splitext(os.path.basename(file))[0]
+    if output == "-":  # like cc -S -o -: the main artifact to standard output, no companions
+        output, to_stdout = None, True
+    else:
+        to_stdout = False
     library = os.path.splitext(os.path.basename(output))[0] if output else stem
     library = library[3:] if library.startswith("lib") and len(library) > 3 else library
     artifacts = rt.emit(progs, kind, CompileOptions(opt_level=opt, use_cache=use_cache, verbose=verbose,
                                                     extra={"library": library}))
     main_suffix = next(iter(artifacts))
+    if to_stdout:
+        content = artifacts[main_suffix]
+        if isinstance(content, bytes):
+            sys.stdout.buffer.write(content)
+            sys.stdout.buffer.flush()
+        else:
+            click.echo(content, nl=False)
+        return
     path = output or (f"lib{stem}{main_suffix}" if kind == "lib" else f"{stem}{main_suffix}")
     base = os.path.splitext(path)[0]
     for i, (suffix, content) in enumerate(artifacts.items()):
@@ -75,7 +88,7 @@ def compile_file(file: str, runtime: str, defines: dict[str, str], opt: int, rul
 
 
 def _write_text(output: str | None, text: str) -> None:
-    if output:
+    if output and output != "-":
         try:
             with open(output, "w") as f:
                 f.write(text)
