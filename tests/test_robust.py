@@ -231,6 +231,28 @@ def test_call_tree_is_linear(rt):
     assert got == want
 
 
+@pytest.mark.parametrize("rt", ["numpy", "llvm"])
+def test_call_tree_on_computed_arguments_is_linear(rt):
+    """Both calls get `(* X 0.5)`: two computations of the same call. Each came back with an origin
+    of its own, so the calls of g{k-1} missed the memo and depth 40 never finished; a call is now
+    memoized whole (its value and origin) per (composite, arguments, keywords)."""
+    depth = 40
+    lines = ["(composite g0 ((X{f32}[N]) -> (Y{f32}[N])) (+ X 1.0))"]
+    lines += [f"(composite g{k} ((X{{f32}}[N]) -> (Y{{f32}}[N])) (+ (g{k - 1} (* X 0.5)) (g{k - 1} (* X 0.5))))"
+              for k in range(1, depth + 1)]
+    r = run_py(f"""
+        import caten, numpy as np
+        m = caten.loads({chr(10).join(lines)!r}, runtime={rt!r})
+        x = np.array([0.0, 1.0, -1.0, 3e12], np.float32)
+        print(' '.join(repr(float(v)) for v in getattr(m, 'g{depth}')(x)))
+        """, limit=120)
+    assert r.returncode == 0, r.stderr
+    x = np.array([0.0, 1.0, -1.0, 3e12], np.float32)
+    scale = np.float32(2.0 ** depth)
+    want = ((x / scale).astype(np.float32) + np.float32(1.0)) * scale  # halvings and doublings are exact
+    assert [float(v) for v in r.stdout.split()] == [float(v) for v in want]
+
+
 def test_memo_tells_signed_zeros_apart():
     src = """(composite add ((X{f32}[N] c) -> (Y{f32}[N])) (* X c))
     (composite f ((X{f32}[N]) -> (Y{f32}[N] Z{f32}[N])) (return (add X 0.0) (add X -0.0)))"""

@@ -82,7 +82,8 @@ class Elaborator:
         self.call_hook = call_hook  # rewrite rules over library-level calls plug in here
         self.frames: list[Frame] = []
         self.output_constraints: list[Constraint] = []  # declared output dims checked at the call
-        self.expansions: dict[tuple, tuple[Any, CompositeDef]] = {}  # _expand_once's memo
+        self.calls: dict[tuple, tuple[Any, CompositeDef]] = {}  # call_composite's memo
+        self.rules_off = 0  # > 0 while a call is made without rewrite rules (call_composite)
 
     # names ------------------------------------------------------------------------------
     def _in_library(self) -> bool:
@@ -342,7 +343,15 @@ class Elaborator:
             raise Error(f"`{name}` takes {n} argument{'s' if n != 1 else ''}, got {len(args)}", span)
 
     def call_composite(self, name: str, defs: list[CompositeDef], args: list, kwargs: dict,
-                       kspans: dict[str, Span], span: Span) -> Any:
+                       kspans: dict[str, Span], span: Span, rules: bool = True) -> Any:
+        """The value of a call; `rules=False` gives it without rewrite rules at this call and inside
+        it (what a rule's replacement must match in dtype and shape)."""
+        if not rules:
+            self.rules_off += 1
+            try:
+                return self.call_composite(name, defs, args, kwargs, kspans, span)
+            finally:
+                self.rules_off -= 1
         cdef = next((d for d in defs if d.arity == len(args) and d.rest is None), None)
         if cdef is None:
             cdef = next((d for d in defs if (d.rest is not None or d.fold) and len(args) >= d.arity), None)
@@ -355,13 +364,30 @@ class Elaborator:
             for a in args[cdef.arity:]:
                 acc = self.call_composite(name, [cdef], [acc] + [a], kwargs, kspans, span)
             return acc
-        if self.call_hook is not None:
+        try:  # a call is a pure function of its composite and arguments: made once per distinct call
+            key = (name, id(cdef), _memo_key(args), _memo_key(sorted(kwargs.items(), key=lambda kv: kv[0])),
+                   self.rules_off > 0)
+        except TypeError:  # an argument of a kind _memo_key does not know: call afresh
+            return self._call(name, cdef, args, kwargs, kspans, span)
+        hit = self.calls.get(key)
+        if hit is None:
+            hit = self.calls[key] = (self._call(name, cdef, args, kwargs, kspans, span), cdef)
+        return hit[0]
+
+    def _call(self, name: str, cdef: CompositeDef, args: list, kwargs: dict, kspans: dict[str, Span],
+              span: Span) -> Any:
+        """The call's value: rewritten by a rule, or the composite's expansion. The result carries
+        its origin (rules match calls); memoizing the whole call in call_composite keeps one origin
+        per distinct call, so two calls of a composite on equal computed arguments (each argument
+        itself a memoized call) hit: re-expanding at every call site made a tree of calls take time
+        exponential in its depth, even when the graph it produced was linear."""
+        if self.call_hook is not None and not self.rules_off:
             hooked = self.call_hook(name, args, kwargs, cdef, span)
             if hooked is not None:
                 return hooked
         outermost = cdef.library and not self._in_library()
         try:
-            result = self._expand_once(cdef, args, kwargs, kspans, span)
+            result = self._expand(cdef, args, kwargs, kspans, span)
         except Error as e:
             if outermost and (e.span is None or e.span.file.startswith("<ops>")):
                 raise Error(f"in `{name}`: {e.message}", span, e.hint) from None
@@ -371,19 +397,6 @@ class Elaborator:
         if isinstance(result, Tensor):
             return Tensor(result.node, Origin(name, tuple(args), tuple(sorted(kwargs.items(), key=lambda kv: kv[0]))))
         return result
-
-    def _expand_once(self, cdef: CompositeDef, args: list, kwargs: dict, kspans: dict[str, Span], span: Span) -> Any:
-        """_expand, memoized per (composite, arguments): expansion is a pure function of them (nodes
-        are hash-consed, so equal arguments are the same objects), and re-expanding at every call
-        site made a tree of calls take time exponential in its depth."""
-        try:
-            key = (id(cdef), _memo_key(args), _memo_key(sorted(kwargs.items(), key=lambda kv: kv[0])))
-        except TypeError:  # an argument of a kind _memo_key does not know: expand afresh
-            return self._expand(cdef, args, kwargs, kspans, span)
-        hit = self.expansions.get(key)
-        if hit is None:
-            hit = self.expansions[key] = (self._expand(cdef, args, kwargs, kspans, span), cdef)
-        return hit[0]
 
     def _expand(self, cdef: CompositeDef, args: list, kwargs: dict, kspans: dict[str, Span], span: Span) -> Any:
         env = Scope(None)
@@ -576,7 +589,7 @@ class Elaborator:
             elif s in plain:
                 dims[s] = D.sym(s)
         constraints: list[Constraint] = []
-        self.output_constraints, self.expansions = [], {}
+        self.output_constraints, self.calls = [], {}
         subst: dict[str, Dim] = {}
         derived: dict[str, Dim] = {}
         for w in cdef.wheres:

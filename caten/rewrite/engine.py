@@ -84,7 +84,6 @@ class Engine:
         self.budget = budget
         self.fired = 0
         self.counts: Counter[str] = Counter()
-        self._suspend = 0
         self._call_stack: list[tuple[Any, Rule]] = []
         self._call_active: dict[Any, int] = {}
         self._node_stack: list[tuple[Node, Rule]] = []
@@ -218,8 +217,6 @@ class Engine:
 
     # call level -------------------------------------------------------------------------------
     def call_hook(self, name: str, args: list, kwargs: dict, cdef: Any, span: Span) -> Any:
-        if self._suspend:
-            return None
         rules = self.call_index.get(name)
         if rules is None:
             return None
@@ -263,11 +260,7 @@ class Engine:
 
     def _original(self, name: str, cdef: Any, args: list, kwargs: dict, span: Span) -> Any:
         """What the call gives without rules: its dtype and shape are what a replacement must keep."""
-        self._suspend += 1
-        try:
-            return self.elab.call_composite(name, [cdef], list(args), dict(kwargs), {}, span)
-        finally:
-            self._suspend -= 1
+        return self.elab.call_composite(name, [cdef], list(args), dict(kwargs), {}, span, rules=False)
 
     # graph level ------------------------------------------------------------------------------
     def rewrite(self, nodes: list[Node], where: str = "") -> list[Node]:
