@@ -76,8 +76,8 @@ def test_user_rule_through_the_cli(tmp_path):
 
 
 def test_O0_runs_no_builtin_rules():
-    src = SIG + "  (return (+ (NEG (NEG X)) (* 2 0))))\n"
-    assert ops_of(program(src, opt=0)).count("NEG") == 2
+    src = SIG + "  (return (- (NEG (NEG X)) (* 2 0))))\n"
+    assert ops_of(program(src, opt=0)).count("NEG") == 3  # two, and the one of `-`
     assert ops_of(program(src, opt=2)) == ["BUFFER"]
     assert builtin_rules(0) == ()
     for opt in (1, 2, 3):
@@ -105,7 +105,7 @@ def test_each_builtin_rule_fires_and_preserves_results(rule):
 
 
 @pytest.mark.parametrize("expr,gone", [
-    ("(+ X 0)", "ADD"), ("(* 1 X)", "MUL"), ("(neg (neg X))", "NEG"), ("(where (NOT (NOT (< X 1))) X 0)", "NOT"),
+    ("(- X 0)", "ADD"), ("(+ X -0.0)", "ADD"), ("(* 1 X)", "MUL"), ("(neg (neg X))", "NEG"), ("(where (NOT (NOT (< X 1))) X 0)", "NOT"),
     ("(where true X (exp X))", "WHERE"), ("(where (not (< X 0)) X (neg X))", "NOT"),
     ("(cast (cast X f64) f32)", "CAST"), ("(max X X)", "MAX"), ("(transpose (transpose (reshape X [1 N])))", None),
 ])
@@ -137,8 +137,20 @@ def test_fastmath_only_on_request():
     assert ops_of(program(src, opt=3, rules=["builtin:fastmath"])) == ["BUFFER"]
 
 
+def test_adding_zero_keeps_the_sign_of_zero():
+    """x + 0.0 is not x for floats (-0.0 + 0.0 is +0.0), so it is not folded; x + -0.0, x - 0 and
+    an integer x + 0 are."""
+    src = SIG + "  (return (+ X 0.0)))\n"
+    assert "ADD" in ops_of(program(src))
+    x = np.array([-0.0, 0.0, 1.5], np.float32)
+    for rt in ("numpy", "llvm", "c"):
+        y = caten.loads(src, runtime=rt).f(x)
+        np.testing.assert_array_equal(np.signbit(y), np.signbit(x + np.float32(0.0)))
+    assert ops_of(program("(composite f ((X{i32}[N]) -> (Y{i32}[N])) (return (+ X 0)))\n")) == ["BUFFER"]
+
+
 def test_cse_survives_rewriting():
-    src = SIG + "  (return (* (+ (neg (neg X)) 0) (+ X 0))))\n"
+    src = SIG + "  (return (* (- (neg (neg X)) 0) (- X 0))))\n"
     p = program(src)
     assert ops_of(p) == ["BUFFER", "MUL"]  # both operands became the one node X
 
@@ -339,7 +351,7 @@ def test_blas_rule_inside_linear():
 
 def test_explain_reports_rules_places_counts_and_time():
     ex = Explain()
-    src = "(defoptimizer e (exp ?x) => ?x)\n" + SIG + "  (setf a (exp X))\n  (return (+ (neg (neg a)) 0)))\n"
+    src = "(defoptimizer e (exp ?x) => ?x)\n" + SIG + "  (setf a (exp X))\n  (return (- (neg (neg a)) 0)))\n"
     program(src, explain=ex)
     rep = ex.report()
     assert "e  [prog.lisp" in rep and "at prog.lisp:3:11" in rep
@@ -370,7 +382,7 @@ def test_ten_thousand_nodes_fifty_rules_is_fast():
 
 
 def test_graph_rules_keep_outputs_and_reduce_nodes():
-    src = SIG + "  (return (+ (* (+ X 0) 1) (NEG (NEG (CONST 0 :dtype f32))))))\n"
+    src = SIG + "  (return (+ (* (- X 0) 1) (NEG (NEG (CONST -0.0 :dtype f32))))))\n"
     p = program(src)
     assert ops_of(p) == ["BUFFER"] and p.nodes[0].op is Op.BUFFER
 

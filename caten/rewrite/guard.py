@@ -2,7 +2,8 @@
 
 `(dtype ?x)`, `(shape ?x)`, `(rank ?x)`, `(const? ?x)`, `(float? ?x)`, `(int? ?x)`, `(bool? ?x)`,
 `(dim ?x K)`, `(value ?x)` (a constant's value), `(lossless? FROM TO)` (every FROM value is exact in
-TO), `(exact-recip? ?x)` (a float constant whose reciprocal is exact in its dtype), `(len L)`,
+TO), `(exact-recip? ?x)` (a float constant whose reciprocal is exact in its dtype),
+`(add-identity? ?x)` (a constant c with a + c == a for every a: 0, or -0.0 for floats), `(len L)`,
 `(nth L I)`, `(list ...)`, `+ - *` over integers, comparisons `= != < <= > >=`,
 and `and`, `or`, `not`. Dtype names, numbers, `true`/`false` and `[...]` lists are literals.
 """
@@ -114,6 +115,15 @@ def _f_lossless(a: Any, b: Any) -> bool:
     return isinstance(a, DType) and isinstance(b, DType) and lossless(a, b)
 
 
+def _f_add_identity(x: Any) -> bool:
+    """Is x a constant c with a + c == a for every a, signed zeros included: an integer or bool
+    zero, or the float -0.0 (not +0.0: -0.0 + 0.0 is +0.0, as IEEE and numpy round it)?"""
+    v, dt = value_const(_t(x)), _dtype_of(_t(x))
+    if not isinstance(dt, DType) or not isinstance(v, (bool, int, float)) or v != 0:
+        return False
+    return not dt.is_float or math.copysign(1.0, float(v)) < 0
+
+
 def _f_exact_recip(x: Any) -> bool:
     """Is x a float constant +-2**k whose reciprocal +-2**-k is finite and exact in x's dtype?
     Then a / x and a * (1/x) round the same real number once, so they are bit-identical."""
@@ -159,7 +169,7 @@ FUNCS: dict[str, Callable[..., Any]] = {
     "dtype": _dtype_of, "shape": _f_shape, "rank": _f_rank, "const?": lambda x: value_const(x) is not None,
     "value": value_const, "float?": _f_kind("float"), "int?": _f_kind("int"), "bool?": _f_kind("bool"),
     "dim": _f_dim, "len": _f_len, "nth": _f_nth, "lossless?": _f_lossless,
-    "exact-recip?": _f_exact_recip,
+    "exact-recip?": _f_exact_recip, "add-identity?": _f_add_identity,
     "+": _f_arith("+"), "-": _f_arith("-"), "*": _f_arith("*"), "list": lambda *xs: list(xs),
     **{c: _cmp(c) for c in ("=", "!=", "<", "<=", ">", ">=")},
 }

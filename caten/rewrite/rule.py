@@ -32,11 +32,11 @@ _MATCHABLE = _ALU | {Op.CAST, Op.REDUCE, Op.COPY, Op.EXTERN, Op.CONST}
 
 # functions a guard may call (besides and/or/not and comparisons)
 GUARD_FUNCS = {"dtype", "shape", "rank", "const?", "float?", "int?", "bool?", "dim", "len", "nth",
-               "lossless?", "exact-recip?", "value", "+", "-", "*", "list"}
+               "lossless?", "exact-recip?", "add-identity?", "value", "+", "-", "*", "list"}
 GUARD_LOGIC = {"and", "or", "not"}
 # how many arguments each guard function takes (None: one or more)
 GUARD_ARITY = {"dtype": 1, "shape": 1, "rank": 1, "const?": 1, "float?": 1, "int?": 1, "bool?": 1, "value": 1,
-               "exact-recip?": 1,
+               "exact-recip?": 1, "add-identity?": 1,
                "len": 1, "not": 1, "dim": 2, "nth": 2, "lossless?": 2, "=": 2, "!=": 2, "<": 2, "<=": 2, ">": 2,
                ">=": 2, "+": None, "-": None, "*": None, "list": None, "and": None, "or": None}
 GUARD_CMP = {"=", "!=", "<", "<=", ">", ">="}

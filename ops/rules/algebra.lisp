@@ -1,9 +1,10 @@
 ;;; Algebraic identities (-O2 and up). Every rule here is exact for every dtype it applies to,
-;;; nan and inf included (`caten rules check` tests them); x + 0 may turn -0.0 into 0.0.
+;;; nan, inf and the sign of zero included (`caten rules check` tests them).
 
 ;; identities of + and *
-(defoptimizer add-zero   (ADD ?x 0) => ?x)
-(defoptimizer zero-add   (ADD 0 ?x) => ?x)
+;; (a float x + 0.0 is not x: -0.0 + 0.0 is +0.0; x + -0.0 is, and so is x - 0.0)
+(defoptimizer add-zero   (ADD ?x ?c) => ?x :when (add-identity? ?c))
+(defoptimizer zero-add   (ADD ?c ?x) => ?x :when (add-identity? ?c))
 (defoptimizer mul-one    (MUL ?x 1) => ?x)
 (defoptimizer one-mul    (MUL 1 ?x) => ?x)
 (defoptimizer mul-neg-one (MUL ?x -1) => (NEG ?x) :when (not (bool? ?x)))
