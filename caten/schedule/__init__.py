@@ -1,11 +1,12 @@
 """Kernel fusion and memory planning.
 
 `schedule(program)` picks the nodes that must live in memory ("realized": outputs, REDUCE,
-COPY, and the few elementwise nodes too costly to recompute under a broadcast), inlines
+COPY, and the few elementwise nodes too costly to recompute under a broadcast or in several
+stages, see `realize_set`), inlines
 everything else into its consumers (VIEWs become index arithmetic), and groups realized
 nodes into kernels: nodes sharing their leading ("outer") loop dims run as stages inside
 one outer loop nest, so a row softmax or layernorm is one kernel that reads each row from
-cache. Intermediates get offsets in one arena, reused by liveness (best fit).
+cache (at most MAX_STAGES stages a kernel). Intermediates get offsets in one arena, reused by liveness (best fit).
 `Schedule.dump()` is what `--emit schedule` prints.
 """
 
