@@ -28,6 +28,7 @@ LOWP = ("f16", "bf16")
 _TRANSC = {Op.EXP2, Op.LOG2, Op.SIN}
 MAX_STAGES = 32  # stages per kernel: fusing is checked by lowering the group (quadratic in its size),
 #                  and one huge function is superlinear to optimize; longer runs start a new kernel
+BODY_MAX = 1024  # ops in one loop body: a longer chain is stored in parts (LLVM's time per body is superlinear)
 INLINE_MAX = 64  # ops an inlined value may cost before several readers get it from memory instead
 
 
@@ -119,6 +120,23 @@ def _expands(n: Node) -> bool:
     return any(s == 0 and d != 1 for s, d in zip(v.strides, v.shape))
 
 
+def cone_size(n: Node, realized: set[Node], cap: int) -> int:
+    """Ops computed when n is: n and its operands' cone up to realized nodes, each counted once
+    (or `cap` if that is more: the walk stops there, so the check costs at most cap steps)."""
+    _free = (Op.VIEW, Op.BUFFER, Op.CONST, Op.INDEX)
+    seen: set[Node] = {n}
+    stack = [s for s in n.src if s not in realized]
+    count = int(n.op not in _free)
+    while stack and count < cap:
+        x = stack.pop()
+        if x in seen:
+            continue
+        seen.add(x)
+        count += x.op not in _free
+        stack.extend(s for s in x.src if s not in realized)
+    return min(count, cap)
+
+
 def realize_set(outputs: list[Node]) -> tuple[list[Node], set[Node]]:
     """The nodes that live in memory. Besides outputs and REDUCE/COPY/EXTERN: heavy values read
     through a broadcast or by several views, transcendentals a reduction and another stage both
@@ -140,7 +158,7 @@ def realize_set(outputs: list[Node]) -> tuple[list[Node], set[Node]]:
     for n in reversed(order):
         readers[n] = sum(readers[u] if u.op is Op.VIEW else 1 for u in users.get(n, ()))
     heavy: dict[Node, bool] = {}  # a heavy op is computed when n is (realized operands are loads)
-    cost: dict[Node, int] = {}  # ops computed when n is inlined (shared operands counted per use)
+    cost: dict[Node, int] = {}  # an upper bound of cone_size (shared operands counted per use): cheap
     for n in order:
         live = [s for s in n.src if s not in realized]
         heavy[n] = n.op in _HEAVY or any(heavy[s] for s in live)
@@ -157,7 +175,9 @@ def realize_set(outputs: list[Node]) -> tuple[list[Node], set[Node]]:
             realized.add(n)
         elif n.op in _TRANSC and len(users.get(n, ())) >= 2 and any(u.op is Op.REDUCE for u in users[n]):
             realized.add(n)  # e.g. softmax's exp: computed once into a row-local scratch buffer
-        elif cost[n] > INLINE_MAX and readers[n] >= 2:
+        elif cost[n] > INLINE_MAX and readers[n] >= 2 and cone_size(n, realized, INLINE_MAX + 1) > INLINE_MAX:
+            realized.add(n)
+        elif cost[n] > BODY_MAX and cone_size(n, realized, BODY_MAX + 1) > BODY_MAX:
             realized.add(n)
     return order, realized
 
@@ -367,6 +387,7 @@ def schedule(program: Program, check="lowering", threads: int = 1) -> Schedule:
     rnodes = [n for n in order if n in realized]
 
     groups: list[tuple[list[Node], int]] = []
+    body = 0  # ops in the last group's stages
     for n in rnodes:
         placed = False
         if groups:
@@ -375,16 +396,19 @@ def schedule(program: Program, check="lowering", threads: int = 1) -> Schedule:
             sh, gsh = stage_shape(n), stage_shape(members[0])
             while q > 0 and tuple(sh[:q]) != tuple(gsh[:q]):
                 q -= 1
-            if q >= 1 and len(members) < MAX_STAGES:
+            size = cone_size(n, realized, BODY_MAX + 1)
+            if q >= 1 and len(members) < MAX_STAGES and body + size <= BODY_MAX:
                 try:
                     if check is not None:
                         check(members + [n], q, realized)
                     groups[-1] = (members + [n], q)
                     placed = True
+                    body += size
                 except Unfusable:
                     pass
         if not placed:
             groups.append(([n], max_outer(n)))
+            body = cone_size(n, realized, BODY_MAX + 1)
 
     # buffers ---------------------------------------------------------------------------------
     buffers: dict[str, Buffer] = {}
