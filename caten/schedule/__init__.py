@@ -469,10 +469,11 @@ def schedule(program: Program, check="lowering", threads: int = 1) -> Schedule:
                 st.scratch = tuple(names)
             k.stages.append(st)
         kernels.append(k)
+    pos = {n: i for i, n in enumerate(order)}
     for gi, (members, _) in enumerate(groups):
         rd: list[str] = []
         for n in members:
-            for d in deps(n, realized):
+            for d in sorted(deps(n, realized), key=pos.__getitem__):  # a stable order: dumps are reproducible
                 b = node_buf.get(d)
                 if b is not None and b not in rd and d not in members:
                     rd.append(b)
