@@ -19,15 +19,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from caten import target
-from caten.cache.store import default_cache, key_of
+from caten.cache.store import key_of
 from caten.errors import Error
 from caten.ir import dims as D
 from caten.ir.ops import Op
-from caten.ir.program import Program, c_symbol
 from caten.render import cstyle as CS
+from caten.render.checks import c_slots
+from caten.render.llvm import c_header
 from caten.run.arena import Arenas
-from caten.run.runtime import CompileOptions, Runtime, named_programs
+from caten.run.runtime import Capabilities, CompileOptions, Runtime
 from caten.target import Target
 
 # -fno-tree-loop-if-convert: GCC 12.2 at -O3 with AVX2 turns a guarded load (a pad's
@@ -49,52 +49,37 @@ def cc() -> str:
     return os.environ.get("CC", "cc")
 
 
-def generate(progs: Sequence[Program], names: Sequence[str], t: Target | None = None,
-             check_bounds: bool = False) -> tuple[str, list]:
-    """C source of several programs for target `t` (kernel shapes follow its vector width):
-    static kernels, then each program's two entry points. With `check_bounds`, the schedules
-    come with their bounds tables (`sched.bounds`)."""
-    from caten.lower import bounds, check_group, lower
-    from caten.schedule import schedule
-
+def generate(lowered, t: Target) -> str:
+    """C source of lowered programs (`caten.pipeline.Lowered`): static kernels, then each
+    program's two entry points; bounds-checked programs carry their error records."""
     used: set[str] = set()
-    funcs, scheds = [], []
-    checks = []
-    for prog, name in zip(progs, names):
-        with target.use(t or target.host()):
-            sched = schedule(prog, check=check_group)
-            for i, k in enumerate(sched.kernels):
-                k.name = f"{name}__k{i}"
-            kernels = lower(sched)
-        sched.bounds = None
-        if check_bounds:
-            kernels, sched.bounds = bounds.instrument(kernels, sched, f"{name}__oob")
-            checks.append(bounds.c_slots(sched.bounds))
-        defines = prog.dim_defines()
-        funcs += [CS.c_function(k, CS.C, defines, used) for k in kernels]
-        funcs.append(entries(prog, name, sched, kernels, defines, used))
-        scheds.append(sched)
-    text = "\n".join([CS.C.prelude, "#include <stdlib.h>", CS.helper_source(CS.C, used), *checks, *funcs]) + "\n"
-    return text, scheds
+    funcs, checks = [], []
+    for lw in lowered:
+        if lw.bounds is not None:
+            checks.append(c_slots(lw.bounds))
+        funcs += [CS.c_function(k, CS.C, lw.defines, used) for k in lw.kernels]
+        funcs.append(entries(lw.plan, lw.defines, used))
+    return "\n".join([CS.C.prelude, "#include <stdlib.h>", CS.helper_source(CS.C, used), *checks, *funcs]) + "\n"
 
 
-def entries(prog: Program, name: str, sched, kernels, defines: dict, used: set[str]) -> str:
-    g = CS.Fn(CS.C, prog.dims, defines, used)
-    io = [f"in{i}" for i in range(len(prog.inputs))] + [f"out{i}" for i in range(len(prog.outputs))]
-    sig = [f"{'const ' if b[:2] == 'in' else ''}{CS.stype(sched.buffers[b].dtype)} *b_{b}" for b in io]
-    dims = [f"i64 d_{d}" for d in prog.dims]
-    for b in sched.buffers.values():
-        if b.role == "temp":
-            g.emit(f"{CS.stype(b.dtype)} *b_{b.name} = ({CS.stype(b.dtype)} *)(arena + {g.dimval(b.offset)});")
-    for k in kernels:
-        g.emit(f"{k.name}({', '.join([f'b_{p.name}' for p in k.params] + [f'd_{d}' for d in k.dims])});")
+def entries(plan, defines: dict, used: set[str]) -> str:
+    """`NAME__impl` (arena given) and the C ABI entry `NAME` (checks, mallocs the arena) of an EntryPlan."""
+    g = CS.Fn(CS.C, list(plan.dims), defines, used)
+    io = [b for b, _ in plan.inputs + plan.outputs]
+    sig = [f"{'const ' if b[:2] == 'in' else ''}{CS.stype(dt)} *b_{b}" for b, dt in plan.inputs + plan.outputs]
+    dims = [f"i64 d_{d}" for d in plan.dims]
+    for b, dt, off in plan.temps:
+        g.emit(f"{CS.stype(dt)} *b_{b} = ({CS.stype(dt)} *)(arena + {g.dimval(off)});")
+    for k, bufs, ds in plan.calls:
+        g.emit(f"{k}({', '.join([f'b_{b}' for b in bufs] + [f'd_{d}' for d in ds])});")
+    name = plan.name
     impl = f"void {name}__impl({', '.join(sig + ['u8 *arena'] + dims)}) {{\n{g.body()}\n}}"
-    g = CS.Fn(CS.C, prog.dims, defines, used)
-    for c in prog.constraints:
-        g.emit(f"if ({g.dimval(c.lhs)} != {g.dimval(c.rhs)}) return 1;")
-    g.emit(f"u8 *arena = (u8 *)malloc((size_t){g.dimval(sched.arena_size)} + 64);")
+    g = CS.Fn(CS.C, list(plan.dims), defines, used)
+    for lhs, rhs in plan.constraints:
+        g.emit(f"if ({g.dimval(lhs)} != {g.dimval(rhs)}) return 1;")
+    g.emit(f"u8 *arena = (u8 *)malloc((size_t){g.dimval(plan.arena_size)} + 64);")
     g.emit("if (!arena) return 2;")
-    args = [f"b_{b}" for b in io] + ["arena"] + [f"d_{d}" for d in prog.dims]
+    args = [f"b_{b}" for b in io] + ["arena"] + [f"d_{d}" for d in plan.dims]
     g.emit(f"{name}__impl({', '.join(args)});")
     g.emit("free(arena);")
     g.emit("return 0;")
@@ -136,8 +121,8 @@ def _load(lib: bytes, tag: str) -> ctypes.CDLL:
 
 
 class CExecutable:
-    def __init__(self, program: Program, sched, fn, source: str, oob: int = 0):
-        self.program, self.sched, self.fn, self.source = program, sched, fn, source
+    def __init__(self, lowered, fn, oob: int = 0):
+        self.program, self.sched, self.bounds, self.fn = lowered.program, lowered.sched, lowered.bounds, fn
         self.oob = oob  # the address of the bounds-checked mode's error record, or 0
         self.arenas = Arenas()
 
@@ -149,13 +134,15 @@ class CExecutable:
         ptrs = [a.ctypes.data for a in ins] + [o.ctypes.data for o in outputs]
         self.fn(*ptrs, self.arenas.pointer(size), *[int(env[d]) for d in self.program.dims])
         if self.oob:
-            from caten.lower.bounds import raise_if_failed
+            from caten.ir.oob import raise_if_failed
 
-            raise_if_failed(self.oob, self.sched.bounds, self.program.name)
+            raise_if_failed(self.oob, self.bounds, self.program.name)
 
 
 class CRuntime(Runtime):
     name = "c"
+    renders = True
+    artifact_kind = "c-so"
     checks_bounds = True
     description = "plain C from the shared C-style renderer, built by the system cc (-O3 -march=native, or --cpu's)"
 
@@ -167,57 +154,46 @@ class CRuntime(Runtime):
     def supports(self, op: Op, dtype) -> bool:
         return op is not Op.EXTERN
 
-    def _version(self) -> str:
+    def capabilities(self, t: Target) -> Capabilities:
+        return Capabilities(vector_bits=t.vector_bits)
+
+    def toolchain(self, t: Target) -> str:
         if "ver" not in self.__dict__:
             r = subprocess.run([cc(), "--version"], capture_output=True, text=True)
             self.ver = r.stdout.splitlines()[0] if r.returncode == 0 and r.stdout else "?"
-        return self.ver
+        return f"{cc()} {self.ver} {' '.join(FLAGS + arch_flags(t))}"
 
-    def library(self, src: str, use_cache: bool, t: Target) -> bytes:
-        flags = arch_flags(t)
-        key = key_of("c-rt/1", src, cc(), self._version(), " ".join(FLAGS + flags), *map(str, t.key()))
-        store = default_cache() if use_cache else None
-        lib = store.get(key, "c-so") if store else None
-        if lib is None:
-            lib = build(src, ".so", flags)
-            if store:
-                store.put(key, "c-so", lib)
-        return lib
+    def render(self, lowered, t: Target, options: CompileOptions) -> str:
+        return generate(lowered, t)
 
-    def build(self, program: Program, options: CompileOptions) -> CExecutable:
-        name = c_symbol(program.name)
-        t = target.resolve(options.target)
-        target.check_runnable(t)
-        src, (sched,) = generate([program], [name], t, options.check_bounds)
-        lib = self.library(src, options.use_cache, t)
-        dll = _load(lib, f"{name}_{key_of(src, lib)[:24]}")
+    def compile_source(self, source: str, t: Target, options: CompileOptions) -> bytes:
+        return build(source, ".so", arch_flags(t))
+
+    def load(self, artifact: bytes, lowered, t: Target, options: CompileOptions) -> CExecutable:
+        name = lowered.name
+        dll = _load(artifact, f"{name}_{key_of(artifact)[:24]}")
         fn = getattr(dll, f"{name}__impl")
         fn.restype = None
-        nptr = len(program.inputs) + len(program.outputs) + 1
-        fn.argtypes = [ctypes.c_void_p] * nptr + [ctypes.c_int64] * len(program.dims)
-        oob = ctypes.addressof(ctypes.c_int64.in_dll(dll, f"{name}__oob")) if sched.bounds else 0
-        exe = CExecutable(program, sched, fn, src, oob)
+        prog = lowered.program
+        nptr = len(prog.inputs) + len(prog.outputs) + 1
+        fn.argtypes = [ctypes.c_void_p] * nptr + [ctypes.c_int64] * len(prog.dims)
+        oob = ctypes.addressof(ctypes.c_int64.in_dll(dll, f"{name}__oob")) if lowered.bounds else 0
+        exe = CExecutable(lowered, fn, oob)
         exe._dll = dll
         return exe
 
-    def emit(self, program: Program | Sequence[Program], kind: str,
-             options: CompileOptions | None = None) -> dict[str, bytes | str]:
-        from caten.render.llvm import c_header
-
-        options = options or CompileOptions()
-        progs, names = named_programs(program)
-        t = target.resolve(options.target)
-        src, _ = generate(progs, names, t)
-        header = c_header(progs, names, options.extra.get("library"))
+    def artifacts(self, source: str, kind: str, lowered, t: Target,
+                  options: CompileOptions) -> dict[str, bytes | str]:
+        header = c_header([lw.program for lw in lowered], [lw.name for lw in lowered], options.extra.get("library"))
         if kind == "source":
-            return {".c": src, ".h": header}
+            return {".c": source, ".h": header}
         if kind == "lib":
-            return {".so": self.library(src, options.use_cache, t), ".h": header}
+            return {".so": build(source, ".so", arch_flags(t)), ".h": header}
         if kind == "obj":
-            return {".o": build(src, ".o", arch_flags(t)), ".h": header}
+            return {".o": build(source, ".o", arch_flags(t)), ".h": header}
         if kind == "asm":
-            return {".s": build(src, ".s", arch_flags(t)).decode()}
-        raise Error(f"runtime 'c' cannot emit '{kind}'", hint="use source (-S), asm, obj or lib")
+            return {".s": build(source, ".s", arch_flags(t)).decode()}
+        raise Error(f"runtime 'c' cannot emit '{kind}'", hint="use loops, source (-S), asm, obj or lib")
 
 
 RUNTIME = CRuntime()

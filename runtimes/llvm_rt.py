@@ -1,9 +1,9 @@
 """`-r llvm`: fused loop kernels compiled by LLVM for the host CPU (JIT in-process, or AOT to
 an object / shared library with a C header).
 
-Pipeline: schedule (fusion + arena plan) -> loop IR -> LLVM IR text -> O2 with both
-vectorizers (new pass manager) -> object code -> one shared MCJIT engine (docs/runtimes.md
-says why O2). Each program exports `NAME__impl(in..., out..., arena, dims...)` (the JIT
+caten.pipeline schedules and lowers; this plugin renders the loop IR as LLVM IR text, runs O2
+with both vectorizers (new pass manager; docs/runtimes.md says why O2), emits object code and
+links it into one shared MCJIT engine. Each program exports `NAME__impl(in..., out..., arena, dims...)` (the JIT
 calls it with a per-thread cached arena) and the C ABI entry of LANGUAGE.md
 section 8, `int32_t NAME(const T *in..., T *out..., int64_t dim...)`, which mallocs its
 own arena.
@@ -12,27 +12,21 @@ own arena.
 from __future__ import annotations
 
 import ctypes
-import glob
-import hashlib
 import os
 import subprocess
 import tempfile
 import threading
-import time
 from collections.abc import Sequence
 
 import numpy as np
 
 from caten import target
-from caten.cache import codec, default_cache, key_of
 from caten.errors import Error
 from caten.ir import dims as D
 from caten.ir.dtypes import DType
 from caten.ir.ops import TABLE, Op
-from caten.ir.program import Program
 from caten.run.arena import Arenas
-from caten.run.runtime import CompileOptions, Runtime, named_programs
-from caten.run.split import ExternSplit, has_extern
+from caten.run.runtime import Capabilities, CompileOptions, Runtime
 from caten.target import Target
 
 _lock = threading.RLock()
@@ -102,39 +96,6 @@ def threads() -> int:
     return max(1, min(8, n))
 
 
-def generate(programs: Program | Sequence[Program], names: str | Sequence[str],
-             nthreads: int | None = None, t: Target | None = None, check_bounds: bool = False) -> tuple[str, list]:
-    """LLVM IR text (unoptimized) of one or several programs in one module, and their schedules,
-    for target `t` (default: the host); with `check_bounds`, each schedule with its bounds table
-    `sched.bounds` (caten.lower.bounds)."""
-    from caten.lower import bounds, check_group, lower
-    from caten.render.llvm import ModuleGen, entry_functions
-    from caten.schedule import schedule
-
-    if isinstance(programs, Program):
-        programs, names = [programs], [names]
-    t = t or target.host()
-    tm = target_machine(3, t)
-    mod = ModuleGen(_llvm().get_process_triple(), str(tm.target_data), t.cpu, t.features, t.vector_bits)
-    scheds = []
-    for program, name in zip(programs, names):
-        with target.use(t):
-            sched = schedule(program, check=check_group, threads=threads() if nthreads is None else nthreads)
-        for i, k in enumerate(sched.kernels):
-            k.name = f"{name}__k{i}"
-        with target.use(t):
-            kernels = lower(sched)
-        sched.bounds = None
-        if check_bounds:
-            kernels, sched.bounds = bounds.instrument(kernels, sched, f"{name}__oob")
-        defines = program.dim_defines()
-        for k in kernels:
-            mod.kernel(k, defines)
-        entry_functions(mod, name, sched, kernels, defines)
-        scheds.append(sched)
-    return mod.text(), scheds
-
-
 def optimize(ir_text: str, opt: int = 3, t: Target | None = None):
     llvm = _llvm()
     mod = llvm.parse_assembly(ir_text)
@@ -159,47 +120,16 @@ def optimize(ir_text: str, opt: int = 3, t: Target | None = None):
 
 
 class LLVMExecutable:
-    def __init__(self, program: Program, sched, fn, ir: str | None, name: str, compile_s: float,
-                 arena_size=None, nthreads: int = 1, t: Target | None = None, bounds=None):
-        self.program, self._sched, self.fn, self._ir, self.name = program, sched, fn, ir, name
-        self.bounds = bounds  # the bounds-checked mode's table (caten.lower.bounds), or None
-        self.nthreads, self.target = nthreads, t or target.host()
-        self.compile_s = compile_s
-        size = sched.arena_size if sched is not None else arena_size
-        # in canonical dim names, so that a structurally equal program with other names can share the code
-        self.arena_size = size if isinstance(size, int) or sched is None else \
-            D.substitute(size, program.canonical_dims())
+    """One lowered program's JIT-compiled entry, called with a per-thread cached arena."""
+
+    def __init__(self, lowered, fn) -> None:
+        self.program, self.sched, self.bounds, self.fn = lowered.program, lowered.sched, lowered.bounds, fn
         self.arenas = Arenas()
-
-    def rebind(self, program: Program) -> LLVMExecutable:
-        """This code for a structurally equal program (other names): same function, own arena."""
-        return LLVMExecutable(program, None, self.fn, self._ir, self.name, 0.0, self.arena_size, self.nthreads,
-                              self.target, self.bounds)
-
-    @property
-    def sched(self):
-        """The schedule (recomputed on demand when the code came from the disk cache)."""
-        if self._sched is None:
-            from caten.lower import check_group
-            from caten.schedule import schedule
-
-            with target.use(self.target):
-                self._sched = schedule(self.program, check=check_group, threads=self.nthreads)
-        return self._sched
-
-    @property
-    def ir(self) -> str:
-        if self._ir is None:
-            self._ir = generate(self.program, self.name, self.nthreads, self.target, self.bounds is not None)[0]
-        return self._ir
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], env: dict[str, int]) -> None:
         env = {**self.program.defines, **env}
-        if isinstance(self.arena_size, int):
-            size = self.arena_size
-        else:
-            canon = {str(v): env[k] for k, v in self.program.canonical_dims().items() if k in env}
-            size = D.evaluate(self.arena_size, canon)
+        size = self.sched.arena_size
+        size = size if isinstance(size, int) else D.evaluate(size, env)
         ins = [np.ascontiguousarray(a) for a in inputs]
         for o in outputs:
             if not o.flags.c_contiguous:
@@ -208,19 +138,17 @@ class LLVMExecutable:
         dims = [int(env[d]) for d in self.program.dims]
         self.fn(*ptrs, self.arenas.pointer(size), *dims)
         if self.bounds is not None:
-            from caten.lower.bounds import raise_if_failed
+            from caten.ir.oob import raise_if_failed
 
             raise_if_failed(_engine().get_global_value_address(self.bounds.slot), self.bounds, self.program.name)
 
 
 class LLVMRuntime(Runtime):
     name = "llvm"
-    emits_schedule = True
+    renders = True
+    artifact_kind = "llvmobj"
     checks_bounds = True
     description = "fused loop kernels compiled by LLVM for the host CPU (JIT, or AOT .so/.o/.ll)"
-
-    def __init__(self) -> None:
-        self._cache: dict = {}
 
     def available(self) -> tuple[bool, str]:
         try:
@@ -233,73 +161,52 @@ class LLVMRuntime(Runtime):
         return dtype in TABLE[op].dtypes or op in (Op.CAST, Op.BUFFER, Op.CONST, Op.VIEW, Op.COPY, Op.REDUCE,
                                                    Op.WHERE)
 
-    def compile(self, program: Program, options: CompileOptions | None = None) -> LLVMExecutable:
-        options = options or CompileOptions()
-        if has_extern(program):  # cut at EXTERN calls: compiled stages around host kernels (e.g. BLAS)
-            return ExternSplit(program, lambda p: self.compile(p, options))
-        opt = 3 if options.opt_level is None else max(0, min(3, int(options.opt_level)))
-        opt = 3 if opt >= 2 else opt
-        # structure only: renaming a composite or its variables, or reformatting, finds the same code
-        nthreads = threads()
-        t = target.resolve(options.target)
-        target.check_runnable(t)
-        key = (program.key(), opt, nthreads, t.key()) + (("check-bounds",) if options.check_bounds else ())
-        with _lock:
-            hit = self._cache.get(key)
-            if hit is not None:  # the same structure, perhaps under other names
-                return hit if hit.program is program else hit.rebind(program)
-            t0 = time.perf_counter()
-            digest = hashlib.sha256(repr(key).encode()).hexdigest()[:16]
-            name = f"caten_{digest}"
-            nptr = len(program.inputs) + len(program.outputs) + 1
-            proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * nptr), *([ctypes.c_int64] * len(program.dims)))
-            store = default_cache() if options.use_cache else None
-            ckey = key_of("llvm-program", repr(key), code_fingerprint(), *map(str, t.key())) if store else ""
-            cached = _object_entry(store.get(ckey, "llvmobj")) if store else None
-            eng = _engine()
-            if cached is not None:
-                meta = cached
-                eng.add_object_file(_llvm().ObjectFileRef.from_data(meta["obj"]))
-                eng.finalize_object()
-                exe = LLVMExecutable(program, None, proto(eng.get_function_address(f"{name}__impl")), None, name,
-                                     time.perf_counter() - t0, meta["arena"], nthreads, t, meta.get("bounds"))
-            else:
-                ir, (sched,) = generate(program, name, nthreads, t, options.check_bounds)
-                # machine code is generated once: the object file both feeds the engine and is cached
-                obj = jit_object(ir, opt, t)
-                if store is not None:
-                    arena = sched.arena_size if isinstance(sched.arena_size, int) else \
-                        D.substitute(sched.arena_size, program.canonical_dims())
-                    store.put(ckey, "llvmobj", codec.dumps({"obj": obj, "arena": arena, "bounds": sched.bounds}))
-                eng.add_object_file(_llvm().ObjectFileRef.from_data(obj))
-                eng.finalize_object()
-                exe = LLVMExecutable(program, sched, proto(eng.get_function_address(f"{name}__impl")), ir, name,
-                                     time.perf_counter() - t0, nthreads=nthreads, t=t, bounds=sched.bounds)
-            self._cache[key] = exe
-            if options.verbose:
-                how = "loaded from the cache" if cached is not None else "compiled"
-                print(f"[llvm] {how} {program.name} in {exe.compile_s * 1e3:.1f} ms")
-            return exe
+    def capabilities(self, t: Target) -> Capabilities:
+        return Capabilities(vector_bits=t.vector_bits, threads=threads(), extern_split=True)
 
-    def emit(self, program: Program | Sequence[Program], kind: str,
-             options: CompileOptions | None = None) -> dict[str, bytes | str]:
-        """AOT artifacts of one program or several (one module, one library, one header)."""
+    def toolchain(self, t: Target) -> str:
+        return _llvm_version()
+
+    def render(self, lowered, t: Target, options: CompileOptions) -> str:
+        """One LLVM module (unoptimized IR text): every program's kernels and its two entries."""
+        from caten.render.llvm import ModuleGen, entry_functions
+
+        mod = ModuleGen(_llvm().get_process_triple(), str(target_machine(3, t).target_data), t.cpu, t.features,
+                        t.vector_bits)
+        for lw in lowered:
+            for k in lw.kernels:
+                mod.kernel(k, lw.defines)
+            entry_functions(mod, lw.name, lw.sched, lw.kernels, lw.defines)
+        return mod.text()
+
+    def compile_source(self, source: str, t: Target, options: CompileOptions) -> bytes:
+        return jit_object(source, _opt(options), t)
+
+    def load(self, artifact: bytes, lowered, t: Target, options: CompileOptions) -> LLVMExecutable:
+        """Link the object into the process's one JIT engine (once per name: the name is the
+        code's cache key, so equal names mean equal code)."""
+        name = lowered.name
+        with _lock:
+            addr = _state.setdefault("loaded", {}).get(name)
+            if addr is None:
+                eng = _engine()
+                eng.add_object_file(_llvm().ObjectFileRef.from_data(artifact))
+                eng.finalize_object()
+                addr = _state["loaded"][name] = eng.get_function_address(f"{name}__impl")
+        prog = lowered.program
+        nptr = len(prog.inputs) + len(prog.outputs) + 1
+        proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * nptr), *([ctypes.c_int64] * len(prog.dims)))
+        return LLVMExecutable(lowered, proto(addr))
+
+    def artifacts(self, source: str, kind: str, lowered, t: Target,
+                  options: CompileOptions) -> dict[str, bytes | str]:
+        """AOT files of a module: its IR before or after optimization, assembly, object, library."""
         from caten.render.llvm import c_header
 
-        options = options or CompileOptions()
-        opt = max(0, min(3, int(options.opt_level if options.opt_level is not None else 3)))
-        progs, names = named_programs(program)
-        t = target.resolve(options.target)
-        if kind == "schedule":
-            from caten.lower import check_group
-            from caten.schedule import schedule
-            with target.use(t):
-                text = "\n\n".join(schedule(p, check=check_group, threads=threads()).dump() for p in progs)
-            return {".txt": f"{text}\n\ntarget {t.describe()}\n"}
-        ir, _ = generate(progs, names, t=t)
         if kind == "source":
-            return {".ll": ir}
-        mod = optimize(ir, opt, t)
+            return {".ll": source}
+        opt = max(0, min(3, int(options.opt_level if options.opt_level is not None else 3)))
+        mod = optimize(source, opt, t)
         if kind in ("opt-ir", "ll"):
             return {".ll": str(mod)}
         tm = target_machine(opt, t)
@@ -309,40 +216,15 @@ class LLVMRuntime(Runtime):
         if kind == "obj":
             return {".o": obj}
         if kind == "lib":
-            return {".so": link_shared(obj), ".h": c_header(progs, names, options.extra.get("library"))}
-        raise Error(f"runtime 'llvm' cannot emit '{kind}'", hint="use source, asm, obj, lib or schedule")
+            header = c_header([lw.program for lw in lowered], [lw.name for lw in lowered],
+                              options.extra.get("library"))
+            return {".so": link_shared(obj), ".h": header}
+        raise Error(f"runtime 'llvm' cannot emit '{kind}'", hint="use loops, source, asm, obj, lib or schedule")
 
 
-def _object_entry(blob: bytes | None) -> dict | None:
-    """A cached {"obj": object file, "arena": size} (plain data), or None if absent or unreadable."""
-    try:
-        meta = codec.loads(blob) if blob is not None else None
-    except codec.CodecError:
-        return None
-    return meta if isinstance(meta, dict) and isinstance(meta.get("obj"), bytes) else None
-
-
-def code_fingerprint() -> str:
-    """A hash of the code generator's own sources: editing it invalidates cached objects.
-    (Files are located, not imported: a warm start never loads the code generator.)"""
-    if "fingerprint" not in _state:
-        import importlib.util
-
-        import caten
-
-        def origin(mod: str) -> str:
-            spec = importlib.util.find_spec(mod)
-            return spec.origin if spec and spec.origin else ""
-
-        lower = origin("caten.lower")
-        files = [origin("caten.schedule"), origin("caten.render.llvm"), __file__,
-                 *sorted(glob.glob(os.path.join(os.path.dirname(lower), "*.py")))]
-        parts = [caten.__version__, _llvm_version()]
-        for f in files:
-            with open(f, "rb") as fh:
-                parts.append(hashlib.sha256(fh.read()).hexdigest())
-        _state["fingerprint"] = key_of(*parts)
-    return _state["fingerprint"]
+def _opt(options: CompileOptions) -> int:
+    opt = 3 if options.opt_level is None else max(0, min(3, int(options.opt_level)))
+    return 3 if opt >= 2 else opt
 
 
 def _llvm_version() -> str:

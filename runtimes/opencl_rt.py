@@ -147,7 +147,7 @@ class OpenCLExecutable:
                 cl.enqueue_copy(q, o, buf)
         q.finish()
         if self.dp.bounds is not None:
-            from caten.lower.bounds import raise_if_failed
+            from caten.ir.oob import raise_if_failed
 
             cl.enqueue_copy(q, oob, bufs["oob"])
             q.finish()

@@ -7,6 +7,7 @@ import numpy as np
 from caten.runtimes.llvm_rt import RUNTIME
 from caten.runtimes.numpy_rt import evaluate
 
+from caten import pipeline
 from caten.ir import dims as D
 from caten.ir.program import Program, TensorSpec
 from caten.run.runtime import CompileOptions
@@ -20,7 +21,7 @@ def program(name, ins, outs, dims=(), defines=None) -> Program:
 
 def run_both(p: Program, arrays, env=None):
     env = dict(env or {})
-    exe = RUNTIME.compile(p, CompileOptions())
+    exe = pipeline.compile(RUNTIME, p, CompileOptions())
     full = {**p.defines, **env}
     outs = [np.empty([D.evaluate(d, full) for d in o.shape], o.dtype.np) for o in p.outputs]
     exe.run(arrays, outs, env)

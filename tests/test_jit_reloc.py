@@ -19,6 +19,8 @@ import pytest
 from caten.runtimes import llvm_rt
 
 import caten
+from caten import pipeline, target
+from caten.run.runtime import CompileOptions
 
 X86_64 = platform.machine() in ("x86_64", "AMD64")
 # x86-64 ELF relocation types with a 32-bit field (PC32, PLT32, GOTPCREL, 32, 32S, GOTPC32,
@@ -53,7 +55,8 @@ def test_jit_objects_have_no_32bit_relocations():
     mod = caten.loads(SRC, runtime="llvm")
     for name in ("f", "g"):
         prog = getattr(mod, name).elaborate({})
-        ir, _ = llvm_rt.generate(prog, name, nthreads=2)
+        lw = pipeline.lower_program(prog, name, target.host(), threads=2)
+        ir = llvm_rt.RUNTIME.render([lw], target.host(), CompileOptions())
         types = relocation_types(llvm_rt.jit_object(ir, 3))
         assert types, "expected relocations (libm, constants) in the object"
         assert not types & NARROW, f"32-bit relocations {sorted(types & NARROW)} in JIT code of {name}"

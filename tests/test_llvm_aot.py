@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from caten.runtimes.llvm_rt import RUNTIME
 
+from caten import pipeline
 from caten.ir import build as B
 from caten.ir import dims as D
 from caten.ir import dtypes as T
@@ -32,18 +33,18 @@ def axpy_program():
 
 def test_emit_source_and_obj():
     p = axpy_program()
-    src = RUNTIME.emit(p, "source", CompileOptions())[".ll"]
+    src = pipeline.emit(RUNTIME, p, "source", CompileOptions())[".ll"]
     assert "define i32 @axpy(" in src and "prefer-vector-width" in src
-    ir = RUNTIME.emit(p, "opt-ir", CompileOptions())[".ll"]
+    ir = pipeline.emit(RUNTIME, p, "opt-ir", CompileOptions())[".ll"]
     assert "<4 x float>" in ir or "<8 x float>" in ir or "<16 x float>" in ir  # vectorized, whatever the host
     # real assembly for each of the project's two kinds of CPU, on either host (tests/test_target.py runs them)
-    avx512 = RUNTIME.emit(p, "asm", CompileOptions(target="rocketlake"))[".s"]
-    avx2 = RUNTIME.emit(p, "asm", CompileOptions(target="znver3"))[".s"]
+    avx512 = pipeline.emit(RUNTIME, p, "asm", CompileOptions(target="rocketlake"))[".s"]
+    avx2 = pipeline.emit(RUNTIME, p, "asm", CompileOptions(target="znver3"))[".s"]
     assert "%zmm" in avx512
     assert "%ymm" in avx2 and "%zmm" not in avx2
-    obj = RUNTIME.emit(p, "obj", CompileOptions())[".o"]
+    obj = pipeline.emit(RUNTIME, p, "obj", CompileOptions())[".o"]
     assert obj[:4] == b"\x7fELF"
-    sched = RUNTIME.emit(p, "schedule", CompileOptions())[".txt"]
+    sched = pipeline.emit(RUNTIME, p, "schedule", CompileOptions())[".txt"]
     assert "kernel" in sched and "arena" in sched
 
 
@@ -51,7 +52,7 @@ def test_emit_source_and_obj():
 def test_shared_library_from_c(tmp_path):
     p = axpy_program()
     p.constraints.append(Constraint(D.sym("N"), 8, "N = 8"))
-    art = RUNTIME.emit(p, "lib", CompileOptions())
+    art = pipeline.emit(RUNTIME, p, "lib", CompileOptions())
     (tmp_path / "libaxpy.so").write_bytes(art[".so"])
     (tmp_path / "axpy.h").write_text(art[".h"])
     assert "int32_t axpy(const float *X0, const float *X1, const float *X2, float *Y0, float *Y1, int64_t N);" \

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import caten
+from caten import pipeline
 from caten.render import llvm as LL
 
 F32_MAX = float(np.finfo(np.float32).max)
@@ -140,8 +141,8 @@ def test_sin_vectorized_no_libm():
 
     for dt in ("f32", "f64"):
         prog = caten.loads(f"(composite f ((X{{{dt}}}[N]) -> (Y{{{dt}}}[N])) (SIN X))", runtime="llvm").f.elaborate({})
-        ir = RUNTIME.emit(prog, "source")[".ll"]
+        ir = pipeline.emit(RUNTIME, prog, "source")[".ll"]
         assert "@caten_inv_pi = private unnamed_addr constant" in ir
         assert "@sin" not in ir and "@llvm.sin" not in ir and " br i1" not in ir.split("lb2:")[1].split("br label")[0]
-        opt = RUNTIME.emit(prog, "opt-ir")[".ll"]
+        opt = pipeline.emit(RUNTIME, prog, "opt-ir")[".ll"]
         assert "masked.gather" in opt or "x i64> @llvm" in opt  # vectorized table reads

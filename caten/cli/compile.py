@@ -41,12 +41,10 @@ def compile_file(file: str, runtime: str, defines: dict[str, str], opt: int, rul
     if emit in ("ir", "opt-ir"):
         text = "\n\n".join(p.dump() for p in progs) + "\n"
         return _write_text(output, text)
-    if emit == "schedule":  # the runtime's own schedule where it has one (threads, scratch)
-        if getattr(rt, "emits_schedule", False):
-            return _write_text(output, rt.emit(progs, "schedule")[".txt"])
-        from caten.schedule import schedule
+    from caten import pipeline
 
-        return _write_text(output, "\n\n".join(schedule(p).dump() for p in progs) + "\n")
+    if emit in ("schedule", "loops"):  # as the runtime gets them (its threads, its target's vector width)
+        return _write_text(output, pipeline.emit(rt, progs, emit, CompileOptions(verbose=verbose))[".txt"])
     kind = emit or ("source" if asm else "lib")
     ok, why = rt.available()
     stem = os.path.splitext(os.path.basename(file))[0]
@@ -56,8 +54,8 @@ def compile_file(file: str, runtime: str, defines: dict[str, str], opt: int, rul
         to_stdout = False
     library = os.path.splitext(os.path.basename(output))[0] if output else stem
     library = library[3:] if library.startswith("lib") and len(library) > 3 else library
-    artifacts = rt.emit(progs, kind, CompileOptions(opt_level=opt, use_cache=use_cache, verbose=verbose,
-                                                    extra={"library": library}))
+    artifacts = pipeline.emit(rt, progs, kind, CompileOptions(opt_level=opt, use_cache=use_cache, verbose=verbose,
+                                                              extra={"library": library}))
     main_suffix = next(iter(artifacts))
     if to_stdout:
         content = artifacts[main_suffix]

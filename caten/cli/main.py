@@ -141,7 +141,7 @@ def cli() -> None:
 
     \b
     caten [OPTIONS] FILE compiles FILE (.lisp or .yaml) like a C compiler:
-      -r/--runtime NAME  -o PATH  -S  --emit ir|opt-ir|schedule|source|asm|obj|lib
+      -r/--runtime NAME  -o PATH  -S  --emit ir|opt-ir|schedule|loops|source|asm|obj|lib
       -D NAME=VALUE  -O0..-O3  --rules FILE  --fast-math  -e/--entry NAME  --no-cache  --plugin PATH  -v
       --cpu NAME (znver3, rocketlake, x86-64-v3, host; also CATEN_CPU)
     (caten FILE --help lists them in full). The commands below run, inspect and test.
@@ -153,7 +153,7 @@ def cli() -> None:
 @compile_options
 @click.option("-o", "output", type=click.Path(), help="output path")
 @click.option("-S", "asm", is_flag=True, help="write source/assembly text instead of a binary")
-@click.option("--emit", type=click.Choice(["ir", "opt-ir", "schedule", "source", "asm", "obj", "lib"]),
+@click.option("--emit", type=click.Choice(["ir", "opt-ir", "schedule", "loops", "source", "asm", "obj", "lib"]),
               help="what to write")
 @click.option("-e", "--entry", multiple=True, help="composite to compile (default: every one)")
 @diagnostics

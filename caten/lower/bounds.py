@@ -4,8 +4,9 @@ A loop-IR pass run after lowering: every load and store index `i` of buffer `b` 
 `bcheck(i, extent(b))`, an index expression whose value is `i` when `0 <= i < extent` and 0
 otherwise (so the access stays inside the buffer), and which records the first failure --
 (kernel number, buffer number, index, extent) -- into a five-slot i64 error record `slot`
-(a global of the generated module). Renderers only spell `bcheck`; the host reads the record
-after each call and raises through `raise_if_failed`. Implemented once here so that every
+(a global of the generated module; `caten.ir.oob`). Renderers only spell `bcheck`
+(`caten.render.checks`); the host reads the record after each call and raises through
+`caten.ir.oob.raise_if_failed`. Implemented once here so that every
 renderer checks the same accesses.
 
 GEMM micro-kernels (TileMM, MacroMM) are expanded into plain loops first, so their panel
@@ -14,17 +15,14 @@ accesses are checked too (the checked mode is for finding bugs, not for speed).
 
 from __future__ import annotations
 
-import ctypes
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
-from caten.errors import Error
 from caten.ir import dims as D
+from caten.ir.oob import DEVICE_BUF, Table
 from caten.ir.walk import Visit, drive
 from caten.lower import loopir as L
 from caten.lower.loopir import IDX, X
-
-SLOTS = 5  # flag, kernel, buffer, index, extent
 
 
 def enabled(flag: bool | None = None) -> bool:
@@ -32,19 +30,6 @@ def enabled(flag: bool | None = None) -> bool:
     if flag is not None:
         return bool(flag)
     return os.environ.get("CATEN_CHECK_BOUNDS", "").strip().lower() not in ("", "0", "false", "no", "off")
-
-
-@dataclass
-class Table:
-    """What the numbers in an error record name."""
-    slot: str
-    kernels: list[str] = field(default_factory=list)
-    buffers: list[str] = field(default_factory=list)
-
-    def number(self, names: list[str], name: str) -> int:
-        if name not in names:
-            names.append(name)
-        return names.index(name)
 
 
 def bcheck(idx: X, extent: X, slot: str, kernel: int, buf: int) -> X:
@@ -121,56 +106,6 @@ def _extent(b, program) -> D.Dim:
     return D.prod(shape)
 
 
-def raise_if_failed(addr: int, table: Table, program: str) -> None:
-    """Read (and clear) the error record at `addr`; raise caten.Error if an access failed."""
-    rec = (ctypes.c_int64 * SLOTS).from_address(addr)
-    if rec[0] == 0:
-        return
-    _, k, b, i, e = list(rec)
-    for j in range(SLOTS):
-        rec[j] = 0
-    kname = table.kernels[k] if 0 <= k < len(table.kernels) else f"#{k}"
-    bname = table.buffers[b] if 0 <= b < len(table.buffers) else f"#{b}"
-    raise Error(f"out-of-bounds: kernel {kname}, buffer {bname}, index {i}, extent {e} (in `{program}`)",
-                hint="a caten bug: the generated code accesses memory outside a buffer; please report it "
-                     "with this program")
-
-
-# the recorder, as each renderer spells it ---------------------------------------------------------
-LLVM_RECORDER = """define internal void @caten_oob_record(ptr %s, i64 %k, i64 %b, i64 %i, i64 %e) #1 {
-entry:
-  %f = load i64, ptr %s, align 8
-  %z = icmp eq i64 %f, 0
-  br i1 %z, label %w, label %r
-w:
-  store i64 1, ptr %s, align 8
-  %p1 = getelementptr inbounds i64, ptr %s, i64 1
-  store i64 %k, ptr %p1, align 8
-  %p2 = getelementptr inbounds i64, ptr %s, i64 2
-  store i64 %b, ptr %p2, align 8
-  %p3 = getelementptr inbounds i64, ptr %s, i64 3
-  store i64 %i, ptr %p3, align 8
-  %p4 = getelementptr inbounds i64, ptr %s, i64 4
-  store i64 %e, ptr %p4, align 8
-  br label %r
-r:
-  ret void
-}"""
-
-def c_recorder(func: str = "static", gptr: str = "") -> str:
-    """`caten_bcheck` in C-style source (`func`: the helper qualifier, `gptr`: the address space)."""
-    return (f"{func} i64 caten_bcheck({gptr}i64 *s, i64 i, i64 n, i64 k, i64 b) {{\n"
-            "  if ((u64)i < (u64)n) return i;\n"
-            "  if (!s[0]) { s[0] = 1; s[1] = k; s[2] = b; s[3] = i; s[4] = n; }\n"
-            "  return 0;\n}")
-
-
-def c_slots(table: Table | None) -> str:
-    """The C definitions of the error record and its recorder (empty when not checking)."""
-    return "" if table is None else f"i64 {table.slot}[{SLOTS}];\n{c_recorder()}\n"
-
-
-DEVICE_BUF = "oob"  # device targets: the error record is one more buffer argument of every kernel
 
 
 def device_instrument(kernels: list[L.Kernel], sched) -> tuple[list[L.Kernel], Table]:

@@ -1053,7 +1053,8 @@ def device_program(program, target: Target, local: int = 256, coop: bool = True,
     lkernels = lower(sched)
     table = None
     if check_bounds:
-        from caten.lower.bounds import DEVICE_BUF, SLOTS, device_instrument
+        from caten.ir.oob import DEVICE_BUF, SLOTS
+        from caten.lower.bounds import device_instrument
 
         lkernels, table = device_instrument(lkernels, sched)
     defines = program.dim_defines()
@@ -1093,7 +1094,7 @@ def device_source(dps: Sequence[DeviceProgram], target: Target, header: str = ""
     if hs:
         parts.append(hs)
     if any(getattr(dp, "bounds", None) for dp in dps):
-        from caten.lower.bounds import c_recorder
+        from caten.render.checks import c_recorder
 
         parts.append(c_recorder(target.func, target.gptr))
     for dp in dps:

@@ -1011,7 +1011,7 @@ class ModuleGen:
             self.funcs.append(f"@{slot} = global [5 x i64] zeroinitializer, align 8")
         if "caten_oob_record" not in self.shared:
             self.shared.add("caten_oob_record")
-            from caten.lower.bounds import LLVM_RECORDER
+            from caten.render.checks import LLVM_RECORDER
 
             self.funcs.append(LLVM_RECORDER)
             self.oob_md = len(self.mds)

@@ -72,10 +72,12 @@ class Composite:
     def program(self, types: dict[str, DType]) -> tuple[Program, Any]:
         key = tuple(sorted((k, v.name) for k, v in types.items()))
         if key not in self._variants:
+            from caten import pipeline  # the back end loads on the first compile, not on import
+
             m = self.module
             prog = self.elaborate(types)
-            exe = deep(m.runtime.compile, prog, CompileOptions(opt_level=m.opt_level, use_cache=m.use_cache,
-                                                              target=m.target, check_bounds=m.check_bounds))
+            exe = deep(pipeline.compile, m.runtime, prog, CompileOptions(
+                opt_level=m.opt_level, use_cache=m.use_cache, target=m.target, check_bounds=m.check_bounds))
             self._variants[key] = (prog, exe)
         return self._variants[key]
 

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from caten.errors import Error
 from caten.ir.dtypes import DType
 from caten.ir.ops import Op
 from caten.ir.program import Program, c_symbol
+from caten.target import Target
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,15 @@ class CompileOptions:
     target: str = ""  # `--cpu` / CATEN_CPU spec for CPU runtimes (caten.target); "" = CATEN_CPU or the host
     check_bounds: bool = False  # caten.lower.bounds: every load and store checked (part of every cache key)
     extra: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a runtime's code generator has: its vector width, how many threads its kernels may
+    use, whether host EXTERN kernels may run between its compiled stages (caten.run.split)."""
+    vector_bits: int = 0
+    threads: int = 1
+    extern_split: bool = False
 
 
 class Executable(Protocol):
@@ -47,8 +57,37 @@ class Runtime:
     emits_schedule: bool = False  # True: `emit(..., "schedule")` gives its own `--emit schedule` text
     checks_bounds: bool = False  # True: honours CompileOptions.check_bounds (caten.lower.bounds)
 
+    # True: caten.pipeline drives this runtime: it schedules and lowers, then calls `render`,
+    # `compile_source` (through the cache) and `load`, or `artifacts` for `--emit`
+    renders: bool = False
+    artifact_kind: str = "code"  # the compile cache's file suffix for what `compile_source` returns
+
     def available(self) -> tuple[bool, str]:
         return True, ""
+
+    def capabilities(self, t: Target) -> Capabilities:
+        return Capabilities()
+
+    def toolchain(self, t: Target) -> str:
+        """Versions and flags of the tools that turn its source into code (part of the cache key)."""
+        return ""
+
+    def render(self, lowered: Sequence[Any], t: Target, options: CompileOptions) -> str:
+        """The source of one or several lowered programs (`caten.pipeline.Lowered`) for target `t`."""
+        raise NotImplementedError
+
+    def compile_source(self, source: str, t: Target, options: CompileOptions) -> bytes:
+        """The loadable artifact (object, library) of `source`; the pipeline caches it."""
+        raise NotImplementedError
+
+    def load(self, artifact: bytes, lowered: Any, t: Target, options: CompileOptions) -> Executable:
+        """An executable of one lowered program from its artifact."""
+        raise NotImplementedError
+
+    def artifacts(self, source: str, kind: str, lowered: Sequence[Any], t: Target,
+                  options: CompileOptions) -> dict[str, bytes | str]:
+        """`--emit KIND` files ({suffix: content}) of `source` (kind is not schedule or loops)."""
+        raise Error(f"runtime '{self.name}' cannot emit '{kind}'")
 
     def supports(self, op: Op, dtype: DType) -> bool:
         return True

@@ -1,0 +1,263 @@
+"""The back half of the compiler, written once for every runtime:
+
+    schedule (fusion, vetoed by trial lowering) -> lower (loop IR) -> [bounds checks]
+    -> runtime.render -> runtime.compile_source, through the cache -> runtime.load
+
+A runtime plugin that compiles code implements only the last three steps (see
+`caten.run.runtime.Runtime`); what it is handed is a `Lowered` program: the schedule, the
+loop-IR kernels and the `EntryPlan` of its entry function. The compile cache has one key, made
+here (`cache_key`): the loop IR of every kernel and the entry plan, the runtime, the target,
+the options, caten's version and the runtime's toolchain. Runtimes that interpret graphs
+directly (numpy) or third-party plugins with their own `compile` are called as they are.
+`-v` prints how long each stage took.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import caten.lower as lowering  # by module: tests may stand a buggy `lower` in for the real one
+from caten import target
+from caten.cache import default_cache, key_of
+from caten.ir import dims as D
+from caten.ir.dtypes import DType
+from caten.ir.program import Program, c_symbol
+from caten.lower import bounds as B
+from caten.lower import loopir as L
+from caten.lower.text import kernel_text
+from caten.run.runtime import CompileOptions, Runtime, named_programs
+from caten.run.split import ExternSplit, has_extern
+from caten.schedule import Schedule, schedule
+from caten.target import Target
+
+PLACEHOLDER = "caten_p"  # kernel-name prefix while a program's code is keyed (names are not part of the key)
+
+
+@dataclass(frozen=True)
+class EntryPlan:
+    """What a program's entry function does, for a renderer to spell: check the `where`
+    constraints, place the temporaries in the arena, call the kernels in order."""
+    name: str
+    inputs: tuple[tuple[str, DType], ...]  # buffer name, dtype, in argument order
+    outputs: tuple[tuple[str, DType], ...]
+    dims: tuple[str, ...]  # the dynamic dims, in argument order
+    temps: tuple[tuple[str, DType, D.Dim], ...]  # buffer, dtype, byte offset in the arena
+    calls: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]  # kernel, buffer args, dim args
+    constraints: tuple[tuple[D.Dim, D.Dim], ...]  # lhs == rhs, checked at call time
+    arena_size: D.Dim
+
+    def text(self, canon: dict[str, D.Dim] | None = None) -> str:
+        def dim(d: D.Dim) -> str:
+            return str(D.substitute(d, canon) if canon else d)
+
+        lines = [f"entry {self.name}({', '.join(f'{b} {t}' for b, t in self.inputs + self.outputs)}"
+                 f"{''.join(', i64 ' + dim(D.sym(d)) for d in self.dims)})"]
+        lines += [f"  check {dim(a)} == {dim(b)}" for a, b in self.constraints]
+        lines.append(f"  arena {dim(self.arena_size)} bytes")
+        lines += [f"  {b} {t} at arena + {dim(off)}" for b, t, off in self.temps]
+        lines += [f"  call {k}({', '.join(list(bs) + [dim(D.sym(d)) for d in ds])})" for k, bs, ds in self.calls]
+        return "\n".join(lines)
+
+
+def entry_plan(name: str, sched: Schedule, kernels: Sequence[L.Kernel]) -> EntryPlan:
+    prog = sched.program
+    ins = tuple((f"in{i}", s.dtype) for i, s in enumerate(prog.inputs))
+    outs = tuple((f"out{i}", s.dtype) for i, s in enumerate(prog.outputs))
+    temps = tuple((b.name, b.dtype, b.offset) for b in sched.buffers.values() if b.role == "temp")
+    calls = tuple((k.name, tuple(p.name for p in k.params), tuple(k.dims)) for k in kernels)
+    return EntryPlan(name, ins, outs, tuple(prog.dims), temps, calls,
+                     tuple((c.lhs, c.rhs) for c in prog.constraints), sched.arena_size)
+
+
+@dataclass
+class Lowered:
+    """One program after the target-independent back end: what a runtime renders."""
+    program: Program
+    sched: Schedule
+    kernels: list[L.Kernel]
+    plan: EntryPlan
+    bounds: B.Table | None = None  # the bounds-checked mode's table (caten.lower.bounds)
+
+    @property
+    def name(self) -> str:
+        return self.plan.name
+
+    @property
+    def defines(self) -> dict[str, D.Dim]:
+        return self.program.dim_defines()
+
+    def loops(self, canon: bool = False) -> str:
+        """The loop IR of every kernel and the entry plan, as `--emit loops` prints it."""
+        c = self.program.canonical_dims() if canon else None
+        return "\n\n".join([kernel_text(k, c) for k in self.kernels] + [self.plan.text(c)])
+
+    def rename(self, name: str) -> None:
+        """Give the program's kernels and entry their final names (kernel k is NAME__kK)."""
+        old = {k.name: f"{name}__k{i}" for i, k in enumerate(self.kernels)}
+        for sk in self.sched.kernels:
+            sk.name = old.get(sk.name, sk.name)
+        for k in self.kernels:
+            k.name = old[k.name]
+        self.plan = entry_plan(name, self.sched, self.kernels)
+
+    def check_bounds(self) -> None:
+        """Instrument every load and store with a bounds check; a failure names the kernel as
+        the program's own (NAME__kK), not by the code's cache name."""
+        self.kernels, self.bounds = B.instrument(self.kernels, self.sched, f"{self.name}__oob")
+        shown = {k.name: f"{c_symbol(self.program.name)}__k{i}" for i, k in enumerate(self.kernels)}
+        self.bounds.kernels = [shown.get(k, k) for k in self.bounds.kernels]
+
+
+class Timings:
+    """Seconds per stage, summed over the programs of one call; `-v` prints them."""
+
+    def __init__(self) -> None:
+        self.stages: dict[str, float] = {}
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.stages[name] = self.stages.get(name, 0.0) + time.perf_counter() - t0
+
+    def line(self, what: str) -> str:
+        parts = ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in self.stages.items())
+        return f"[pipeline] {what}: {parts}"
+
+
+def lower_program(program: Program, name: str, t: Target, threads: int, timings: Timings | None = None) -> Lowered:
+    """schedule -> lower for target `t`; the kernels are named NAME__kK."""
+    timings = timings or Timings()
+    with target.use(t):
+        with timings.stage("schedule"):
+            sched = schedule(program, check=lowering.check_group, threads=threads)
+        for i, k in enumerate(sched.kernels):
+            k.name = f"{name}__k{i}"
+        with timings.stage("lower"):
+            kernels = lowering.lower(sched)
+    return Lowered(program, sched, kernels, entry_plan(name, sched, kernels))
+
+
+def lower_all(runtime: Runtime, programs: Program | Sequence[Program], t: Target, check_bounds: bool = False,
+              timings: Timings | None = None) -> list[Lowered]:
+    """Several programs under their C symbols (AOT: one module, one library)."""
+    progs, names = named_programs(programs)
+    out = [lower_program(p, n, t, runtime.capabilities(t).threads, timings) for p, n in zip(progs, names)]
+    if check_bounds:
+        for lw in out:
+            lw.check_bounds()
+    return out
+
+
+_fingerprints: dict[tuple[str, str], str] = {}
+
+
+def code_fingerprint(runtime: Runtime) -> str:
+    """A hash of the code that turns loop IR into machine code for `runtime` (the renderers, the
+    bounds pass, this module, the plugin's own file) and of its toolchain: editing any of them
+    invalidates cached code. Files are read, not imported: a warm start never loads a renderer."""
+    mod = type(runtime).__module__
+    if (runtime.name, mod) not in _fingerprints:
+        import importlib.util
+
+        import caten
+
+        here = os.path.dirname(os.path.abspath(__file__))
+        plugin = getattr(sys.modules.get(mod), "__file__", None) or (importlib.util.find_spec(mod) or object).origin
+        files = sorted(glob.glob(os.path.join(here, "render", "**", "*.py"), recursive=True))
+        files += [os.path.join(here, "lower", "bounds.py"), __file__, plugin]
+        parts = [caten.__version__]
+        for f in files:
+            with open(f, "rb") as fh:
+                parts.append(hashlib.sha256(fh.read()).hexdigest())
+        _fingerprints[(runtime.name, mod)] = key_of(*parts)
+    return _fingerprints[(runtime.name, mod)]
+
+
+def cache_key(runtime: Runtime, lowered: Sequence[Lowered], t: Target, options: CompileOptions) -> str:
+    """The one compile-cache key: loop IR + entry plans, runtime, target, options, versions."""
+    return key_of("caten-code/1", runtime.name, runtime.toolchain(t), code_fingerprint(runtime), *map(str, t.key()),
+                  str(options.opt_level), str(bool(options.check_bounds)),
+                  *(lw.loops(canon=True) for lw in lowered))
+
+
+_memo_lock = threading.RLock()
+
+
+def compile(runtime: Runtime, program: Program, options: CompileOptions | None = None):
+    """The executable of `program` on `runtime`, built once per structure in this process and
+    loaded from the cache when another process built the same code."""
+    options = options or CompileOptions()
+    if not runtime.renders:
+        return runtime.compile(program, options)
+    t = target.resolve(options.target)
+    if has_extern(program) and runtime.capabilities(t).extern_split:
+        return ExternSplit(program, lambda p: compile(runtime, p, options))
+    target.check_runnable(t)
+    key = (program.key(), tuple(program.dims), tuple(program.derived), t.key(), runtime.capabilities(t),
+           options.opt_level, options.check_bounds)
+    with _memo_lock:
+        memo = runtime.__dict__.setdefault("_pipeline_memo", {})
+        if key not in memo:
+            memo[key] = _build(runtime, program, t, options)
+        return memo[key]
+
+
+def _build(runtime: Runtime, program: Program, t: Target, options: CompileOptions):
+    tm = Timings()
+    lw = lower_program(program, PLACEHOLDER, t, runtime.capabilities(t).threads, tm)
+    key = cache_key(runtime, [lw], t, options)
+    lw.rename(f"caten_{key[:16]}")  # unique per code: JIT engines share one symbol table
+    if options.check_bounds:
+        lw.check_bounds()
+    store = default_cache() if options.use_cache else None
+    art = store.get(key, runtime.artifact_kind) if store else None
+    hit = art is not None
+    if art is None:
+        with tm.stage("render"):
+            src = runtime.render([lw], t, options)
+        with tm.stage("compile"):
+            art = runtime.compile_source(src, t, options)
+        if store:
+            store.put(key, runtime.artifact_kind, art)
+    with tm.stage("load"):
+        exe = runtime.load(art, lw, t, options)
+    if options.verbose:
+        print(tm.line(f"{runtime.name} {program.name} ({'cached code' if hit else 'compiled'})"), file=sys.stderr)
+    return exe
+
+
+EMITS = ("schedule", "loops", "source", "asm", "obj", "lib")
+
+
+def emit(runtime: Runtime, programs: Program | Sequence[Program], kind: str,
+         options: CompileOptions | None = None) -> dict[str, bytes | str]:
+    """`--emit KIND` artifacts ({suffix: content}) of one program or several (one module)."""
+    options = options or CompileOptions()
+    if not runtime.renders and kind not in ("schedule", "loops"):
+        return runtime.emit(programs, kind, options)
+    t = target.resolve(options.target)
+    tm = Timings()
+    lowered = lower_all(runtime, programs, t, timings=tm)
+    if kind == "schedule":
+        text = "\n\n".join(lw.sched.dump() for lw in lowered)
+        return {".txt": f"{text}\n\ntarget {t.describe()}\n"}
+    if kind == "loops":
+        return {".txt": "\n\n".join(lw.loops() for lw in lowered) + f"\n\ntarget {t.describe()}\n"}
+    with tm.stage("render"):
+        src = runtime.render(lowered, t, options)
+    with tm.stage(kind):
+        out = runtime.artifacts(src, kind, lowered, t, options)
+    if options.verbose:
+        print(tm.line(f"{runtime.name} --emit {kind}"), file=sys.stderr)
+    return out

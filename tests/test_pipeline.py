@@ -1,0 +1,89 @@
+"""caten.pipeline: one back half for every compiling runtime, one cache key, `--emit loops`, `-v`."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import caten
+from caten import pipeline, target
+from caten.cli.main import cli
+from caten.run import runtime as R
+from caten.run.runtime import CompileOptions
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SCALE = "(composite f ((X{f32}[N]) -> (Y{f32}[N])) (setf Y (exp (* X 2.0))))"
+
+
+def _program(src: str):
+    mod = caten.loads(src, runtime="numpy")
+    return mod.f.elaborate({})
+
+
+def _key(src: str, rt: str = "llvm") -> str:
+    runtime = R.get(rt)
+    t = target.host()
+    lw = pipeline.lower_program(_program(src), pipeline.PLACEHOLDER, t, 1)
+    return pipeline.cache_key(runtime, [lw], t, CompileOptions())
+
+
+def test_key_ignores_names_but_not_code():
+    base = _key(SCALE)
+    renamed = SCALE.replace("X", "A").replace("Y", "B").replace("[N]", "[M]")
+    assert _key(renamed) == base  # tensor and dim names are not code
+    assert _key(SCALE.replace("2.0", "3.0")) != base  # a constant is
+    assert _key(SCALE, "c") != base  # and so is the runtime
+
+
+def test_same_code_shares_one_compiled_object(tmp_path, monkeypatch):
+    """Two composites differing only in names: one cache entry, both compute right."""
+    monkeypatch.setenv("CATEN_CACHE_DIR", str(tmp_path / "cache"))
+    x = np.linspace(-1, 1, 37, dtype=np.float32)
+    for rt in ("llvm", "c"):
+        a = caten.loads(SCALE, runtime=rt).f(x)
+        b = caten.loads(SCALE.replace("X", "Q").replace("[N]", "[K]"), runtime=rt).f(x)
+        np.testing.assert_allclose(a, np.exp(x.astype(np.float64) * 2), rtol=1e-6)
+        np.testing.assert_array_equal(a, b)
+    kinds = [p.suffix for p in (tmp_path / "cache").rglob("*") if p.suffix in (".llvmobj", ".c-so")]
+    assert sorted(kinds) == [".c-so", ".llvmobj"], kinds
+
+
+def test_loops_text_of_a_dag_is_linear():
+    """A chain of flips shares every index term: the text numbers shared terms instead of
+    repeating them, so it grows linearly with the chain (a tree print doubles per flip)."""
+    def text(n: int) -> str:
+        body = "".join("(setf y (flip y :axis 0))" for _ in range(n))
+        src = f"(composite f ((x{{f32}}[N]) -> (y{{f32}}[N])) (setf y (+ x 1.0)) {body} (setf y (* y 2.0)))"
+        lw = pipeline.lower_program(_program(src), "f", target.host(), 1)
+        return lw.loops()
+
+    small, big = len(text(20)), len(text(40))
+    assert big < 2.6 * small, (small, big)
+
+
+@pytest.mark.parametrize("rt", ["llvm", "c", "numpy"])
+def test_emit_loops_and_verbose_stage_timings(rt, tmp_path):
+    f = tmp_path / "s.lisp"
+    f.write_text("(composite f ((X{f32}[B, N]) -> (Y{f32}[B, N])) (setf Y (softmax X :axis 1)))")
+    r = CliRunner().invoke(cli, [str(f), "-r", rt, "--emit", "loops", "-o", "-"])
+    assert r.exit_code == 0, r.output
+    assert "kernel f__k0(in f32 *in0" in r.output and "entry f(in0 f32, out0 f32, i64 B, i64 N)" in r.output
+    assert "for " in r.output and "exp2:f32" in r.output
+    if rt != "numpy":
+        r = CliRunner().invoke(cli, [str(f), "-r", rt, "-v", "-S", "-o", str(tmp_path / "out")])
+        assert r.exit_code == 0, r.output
+        assert "[pipeline]" in r.output and "schedule" in r.output and "lower" in r.output and "render" in r.output
+
+
+def test_runtimes_import_neither_schedule_nor_lower():
+    """A runtime plugin gets lowered programs from the pipeline; it never drives the back end."""
+    for path in sorted((ROOT / "runtimes").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        mods |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        bad = {m for m in mods if m.startswith(("caten.schedule", "caten.lower"))}
+        assert not bad, f"{path.name} imports {sorted(bad)}"
