@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import caten
+from caten import pipeline
 from caten.run import runtime as R
 from caten.run.runtime import CompileOptions
 
@@ -330,7 +331,7 @@ def test_float_sums_use_partial_sums(runtime, dtype):
     _usable(runtime)
     src = f"(composite t ((A{{{dtype}}}[M, N]) -> (C{{{dtype}}}[1, 1])) (sum A :keepdims true))"
     mod = caten.loads(src, runtime=runtime, use_cache=False)
-    text = next(iter(R.get(runtime).emit(mod.t.program({})[0], "source", CompileOptions()).values()))
+    text = next(iter(pipeline.emit(R.get(runtime), mod.t.program({})[0], "source", CompileOptions()).values()))
     assert ("#pragma omp simd reduction(+:" if runtime == "c" else "p_acc") in text
     rng = np.random.default_rng(5)
     worst = 0.0

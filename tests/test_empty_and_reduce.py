@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import caten
+from caten import pipeline
 from caten.run.runtime import CompileOptions
 from caten.run.runtime import get as get_runtime
 
@@ -113,7 +114,7 @@ def test_sum_over_a_literal_empty_axis_next_to_a_symbolic_one(rt):
 
 def _library(rt: str, src: str, tmp_path, name: str):
     prog = caten.loads(src, runtime=rt).__getattr__(name).elaborate({})
-    art = get_runtime(rt).emit(prog, "lib", CompileOptions())
+    art = pipeline.emit(get_runtime(rt), prog, "lib", CompileOptions())
     path = tmp_path / f"lib{name}_{rt}.so"
     path.write_bytes(art[".so"])
     return ctypes.CDLL(str(path))

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import caten
+from caten import pipeline
 from caten.driver import compile_program, read_text
 from caten.ir import dtypes as T
 from caten.ir.graph import toposort
@@ -206,7 +207,7 @@ def test_device_sources_divide_with_ieee_division():
         text = CS.device_source([CS.device_program(prog, target, local=64, coop=True)], target)
         assert " / " in text and "native_divide" not in text and "__fdividef" not in text
     assert "-cl-fp32-correctly-rounded-divide-sqrt" in opencl_rt.BUILD_OPTIONS
-    man = json.loads(opencl_rt.RUNTIME.emit(prog, "source")[".json"])
+    man = json.loads(pipeline.emit(opencl_rt.RUNTIME, prog, "source")[".json"])
     assert "-cl-fp32-correctly-rounded-divide-sqrt" in man["build_options"]  # for hosts of `-S` output
 
 

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from caten.driver import compile_program, read_text
+from caten.lower import check_group
 from caten.schedule import gemm_plan, schedule
 
 SRC = """
@@ -33,7 +34,7 @@ def src_file(tmp_path_factory):
 
 def sched(name):
     src = read_text(SRC, "<test>", False)
-    return schedule(compile_program(src, src.entry(name), {}, {}, 2, [], "llvm", None))
+    return schedule(compile_program(src, src.entry(name), {}, {}, 2, [], "llvm", None), check=check_group)
 
 
 @pytest.mark.parametrize("name,most", [("ew", 1), ("sm", 3), ("ln", 3)])
@@ -61,7 +62,7 @@ def test_emit_schedule_cli(src_file):
     counts = {name: int(re.search(r": (\d+) kernel", b).group(1)) for name, b in blocks.items()}
     assert counts["ew"] == 1 and counts["sm"] <= 3 and counts["ln"] <= 3, counts
     assert counts == {n: len(sched(n).kernels) for n in counts}
-    assert "kernel ew_k0: outer" in blocks["ew"] and "store MUL f32 [N]" in blocks["ew"]
+    assert "kernel ew__k0: outer" in blocks["ew"] and "store MUL f32 [N]" in blocks["ew"]
     assert "reduce-max" in blocks["sm"] and "reduce-add" in blocks["sm"]
     assert "(tiled)" in blocks["mm"]
 

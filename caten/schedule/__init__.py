@@ -12,6 +12,7 @@ cache (at most MAX_STAGES stages a kernel). Intermediates get offsets in one are
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from caten import target
@@ -361,14 +362,12 @@ def reduce_mode(n: Node, outer: int) -> str:
     return "register"
 
 
-def schedule(program: Program, check="lowering", threads: int = 1) -> Schedule:
+def schedule(program: Program, check: Callable | None, threads: int = 1) -> Schedule:
     """Group `program` into kernels. `check(members, outer, realized)` may veto a fusion by
-    raising Unfusable; by default the lowering tries each group before it is committed.
+    raising Unfusable (the pipeline passes the lowering's trial, `caten.lower.check_group`, so
+    that no group is committed that cannot be lowered; None: no veto).
     `threads` > 1 gives every GEMM stage one set of packed panels per thread."""
-    if check == "lowering":
-        from caten.lower import check_group  # lower builds on this module; imported late on purpose
-
-        check = check_group
+    check = check or (lambda members, outer, realized: None)
     check = getattr(check, "fresh", lambda: check)()  # a checker with state gets its own for this schedule
     outs: list[Node] = []
     seen_out: set[Node] = set()
