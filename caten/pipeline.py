@@ -22,17 +22,19 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import caten.lower as lowering  # by module: tests may stand a buggy `lower` in for the real one
 from caten import target
 from caten.cache import default_cache, key_of
+from caten.errors import Error
 from caten.ir import dims as D
 from caten.ir.dtypes import DType
 from caten.ir.program import Program, c_symbol
 from caten.lower import bounds as B
 from caten.lower import loopir as L
 from caten.lower.text import kernel_text
+from caten.lower.verify import problems as loop_problems
 from caten.run.runtime import CompileOptions, Runtime, named_programs
 from caten.run.split import ExternSplit, has_extern
 from caten.schedule import Schedule, schedule
@@ -99,6 +101,15 @@ class Lowered:
         c = self.program.canonical_dims() if canon else None
         return "\n\n".join([kernel_text(k, c) for k in self.kernels] + [self.plan.text(c)])
 
+    def verify(self, stage: str) -> None:
+        """Check the loop IR (caten.lower.verify) when CATEN_VERIFY is set."""
+        if os.environ.get("CATEN_VERIFY", "").strip().lower() in ("", "0", "false", "no", "off"):
+            return
+        found = [p for k in self.kernels for p in loop_problems(k)]
+        if found:
+            raise Error(f"the loop IR after {stage} is malformed ({len(found)} problems):\n  "
+                        + "\n  ".join(found[:8]), hint="a compiler bug: please report it with the program")
+
     def rename(self, name: str) -> None:
         """Give the program's kernels and entry their final names (kernel k is NAME__kK)."""
         old = {k.name: f"{name}__k{i}" for i, k in enumerate(self.kernels)}
@@ -108,10 +119,15 @@ class Lowered:
             k.name = old[k.name]
         self.plan = entry_plan(name, self.sched, self.kernels)
 
-    def check_bounds(self) -> None:
-        """Instrument every load and store with a bounds check; a failure names the kernel as
-        the program's own (NAME__kK), not by the code's cache name."""
-        self.kernels, self.bounds = B.instrument(self.kernels, self.sched, f"{self.name}__oob")
+    def check_bounds(self, device: bool = False) -> None:
+        """Instrument every load and store with a bounds check (on a device, the error record is
+        one more buffer argument of every kernel); a failure names the kernel as the program's
+        own (NAME__kK), not by the code's cache name."""
+        if device:
+            self.kernels, self.bounds = B.device_instrument(self.kernels, self.sched)
+        else:
+            self.kernels, self.bounds = B.instrument(self.kernels, self.sched, f"{self.name}__oob")
+        self.verify("the bounds pass")
         shown = {k.name: f"{c_symbol(self.program.name)}__k{i}" for i, k in enumerate(self.kernels)}
         self.bounds.kernels = [shown.get(k, k) for k in self.bounds.kernels]
 
@@ -145,17 +161,20 @@ def lower_program(program: Program, name: str, t: Target, threads: int, timings:
             k.name = f"{name}__k{i}"
         with timings.stage("lower"):
             kernels = lowering.lower(sched)
-    return Lowered(program, sched, kernels, entry_plan(name, sched, kernels))
+    lw = Lowered(program, sched, kernels, entry_plan(name, sched, kernels))
+    lw.verify("lowering")
+    return lw
 
 
 def lower_all(runtime: Runtime, programs: Program | Sequence[Program], t: Target, check_bounds: bool = False,
               timings: Timings | None = None) -> list[Lowered]:
     """Several programs under their C symbols (AOT: one module, one library)."""
     progs, names = named_programs(programs)
-    out = [lower_program(p, n, t, runtime.capabilities(t).threads, timings) for p, n in zip(progs, names)]
+    caps = runtime.capabilities(t)
+    out = [lower_program(p, n, t, caps.threads, timings) for p, n in zip(progs, names)]
     if check_bounds:
         for lw in out:
-            lw.check_bounds()
+            lw.check_bounds(caps.device)
     return out
 
 
@@ -215,11 +234,12 @@ def compile(runtime: Runtime, program: Program, options: CompileOptions | None =
 
 def _build(runtime: Runtime, program: Program, t: Target, options: CompileOptions):
     tm = Timings()
-    lw = lower_program(program, PLACEHOLDER, t, runtime.capabilities(t).threads, tm)
+    caps = runtime.capabilities(t)
+    lw = lower_program(program, PLACEHOLDER, t, caps.threads, tm)
     key = cache_key(runtime, [lw], t, options)
     lw.rename(f"caten_{key[:16]}")  # unique per code: JIT engines share one symbol table
     if options.check_bounds:
-        lw.check_bounds()
+        lw.check_bounds(caps.device)
     store = default_cache() if options.use_cache else None
     art = store.get(key, runtime.artifact_kind) if store else None
     hit = art is not None
@@ -254,6 +274,7 @@ def emit(runtime: Runtime, programs: Program | Sequence[Program], kind: str,
         return {".txt": f"{text}\n\ntarget {t.describe()}\n"}
     if kind == "loops":
         return {".txt": "\n\n".join(lw.loops() for lw in lowered) + f"\n\ntarget {t.describe()}\n"}
+    options = replace(options, extra={**options.extra, "aot": True})  # files for another machine
     with tm.stage("render"):
         src = runtime.render(lowered, t, options)
     with tm.stage(kind):

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 import caten
 from caten import pipeline, target
 from caten.cli.main import cli
+from caten.ir import dims as D
 from caten.run import runtime as R
 from caten.run.runtime import CompileOptions
 
@@ -87,3 +88,25 @@ def test_runtimes_import_neither_schedule_nor_lower():
         mods |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         bad = {m for m in mods if m.startswith(("caten.schedule", "caten.lower"))}
         assert not bad, f"{path.name} imports {sorted(bad)}"
+
+
+def test_loop_ir_verifier_finds_malformed_kernels():
+    from caten.ir import dtypes as T
+    from caten.ir.ops import Op
+    from caten.lower import loopir as L
+    from caten.lower.verify import problems
+
+    i = L.var("i")
+    good = L.Kernel("k", [L.BufParam("in0", T.f32, "in"), L.BufParam("out0", T.f32, "out")], ["N"],
+                    [L.Loop("i", L.dim(D.sym("N")), [L.Store("out0", i, L.load("in0", i, T.f32))])])
+    assert problems(good) == []
+    bad = L.Kernel("k", good.params, ["N"], [
+        L.Store("out0", i, L.load("in0", i, T.f32)),  # i outside its loop
+        L.Loop("j", L.const(4), [L.Store("t9", L.var("j"), L.const(1.0, T.f32)),  # not a parameter
+                                 L.Store("in0", L.var("j"), L.const(1.0, T.f32)),  # writes an input
+                                 L.Store("out0", L.var("j"), L.alu(Op.ADD, T.f32, L.const(1, T.i32),
+                                                                   L.const(1.0, T.f32)))])])
+    found = "\n".join(problems(bad))
+    for what in ("reads variable i outside its loop", "stores to t9, not a parameter", "stores to input in0",
+                 "operands [i32] for a f32 result"):
+        assert what in found, found

@@ -38,10 +38,12 @@ class CompileOptions:
 @dataclass(frozen=True)
 class Capabilities:
     """What a runtime's code generator has: its vector width, how many threads its kernels may
-    use, whether host EXTERN kernels may run between its compiled stages (caten.run.split)."""
+    use, whether host EXTERN kernels may run between its compiled stages (caten.run.split),
+    whether its kernels run on a device."""
     vector_bits: int = 0
     threads: int = 1
     extern_split: bool = False
+    device: bool = False  # kernels run on a device: the bounds record is a kernel argument
 
 
 class Executable(Protocol):
@@ -73,7 +75,8 @@ class Runtime:
         return ""
 
     def render(self, lowered: Sequence[Any], t: Target, options: CompileOptions) -> str:
-        """The source of one or several lowered programs (`caten.pipeline.Lowered`) for target `t`."""
+        """The source of one or several lowered programs (`caten.pipeline.Lowered`) for target `t`;
+        `options.extra["aot"]`: for `--emit` (files for another machine, not this process)."""
         raise NotImplementedError
 
     def compile_source(self, source: str, t: Target, options: CompileOptions) -> bytes:
