@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import caten
-from caten.render import llvm as LL
+from caten.render.llvm import sin as LL
 
 F32_MAX = float(np.finfo(np.float32).max)
 F64_MAX = float(np.finfo(np.float64).max)

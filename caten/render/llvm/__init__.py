@@ -8,16 +8,11 @@ computed in f32 and rounded after every op. Integer division by zero gives 0, ne
 The modules: `values` (type names, constants), `fn` (one function's body: values, memory,
 casts, ALU, loops), `numerics` and `sin` (the inline float/int numerics), `threads` (parallel
 loops on pthreads), `gemm` (the matmul micro-kernel), `module` (the LLVM module and its kernel
-functions), `entry` (the C ABI entry points and the C header).
+functions), `entry` (the C ABI entry points and the C header). This package exports what the
+runtimes use.
 """
 
-from caten.ir import dims as D
-from caten.ir import dtypes as T
-from caten.render.llvm.entry import c_header, c_type, entry_functions
-from caten.render.llvm.fn import FnGen
+from caten.render.llvm.entry import c_header, entry_functions
 from caten.render.llvm.module import ModuleGen
-from caten.render.llvm.sin import _SINTAB, _SINTAB_PAD
-from caten.render.llvm.values import const_str, mty, rty
 
-__all__ = ["ModuleGen", "FnGen", "entry_functions", "c_header", "c_type", "const_str", "rty", "mty", "D", "T",
-           "_SINTAB", "_SINTAB_PAD"]
+__all__ = ["ModuleGen", "entry_functions", "c_header"]
