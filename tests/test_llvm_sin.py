@@ -11,7 +11,7 @@ import pytest
 
 import caten
 from caten import pipeline
-from caten.render import llvm as LL
+from caten.render.llvm import sin as LL
 
 F32_MAX = float(np.finfo(np.float32).max)
 F64_MAX = float(np.finfo(np.float64).max)

@@ -1,0 +1,30 @@
+"""One C-style renderer of the loop IR, shared by plain C, OpenCL C and CUDA C.
+
+The three targets differ only in the small `Target` tables below: type names, qualifiers,
+bit casts, math function names, the thread-index expressions, shared memory and barriers.
+Everything else — expressions, casts with caten's semantics (floor division, saturating
+float->int, f16/bf16 computed in f32 and rounded after every op), masks, the counter-based
+RNG — is rendered once here.
+
+Plain C runs each loop-IR kernel as one serial function. The device targets map a kernel
+to one or more device kernels (`DeviceKernel`): the leading loops whose iterations are
+independent are spread over the grid — one work-item per iteration ("items" mode), or one
+work-group per iteration whose work-items share the inner loops ("groups" mode: strided
+loops, tree reductions in local/shared memory, barriers between stages).
+`device_program` maps a lowered program (from caten.pipeline) onto the grid and returns what a host needs to run the
+result (buffers with sizes, launches with sizes as expressions of the dims) — the same data
+the JSON manifest beside `-S` output holds.
+
+The modules: `targets` (the target tables and dtype spellings), `helpers` (the C helper
+functions), `fn` (one function body: expressions, casts, ALU, loops), `grid` (the device
+mapping and kernels), `program` (device programs, their source file and manifest). This package
+exports what the runtimes use.
+"""
+
+from caten.render.cstyle.fn import Fn, c_function
+from caten.render.cstyle.helpers import helper_source
+from caten.render.cstyle.program import DeviceProgram, device_program, device_source, manifest
+from caten.render.cstyle.targets import CUDA, OPENCL, OPENCL_CPU, C, eval_dim, stype
+
+__all__ = ["C", "OPENCL", "CUDA", "OPENCL_CPU", "stype", "eval_dim", "helper_source", "Fn", "c_function",
+           "DeviceProgram", "device_program", "device_source", "manifest"]

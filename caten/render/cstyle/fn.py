@@ -1,0 +1,380 @@
+"""Fn: one C-style function body from loop IR. Values are C expressions over named temporaries;
+casts and ALU ops carry caten's semantics (floor division, saturating float->int, f16/bf16
+computed in f32 and rounded after every op). Plain C renders a kernel as one serial `Fn`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import ml_dtypes
+import numpy as np
+
+from caten.ir.dims import Dim
+from caten.ir.dtypes import DType
+from caten.ir.ops import Op
+from caten.ir.walk import Visit, drive
+from caten.lower import loopir as L
+from caten.lower.loopir import X
+from caten.render.cstyle.targets import POLY, Target, ctype, idx_lit, int_lit, stype, uty
+
+
+class Fn:
+    """Renders one function body; values are C expressions over named temporaries."""
+
+    def __init__(self, target: Target, dims: Sequence[str], defines: dict[str, Dim], used: set[str],
+                 rebase: dict[str, str] | None = None):
+        self.t, self.dims, self.defines, self.used = target, list(dims), defines, used
+        self.rebase = rebase or {}
+        self.lines: list[str] = []
+        self.decls: list[str] = []  # accumulators and shared arrays, at function scope
+        self.ind = 1
+        self.n = 0
+        self.scopes: list[dict] = [{}]
+        self.accs: dict[str, DType] = {}
+        self.uses_f64 = False
+
+    # plumbing ----------------------------------------------------------------------------------
+    def emit(self, s: str) -> None:
+        self.lines.append("  " * self.ind + s)
+
+    def tmp(self, ty: str, expr: str) -> str:
+        self.n += 1
+        name = f"t{self.n}"
+        self.emit(f"{ty} {name} = {expr};")
+        return name
+
+    def open(self, head: str) -> None:
+        self.emit(head + " {")
+        self.ind += 1
+        self.scopes.append({})
+
+    def close(self) -> None:
+        self.scopes.pop()
+        self.ind -= 1
+        self.emit("}")
+
+    def helper(self, name: str) -> str:
+        self.used.add(name)
+        return name
+
+    def fmath(self, name: str, dt: DType) -> str:
+        return self.t.math[name][1 if dt.bits == 64 else 0]
+
+    # literals and dims ---------------------------------------------------------------------------
+    def lit(self, v, dt: DType) -> str:
+        if dt.is_bool:
+            return "true" if v else "false"
+        if dt.is_int:
+            return int_lit(int(v), dt)
+        v = float(v)
+        with np.errstate(over="ignore"):  # beyond a 16-bit float's range the constant is inf, as the cast says
+            if dt.name == "f16":
+                v = float(np.float16(v))
+            elif dt.name == "bf16":
+                v = float(ml_dtypes.bfloat16(v))
+            elif dt.bits == 32:
+                v = float(np.float32(v))
+        if dt.bits == 64:
+            self.uses_f64 = True
+            if math.isfinite(v):
+                return f"({v.hex()})"
+            bits = 0x7FF8000000000000 if math.isnan(v) else (0xFFF0000000000000 if v < 0 else 0x7FF0000000000000)
+            return f"{self.t.bits[3]}({bits}UL)"
+        if math.isfinite(v):
+            return f"({v.hex()}f)"
+        bits = 0x7FC00000 if math.isnan(v) else (0xFF800000 if v < 0 else 0x7F800000)
+        return f"{self.t.bits[1]}({bits}U)"
+
+    def dimval(self, d: Dim) -> str:
+        if isinstance(d, int):
+            return idx_lit(d)
+        terms = []
+        for m, c in sorted(d.terms.items(), key=lambda mc: repr(mc[0])):
+            fs = [self.atom(a) for a in m]
+            if c != 1 or not fs:
+                fs.insert(0, idx_lit(c))
+            terms.append(" * ".join(fs))
+        return "(" + " + ".join(terms) + ")"
+
+    def atom(self, a) -> str:
+        if a.op == "sym":
+            name = a.args[0]
+            if name in self.defines:  # an int (-D), or a derived dim's expression (where K = (/ N 2))
+                v = self.defines[name]
+                return idx_lit(int(v)) if isinstance(v, int) else self.dimval(v)
+            if name not in self.dims:
+                raise KeyError(f"dimension {name} is neither a dynamic dim nor defined")
+            return f"d_{name}"
+        x, y = (self.dimval(s) for s in a.args)
+        if a.op == "idiv":
+            return f"{self.helper('caten_dfloordiv')}({x}, {y})"
+        if a.op == "mod":
+            return f"{self.helper('caten_dmod')}({x}, {y})"
+        return f"(({x}) {'>' if a.op == 'max' else '<'} ({y}) ? ({x}) : ({y}))"
+
+    # values --------------------------------------------------------------------------------------
+    def v(self, x: X) -> str:
+        """The C expression or temporary for x, emitting what it needs (walked without recursion:
+        caten.ir.walk)."""
+        return drive(self._vis(x))
+
+    def _vis(self, x: X) -> Visit[str]:
+        if x.op == "const":
+            return self.lit(x.arg, x.dtype) if x.dtype != L.IDX else idx_lit(int(x.arg))
+        if x.op == "var":
+            return f"a_{x.arg}" if x.arg in self.accs else f"v_{x.arg}"
+        for sc in reversed(self.scopes):
+            r = sc.get(x)
+            if r is not None:
+                return r
+        if x.dtype.bits == 64 and x.dtype.is_float:
+            self.uses_f64 = True
+        r = yield from self._v(x)
+        self.scopes[-1][x] = r
+        return r
+
+    def _v(self, x: X) -> Visit[str]:
+        op = x.op
+        if op == "dim":
+            return self.tmp("i64", self.dimval(x.arg))
+        if op == "load":
+            return self.tmp(ctype(x.dtype), self.load(x.arg, (yield self._vis(x.src[0])), x.dtype))
+        if op == "masked":
+            cond = yield self._vis(x.src[0])
+            self.n += 1
+            name = f"t{self.n}"
+            self.emit(f"{ctype(x.dtype)} {name} = {self.lit(0, x.dtype)};")
+            self.open(f"if ({cond})")
+            val = yield self._vis(x.src[1])
+            self.emit(f"{name} = {val};")
+            self.close()
+            return name
+        if op == "bcheck":  # caten.lower.bounds: the index, or 0 after recording the failure
+            slot, kid, bid = x.arg
+            idx, ext = (yield self._vis(x.src[0])), (yield self._vis(x.src[1]))
+            return self.tmp("i64", f"caten_bcheck({slot}, {idx}, {ext}, {kid}, {bid})")
+        if op == "rand":
+            seed = int(x.arg)
+            ctr = yield self._vis(x.src[0])
+            return self.tmp("u32", f"{self.helper('caten_threefry')}((u64){ctr}, "
+                                   f"{seed & 0xFFFFFFFF}U, {(seed >> 32) & 0xFFFFFFFF}U)")
+        if op in ("idiv", "imod"):
+            a, b = (yield self._vis(x.src[0])), (yield self._vis(x.src[1]))
+            return self.tmp("i64", f"{a} {'/' if op == 'idiv' else '%'} {b}")
+        if op is Op.CAST:
+            return self.tmp(ctype(x.dtype), self.cast((yield self._vis(x.src[0])), x.src[0].dtype, x.dtype))
+        srcs = []
+        for s in x.src:
+            srcs.append((yield self._vis(s)))
+        return self.tmp(ctype(x.dtype), self.alu(op, x.dtype, x.src[0].dtype if x.src else x.dtype, srcs))
+
+    def ref(self, buf: str, idx: str) -> str:
+        base = self.rebase.get(buf)
+        return f"b_{buf}[{idx} + {base}]" if base else f"b_{buf}[{idx}]"
+
+    def load(self, buf: str, idx: str, dt: DType) -> str:
+        r = self.ref(buf, idx)
+        if dt.is_bool:
+            return f"({r} != 0)"
+        if dt.name == "f16":
+            return f"{self.helper('caten_h2f')}({r})"
+        if dt.name == "bf16":
+            return f"{self.helper('caten_bf2f')}({r})"
+        return r
+
+    def store(self, buf: str, idx: str, val: str, dt: DType) -> None:
+        if dt.is_bool:
+            val = f"(u8)({val} ? 1 : 0)"
+        elif dt.name == "f16":
+            val = f"{self.helper('caten_f2h')}({val})"
+        elif dt.name == "bf16":
+            val = f"{self.helper('caten_f2bf')}({val})"
+        self.emit(f"{self.ref(buf, idx)} = {val};")
+
+    def round(self, dt: DType, e: str) -> str:
+        if dt.name == "f16":
+            return f"{self.helper('caten_rh')}({e})"
+        if dt.name == "bf16":
+            return f"{self.helper('caten_rbf')}({e})"
+        return e
+
+    def cast(self, v: str, src: DType, dst: DType) -> str:
+        if src == dst:
+            return v
+        if dst.is_bool:
+            return f"({v} != {self.lit(0, src)})"
+        if src.is_bool:
+            return f"({v} ? {self.lit(1, dst)} : {self.lit(0, dst)})"
+        if src.is_int and dst.is_int:
+            return f"(({dst.name}){v})"
+        if src.is_int and dst.is_float:
+            return self.round(dst, f"(({ctype(dst)}){v})")
+        if src.is_float and dst.is_int:
+            fn = self.helper("caten_f2u64" if dst.kind == "uint" else "caten_f2i64")
+            return f"(({dst.name}){fn}((fw){v}))"
+        if ctype(src) == "f32" and ctype(dst) == "f64":
+            return f"((f64){v})"
+        if ctype(src) == "f64":
+            v = f"((f32){v})"
+        return self.round(dst, v)
+
+    def alu(self, op: Op, dt: DType, sdt: DType, s: list[str]) -> str:
+        """An ALU op over operand expressions (names or literals: each may appear twice)."""
+        if op is Op.WHERE:
+            return f"({s[0]} ? {s[1]} : {s[2]})"
+        if op is Op.CMPLT:
+            return f"({s[0]} < {s[1]})"
+        if op is Op.CMPNE:
+            return f"({s[0]} != {s[1]})"
+        if dt.is_float:
+            return self.round(dt, self.falu(op, dt, s))
+        if dt.is_bool:
+            if op is Op.NOT:
+                return f"(!{s[0]})"
+            sym = {Op.AND: "&", Op.OR: "|", Op.XOR: "^", Op.MAX: "|", Op.ADD: "|", Op.MUL: "&"}[op]
+            return f"(({s[0]} {sym} {s[1]}) != 0)"
+        n, ut = dt.name, uty(dt)
+        if op in (Op.ADD, Op.MUL) and n == "i64":  # index math (and i64 data): plain, wraps in practice
+            return f"({s[0]} {'+' if op is Op.ADD else '*'} {s[1]})"
+        if op in (Op.ADD, Op.MUL):
+            return f"(({n})(({ut}){s[0]} {'+' if op is Op.ADD else '*'} ({ut}){s[1]}))"
+        if op is Op.NEG:
+            return f"(({n})(({ut})0 - ({ut}){s[0]}))"
+        if op is Op.NOT:
+            return f"(({n})~{s[0]})"
+        if op in (Op.AND, Op.OR, Op.XOR):
+            return f"(({n})({s[0]} {({Op.AND: '&', Op.OR: '|', Op.XOR: '^'})[op]} {s[1]}))"
+        if op is Op.MAX:
+            return f"({s[0]} > {s[1]} ? {s[0]} : {s[1]})"
+        if op is Op.IDIV:
+            return f"{self.helper('caten_idiv_' + n)}({s[0]}, {s[1]})"
+        if op is Op.MOD:
+            return f"{self.helper('caten_imod_' + n)}({s[0]}, {s[1]})"
+        raise NotImplementedError(f"{op} on {dt}")
+
+    def falu(self, op: Op, dt: DType, s: list[str]) -> str:
+        ty = ctype(dt)
+        if op is Op.ADD:
+            return f"({s[0]} + {s[1]})"
+        if op is Op.MUL:
+            return f"({s[0]} * {s[1]})"
+        if op is Op.NEG:
+            return f"(-{s[0]})"
+        if op is Op.RECIP:
+            return f"({'1.0f' if ty == 'f32' else '1.0'} / {s[0]})"
+        if op is Op.FDIV:
+            return f"({s[0]} / {s[1]})"
+        if op is Op.MAX:
+            return f"(({s[0]} >= {s[1]} || {s[0]} != {s[0]}) ? {s[0]} : {s[1]})"
+        if op in (Op.EXP2, Op.LOG2, Op.SIN) and self.t.poly and ty == "f32":
+            return f"{self.helper(POLY[op.value.lower()])}({s[0]})"
+        if op in (Op.SQRT, Op.EXP2, Op.LOG2, Op.SIN):
+            return f"{self.fmath(op.value.lower(), dt)}({s[0]})"
+        if op is Op.IDIV:
+            return f"{self.helper('caten_fdiv_' + ty)}({s[0]}, {s[1]})"
+        if op is Op.MOD:
+            return f"{self.helper('caten_fmod_' + ty)}({s[0]}, {s[1]})"
+        raise NotImplementedError(f"{op} on floats")
+
+    # statements ----------------------------------------------------------------------------------
+    def declare_acc(self, s: L.Acc) -> None:
+        if s.var not in self.accs:
+            self.accs[s.var] = s.dtype
+            self.decls.append(f"{ctype(s.dtype)} a_{s.var};")
+
+    def stmt(self, s) -> None:
+        if isinstance(s, L.Loop):
+            self.loop(s)
+        elif isinstance(s, L.Store):
+            self.store(s.buf, self.v(s.idx), self.v(s.value), s.value.dtype)
+        elif isinstance(s, L.Acc):
+            self.declare_acc(s)
+            self.emit(f"a_{s.var} = {self.v(s.init)};")
+        elif isinstance(s, L.SetAcc):
+            self.emit(f"a_{s.var} = {self.v(s.value)};")
+        else:
+            raise TypeError(f"unknown loop-IR statement {type(s).__name__}")
+
+    def stmts(self, body: list) -> None:
+        for s in body:
+            self.stmt(s)
+
+    def loop(self, s: L.Loop, start: str = "0", step: str = "") -> None:
+        ext = self.v(s.extent)
+        inc = f"v_{s.var} += {step}" if step else f"v_{s.var}++"
+        sums = _float_sums(s.body)
+        # the reassociation the loop IR allows an "acc" update: partial sums, as LLVM's vector
+        # lanes give (far closer to a pairwise sum than one serial chain: 660 ulp off over 33k f32)
+        if sums and self.t.name == "c":
+            self.emit(f"#pragma omp simd reduction(+:{', '.join(f'a_{v}' for v in sums)})")
+        elif sums and not step and start == "0":
+            self.partial_sums(s, ext, sums)
+            return
+        self.open(f"for (i64 v_{s.var} = {start}; v_{s.var} < {ext}; {inc})")
+        self.stmts(s.body)
+        self.close()
+
+    def partial_sums(self, s: L.Loop, ext: str, sums: list[str]) -> None:
+        """`for v: acc += x(v)` as 8 interleaved partial sums, added pairwise at the end."""
+        w = _PARTIALS
+        self.open("")
+        for a in sums:
+            self.emit(f"{ctype(self.accs[a])} p_{a}[{w}] = {{{', '.join(['0'] * w)}}};")
+        self.open(f"for (i64 v_{s.var} = 0; v_{s.var} < {ext}; v_{s.var}++)")
+        for st in s.body:
+            self.emit(f"p_{st.var}[v_{s.var} % {w}] += {self.v(st.value.src[1])};")
+        self.close()
+        for a in sums:
+            terms = [f"p_{a}[{i}]" for i in range(w)]
+            while len(terms) > 1:
+                terms = [f"({x} + {y})" for x, y in zip(terms[::2], terms[1::2])]
+            self.emit(f"a_{a} = a_{a} + {terms[0]};")
+        self.close()
+
+    def body(self) -> str:
+        return "\n".join(["  " + d for d in self.decls] + self.lines)
+
+
+_PARTIALS = 8
+
+
+def _float_sums(body: list) -> list[str]:
+    """The accumulators of a loop body made only of float `acc` additions, else []."""
+    out = []
+    for s in body:
+        v = getattr(s, "value", None)
+        if not (isinstance(s, L.SetAcc) and v.op is Op.ADD and v.arg == "acc" and v.dtype.name in ("f32", "f64")
+                and v.src[0].op == "var" and v.src[0].arg == s.var):
+            return []
+        out.append(s.var)
+    return out
+
+
+def expand(stmts: list) -> list:
+    """The body with every statement outside the four basic kinds replaced by its `expand()`
+    (e.g. TileMM: a renderer without a special path for it renders the plain loops)."""
+    out: list = []
+    for s in stmts:
+        if isinstance(s, L.Loop):
+            out.append(L.Loop(s.var, s.extent, expand(s.body)))
+        elif isinstance(s, (L.Store, L.Acc, L.SetAcc)):
+            out.append(s)
+        elif hasattr(s, "expand"):
+            out += expand(s.expand())
+        else:
+            raise TypeError(f"unknown loop-IR statement {type(s).__name__}")
+    return out
+
+
+def c_function(k: L.Kernel, target: Target, defines: dict[str, Dim], used: set[str], qual: str | None = None) -> str:
+    """A loop-IR kernel as one serial C-style function."""
+    fn = Fn(target, k.dims, defines, used)
+    fn.stmts(expand(k.body))
+    return f"{qual or target.kernel} {k.name}({params(k, target)}) {{\n{fn.body()}\n}}"
+
+
+def params(k: L.Kernel, t: Target) -> str:
+    ps = [f"{t.gptr}{'const ' if p.role == 'in' else ''}{stype(p.dtype)} *{t.restrict} b_{p.name}" for p in k.params]
+    ps += [f"i64 d_{d}" for d in k.dims]
+    return ", ".join(ps) or "void"

@@ -1,0 +1,295 @@
+"""Grid mapping for the device targets: which leading loops of a kernel have independent
+iterations (spread over work-items, "items" mode, or over work-groups whose work-items share the
+inner loops, "groups" mode: strided loops, tree reductions in shared memory, barriers), and the
+device kernels that result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from caten.ir import dims as D
+from caten.ir.dims import Dim
+from caten.ir.dtypes import DType
+from caten.ir.ops import Op
+from caten.ir.walk import Visit, drive
+from caten.lower import loopir as L
+from caten.lower.loopir import X
+from caten.render.cstyle.fn import Fn, expand, params
+from caten.render.cstyle.targets import Target, ctype, dim_py, eval_dim
+
+
+def _walk(stmts: list):
+    for s in stmts:
+        yield s
+        if isinstance(s, L.Loop):
+            yield from _walk(s.body)
+
+
+def _vars(x: X, memo: dict | None = None) -> set[str]:
+    """The loop and accumulator variables x reads."""
+    return drive(_vars_of(x, {} if memo is None else memo))
+
+
+def _vars_of(x: X, memo: dict) -> Visit[set[str]]:
+    hit = memo.get(id(x))
+    if hit is not None:
+        return hit
+    out: set[str] = {x.arg} if x.op == "var" else set()
+    for s in x.src:
+        out |= yield _vars_of(s, memo)
+    memo[id(x)] = out
+    return out
+
+
+def _extent(x: X) -> Dim | None:
+    if x.op == "const":
+        return int(x.arg)
+    if x.op == "dim":
+        return x.arg
+    return None
+
+
+def parallel_ok(loop: L.Loop, rebased: set[str]) -> bool:
+    """Iterations of `loop` touch disjoint memory and carry no register state."""
+    ext = _extent(loop.extent)
+    if ext is None:
+        return False
+    inner_accs = {s.var for s in _walk(loop.body) if isinstance(s, L.Acc)}
+    for s in _walk(loop.body):
+        if isinstance(s, L.SetAcc) and s.var not in inner_accs:
+            return False
+        if isinstance(s, L.Store) and ext != 1 and s.buf not in rebased and loop.var not in _vars(s.idx):
+            return False
+    return True
+
+
+_COMBINE = {Op.ADD, Op.MUL, Op.MAX, Op.OR}
+
+
+def reduction_loop(loop: L.Loop, var: str) -> Op | None:
+    """The combining op if `loop` only updates accumulator `var` with an associative op (and
+    accumulators of its own, started inside it: the blocks of a blocked sum, caten.lower.reduce)."""
+    op = None
+    own: set[str] = set()
+    for s in _walk([loop]):
+        if isinstance(s, L.Loop):
+            if _extent(s.extent) is None and not own:  # a block's loop may end at min(c, rest)
+                return None
+            continue
+        if isinstance(s, L.Acc) and s.var != var:
+            own.add(s.var)
+            continue
+        if not isinstance(s, L.SetAcc) or (s.var != var and s.var not in own):
+            return None
+        v = s.value
+        if not (isinstance(v.op, Op) and v.op in _COMBINE and v.src and v.src[0].op == "var" and v.src[0].arg == s.var):
+            return None
+        if v.op is not Op.OR and v.arg != "acc":
+            return None
+        if s.var != var:
+            continue
+        if op is not None and op is not v.op:
+            return None
+        op = v.op
+    return op
+
+
+def coop_ok(stmts: list, rebased: set[str]) -> bool:
+    """Whether a work-group can share `stmts` (see `DeviceFn.coop`)."""
+    i = 0
+    while i < len(stmts):
+        s = stmts[i]
+        if isinstance(s, L.Acc):
+            nxt = stmts[i + 1] if i + 1 < len(stmts) else None
+            if isinstance(nxt, L.Loop) and any(isinstance(u, L.SetAcc) and u.var == s.var for u in _walk([nxt])):
+                if reduction_loop(nxt, s.var) is None and not parallel_ok(nxt, rebased) and not coop_ok(nxt.body,
+                                                                                                        rebased):
+                    return False
+                i += 2
+                continue
+        elif isinstance(s, L.Loop) and not parallel_ok(s, rebased):
+            if _extent(s.extent) is None or not coop_ok(s.body, rebased):
+                return False
+        i += 1
+    return True
+
+
+class DeviceFn(Fn):
+    """A device kernel body: grid-mapped leading loops, then serial or work-group-shared code."""
+
+    def __init__(self, *a, local: int = 1, **kw):
+        super().__init__(*a, **kw)
+        self.L = local
+        self.shared: dict[str, str] = {}
+
+    def strided(self, loop: L.Loop) -> None:
+        self.loop(loop, start="(i64)lid", step=f"{self.L}")
+
+    def tree_reduce(self, var: str, dt: DType, op: Op) -> None:
+        st = "u8" if dt.is_bool else ctype(dt)
+        arr = self.shared.get(st)
+        if arr is None:
+            arr = self.shared[st] = f"red_{st}"
+            self.decls.append(f"{self.t.shared} {st} {arr}[{self.L}];")
+        b = self.t.barrier
+        self.emit(f"{arr}[lid] = a_{var};")
+        self.emit(f"{b};")
+        self.open(f"for (i32 s = {self.L // 2}; s > 0; s >>= 1)")
+        self.open("if (lid < s)")
+        x = f"(({ctype(dt)}){arr}[lid])" if dt.is_bool else f"{arr}[lid]"
+        y = f"(({ctype(dt)}){arr}[lid + s])" if dt.is_bool else f"{arr}[lid + s]"
+        self.emit(f"{ctype(dt)} x = {x}, y = {y};")
+        self.emit(f"{arr}[lid] = {self.alu(op, dt, dt, ['x', 'y'])};")
+        self.close()
+        self.emit(f"{b};")
+        self.close()
+        self.emit(f"a_{var} = {arr}[0]{' != 0' if dt.is_bool else ''};")
+        self.emit(f"{b};")
+
+    def coop(self, stmts: list) -> None:
+        """Run `stmts` with the whole work-group: parallel loops strided over the work-items,
+        reductions strided then combined in shared memory, scalar stores by work-item 0, a
+        barrier after every statement that writes memory."""
+        b = self.t.barrier
+        i = 0
+        while i < len(stmts):
+            s = stmts[i]
+            if isinstance(s, L.Acc):
+                self.stmt(s)
+                nxt = stmts[i + 1] if i + 1 < len(stmts) else None
+                if isinstance(nxt, L.Loop) and any(isinstance(u, L.SetAcc) and u.var == s.var for u in _walk([nxt])):
+                    op = reduction_loop(nxt, s.var)
+                    if op is not None:
+                        self.strided(nxt)
+                        self.tree_reduce(s.var, s.dtype, op)
+                    else:
+                        self.coop([nxt])
+                    i += 2
+                    continue
+            elif isinstance(s, L.SetAcc):
+                self.stmt(s)
+            elif isinstance(s, L.Store):
+                self.open("if (lid == 0)")
+                self.stmt(s)
+                self.close()
+                self.emit(f"{b};")
+            elif isinstance(s, L.Loop):
+                if parallel_ok(s, set(self.rebase)):
+                    self.strided(s)
+                    if any(isinstance(u, L.Store) for u in _walk([s])):
+                        self.emit(f"{b};")
+                else:
+                    ext = self.v(s.extent)
+                    self.open(f"for (i64 v_{s.var} = 0; v_{s.var} < {ext}; v_{s.var}++)")
+                    self.coop(s.body)
+                    self.close()
+            else:
+                self.stmt(s)
+            i += 1
+
+
+@dataclass
+class DeviceKernel:
+    name: str
+    params: list[L.BufParam]
+    dims: list[str]
+    mode: str  # "items": one work-item per grid iteration; "groups": one work-group per iteration
+    count: Dim  # grid iterations (work-items or work-groups)
+    local: int  # work-group size
+    source: str = ""
+
+    def global_size(self, env: dict[str, int]) -> int:
+        n = eval_dim(self.count, env)
+        return n * self.local if self.mode == "groups" else -(-n // self.local) * self.local
+
+    def launch_info(self) -> dict:
+        args = [{"kind": "buffer", "name": p.name, "dtype": p.dtype.name,
+                 "access": "read" if p.role == "in" else "readwrite"} for p in self.params]
+        args += [{"kind": "dim", "name": d, "type": "i64"} for d in self.dims]
+        count = dim_py(self.count)
+        groups = count if self.mode == "groups" else f"(({count}) + {self.local - 1}) // {self.local}"
+        return {"kernel": self.name, "args": args, "mode": self.mode, "count": count, "local_size": self.local,
+                "num_groups": groups, "global_size": f"({groups}) * {self.local}"}
+
+
+def device_kernels(k: L.Kernel, outer: int, local_bufs: dict[str, Dim], target: Target, defines: dict[str, Dim],
+                   used: set[str], local: int, coop: bool, chunk: int = 1) -> tuple[list[DeviceKernel], dict[str, Dim]]:
+    """Map one loop-IR kernel to device kernels. `local_bufs`: kernel-local slice buffers and
+    their slice sizes; returns the kernels and the element counts those buffers need.
+    `chunk` > 1 (CPUs): in "items" mode a work-item runs `chunk` iterations of the innermost
+    grid loop as a plain loop, which the device compiler vectorizes."""
+    kbody = expand(k.body)
+    roots = [kbody]
+    if len(kbody) > 1 and all(isinstance(s, L.Loop) for s in kbody) and not local_bufs:
+        roots = [[s] for s in kbody]  # independent top-level nests: one launch each, in order
+    out: list[DeviceKernel] = []
+    sizes: dict[str, Dim] = {}
+    rebased = set(local_bufs)
+    for ri, root in enumerate(roots):
+        name = k.name if len(roots) == 1 else f"{k.name}_{ri}"
+        chain: list[L.Loop] = []
+        body = root
+        while len(body) == 1 and isinstance(body[0], L.Loop) and parallel_ok(body[0], rebased):
+            chain.append(body[0])
+            body = body[0].body
+        exts = [_extent(lp.extent) for lp in chain]
+        groups = coop and local > 1 and any(isinstance(s, L.Loop) for s in body) and coop_ok(body, rebased)
+        small = isinstance(exts[-1], int) and exts[-1] <= chunk // 4 if chain else True
+        chunked = chunk > 1 and not groups and not local_bufs and not small
+        count = D.prod(exts) if not chunked else \
+            D.mul(D.prod(exts[:-1]), D.floordiv(D.add(exts[-1], chunk - 1), chunk))
+        nouter = min(outer, len(chain))
+        rebase: dict[str, str] = {}
+        for b, slice_elems in local_bufs.items():
+            rebase[b] = f"rb_{b}"
+            sizes[b] = D.mul(D.prod(exts[:nouter]), slice_elems)
+        fn = DeviceFn(target, k.dims, defines, used, rebase, local=local if groups else 1)
+        fn.emit(f"const i64 g = {target.grp if groups else target.gid};")
+        if groups:
+            fn.emit(f"const i32 lid = {target.lid};")
+        else:
+            fn.emit(f"if (g >= {fn.dimval(count)}) return;")
+        rest = "g"
+        if chunked:
+            e = fn.v(chain[-1].extent)
+            nchunks = fn.tmp("const i64", f"({e} + {chunk - 1}) / {chunk}")
+            fn.emit(f"const i64 c0 = ({rest} % {nchunks}) * {chunk};")
+            fn.emit(f"const i64 c1 = c0 + {chunk} < {e} ? c0 + {chunk} : {e};")
+            rest = fn.tmp("const i64", f"{rest} / {nchunks}")
+        for j in range(len(chain) - 1, -1, -1):
+            lp = chain[j]
+            if chunked and j == len(chain) - 1:
+                continue
+            if j == 0:
+                fn.emit(f"const i64 v_{lp.var} = {rest};")
+            else:
+                e = fn.v(lp.extent)
+                fn.emit(f"const i64 v_{lp.var} = {rest} % {e};")
+                fn.n += 1
+                nxt = f"t{fn.n}"
+                fn.emit(f"const i64 {nxt} = {rest} / {e};")
+                rest = nxt
+        if local_bufs:
+            lin = "0"
+            for lp in chain[:nouter]:
+                lin = f"({lin} * {fn.v(lp.extent)} + v_{lp.var})"
+            for b, slice_elems in local_bufs.items():
+                fn.emit(f"const i64 rb_{b} = {lin} * {fn.dimval(slice_elems)};")
+        if groups:
+            fn.coop(body)
+        elif chunked:
+            fn.open(f"for (i64 v_{chain[-1].var} = c0; v_{chain[-1].var} < c1; v_{chain[-1].var}++)")
+            fn.stmts(body)
+            fn.close()
+        else:
+            fn.stmts(body)
+        kp = L.Kernel(name, k.params, k.dims, [])
+        head = target.kernel + (f" __launch_bounds__({fn.L if groups else local})" if target.name == "cuda" else "")
+        src = f"{head} {name}({params(kp, target)}) {{\n{fn.body()}\n}}"
+        dk = DeviceKernel(name, k.params, list(k.dims), "groups" if groups else "items", count,
+                          fn.L if groups else local, src)
+        dk.uses_f64 = fn.uses_f64  # type: ignore[attr-defined]
+        out.append(dk)
+    return out, sizes
+
+

@@ -1,0 +1,432 @@
+"""FnGen: one LLVM function's body from loop IR. Values are strings (SSA names or literals);
+expressions are walked without recursion (caten.ir.walk). The numerics, the thread and GEMM
+statements are functions in sibling modules; this class holds the state and dispatches."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from caten.ir import dims as D
+from caten.ir.dtypes import DType
+from caten.ir.ops import Op
+from caten.ir.walk import Visit, drive
+from caten.lower import loopir as L
+from caten.lower.loopir import X
+from caten.render.llvm import gemm, numerics, sin, threads
+from caten.render.llvm.values import const_str, fhex, mty, rty
+
+if TYPE_CHECKING:
+    from caten.render.llvm.module import ModuleGen
+
+
+class FnGen:
+    """Builds one function's body; values are strings (SSA names or literals)."""
+
+    def __init__(self, mod: ModuleGen, dims: Sequence[str], defines: dict[str, D.Dim]):
+        self.mod, self.dims, self.defines = mod, list(dims), defines
+        self.lines: list[str | None] = []
+        self.entry: list[str | None] = []  # hoisted into the entry block (dim values)
+        self.dimmemo: dict = {}
+        self.allocas: list[str] = []
+        self.n = 0
+        self.cur = "entry"
+        self.scopes: list[dict] = [{}]
+        self.accs: dict[str, tuple[str, DType]] = {}
+
+    def new(self, dims: Sequence[str] | None = None, defines: dict[str, D.Dim] | None = None) -> FnGen:
+        """A generator for another function of the same module (an outlined body, a trampoline)."""
+        return FnGen(self.mod, self.dims if dims is None else dims, self.defines if defines is None else defines)
+
+    # plumbing ---------------------------------------------------------------------------------
+    def tmp(self) -> str:
+        self.n += 1
+        return f"%t{self.n}"
+
+    def label(self, hint: str) -> str:
+        self.n += 1
+        return f"{hint}{self.n}"
+
+    def emit(self, s: str) -> None:
+        self.lines.append("  " + s)
+
+    def block(self, name: str) -> None:
+        self.lines.append(f"{name}:")
+        self.cur = name
+
+    def ins(self, text: str) -> str:
+        t = self.tmp()
+        self.emit(f"{t} = {text}")
+        return t
+
+    def call(self, name: str, ret: str, args: Sequence[tuple[str, str]]) -> str:
+        self.mod.declare(name, ret, [a for a, _ in args])
+        return self.ins(f"call {ret} @{name}({', '.join(f'{t} {v}' for t, v in args)})")
+
+    def intr(self, base: str, ty: str, *vals: str) -> str:
+        suffix = {"float": "f32", "double": "f64"}.get(ty, ty)
+        return self.call(f"llvm.{base}.{suffix}", ty, [(ty, v) for v in vals])
+
+    def fop(self, op: str, ty: str, a: str, b: str, flags: str = "contract") -> str:
+        return self.ins(f"{op} {flags} {ty} {a}, {b}" if flags else f"{op} {ty} {a}, {b}")
+
+    def fc(self, v: float, ty: str) -> str:
+        return fhex(v, ty)
+
+    def select(self, c: str, ty: str, a: str, b: str) -> str:
+        return self.ins(f"select i1 {c}, {ty} {a}, {ty} {b}")
+
+    def fcmp(self, pred: str, ty: str, a: str, b: str) -> str:
+        return self.ins(f"fcmp {pred} {ty} {a}, {b}")
+
+    def icmp(self, pred: str, ty: str, a: str, b: str) -> str:
+        return self.ins(f"icmp {pred} {ty} {a}, {b}")
+
+    def conv(self, op: str, fty: str, v: str, tty: str) -> str:
+        return self.ins(f"{op} {fty} {v} to {tty}")
+
+    # values -------------------------------------------------------------------------------------
+    def v(self, x: X) -> str:
+        """The SSA name of x, emitting what it needs (walked without recursion: caten.ir.walk)."""
+        return drive(self._vis(x))
+
+    def _vis(self, x: X) -> Visit[str]:
+        if x.op == "const":
+            return const_str(x.arg, x.dtype)
+        if x.op == "var" and x.arg in self.accs:
+            ptr, dt = self.accs[x.arg]
+            return self.ins(f"load {rty(dt)}, ptr {ptr}")
+        for sc in reversed(self.scopes):
+            r = sc.get(x)
+            if r is not None:
+                return r
+        r = yield from self._v(x)
+        self.scopes[-1][x] = r
+        return r
+
+    def dimval(self, d) -> str:
+        """The i64 value of a dim expression: computed once per function, in its entry block
+        (it reads only dim arguments, so the value dominates every use)."""
+        if isinstance(d, int):
+            return str(d)
+        key = D._key(d)
+        hit = self.dimmemo.get(key)
+        if hit is None:
+            body, self.lines = self.lines, self.entry
+            try:
+                hit = self.dimmemo[key] = self._dimval(d)
+            finally:
+                self.lines = body
+        return hit
+
+    def _dimval(self, d) -> str:
+        total = None
+        for m, c in sorted(d.terms.items(), key=lambda mc: repr(mc[0])):
+            term = str(c)
+            for a in m:
+                av = self.atom(a)
+                term = av if term == "1" else self.ins(f"mul i64 {term}, {av}")
+            total = term if total is None else self.ins(f"add i64 {total}, {term}")
+        return total or "0"
+
+    def atom(self, a) -> str:
+        if a.op == "sym":
+            name = a.args[0]
+            if name in self.defines:  # an int (-D), or a derived dim's expression (where K = (/ N 2))
+                v = self.defines[name]
+                return str(int(v)) if isinstance(v, int) else self.dimval(v)
+            if name not in self.dims:
+                raise KeyError(f"dimension {name} is neither a dynamic dim nor defined")
+            return f"%d_{name}"
+        x, y = (self.dimval(s) for s in a.args)
+        if a.op in ("idiv", "mod") and isinstance(a.args[1], int) and a.args[1] > 0 and D.sign_of(a.args[0]) == 1:
+            return self.ins(f"{'udiv' if a.op == 'idiv' else 'urem'} i64 {x}, {y}")  # both sides known >= 0
+        if a.op in ("idiv", "mod"):
+            z = self.icmp("eq", "i64", y, "0")
+            ys = self.select(z, "i64", "1", y)
+            q = self.ins(f"{'sdiv' if a.op == 'idiv' else 'srem'} i64 {x}, {ys}")
+            if a.op == "idiv":  # floor
+                r = self.ins(f"srem i64 {x}, {ys}")
+                fix = self.ins(f"and i1 {self.icmp('ne', 'i64', r, '0')}, "
+                               f"{self.icmp('slt', 'i64', self.ins(f'xor i64 {r}, {ys}'), '0')}")
+                q = self.ins(f"sub i64 {q}, {self.conv('zext', 'i1', fix, 'i64')}")
+            else:
+                fix = self.ins(f"and i1 {self.icmp('ne', 'i64', q, '0')}, "
+                               f"{self.icmp('slt', 'i64', self.ins(f'xor i64 {q}, {ys}'), '0')}")
+                q = self.select(fix, "i64", self.ins(f"add i64 {q}, {ys}"), q)
+            return self.select(z, "i64", "0", q)
+        c = self.icmp("sgt" if a.op == "max" else "slt", "i64", x, y)
+        return self.select(c, "i64", x, y)
+
+    def _v(self, x: X) -> Visit[str]:
+        op = x.op
+        if op == "dim":
+            return self.dimval(x.arg)
+        if op == "var":
+            return f"%v_{x.arg}"
+        if op == "load":
+            return self.load(x.arg, (yield self._vis(x.src[0])), x.dtype)
+        if op == "masked":
+            return (yield from self.masked(x))
+        if op == "bcheck":
+            return (yield from self.bcheck(x))
+        if op == "rand":
+            return numerics.threefry(self, (yield self._vis(x.src[0])), x.arg)
+        if op in ("idiv", "imod"):
+            a, b = (yield self._vis(x.src[0])), (yield self._vis(x.src[1]))
+            return self.ins(f"{'sdiv' if op == 'idiv' else 'srem'} i64 {a}, {b}")
+        if op is Op.CAST:
+            return self.cast((yield self._vis(x.src[0])), x.src[0].dtype, x.dtype)
+        if x.arg == "acc" and op is Op.ADD and x.dtype.is_float and x.dtype.name not in ("f16", "bf16") \
+                and x.src[1].op is Op.MUL and not any(x.src[1] in sc for sc in self.scopes):
+            # a product feeding a reduction may fuse into an FMA (elementwise ops never contract)
+            m = x.src[1]
+            ma, mb = (yield self._vis(m.src[0])), (yield self._vis(m.src[1]))
+            prod = self.fop("fmul", rty(m.dtype), ma, mb, "contract")
+            return self.alu(op, x.dtype, x.dtype, [(yield self._vis(x.src[0])), prod], x.arg)
+        srcs = []
+        for s in x.src:
+            srcs.append((yield self._vis(s)))
+        return self.alu(op, x.dtype, x.src[0].dtype if x.src else x.dtype, srcs, x.arg)
+
+    def masked(self, x: X) -> Visit[str]:
+        cond = yield self._vis(x.src[0])
+        pre = self.cur
+        lt, lj = self.label("mt"), self.label("mj")
+        self.emit(f"br i1 {cond}, label %{lt}, label %{lj}")
+        self.block(lt)
+        self.scopes.append({})
+        try:
+            val = yield self._vis(x.src[1])
+        finally:
+            self.scopes.pop()
+        tend = self.cur
+        self.emit(f"br label %{lj}")
+        self.block(lj)
+        ty = rty(x.dtype)
+        zero = "false" if ty == "i1" else "0" if ty.startswith("i") else self.fc(0.0, ty)
+        return self.ins(f"phi {ty} [{val}, %{tend}], [{zero}, %{pre}]")
+
+    def bcheck(self, x: X) -> Visit[str]:
+        """The index if it lies in [0, extent), else 0 after recording the failure (caten.lower.bounds)."""
+        idx, ext = (yield self._vis(x.src[0])), (yield self._vis(x.src[1]))
+        slot, kid, bid = x.arg
+        ok = self.icmp("ult", "i64", idx, ext)
+        bad, join = self.label("oob"), self.label("inb")
+        self.emit(f"br i1 {ok}, label %{join}, label %{bad}, !prof !{self.mod.oob_record(slot)}")
+        self.block(bad)
+        self.emit(f"call void @caten_oob_record(ptr @{slot}, i64 {kid}, i64 {bid}, i64 {idx}, i64 {ext})")
+        self.emit(f"br label %{join}")
+        self.block(join)
+        return self.select(ok, "i64", idx, "0")
+
+    # memory -------------------------------------------------------------------------------------
+    def ptr(self, buf: str, idx: str, dt: DType) -> str:
+        return self.ins(f"getelementptr inbounds {mty(dt)}, ptr %b_{buf}, i64 {idx}")
+
+    def load(self, buf: str, idx: str, dt: DType) -> str:
+        p = self.ptr(buf, idx, dt)
+        raw = self.ins(f"load {mty(dt)}, ptr {p}, align {dt.itemsize}")
+        if dt.is_bool:
+            return self.icmp("ne", "i8", raw, "0")
+        if dt.name == "f16":
+            return self.conv("fpext", "half", raw, "float")
+        if dt.name == "bf16":
+            w = self.conv("zext", "i16", raw, "i32")
+            return self.conv("bitcast", "i32", self.ins(f"shl i32 {w}, 16"), "float")
+        return raw
+
+    def store(self, buf: str, idx: str, val: str, dt: DType) -> None:
+        if dt.is_bool:
+            val = self.conv("zext", "i1", val, "i8")
+        elif dt.name == "f16":
+            val = self.conv("fptrunc", "float", val, "half")
+        elif dt.name == "bf16":
+            b = self.conv("bitcast", "float", val, "i32")
+            val = self.conv("trunc", "i32", self.ins(f"lshr i32 {b}, 16"), "i16")
+        p = self.ptr(buf, idx, dt)
+        self.emit(f"store {mty(dt)} {val}, ptr {p}, align {dt.itemsize}")
+
+    # rounding and casts -----------------------------------------------------------------------
+    def round(self, dt: DType, v: str) -> str:
+        if dt.name == "f16":
+            return self.conv("fpext", "half", self.conv("fptrunc", "float", v, "half"), "float")
+        if dt.name == "bf16":
+            b = self.conv("bitcast", "float", v, "i32")
+            lsb = self.ins(f"and i32 {self.ins(f'lshr i32 {b}, 16')}, 1")
+            r = self.ins(f"add i32 {b}, {self.ins(f'add i32 {lsb}, 32767')}")
+            r = self.ins(f"and i32 {r}, -65536")
+            q = self.ins(f"and i32 {self.ins(f'or i32 {b}, 4194304')}, -65536")
+            r = self.select(self.fcmp("uno", "float", v, v), "i32", q, r)
+            return self.conv("bitcast", "i32", r, "float")
+        return v
+
+    def cast(self, v: str, src: DType, dst: DType) -> str:
+        fs, ts = rty(src), rty(dst)
+        if src == dst:
+            return v
+        if dst.is_bool:
+            if src.is_float:
+                return self.fcmp("une", fs, v, self.fc(0.0, fs))
+            return self.icmp("ne", fs, v, "0")
+        if src.is_bool:
+            if dst.is_float:
+                return self.conv("uitofp", "i1", v, ts)
+            return self.conv("zext", "i1", v, ts)
+        if src.is_int and dst.is_int:
+            if src.bits == dst.bits:
+                return v
+            if src.bits > dst.bits:
+                return self.conv("trunc", fs, v, ts)
+            return self.conv("sext" if src.kind == "int" else "zext", fs, v, ts)
+        if src.is_int and dst.is_float:
+            r = self.conv("sitofp" if src.kind == "int" else "uitofp", fs, v, ts)
+            return self.round(dst, r)
+        if src.is_float and dst.is_int:
+            a = self.intr("fabs", fs, v)
+            fin = self.fcmp("one", fs, a, self.fc(math.inf, fs))
+            xs = self.select(fin, fs, v, self.fc(0.0, fs))
+            s = self.call(f"llvm.fptosi.sat.i64.{'f64' if fs == 'double' else 'f32'}", "i64", [(fs, xs)])
+            if dst.kind == "uint":
+                u = self.call(f"llvm.fptoui.sat.i64.{'f64' if fs == 'double' else 'f32'}", "i64", [(fs, xs)])
+                s = self.select(self.fcmp("olt", fs, xs, self.fc(0.0, fs)), "i64", s, u)
+            return s if dst.bits == 64 else self.conv("trunc", "i64", s, ts)
+        # float -> float
+        if fs == "float" and ts == "double":
+            return self.conv("fpext", "float", v, "double")
+        if fs == "double" and ts == "float":
+            v = self.conv("fptrunc", "double", v, "float")
+        return self.round(dst, v)
+
+    # ALU ------------------------------------------------------------------------------------------
+    def alu(self, op: Op, dt: DType, sdt: DType, s: list[str], arg) -> str:
+        ty, sty = rty(dt), rty(sdt)
+        acc = arg == "acc"
+        if op is Op.WHERE:
+            return self.select(s[0], ty, s[1], s[2])
+        if op in (Op.CMPLT, Op.CMPNE):
+            if sdt.is_float:
+                return self.fcmp("olt" if op is Op.CMPLT else "une", sty, s[0], s[1])
+            pred = "ne" if op is Op.CMPNE else ("slt" if sdt.kind == "int" else "ult")
+            return self.icmp(pred, sty, s[0], s[1])
+        if dt.is_float:
+            r = self.falu(op, ty, s, acc)
+            return self.round(dt, r)
+        return self.ialu(op, dt, ty, s, acc)
+
+    def falu(self, op: Op, ty: str, s: list[str], acc: bool) -> str:
+        fl = "reassoc nsz contract" if acc else ""
+        if op is Op.ADD:
+            return self.fop("fadd", ty, s[0], s[1], fl)
+        if op is Op.MUL:
+            return self.fop("fmul", ty, s[0], s[1], fl)
+        if op is Op.NEG:
+            return self.ins(f"fneg {ty} {s[0]}")
+        if op is Op.RECIP:
+            return self.fop("fdiv", ty, self.fc(1.0, ty), s[0], "")
+        if op is Op.FDIV:
+            return self.fop("fdiv", ty, s[0], s[1], "")
+        if op is Op.SQRT:
+            return self.intr("sqrt", ty, s[0])
+        if op is Op.MAX:
+            if acc:
+                return self.intr("maximum", ty, s[0], s[1])
+            c = self.ins(f"or i1 {self.fcmp('oge', ty, s[0], s[1])}, {self.fcmp('uno', ty, s[0], s[0])}")
+            return self.select(c, ty, s[0], s[1])
+        if op is Op.EXP2:
+            return numerics.exp2(self, s[0], ty)
+        if op is Op.LOG2:
+            if ty == "float":  # f32 via f64: correctly rounded in practice, still vectorized
+                wide = self.conv("fpext", "float", s[0], "double")
+                return self.conv("fptrunc", "double", numerics.log2(self, wide, "double"), "float")
+            return numerics.log2(self, s[0], ty)
+        if op is Op.SIN:
+            return sin.sin(self, s[0], ty)
+        if op in (Op.IDIV, Op.MOD):
+            return numerics.fdivmod(self, op, ty, s[0], s[1])
+        raise NotImplementedError(f"{op} on floats")
+
+    def ialu(self, op: Op, dt: DType, ty: str, s: list[str], acc: bool) -> str:
+        signed = dt.kind == "int"
+        if op is Op.ADD:
+            return self.ins(f"add {ty} {s[0]}, {s[1]}")
+        if op is Op.MUL:
+            return self.ins(f"mul {ty} {s[0]}, {s[1]}")
+        if op is Op.NEG:
+            return self.ins(f"sub {ty} 0, {s[0]}")
+        if op is Op.NOT:
+            return self.ins(f"xor {ty} {s[0]}, {'true' if ty == 'i1' else -1}")
+        if op in (Op.AND, Op.OR, Op.XOR):
+            return self.ins(f"{op.value.lower()} {ty} {s[0]}, {s[1]}")
+        if op is Op.MAX:
+            if dt.is_bool:
+                return self.ins(f"or i1 {s[0]}, {s[1]}")
+            if acc:
+                return self.intr("smax" if signed else "umax", ty, s[0], s[1])
+            c = self.icmp("sgt" if signed else "ugt", ty, s[0], s[1])
+            return self.select(c, ty, s[0], s[1])
+        if op in (Op.IDIV, Op.MOD):
+            return numerics.idivmod(self, op, ty, signed, s[0], s[1])
+        raise NotImplementedError(f"{op} on {dt}")
+
+    # statements ------------------------------------------------------------------------------
+    def stmts(self, body: list) -> None:
+        for s in body:
+            if isinstance(s, L.Parallel):
+                threads.parallel(self, s)
+            elif isinstance(s, L.Loop):
+                self.loop(s)
+            elif isinstance(s, L.Store):
+                self.store(s.buf, self.v(s.idx), self.v(s.value), s.value.dtype)
+            elif isinstance(s, L.Acc):
+                ptr = f"%a_{s.var}"
+                if s.var not in self.accs:
+                    self.allocas.append(f"  {ptr} = alloca {rty(s.dtype)}")
+                    self.accs[s.var] = (ptr, s.dtype)
+                self.emit(f"store {rty(s.dtype)} {self.v(s.init)}, ptr {ptr}")
+            elif isinstance(s, L.SetAcc):
+                ptr, dt = self.accs[s.var]
+                self.emit(f"store {rty(dt)} {self.v(s.value)}, ptr {ptr}")
+            elif isinstance(s, L.TileMM):
+                gemm.tilemm(self, s)
+            elif isinstance(s, L.MacroMM):
+                args = [f"ptr %b_{b}" for b in (s.a, s.b, s.out)] + [f"i64 {self.v(x)}" for x in s.exprs()[:-1]]
+                self.emit(f"call void @{gemm.macromm(self, s)}({', '.join(args)}, i1 {self.v(s.beta)})")
+            elif isinstance(s, StageCall):
+                self.emit(f"call void @{s.name}({', '.join(s.args)})")
+            else:
+                raise TypeError(s)
+
+    def loop(self, s: L.Loop) -> None:
+        ext = self.v(s.extent)
+        pre = self.cur
+        h, b, e = self.label("lh"), self.label("lb"), self.label("le")
+        iv = f"%v_{s.var}"
+        self.emit(f"br label %{h}")
+        self.block(h)
+        at = len(self.lines)
+        self.lines.append(None)
+        c = self.icmp("slt", "i64", iv, ext)
+        self.emit(f"br i1 {c}, label %{b}, label %{e}")
+        self.block(b)
+        self.scopes.append({})
+        self.stmts(s.body)
+        self.scopes.pop()
+        nxt = self.ins(f"add nuw nsw i64 {iv}, 1")
+        latch = self.cur
+        self.emit(f"br label %{h}" + (f", !llvm.loop {self.mod.cold_md()}" if s.hint == "cold" else ""))
+        self.lines[at] = f"  {iv} = phi i64 [0, %{pre}], [{nxt}, %{latch}]"
+        self.block(e)
+
+    def text(self, header: str, ret: str = "ret void") -> str:
+        body = [ln for ln in self.lines if ln is not None]
+        return "\n".join([header, "entry:", *self.allocas, *self.entry, *body, "  " + ret, "}"])
+
+
+class StageCall:
+    """A call of an outlined stage (renderer-private statement)."""
+
+    def __init__(self, name: str, args: list[str]):
+        self.name, self.args = name, args
+

@@ -1,0 +1,97 @@
+"""The GEMM micro-kernel: `TileMM` as rows of vector accumulators carried in phis through the k
+loop, and `MacroMM` as a shared function per tile shape running a packed block's tiles."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from caten.ir import dtypes as T
+from caten.ir.ops import Op
+from caten.lower import loopir as L
+from caten.render.llvm.values import rty
+
+if TYPE_CHECKING:
+    from caten.render.llvm.fn import FnGen
+
+
+def tilemm(g: FnGen, s: L.TileMM) -> None:
+    """The micro-kernel: rows accumulators of <cols x T> carried in phis through the k loop,
+    one vector load of B and one broadcast of A per row and k, then full-tile vector stores
+    (or, for an edge tile, a spill to a stack tile and scalar stores of the valid part)."""
+    ty, rows, cols = rty(s.dtype), s.rows, s.cols
+    vt = f"<{cols} x {ty}>"
+    fma = f"llvm.fma.v{cols}{'f64' if ty == 'double' else 'f32'}"
+    g.mod.declare(fma, vt, [vt, vt, vt])
+    aoff, boff, kext = g.v(s.aoff), g.v(s.boff), g.v(s.kext)
+    pre = g.cur
+    h, b, e = g.label("th"), g.label("tb"), g.label("te")
+    k, k1 = g.tmp(), g.tmp()
+    accs = [g.tmp() for _ in range(rows)]
+    news = [g.tmp() for _ in range(rows)]
+    g.emit(f"br label %{h}")
+    g.block(h)
+    g.emit(f"{k} = phi i64 [0, %{pre}], [{k1}, %{b}]")
+    for a, nw in zip(accs, news):
+        g.emit(f"{a} = phi {vt} [zeroinitializer, %{pre}], [{nw}, %{b}]")
+    c = g.icmp("slt", "i64", k, kext)
+    g.emit(f"br i1 {c}, label %{b}, label %{e}")
+    g.block(b)
+    bi = g.ins(f"add i64 {g.ins(f'mul i64 {k}, {cols}')}, {boff}")
+    bv = g.ins(f"load {vt}, ptr {g.ins(f'getelementptr inbounds {ty}, ptr %b_{s.b}, i64 {bi}')}, align 4")
+    ai = g.ins(f"add i64 {g.ins(f'mul i64 {k}, {rows}')}, {aoff}")
+    ap = g.ins(f"getelementptr inbounds {ty}, ptr %b_{s.a}, i64 {ai}")
+    for r in range(rows):
+        pr = ap if r == 0 else g.ins(f"getelementptr inbounds {ty}, ptr {ap}, i64 {r}")
+        av = g.ins(f"load {ty}, ptr {pr}, align 4")
+        ins = g.ins(f"insertelement {vt} poison, {ty} {av}, i32 0")
+        sp = g.ins(f"shufflevector {vt} {ins}, {vt} poison, <{cols} x i32> zeroinitializer")
+        g.emit(f"{news[r]} = call {vt} @{fma}({vt} {sp}, {vt} {bv}, {vt} {accs[r]})")
+    g.emit(f"{k1} = add nuw nsw i64 {k}, 1")
+    g.emit(f"br label %{h}, !llvm.loop {g.mod.unroll_md(4)}")
+    g.block(e)
+    ooff, ostr, rv, cv, beta = (g.v(x) for x in (s.ooff, s.ostride, s.rvalid, s.cvalid, s.beta))
+    full = g.ins(f"and i1 {g.icmp('eq', 'i64', rv, str(rows))}, {g.icmp('eq', 'i64', cv, str(cols))}")
+    lf, lp, lj = g.label("tf"), g.label("tp"), g.label("tj")
+    g.emit(f"br i1 {full}, label %{lf}, label %{lp}")
+    g.block(lf)
+    for r, a in enumerate(accs):
+        oi = g.ins(f"add i64 {ooff}, {g.ins(f'mul i64 {ostr}, {r}')}")
+        op = g.ins(f"getelementptr inbounds {ty}, ptr %b_{s.out}, i64 {oi}")
+        old = g.ins(f"load {vt}, ptr {op}, align 4")
+        val = g.select(beta, vt, g.fop("fadd", vt, old, a, ""), a)
+        g.emit(f"store {vt} {val}, ptr {op}, align 4")
+    g.emit(f"br label %{lj}")
+    g.block(lp)
+    tname = f"{s.var}_tile"
+    g.allocas.append(f"  %b_{tname} = alloca [{rows * cols} x {ty}], align 64")
+    for r, a in enumerate(accs):
+        tp = g.ins(f"getelementptr inbounds {ty}, ptr %b_{tname}, i64 {r * cols}")
+        g.emit(f"store {vt} {a}, ptr {tp}, align 4")
+    rvar, cvar = f"{s.var}_er", f"{s.var}_ec"
+    oidx = L.iadd(s.ooff, L.iadd(L.imul(L.var(rvar), s.ostride), L.var(cvar)))
+    tv = L.load(tname, L.iadd(L.imul(L.var(rvar), L.const(cols)), L.var(cvar)), s.dtype)
+    val = L.alu(Op.WHERE, s.dtype, s.beta, L.alu(Op.ADD, s.dtype, L.load(s.out, oidx, s.dtype), tv), tv)
+    g.scopes.append({})
+    g.stmts([L.Loop(rvar, s.rvalid, [L.Loop(cvar, s.cvalid, [L.Store(s.out, oidx, val)], "cold")], "cold")])
+    g.scopes.pop()
+    g.emit(f"br label %{lj}")
+    g.block(lj)
+
+
+def macromm(g: FnGen, s: L.MacroMM) -> str:
+    """The function running a packed block's tiles, defined once per module for each tile
+    shape: `(ptr a, ptr b, ptr out, i64 aoff, boff, ooff, ostride, ni, nj, mrem, nrem, kext, i1 beta)`."""
+    mod = g.mod
+    name = f"caten_tiles_{s.dtype.name}_{s.rows}x{s.cols}_{s.astep}_{s.bstep}"
+    if name not in mod.shared:
+        mod.shared.add(name)
+        names = ("kext", "aoff", "boff", "ooff", "ostride", "ni", "nj", "mrem", "nrem")
+        v = {n: L.var(n) for n in names}
+        gen = L.MacroMM("mm", s.dtype, s.rows, s.cols, v["kext"], "A", v["aoff"], s.astep, "B", v["boff"],
+                        s.bstep, "O", v["ooff"], v["ostride"], v["ni"], v["nj"], v["mrem"], v["nrem"],
+                        L.var("beta", T.bool_))
+        fg = g.new([], {})
+        fg.stmts(gen.expand())
+        params = [f"ptr noalias %b_{b}" for b in "ABO"] + [f"i64 %v_{n}" for n in names] + ["i1 %v_beta"]
+        mod.funcs.append(fg.text(f"define internal void @{name}({', '.join(params)}) #1 {{"))
+    return name

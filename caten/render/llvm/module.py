@@ -1,0 +1,109 @@
+"""ModuleGen: one LLVM module (target triple and layout, declarations, loop metadata, the
+functions shared by its kernels) and the kernel functions, whose stages are outlined."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from caten.ir import dims as D
+from caten.lower import loopir as L
+from caten.render.llvm.fn import FnGen, StageCall
+from caten.render.llvm.threads import free_vars
+
+
+class ModuleGen:
+    """One LLVM module: functions, declarations and loop metadata, emitted once as text."""
+
+    def __init__(self, triple: str, layout: str, cpu: str, features: str, vector_bits: int = 512):
+        self.triple, self.layout, self.cpu, self.features = triple, layout, cpu, features
+        self.vector_bits = vector_bits
+        self.decls: dict[str, str] = {}
+        self.funcs: list[str] = []
+        self.mds: list[str] = []
+        self.md_props: dict[str, int] = {}
+        self.nfresh = 0
+        self.shared: set[str] = set()
+
+    def cold_md(self) -> str:
+        """Loop metadata: neither vectorize nor unroll (cold or tiny loops; saves compile time)."""
+        return self._loop_md('!{!"llvm.loop.vectorize.enable", i1 false}', '!{!"llvm.loop.unroll.disable"}')
+
+    def unroll_md(self, count: int) -> str:
+        """Loop metadata: unroll `count` times (the pipeline unrolls only loops that ask)."""
+        return self._loop_md(f'!{{!"llvm.loop.unroll.count", i32 {count}}}')
+
+    def _loop_md(self, *props: str) -> str:
+        ids = []
+        for p in props:
+            if p not in self.md_props:
+                self.md_props[p] = len(self.mds)
+                self.mds.append(f"!{len(self.mds)} = {p}")
+            ids.append(f"!{self.md_props[p]}")
+        n = len(self.mds)
+        self.mds.append(f"!{n} = distinct !{{!{n}, {', '.join(ids)}}}")
+        return f"!{n}"
+
+    def oob_record(self, slot: str) -> int:
+        """The bounds-checked mode's error record `slot` and its recorder, defined once per module;
+        returns the number of the branch-weight metadata that marks a failing check unlikely."""
+        if slot not in self.shared:
+            self.shared.add(slot)
+            self.funcs.append(f"@{slot} = global [5 x i64] zeroinitializer, align 8")
+        if "caten_oob_record" not in self.shared:
+            self.shared.add("caten_oob_record")
+            from caten.render.checks import LLVM_RECORDER
+
+            self.funcs.append(LLVM_RECORDER)
+            self.oob_md = len(self.mds)
+            self.mds.append(f'!{self.oob_md} = !{{!"branch_weights", i32 1048576, i32 1}}')
+        return self.oob_md
+
+    def fresh(self, hint: str) -> str:
+        """A function name not yet used in this module."""
+        self.nfresh += 1
+        return f"caten_{hint}{self.nfresh}"
+
+    def declare(self, name: str, ret: str, args: Sequence[str]) -> None:
+        if name not in self.decls:
+            self.decls[name] = f"declare {ret} @{name}({', '.join(args)})"
+
+    def kernel(self, k: L.Kernel, defines: dict[str, D.Dim]) -> None:
+        """One function per kernel; the stages inside its shared outer loops are outlined into
+        functions of their own (smaller functions: much faster register allocation and LSR)."""
+        params = [f"ptr noalias %b_{p.name}" for p in k.params] + [f"i64 %d_{d}" for d in k.dims]
+        args = [f"ptr %b_{p.name}" for p in k.params] + [f"i64 %d_{d}" for d in k.dims]
+        chain: list[L.Loop] = []
+        body = k.body
+        while len(body) == 1 and type(body[0]) is L.Loop:
+            chain.append(body[0])
+            body = body[0].body
+        if len(body) >= 2:
+            outer = [lp.var for lp in chain]
+            new: list = []
+            for i, st in enumerate(body):
+                if isinstance(st, (L.Loop, L.TileMM, L.MacroMM)) and free_vars([st]) <= set(outer):
+                    name = f"{k.name}__s{i}"
+                    g = FnGen(self, k.dims, defines)
+                    g.stmts([st])
+                    ps = params + [f"i64 %v_{v}" for v in outer]
+                    self.funcs.append(g.text(f"define internal void @{name}({', '.join(ps)}) #1 {{"))
+                    new.append(StageCall(name, args + [f"i64 %v_{v}" for v in outer]))
+                else:
+                    new.append(st)
+            for lp in reversed(chain):
+                new = [L.Loop(lp.var, lp.extent, new)]
+            body = new
+        else:
+            body = k.body
+        g = FnGen(self, k.dims, defines)
+        g.stmts(body)
+        self.funcs.append(g.text(f"define internal void @{k.name}({', '.join(params)}) #1 {{"))
+
+    def text(self) -> str:
+        attrs = f'attributes #0 = {{ nounwind "prefer-vector-width"="{self.vector_bits}" "target-cpu"="{self.cpu}"'
+        if self.features:
+            attrs += f' "target-features"="{self.features}"'
+        attrs += " }"
+        attrs += "\n" + attrs.replace("#0 = { nounwind", "#1 = { noinline nounwind", 1)
+        head = [f'target datalayout = "{self.layout}"', f'target triple = "{self.triple}"', ""]
+        return "\n".join(head + self.funcs + [""] + list(self.decls.values()) + ["", attrs, ""] + self.mds + [""])
