@@ -151,8 +151,10 @@ class Timings:
         return f"[pipeline] {what}: {parts}"
 
 
-def lower_program(program: Program, name: str, t: Target, threads: int, timings: Timings | None = None) -> Lowered:
-    """schedule -> lower for target `t`; the kernels are named NAME__kK."""
+def lower_program(program: Program, name: str, t: Target | None, threads: int,
+                  timings: Timings | None = None) -> Lowered:
+    """schedule -> lower for CPU target `t` (None for a device: kernel shapes must not follow the
+    host's vector width); the kernels are named NAME__kK."""
     timings = timings or Timings()
     with target.use(t):
         with timings.stage("schedule"):
@@ -171,7 +173,7 @@ def lower_all(runtime: Runtime, programs: Program | Sequence[Program], t: Target
     """Several programs under their C symbols (AOT: one module, one library)."""
     progs, names = named_programs(programs)
     caps = runtime.capabilities(t)
-    out = [lower_program(p, n, t, caps.threads, timings) for p, n in zip(progs, names)]
+    out = [lower_program(p, n, None if caps.device else t, caps.threads, timings) for p, n in zip(progs, names)]
     if check_bounds:
         for lw in out:
             lw.check_bounds(caps.device)
@@ -235,7 +237,7 @@ def compile(runtime: Runtime, program: Program, options: CompileOptions | None =
 def _build(runtime: Runtime, program: Program, t: Target, options: CompileOptions):
     tm = Timings()
     caps = runtime.capabilities(t)
-    lw = lower_program(program, PLACEHOLDER, t, caps.threads, tm)
+    lw = lower_program(program, PLACEHOLDER, None if caps.device else t, caps.threads, tm)
     key = cache_key(runtime, [lw], t, options)
     lw.rename(f"caten_{key[:16]}")  # unique per code: JIT engines share one symbol table
     if options.check_bounds:

@@ -203,8 +203,9 @@ def test_device_sources_divide_with_ieee_division():
 
     src = read_text(SRC, "ieee.lisp")
     prog = compile_program(src, src.entry("quot"), {"T": T.f32}, {}, 2, None, "opencl")
+    lowered = pipeline.lower_program(prog, "quot", None, 1)
     for target in (CS.OPENCL, CS.CUDA):
-        text = CS.device_source([CS.device_program(prog, target, local=64, coop=True)], target)
+        text = CS.device_source([CS.device_program(lowered, target, local=64, coop=True)], target)
         assert " / " in text and "native_divide" not in text and "__fdividef" not in text
     assert "-cl-fp32-correctly-rounded-divide-sqrt" in opencl_rt.BUILD_OPTIONS
     man = json.loads(pipeline.emit(opencl_rt.RUNTIME, prog, "source")[".json"])

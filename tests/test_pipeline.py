@@ -110,3 +110,14 @@ def test_loop_ir_verifier_finds_malformed_kernels():
     for what in ("reads variable i outside its loop", "stores to t9, not a parameter", "stores to input in0",
                  "operands [i32] for a f32 result"):
         assert what in found, found
+
+
+@pytest.mark.parametrize("rt", ["cuda", "opencl"])
+def test_device_code_does_not_follow_the_host_cpu(rt):
+    """Device kernels are shaped for the device: the CPU target (host or --cpu) changes nothing."""
+    mod = caten.loads("(composite mm ((A{f32}[M, K]) (B{f32}[K, N]) -> (C{f32}[M, N])) (matmul A B))",
+                      runtime="numpy")
+    prog = mod.mm.elaborate({})
+    avx2, avx512 = (pipeline.emit(R.get(rt), prog, "source", CompileOptions(target=cpu))
+                    for cpu in ("znver3", "rocketlake"))
+    assert avx2 == avx512
