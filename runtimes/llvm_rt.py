@@ -176,7 +176,7 @@ class LLVMRuntime(Runtime):
         for lw in lowered:
             for k in lw.kernels:
                 mod.kernel(k, lw.defines)
-            entry_functions(mod, lw.name, lw.sched, lw.kernels, lw.defines)
+            entry_functions(mod, lw.plan, lw.defines)
         return mod.text()
 
     def compile_source(self, source: str, t: Target, options: CompileOptions) -> bytes:

@@ -9,39 +9,35 @@ from collections.abc import Sequence
 
 from caten.ir import dims as D
 from caten.ir.dtypes import DType
-from caten.lower import loopir as L
 from caten.render.llvm.fn import FnGen
 from caten.render.llvm.module import ModuleGen
 
 
-def entry_functions(mod: ModuleGen, name: str, sched, kernels: list[L.Kernel], defines: dict[str, D.Dim]) -> None:
-    """`NAME__impl(in..., out..., arena, dims...)` and the C ABI `int32_t NAME(in..., out..., dims...)`."""
-    prog = sched.program
-    ins = [f"in{i}" for i in range(len(prog.inputs))]
-    outs = [f"out{i}" for i in range(len(prog.outputs))]
-    g = FnGen(mod, prog.dims, defines)
-    ptrs = {b: f"%b_{b}" for b in ins + outs}
-    for b in sched.buffers.values():
-        if b.role == "temp":
-            off = g.dimval(b.offset)
-            ptrs[b.name] = g.ins(f"getelementptr inbounds i8, ptr %arena, i64 {off}")
-    for k in kernels:
-        args = [f"ptr {ptrs[p.name]}" for p in k.params] + [f"i64 %d_{d}" for d in k.dims]
-        g.emit(f"call void @{k.name}({', '.join(args)})")
-    params = [f"ptr %b_{b}" for b in ins + outs] + ["ptr %arena"] + [f"i64 %d_{d}" for d in prog.dims]
-    mod.funcs.append(g.text(f"define void @{name}__impl({', '.join(params)}) #0 {{"))
+def entry_functions(mod: ModuleGen, plan, defines: dict[str, D.Dim]) -> None:
+    """`NAME__impl(in..., out..., arena, dims...)` and the C ABI `int32_t NAME(in..., out..., dims...)`
+    of an entry plan (`caten.pipeline.EntryPlan`)."""
+    io = [b for b, _ in plan.inputs + plan.outputs]
+    g = FnGen(mod, list(plan.dims), defines)
+    ptrs = {b: f"%b_{b}" for b in io}
+    for b, _, off in plan.temps:
+        ptrs[b] = g.ins(f"getelementptr inbounds i8, ptr %arena, i64 {g.dimval(off)}")
+    for k, bufs, ds in plan.calls:
+        args = [f"ptr {ptrs[b]}" for b in bufs] + [f"i64 %d_{d}" for d in ds]
+        g.emit(f"call void @{k}({', '.join(args)})")
+    params = [f"ptr %b_{b}" for b in io] + ["ptr %arena"] + [f"i64 %d_{d}" for d in plan.dims]
+    mod.funcs.append(g.text(f"define void @{plan.name}__impl({', '.join(params)}) #0 {{"))
 
-    g = FnGen(mod, prog.dims, defines)
+    g = FnGen(mod, list(plan.dims), defines)
     fail = None
-    for c in prog.constraints:
-        ne = g.icmp("ne", "i64", g.dimval(c.lhs), g.dimval(c.rhs))
+    for lhs, rhs in plan.constraints:
+        ne = g.icmp("ne", "i64", g.dimval(lhs), g.dimval(rhs))
         fail = ne if fail is None else g.ins(f"or i1 {fail}, {ne}")
     if fail is not None:
         g.emit(f"br i1 {fail}, label %bad, label %ok")
         g.block("bad")
         g.emit("ret i32 1")
         g.block("ok")
-    size = g.dimval(sched.arena_size)
+    size = g.dimval(plan.arena_size)
     mod.declare("malloc", "ptr", ["i64"])
     mod.declare("free", "void", ["ptr"])
     a = g.ins(f"call ptr @malloc(i64 {g.ins(f'add i64 {size}, 64')})")
@@ -52,11 +48,11 @@ def entry_functions(mod: ModuleGen, name: str, sched, kernels: list[L.Kernel], d
     ai = g.ins(f"ptrtoint ptr {a} to i64")
     pad = g.ins(f"and i64 {g.ins(f'sub i64 0, {ai}')}, 63")
     aligned = g.ins(f"getelementptr inbounds i8, ptr {a}, i64 {pad}")
-    args = [f"ptr %b_{b}" for b in ins + outs] + [f"ptr {aligned}"] + [f"i64 %d_{d}" for d in prog.dims]
-    g.emit(f"call void @{name}__impl({', '.join(args)})")
+    args = [f"ptr %b_{b}" for b in io] + [f"ptr {aligned}"] + [f"i64 %d_{d}" for d in plan.dims]
+    g.emit(f"call void @{plan.name}__impl({', '.join(args)})")
     g.emit(f"call void @free(ptr {a})")
-    params = [f"ptr %b_{b}" for b in ins + outs] + [f"i64 %d_{d}" for d in prog.dims]
-    mod.funcs.append(g.text(f"define i32 @{name}({', '.join(params)}) #0 {{", "ret i32 0"))
+    params = [f"ptr %b_{b}" for b in io] + [f"i64 %d_{d}" for d in plan.dims]
+    mod.funcs.append(g.text(f"define i32 @{plan.name}({', '.join(params)}) #0 {{", "ret i32 0"))
 
 
 def c_type(dt: DType) -> str:
