@@ -277,14 +277,11 @@ class Elaborator:
         def kwarg(k: str, default: Any = None) -> Any:
             return kw.get(k, default)
 
-        allowed = {Op.REDUCE: {"op", "axis", "keepdims"}, Op.CONST: {"dtype", "shape"},
-                   Op.INDEX: {"axis", "dtype"}, Op.RAND: {"seed"}, Op.EXTERN: {"dtype", "shape"}}.get(op, set())
-        if op is Op.VIEW:
-            allowed = set(kw)
-        for k in kw:
-            if k not in allowed:
-                raise Error(f"{op.value} takes no :{k}", span)
         info = TABLE[op]
+        for k in kw:
+            if k not in info.keywords:
+                raise Error(f"{op.value} takes no :{k}", span, "it takes " + " ".join(
+                    ":" + w for w in sorted(info.keywords)) if info.keywords else "it takes no keywords")
         if info.group in ("unary", "binary", "ternary") and op is not Op.CAST:
             return P.apply_alu(op, args, span)
         if op is Op.CAST:
