@@ -22,6 +22,7 @@ from caten.errors import Error, Span, closest
 from caten.ir import build as B
 from caten.ir import dims as D
 from caten.ir import dtypes as T
+from caten.ir import verify
 from caten.ir.build import ShapeError
 from caten.ir.dims import Dim
 from caten.ir.dtypes import DType
@@ -560,7 +561,9 @@ class Elaborator:
         old = sys.getrecursionlimit()
         sys.setrecursionlimit(max(old, 20000))
         try:
-            return self._compile(cdef, dtypes, defines)
+            prog = self._compile(cdef, dtypes, defines)
+            verify.check(prog.nodes, f"elaborating `{cdef.name}`")
+            return prog
         except RecursionError:
             raise Error(f"`{cdef.name}` is nested too deeply to compile", cdef.span) from None
         finally:

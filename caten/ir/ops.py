@@ -21,6 +21,7 @@ import numpy as np
 from caten.ir import dims as D
 from caten.ir import dtypes as T
 from caten.ir.dtypes import DType
+from caten.ir.view import View
 
 
 class Op(Enum):
@@ -266,7 +267,7 @@ ARG_KINDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "reduce": ("(op, axes): op one of add mul max, axes a sorted tuple of ints",
                lambda a: isinstance(a, tuple) and len(a) == 2 and a[0] in REDUCE_OPS
                and isinstance(a[1], tuple) and all(isinstance(x, int) for x in a[1]) and list(a[1]) == sorted(a[1])),
-    "view": ("a View", lambda a: type(a).__name__ == "View"),
+    "view": ("a View", lambda a: isinstance(a, View)),
     "index": ("(dtype, axis)", lambda a: isinstance(a, tuple) and len(a) == 2 and _is_dtype(a[0])
               and isinstance(a[1], int)),
     "rand": ("(u32, seed)", lambda a: isinstance(a, tuple) and len(a) == 2 and a[0] == T.u32

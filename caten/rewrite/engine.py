@@ -32,6 +32,7 @@ from caten.elaborate.elaborator import Frame, Scope
 from caten.elaborate.values import Lit, Tensor, describe
 from caten.errors import Error, Span
 from caten.ir import build as B
+from caten.ir import verify
 from caten.ir.graph import Node, toposort
 from caten.ir.ops import ELEMENTWISE, TABLE, Ctx, Op
 from caten.read.sexpr import Num, Sym, head
@@ -284,7 +285,9 @@ class Engine:
         try:
             for n in toposort(nodes):
                 self._step(n)
-            return [self._memo[id(n)] for n in nodes]
+            out = [self._memo[id(n)] for n in nodes]
+            verify.check(out, f"the rewrite rules (`{where}`)")
+            return out
         except RecursionError:
             raise self._diverge([r for _, r in self._node_stack], "the rewrites nest too deeply") from None
         finally:
