@@ -213,3 +213,18 @@ def test_every_guard_name_compiles_with_its_arity(tmp_path, name):
         else:
             with pytest.raises(Error, match=re.escape(f"`{name}` takes")):
                 caten.loads(src, runtime="numpy", rules=[str(tmp_path / "r.lisp")])
+
+
+@pytest.mark.parametrize("rt", RUNTIMES)
+def test_class_pattern_inside_a_call_pattern_with_an_elaborated_replacement(rt, tmp_path):
+    """A call-level rule whose argument pattern names a class; its replacement calls the library
+    (elaborated, not built directly), with the matched op substituted for ?op."""
+    (tmp_path / "r.lisp").write_text("(defoptimizer neg-op (neg (?op{unary} ?a)) => (- 0 (?op ?a)))\n")
+    src = "(composite f ((X{f32}[N]) -> (Y{f32}[N]) (Z{f32}[N])) (return (neg (SQRT X)) (neg (EXP2 X))))\n"
+    rules = [str(tmp_path / "r.lisp")]
+    p = program(src, opt=0, rules=rules)
+    assert [n.op for n in p.nodes] == [Op.ADD, Op.ADD]  # both rewritten: (- 0 v) is (ADD 0 (NEG v))
+    x = np.array([0.0, 0.25, 4.0, 9.0], np.float32)
+    y, z = caten.loads(src, runtime=rt, opt_level=0, rules=rules).f(x)
+    np.testing.assert_array_equal(y, -np.sqrt(x))
+    np.testing.assert_allclose(z, -np.exp2(x), rtol=1e-6)

@@ -40,7 +40,7 @@ from caten.rewrite import guard as G
 from caten.rewrite.consts import node_const
 from caten.rewrite.explain import Explain
 from caten.rewrite.match import Matcher
-from caten.rewrite.opclass import OpClass, instantiate
+from caten.rewrite.opclass import instantiate
 from caten.rewrite.replace import compile_replacement, node_of
 from caten.rewrite.rule import Rule
 
@@ -171,7 +171,8 @@ class Engine:
         if fast is not None:
             return fast(self, binds)
         env = Scope(None, {k: Tensor(v) if isinstance(v, Node) else v for k, v in binds.items()})
-        f = instantiate(rule.replacement, binds) if isinstance(rule.head, OpClass) else rule.replacement
+        ops = {k: v for k, v in binds.items() if isinstance(v, Op)}  # op variables of class patterns
+        f = instantiate(rule.replacement, ops) if ops else rule.replacement
         e = self.elab
         e.frames.append(Frame(None, False))  # replacements resolve user and library names
         try:
