@@ -123,3 +123,15 @@ def test_reduce_starts_from_the_table_identity(rt, dt, rop):
         x[0] = info.min if rop == "max" else x[0]
     want = {"max": np.max, "add": np.sum, "mul": np.prod}[rop](x, axis=1).astype(tdt.np)
     np.testing.assert_array_equal(mod.f(x), want)
+
+
+def test_caten_ops_shows_the_table_facts():
+    from caten.cli.info import principal_lines
+
+    lines = {ln.split()[0]: ln for ln in principal_lines()}
+    for op, info in TABLE.items():
+        line = lines[op.value]
+        for k in info.keywords:
+            assert ":" + k in line, (op, k)
+        assert ("commutative" in line) == info.commutative and ("associative" in line) == info.associative, op
+        assert (f"reduce-{info.reduces}" in line) == bool(info.reduces), op
