@@ -1,4 +1,4 @@
-"""Shared fixtures.
+"""Shared fixtures, and the graph verifier turned on for the whole suite.
 
 `runtime` is parametrized over the runtimes named in the environment variable
 CATEN_TEST_RUNTIMES (comma-separated, default "numpy"), so the same tests run on every
@@ -11,6 +11,10 @@ import os
 
 import pytest
 from hypothesis import settings
+
+# every graph the stages build is checked as it leaves the elaborator and the rewriter
+# (caten.ir.verify); CATEN_VERIFY=0 turns it off to time the suite without it
+os.environ.setdefault("CATEN_VERIFY", "1")
 
 if os.environ.get("CI", "").lower() == "true":  # CI: the same examples on every run (no flaky red)
     settings.register_profile("ci", derandomize=True, print_blob=True)

@@ -30,8 +30,17 @@ def dtype_class(dts: Sequence[DType]) -> str:
     return " ".join(d.name for d in dts)
 
 
+def facts(info) -> str:
+    """The table's other facts about an op, as `caten ops` shows them: `[:key ... commutative ...]`."""
+    out = [":" + k for k in sorted(info.keywords)]
+    out += [f for f in ("commutative", "associative") if getattr(info, f)]
+    if info.reduces:
+        out.append(f"combines reduce-{info.reduces}")
+    return f" [{' '.join(out)}]" if out else ""
+
+
 def principal_lines() -> list[str]:
-    """One line per entry of the op table: `NAME group operands dtypes doc`."""
+    """One line per entry of the op table: `NAME group operands dtypes doc [facts]`."""
     from caten.ir.ops import TABLE
 
     out = []
@@ -39,7 +48,7 @@ def principal_lines() -> list[str]:
         operands = "x..." if info.arity < 0 else _OPERANDS.get(info.arity, f"{info.arity} operands")
         arity = "variadic" if info.arity < 0 else f"arity {info.arity}"
         out.append(f"  {op.value:<7} {info.group:<8} {arity:<9} ({operands:<5}) {dtype_class(info.dtypes):<9} "
-                   f"{info.doc}")
+                   f"{info.doc}{facts(info)}")
     return out
 
 

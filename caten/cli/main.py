@@ -94,6 +94,12 @@ def _set_cpu(ctx: click.Context, param: click.Parameter, value: str | None) -> N
         os.environ["CATEN_CPU"] = value
 
 
+def _set_debug(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    """`--debug` is CATEN_VERIFY=1 for this process: each stage's graph is checked (caten.ir.verify)."""
+    if value:
+        os.environ["CATEN_VERIFY"] = "1"
+
+
 def compile_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """The options shared by compiling and running."""
     opts = [
@@ -111,6 +117,8 @@ def compile_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--cpu", "cpu", metavar="NAME[,+FEAT,-FEAT]", expose_value=False, callback=_set_cpu,
                      help="CPU to compile for (llvm, c): host (default), znver3, rocketlake, x86-64-v3...; "
                           "same as CATEN_CPU"),
+        click.option("--debug", is_flag=True, expose_value=False, callback=_set_debug,
+                     help="check the graph between stages (dtypes, shapes, args; same as CATEN_VERIFY=1)"),
     ]
     for o in reversed(opts):
         fn = o(fn)

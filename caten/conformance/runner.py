@@ -25,7 +25,7 @@ from caten.ir import dims as D
 from caten.ir import dtypes as T
 from caten.ir.dtypes import DType
 from caten.ir.graph import toposort
-from caten.ir.ops import Op
+from caten.ir.ops import TRANSCENDENTAL, Op
 from caten.run.isolate import Isolated
 from caten.run.runtime import Runtime
 
@@ -84,7 +84,7 @@ def graph_kind(nodes: list) -> str:
     ops = {n.op for n in toposort(nodes)}
     if any(n.op is Op.REDUCE and n.dtype.is_float for n in toposort(nodes)):
         return "reduce"
-    if ops & {Op.EXP2, Op.LOG2, Op.SIN}:
+    if ops & TRANSCENDENTAL:  # polynomial math: the op table's cost class
         return "math"
     return "basic"
 

@@ -22,6 +22,7 @@ from caten.errors import Error, Span, closest
 from caten.ir import build as B
 from caten.ir import dims as D
 from caten.ir import dtypes as T
+from caten.ir import verify
 from caten.ir.build import ShapeError
 from caten.ir.dims import Dim
 from caten.ir.dtypes import DType
@@ -277,14 +278,11 @@ class Elaborator:
         def kwarg(k: str, default: Any = None) -> Any:
             return kw.get(k, default)
 
-        allowed = {Op.REDUCE: {"op", "axis", "keepdims"}, Op.CONST: {"dtype", "shape"},
-                   Op.INDEX: {"axis", "dtype"}, Op.RAND: {"seed"}, Op.EXTERN: {"dtype", "shape"}}.get(op, set())
-        if op is Op.VIEW:
-            allowed = set(kw)
-        for k in kw:
-            if k not in allowed:
-                raise Error(f"{op.value} takes no :{k}", span)
         info = TABLE[op]
+        for k in kw:
+            if k not in info.keywords:
+                raise Error(f"{op.value} takes no :{k}", span, "it takes " + " ".join(
+                    ":" + w for w in sorted(info.keywords)) if info.keywords else "it takes no keywords")
         if info.group in ("unary", "binary", "ternary") and op is not Op.CAST:
             return P.apply_alu(op, args, span)
         if op is Op.CAST:
@@ -563,7 +561,9 @@ class Elaborator:
         old = sys.getrecursionlimit()
         sys.setrecursionlimit(max(old, 20000))
         try:
-            return self._compile(cdef, dtypes, defines)
+            prog = self._compile(cdef, dtypes, defines)
+            verify.check(prog.nodes, f"elaborating `{cdef.name}`")
+            return prog
         except RecursionError:
             raise Error(f"`{cdef.name}` is nested too deeply to compile", cdef.span) from None
         finally:

@@ -22,7 +22,7 @@ from caten.ir.build import ShapeError
 from caten.ir.dims import Dim
 from caten.ir.dtypes import DType
 from caten.ir.graph import Node
-from caten.ir.ops import TABLE, Ctx, DTypeError, Op
+from caten.ir.ops import REDUCE_OPS, TABLE, Ctx, DTypeError, Op
 from caten.ir.view import View
 
 _DIM_FOLD: dict[Op, Callable[..., Dim]] = {
@@ -283,7 +283,7 @@ def view(x: Tensor, key: str, val: Any, span: Span) -> Tensor:
 
 def reduce(x: Any, op: str, axis: Any, keepdims: bool, span: Span) -> Tensor:
     t = to_tensor(x, span)
-    if op not in ("add", "mul", "max"):
+    if op not in REDUCE_OPS:
         raise Error(f"REDUCE :op is add, mul or max, not {op}", span)
     axes = as_axes(axis, t.node.rank, span)
     try:

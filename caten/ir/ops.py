@@ -1,8 +1,12 @@
 """The principal-op table: the one place where an op's semantics live.
 
-Each entry holds the op's group, arity, dtype rule, numpy reference and doc line. The
-elaborator checks dtypes with `dtype_rule`, the reference runtime computes with `ref`,
-`caten ops` prints `doc`, and the conformance suite derives its cases from `dtypes`.
+Each entry holds the op's group, arity, dtype rule, numpy reference and doc line, and the facts
+other stages would otherwise keep in `if` chains of their own: the source keywords its form
+accepts, what its node's `arg` holds, a cost estimate (the scheduler's recompute-or-store
+choice), commutativity and associativity (op classes of the rule language), and for the ops
+that combine a reduction, the identity per dtype. The elaborator checks dtypes with
+`dtype_rule`, the reference runtime computes with `ref`, `caten ops` prints `doc`, and the
+conformance suite derives its cases from `dtypes`.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import numpy as np
 from caten.ir import dims as D
 from caten.ir import dtypes as T
 from caten.ir.dtypes import DType
+from caten.ir.view import View
 
 
 class Op(Enum):
@@ -42,7 +47,6 @@ NUMERIC = tuple(d for d in T.ALL if not d.is_bool)
 FLOATS = tuple(d for d in T.ALL if d.is_float)
 INTLIKE = tuple(d for d in T.ALL if not d.is_float)  # bool and integers
 ALL = T.ALL
-REDUCE_OPS = ("add", "mul", "max")
 
 
 def _lowp(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
@@ -194,6 +198,13 @@ class OpInfo:
     dtype_rule: Callable[[Sequence[DType], Any], DType]
     ref: Callable[..., np.ndarray]  # ref(ctx, *operands): the numpy semantics
     doc: str
+    keywords: frozenset[str] = frozenset()  # the `:key`s its source form accepts
+    arg: str = "none"  # what Node.arg holds: a key of ARG_KINDS
+    cost: int = 1  # rough scalar instructions per element once decomposed: 0 computes nothing
+    commutative: bool = False  # op(a, b) == op(b, a) bit for bit, signed zeros included
+    associative: bool = False  # op(op(a, b), c) == op(a, op(b, c)) in exact arithmetic
+    reduces: str | None = None  # the REDUCE :op name this op combines with
+    identity: Callable[[DType], Any] | None = None  # combiners: the value x with op(x, a) == a
 
 
 def _alu(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
@@ -218,62 +229,132 @@ def _extern_ref(ctx: Ctx, *xs: np.ndarray) -> np.ndarray:
     return np.asarray(EXTERNS[ctx.arg[1]](*xs)).astype(ctx.dtype.np)
 
 
-def _e(op: Op, group: str, arity: int, dts: Sequence[DType], rule, ref, doc: str) -> OpInfo:
-    return OpInfo(op, group, arity, tuple(dts), rule, ref, doc)
+def _e(op: Op, group: str, arity: int, dts: Sequence[DType], rule, ref, doc: str, **facts: Any) -> OpInfo:
+    if "keywords" in facts:
+        facts["keywords"] = frozenset(facts["keywords"])
+    return OpInfo(op, group, arity, tuple(dts), rule, ref, doc, **facts)
+
+
+def _zero(dt: DType) -> Any:
+    return False if dt.is_bool else 0.0 if dt.is_float else 0
+
+
+def _one(dt: DType) -> Any:
+    return True if dt.is_bool else 1.0 if dt.is_float else 1
+
+
+def _lowest_of(dt: DType) -> Any:
+    """The identity of max: the dtype's lowest value (-inf for floats, False for bool)."""
+    v = _lowest(np.dtype(dt.np))
+    return v if isinstance(v, bool) else float(v) if dt.is_float else int(v)
+
+
+# what a node's `arg` may hold, by ARG_KINDS key (the verifier checks it)
+def _is_dtype(a: Any) -> bool:
+    return isinstance(a, DType)
+
+
+def _is_scalar(a: Any) -> bool:
+    return isinstance(a, (bool, int, float)) or isinstance(a, D.DimExpr)
+
+
+ARG_KINDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "none": ("nothing", lambda a: a is None),
+    "dtype": ("the target dtype", _is_dtype),
+    "scalar": ("a number or a dimension expression", _is_scalar),
+    "buffer": ("(dtype, index, name)", lambda a: isinstance(a, tuple) and len(a) == 3 and _is_dtype(a[0])
+               and isinstance(a[1], int) and isinstance(a[2], str)),
+    "reduce": ("(op, axes): op one of add mul max, axes a sorted tuple of ints",
+               lambda a: isinstance(a, tuple) and len(a) == 2 and a[0] in REDUCE_OPS
+               and isinstance(a[1], tuple) and all(isinstance(x, int) for x in a[1]) and list(a[1]) == sorted(a[1])),
+    "view": ("a View", lambda a: isinstance(a, View)),
+    "index": ("(dtype, axis)", lambda a: isinstance(a, tuple) and len(a) == 2 and _is_dtype(a[0])
+              and isinstance(a[1], int)),
+    "rand": ("(u32, seed)", lambda a: isinstance(a, tuple) and len(a) == 2 and a[0] == T.u32
+             and isinstance(a[1], int)),
+    "extern": ("(dtype, kernel name)", lambda a: isinstance(a, tuple) and len(a) == 2 and _is_dtype(a[0])
+               and a[1] in EXTERNS),
+}
 
 
 _F = "needs a float operand (cast first)"
+_DIV, _POLY = 4, 20  # costs: a divide/sqrt-class instruction, a polynomial transcendental
+_COMM = {"commutative": True, "associative": True}  # and-style ops: commutative and associative
+_VIEW_KEYS = ("reshape", "permute", "swap", "expand", "shrink", "pad", "flip", "slice", "squeeze", "unsqueeze",
+              "strided")
 TABLE: dict[Op, OpInfo] = {i.op: i for i in (
     _e(Op.NEG, "unary", 1, NUMERIC, _same(NUMERIC, "NEG needs a numeric operand"), _alu(np.negative),
        "negate: -x (integers wrap)"),
-    _e(Op.RECIP, "unary", 1, FLOATS, _same(FLOATS, "RECIP " + _F), _alu(_lowp(np.reciprocal)), "reciprocal 1/x"),
-    _e(Op.SQRT, "unary", 1, FLOATS, _same(FLOATS, "SQRT " + _F), _alu(_lowp(np.sqrt)), "square root of x"),
-    _e(Op.EXP2, "unary", 1, FLOATS, _same(FLOATS, "EXP2 " + _F), _alu(_lowp(np.exp2)), "two raised to the power x"),
-    _e(Op.LOG2, "unary", 1, FLOATS, _same(FLOATS, "LOG2 " + _F), _alu(_lowp(np.log2)), "logarithm of x in base 2"),
-    _e(Op.SIN, "unary", 1, FLOATS, _same(FLOATS, "SIN " + _F), _alu(_lowp(np.sin)), "sine of x in radians"),
+    _e(Op.RECIP, "unary", 1, FLOATS, _same(FLOATS, "RECIP " + _F), _alu(_lowp(np.reciprocal)), "reciprocal 1/x",
+       cost=_DIV),
+    _e(Op.SQRT, "unary", 1, FLOATS, _same(FLOATS, "SQRT " + _F), _alu(_lowp(np.sqrt)), "square root of x",
+       cost=_DIV),
+    _e(Op.EXP2, "unary", 1, FLOATS, _same(FLOATS, "EXP2 " + _F), _alu(_lowp(np.exp2)), "two raised to the power x",
+       cost=_POLY),
+    _e(Op.LOG2, "unary", 1, FLOATS, _same(FLOATS, "LOG2 " + _F), _alu(_lowp(np.log2)), "logarithm of x in base 2",
+       cost=_POLY),
+    _e(Op.SIN, "unary", 1, FLOATS, _same(FLOATS, "SIN " + _F), _alu(_lowp(np.sin)), "sine of x in radians",
+       cost=_POLY),
     _e(Op.NOT, "unary", 1, INTLIKE, _same(INTLIKE, "NOT needs a bool or integer operand"), _alu(_not),
        "logical not of bool, bitwise not of integers"),
     _e(Op.CAST, "unary", 1, ALL, _arg_dtype, lambda ctx, x: _cast(x, ctx.dtype),
-       "convert to another dtype: float->int truncates toward zero, ->bool is nonzero"),
+       "convert to another dtype: float->int truncates toward zero, ->bool is nonzero", arg="dtype"),
     _e(Op.ADD, "binary", 2, NUMERIC, _same(NUMERIC, "ADD needs numeric operands"), _alu(_lowp(np.add)),
-       "add: a + b (integers wrap)"),
+       "add: a + b (integers wrap)", **_COMM, reduces="add", identity=_zero),
     _e(Op.MUL, "binary", 2, NUMERIC, _same(NUMERIC, "MUL needs numeric operands"), _alu(_lowp(np.multiply)),
-       "multiply: a * b (integers wrap)"),
+       "multiply: a * b (integers wrap)", **_COMM, reduces="mul", identity=_one),
     _e(Op.FDIV, "binary", 2, FLOATS, _same(FLOATS, "FDIV " + _F), _alu(_lowp(np.true_divide)),
-       "true division a / b, correctly rounded (IEEE 754, as numpy's /)"),
+       "true division a / b, correctly rounded (IEEE 754, as numpy's /)", cost=_DIV),
     _e(Op.IDIV, "binary", 2, NUMERIC, _same(NUMERIC, "IDIV needs numeric operands"), _alu(_lowp(_idiv)),
-       "floor division, as numpy's // (integer x // 0 is 0)"),
+       "floor division, as numpy's // (integer x // 0 is 0)", cost=_DIV),
     _e(Op.MOD, "binary", 2, NUMERIC, _same(NUMERIC, "MOD needs numeric operands"), _alu(_lowp(_mod)),
-       "remainder with the divisor's sign, as numpy's % (integer x % 0 is 0)"),
+       "remainder with the divisor's sign, as numpy's % (integer x % 0 is 0)", cost=_DIV),
+    # MAX is not commutative bit for bit: max(-0.0, 0.0) and max(0.0, -0.0) differ in sign
     _e(Op.MAX, "binary", 2, ALL, _same(ALL, ""), _alu(_lowp(np.maximum)),
-       "elementwise maximum (nan propagates; or for bool)"),
+       "elementwise maximum (nan propagates; or for bool)", associative=True, reduces="max", identity=_lowest_of),
     _e(Op.AND, "binary", 2, INTLIKE, _same(INTLIKE, "AND needs bool or integer operands"), _alu(np.bitwise_and),
-       "logical and of bool, bitwise and of integers"),
+       "logical and of bool, bitwise and of integers", **_COMM),
     _e(Op.OR, "binary", 2, INTLIKE, _same(INTLIKE, "OR needs bool or integer operands"), _alu(np.bitwise_or),
-       "logical or of bool, bitwise or of integers"),
+       "logical or of bool, bitwise or of integers", **_COMM, identity=_zero),
     _e(Op.XOR, "binary", 2, INTLIKE, _same(INTLIKE, "XOR needs bool or integer operands"), _alu(np.bitwise_xor),
-       "logical xor of bool, bitwise xor of integers"),
+       "logical xor of bool, bitwise xor of integers", **_COMM),
     _e(Op.CMPLT, "binary", 2, ALL, _compare, _alu(np.less), "less than: a < b, giving bool"),
-    _e(Op.CMPNE, "binary", 2, ALL, _compare, _alu(np.not_equal), "not equal: a != b, giving bool (nan != nan)"),
+    _e(Op.CMPNE, "binary", 2, ALL, _compare, _alu(np.not_equal), "not equal: a != b, giving bool (nan != nan)",
+       commutative=True),
     _e(Op.WHERE, "ternary", 3, ALL, _where, _alu(np.where), "select c ? a : b elementwise"),
     _e(Op.REDUCE, "reduce", 1, ALL, _reduce, lambda ctx, x: _reduce_ref(x, ctx.arg),
-       "reduce with add, mul or max over axes, keeping them as size 1"),
+       "reduce with add, mul or max over axes, keeping them as size 1", keywords=("op", "axis", "keepdims"),
+       arg="reduce", cost=_DIV),
     _e(Op.BUFFER, "memory", 0, ALL, _arg_dtype, lambda ctx: ctx.inputs[ctx.arg[1]],
-       "a program input: an array bound at call time"),
-    _e(Op.CONST, "memory", 0, ALL, _arg_dtype, _const_ref, "a scalar literal or a dimension symbol's value"),
+       "a program input: an array bound at call time", arg="buffer", cost=0),
+    _e(Op.CONST, "memory", 0, ALL, _arg_dtype, _const_ref, "a scalar literal or a dimension symbol's value",
+       keywords=("dtype", "shape"), arg="scalar", cost=0),
     _e(Op.VIEW, "memory", 1, ALL, _first, lambda ctx, x: ctx.arg.apply(x, ctx.env),
-       "reshape/permute/expand/shrink/pad/flip/step as shape, strides, offset and mask; never a copy"),
+       "reshape/permute/expand/shrink/pad/flip/step as shape, strides, offset and mask; never a copy",
+       keywords=_VIEW_KEYS, arg="view", cost=0),
     _e(Op.COPY, "memory", 1, ALL, _first, _alu(lambda x: np.array(x, copy=True)),
        "materialize into a fresh contiguous buffer"),
     _e(Op.INDEX, "index", 0, (T.i32, T.i64), _arg_dtype, _index_ref,
-       "the coordinate along an axis (arange, one-hot, argmax)"),
+       "the coordinate along an axis (arange, one-hot, argmax)", keywords=("axis", "dtype"), arg="index", cost=0),
     _e(Op.RAND, "other", 0, (T.u32,), _arg_dtype, lambda ctx: _rand_ref(ctx.shape, ctx.arg[1]),
-       "uniform u32 bits from threefry2x32-20 keyed by the seed, counter = flat index"),
+       "uniform u32 bits from threefry2x32-20 keyed by the seed, counter = flat index", keywords=("seed",),
+       arg="rand", cost=2 * _POLY),
     _e(Op.EXTERN, "other", -1, ALL, _arg_dtype, _extern_ref,
-       "a call to a runtime-provided kernel (e.g. BLAS gemm), placed by a rule"),
+       "a call to a runtime-provided kernel (e.g. BLAS gemm), placed by a rule", keywords=("dtype", "shape"),
+       arg="extern"),
 )}
 
 ELEMENTWISE = frozenset(o for o, i in TABLE.items() if i.group in ("unary", "binary", "ternary"))
+# REDUCE :op name -> the op that combines it; the combiners are the ops with an identity
+# (OR too: a bool max is lowered as OR)
+REDUCERS: dict[str, Op] = {i.reduces: o for o, i in TABLE.items() if i.reduces}
+REDUCE_OPS = tuple(REDUCERS)
+COMBINERS = frozenset(o for o, i in TABLE.items() if i.identity is not None)
+# the scheduler's cost classes: nothing computed; worth storing rather than recomputing under a
+# broadcast; polynomial math worth storing once when a reduction and another stage both read it
+FREE = frozenset(o for o, i in TABLE.items() if i.cost == 0)
+HEAVY = frozenset(o for o, i in TABLE.items() if i.cost >= _DIV)
+TRANSCENDENTAL = frozenset(o for o, i in TABLE.items() if i.group == "unary" and i.cost >= _POLY)
 
 # numpy references of the kernels that EXTERN may name
 EXTERNS: dict[str, Callable[..., np.ndarray]] = {

@@ -15,7 +15,7 @@ from caten.ir import dims as D
 from caten.ir import dtypes as T
 from caten.ir.dims import Dim
 from caten.ir.graph import Node
-from caten.ir.ops import Op
+from caten.ir.ops import REDUCERS, TABLE, Op
 from caten.ir.walk import Visit, drive
 from caten.lower import loopir as L
 from caten.lower.empty import zeros_if_empty
@@ -24,22 +24,12 @@ from caten.lower.loopir import X
 from caten.lower.reduce import Blocked, block_plan
 from caten.schedule import LOWP, GemmPlan, Schedule, Unfusable, gemm_plan, max_outer, reduce_mode
 
-_REDUCE_ALU = {"add": Op.ADD, "mul": Op.MUL, "max": Op.MAX}
+_REDUCE_ALU = REDUCERS
 GEMM_THREAD_MIN = 1 << 22  # multiply-adds below which a GEMM stays on one thread (~40 us of work)
 
 
 def identity(op: str, dtype) -> X:
-    if op == "add":
-        return L.const(False if dtype.is_bool else 0.0 if dtype.is_float else 0, dtype)
-    if op == "mul":
-        return L.const(True if dtype.is_bool else 1.0 if dtype.is_float else 1, dtype)
-    if dtype.is_bool:
-        return L.const(False, dtype)
-    if dtype.is_float:
-        return L.const(float("-inf"), dtype)
-    if dtype.kind == "uint":
-        return L.const(0, dtype)
-    return L.const(-(1 << (dtype.bits - 1)), dtype)
+    return L.const(TABLE[_REDUCE_ALU[op]].identity(dtype), dtype)
 
 
 class Coords:

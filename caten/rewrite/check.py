@@ -9,6 +9,8 @@ ulps of the dtype; nan equals nan, infinities must match). A disagreement is a c
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import os
 import zlib
 from dataclasses import dataclass, field
@@ -26,7 +28,8 @@ from caten.ir.ops import Op
 from caten.read.program import CompositeDef
 from caten.rewrite import OPT_IN
 from caten.rewrite.engine import Engine
-from caten.rewrite.rule import Rule, _show_pat
+from caten.rewrite.opclass import OpClass, instantiate
+from caten.rewrite.rule import Rule, _show_pat, compile_rule
 
 POOL = (T.f32, T.f64, T.f16, T.bf16, T.i32, T.i64, T.i8, T.u8, T.u32, T.bool_)
 SAME_SHAPES = ((), (7,), (3, 5), (2, 3, 4), (1,), (4, 1))
@@ -34,6 +37,7 @@ ATTEMPTS = 160  # programs tried per rule
 WANT = 24  # cases where the rule fired, enough to stop
 _TOL = {"f16": (4e-3, 1e-3), "bf16": (2e-2, 1e-2), "f32": (2e-6, 1e-6), "f64": (1e-13, 1e-14)}
 _SPECIAL = (0.0, -0.0, 1.0, -1.0, 0.5, 2.0, np.inf, -np.inf, np.nan)
+MAX_INSTANCES = 64  # ops (or combinations of ops) a class pattern is checked with
 
 
 @dataclass
@@ -151,9 +155,57 @@ def _fmt(a: Any) -> str:
 # one rule -------------------------------------------------------------------------------------
 def check_rule(rule: Rule, defs: dict[str, list[CompositeDef]], attempts: int = ATTEMPTS,
                want: int = WANT) -> Outcome:
+    """Check a rule; a class pattern is checked on each op of its class (`attempts` and `want`
+    each), and is untested if one of them never fired."""
     rng = np.random.default_rng(zlib.crc32(rule.name.encode()))
-    roles = _roles(rule, defs)
-    tensors = [v for v in rule.vars if roles.get(v, ("tensor", None))[0] == "tensor"]
+    total = 0
+    never: list[str] = []
+    for ops, inst in _instances(rule, defs):
+        out = _check(rule, inst, defs, attempts, want, rng)
+        if out.status in ("unsound", "broken"):
+            if ops:
+                out.details.insert(0, f"with {ops}")
+            return out
+        total += out.cases
+        if not out.cases and ops:
+            never.append(ops)
+    if never:
+        return Outcome(rule, "untested", total, [f"it never fired with {', '.join(never)}"])
+    return Outcome(rule, "ok" if total else "untested", total)
+
+
+def _instances(rule: Rule, defs: dict[str, list[CompositeDef]]) -> list[tuple[str, Rule]]:
+    """The rule with its op variables replaced by each op of their classes (what `_check`
+    elaborates and reads roles from); the rule itself where its pattern names no class."""
+    heads: dict[str, frozenset] = {}
+
+    def walk(p: tuple) -> None:
+        if p[0] in ("op", "call", "list"):
+            if p[0] == "op" and isinstance(p[1], OpClass):
+                heads[p[1].var] = heads.get(p[1].var, p[1].members) & p[1].members
+            for q in (p[1] if p[0] == "list" else list(p[2]) + list(p[3].values())):
+                walk(q)
+    walk(rule.pattern)
+    if not heads:
+        return [("", rule)]
+    names = list(heads)
+    combos = list(itertools.product(*(sorted(heads[v], key=lambda o: o.value) for v in names)))
+    out = []
+    for combo in combos[::max(1, len(combos) // MAX_INSTANCES)]:
+        m = dict(zip(names, combo))
+        rd = dataclasses.replace(rule.source, pattern=instantiate(rule.source.pattern, m),
+                                 replacement=instantiate(rule.source.replacement, m),
+                                 guard=instantiate(rule.source.guard, m) if rule.source.guard is not None else None)
+        what = ", ".join(f"{v} = {o.value}" for v, o in m.items())
+        out.append((what, compile_rule(rd, rule.ruleset, set(defs))))
+    return out
+
+
+def _check(rule: Rule, inst: Rule, defs: dict[str, list[CompositeDef]], attempts: int, want: int,
+           rng: np.random.Generator) -> Outcome:
+    """`rule` applied where `inst` (the rule itself, or one op of its class) matches."""
+    roles = _roles(inst, defs)
+    tensors = [v for v in inst.vars if roles.get(v, ("tensor", None))[0] == "tensor"]
     applied = 0
     for i in range(attempts):
         binds: dict[str, Any] = {}
@@ -165,7 +217,7 @@ def check_rule(rule: Rule, defs: dict[str, list[CompositeDef]], attempts: int = 
         kinds = (i // (3 * len(POOL))) % 3  # 0: buffers, 1: constants, 2: a random mix
         shape = SAME_SHAPES[rng.integers(len(SAME_SHAPES))]
         chain = [int(rng.integers(2, 6)) for _ in range(len(tensors) + 1)]
-        for v in rule.vars:
+        for v in inst.vars:
             role, fixed = roles.get(v, ("tensor", None))
             if role == "dtype":
                 binds[v] = POOL[rng.integers(len(POOL))]
@@ -194,14 +246,14 @@ def check_rule(rule: Rule, defs: dict[str, list[CompositeDef]], attempts: int = 
                 shown.append(f"{v} = {dt}{list(shp)} {_fmt(arr)}")
         # the pattern as written, with rules off
         try:
-            before = _elaborate(rule, defs, binds, None)
+            before = _elaborate(inst, defs, binds, None)
         except Error:
             continue  # the pattern does not type-check with these inputs
         if not isinstance(before, Tensor):
             continue
         engine = Engine([rule])
         try:
-            after = _elaborate(rule, defs, binds, engine)
+            after = _elaborate(inst, defs, binds, engine)
             if rule.level == "op":
                 after = Tensor(engine.rewrite([after.node], rule.name)[0])
         except Error as e:
@@ -216,7 +268,7 @@ def check_rule(rule: Rule, defs: dict[str, list[CompositeDef]], attempts: int = 
         if not np.all(ok):
             idx = tuple(int(j) for j in np.argwhere(~ok)[0]) if a.ndim else ()
             details = ["counterexample:"] + ["    " + s for s in shown] + [
-                f"    pattern     {_show_pat(rule.pattern)} = {_fmt(a)}",
+                f"    pattern     {_show_pat(inst.pattern)} = {_fmt(a)}",
                 f"    replacement = {_fmt(b)}",
                 f"    first difference at index {list(idx)}: {_fmt(a[idx])} vs {_fmt(b[idx])}"]
             return Outcome(rule, "unsound", applied, details)

@@ -32,12 +32,17 @@ from caten.elaborate.elaborator import Frame, Scope
 from caten.elaborate.values import Lit, Tensor, describe
 from caten.errors import Error, Span
 from caten.ir import build as B
+from caten.ir import verify
 from caten.ir.graph import Node, toposort
 from caten.ir.ops import ELEMENTWISE, TABLE, Ctx, Op
-from caten.read.sexpr import Kw, Num, Sym, head
+from caten.read.sexpr import Num, Sym, head
 from caten.rewrite import guard as G
+from caten.rewrite.consts import node_const
 from caten.rewrite.explain import Explain
-from caten.rewrite.rule import Matcher, Rule, node_const
+from caten.rewrite.match import Matcher
+from caten.rewrite.opclass import instantiate
+from caten.rewrite.replace import compile_replacement, node_of
+from caten.rewrite.rule import Rule
 
 MAX_DEPTH = 64  # nested rewrites (a replacement rewritten inside a replacement ...)
 _UNSET = object()
@@ -69,7 +74,11 @@ class Engine:
         self.call_index: dict[str, list[Rule]] = {}
         self.op_index: dict[Op, list[Rule]] = {}
         for r in self.rules:
-            (self.call_index if r.level == "call" else self.op_index).setdefault(r.head, []).append(r)
+            if r.level == "call":
+                self.call_index.setdefault(r.head, []).append(r)
+            else:
+                for op in r.ops:  # a class pattern is tried on each op of its class
+                    self.op_index.setdefault(op, []).append(r)
         # keyed by id(op): hashing an Enum member runs Python code, id() does not
         self._op_rules: dict[int, list[Rule]] = {id(op): rs for op, rs in self.op_index.items()}
         for r in self.rules:
@@ -162,7 +171,8 @@ class Engine:
         if fast is not None:
             return fast(self, binds)
         env = Scope(None, {k: Tensor(v) if isinstance(v, Node) else v for k, v in binds.items()})
-        f = rule.replacement
+        ops = {k: v for k, v in binds.items() if isinstance(v, Op)}  # op variables of class patterns
+        f = instantiate(rule.replacement, ops) if ops else rule.replacement
         e = self.elab
         e.frames.append(Frame(None, False))  # replacements resolve user and library names
         try:
@@ -276,7 +286,9 @@ class Engine:
         try:
             for n in toposort(nodes):
                 self._step(n)
-            return [self._memo[id(n)] for n in nodes]
+            out = [self._memo[id(n)] for n in nodes]
+            verify.check(out, f"the rewrite rules (`{where}`)")
+            return out
         except RecursionError:
             raise self._diverge([r for _, r in self._node_stack], "the rewrites nest too deeply") from None
         finally:
@@ -360,7 +372,7 @@ class Engine:
         self._node_active[id(cur)] = len(self._node_stack)
         self._node_stack.append((cur, rule))
         try:
-            rep = _node_of(self._conform(rule, self._replace(rule, b), cur, f"a {cur.op.value} node"))
+            rep = node_of(self._conform(rule, self._replace(rule, b), cur, f"a {cur.op.value} node"))
             if rep is cur:
                 return None
             self._count(rule)
@@ -393,90 +405,3 @@ class Engine:
             self._step(n)
         self._keep.append(root)
         return memo[id(root)]
-
-
-# replacements of principal ops over ?vars and literals skip the elaborator ------------------------
-def compile_replacement(f: Any, rule: Rule) -> Any:
-    """A closure (engine, bindings) -> value for a replacement made of ?vars, numbers, true/false,
-    elementwise principal ops, CAST to a ?var or dtype, and (fold ...) of those; None otherwise.
-    Values are graph nodes where possible (no Tensor wrappers on the hot path)."""
-    from caten.ir import dtypes as T
-    from caten.ir.ops import DTypeError
-    from caten.read.sexpr import SList
-
-    if isinstance(f, Sym):
-        name = f.name
-        if name.startswith("?"):
-            return lambda e, b: b[name]
-        if name in ("true", "false", "t"):
-            lit = Lit(name != "false", "bool")
-            return lambda e, b: lit
-        dt = T.lookup(name)
-        if dt is not None:
-            return lambda e, b: dt
-        return None
-    if isinstance(f, Num):
-        lit = Lit(f.value, "float" if isinstance(f.value, float) else "int")
-        return lambda e, b: lit
-    if not isinstance(f, SList) or f.bracket or any(isinstance(x, Kw) for x in f.items):
-        return None
-    h = head(f)
-    if h == "fold" and len(f.items) == 2:
-        inner = compile_replacement(f.items[1], rule)
-        if inner is None:
-            return None
-        return lambda e, b: e._fold(rule, _as_value(inner(e, b)))
-    if h not in Op.__members__:
-        return None
-    op = Op[h]
-    subs = [compile_replacement(x, rule) for x in f.items[1:]]
-    if any(s is None for s in subs):
-        return None
-    sp = f.span or rule.span
-    if op is Op.CAST and len(subs) == 2:
-        x, t = subs
-        return lambda e, b: _node_of(P.cast(_as_value(x(e, b)), t(e, b), sp))
-    if op not in ELEMENTWISE or op is Op.CAST or len(subs) != TABLE[op].arity:
-        return None
-    rule_of = TABLE[op].dtype_rule
-
-    def build(e: Any, b: dict) -> Any:
-        vals = [s(e, b) for s in subs]
-        nodes = [v for v in vals if isinstance(v, Node)]
-        if nodes and op is not Op.WHERE:
-            n0 = nodes[0]
-            shape, dt = n0.shape, n0.dtype
-            if all(v.shape == shape and v.dtype is dt for v in nodes):
-                if len(nodes) < len(vals):
-                    vals = [v if isinstance(v, Node) else _lit_node(v, dt, shape) for v in vals]
-                if all(v is not None for v in vals):
-                    try:  # operands agree: build the node directly (hash-consed)
-                        return Node.make(op, rule_of([dt] * len(vals), None), shape, vals)
-                    except DTypeError:
-                        pass  # let the checked constructor word the error
-        return _node_of(P.apply_alu(op, [_as_value(v) for v in vals], sp))
-    return build
-
-
-def _fits(x: int, dt: Any) -> bool:
-    info = np.iinfo(dt.np)
-    return int(info.min) <= x <= int(info.max)
-
-
-def _lit_node(v: Any, dt: Any, shape: tuple) -> Node | None:
-    """A weak literal meeting a tensor of dtype dt, as a broadcast constant; None where the checked
-    path must decide (a float literal meeting integers, a dimension, an out-of-range integer ...)."""
-    if not isinstance(v, Lit) or not v.concrete:
-        return None
-    if v.kind == "float" and not dt.is_float or v.kind == "bool" and not dt.is_bool or v.kind == "dim" \
-            or v.kind == "int" and (dt.is_bool or (dt.is_int and not _fits(v.value, dt))):
-        return None
-    return B.const(v.value, dt, shape)
-
-
-def _as_value(v: Any) -> Any:
-    return Tensor(v) if isinstance(v, Node) else v
-
-
-def _node_of(v: Any) -> Any:
-    return v.node if isinstance(v, Tensor) else v

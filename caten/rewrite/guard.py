@@ -22,7 +22,7 @@ from caten.ir import dtypes as T
 from caten.ir.dtypes import DType
 from caten.ir.graph import Node
 from caten.read.sexpr import Form, Num, SList, Str, Sym, head, show
-from caten.rewrite.rule import value_const
+from caten.rewrite.consts import value_const
 
 # significant bits of each float dtype (with the implicit one)
 _MANT = {"f16": 11, "bf16": 8, "f32": 24, "f64": 53}
@@ -165,14 +165,24 @@ def _cmp(h: str) -> Callable[[Any, Any], bool]:
     return f
 
 
-FUNCS: dict[str, Callable[..., Any]] = {
-    "dtype": _dtype_of, "shape": _f_shape, "rank": _f_rank, "const?": lambda x: value_const(x) is not None,
-    "value": value_const, "float?": _f_kind("float"), "int?": _f_kind("int"), "bool?": _f_kind("bool"),
-    "dim": _f_dim, "len": _f_len, "nth": _f_nth, "lossless?": _f_lossless,
-    "exact-recip?": _f_exact_recip, "add-identity?": _f_add_identity,
-    "+": _f_arith("+"), "-": _f_arith("-"), "*": _f_arith("*"), "list": lambda *xs: list(xs),
-    **{c: _cmp(c) for c in ("=", "!=", "<", "<=", ">", ">=")},
+# the one home of guard names: name -> (implementation, arguments: a count, "+" one or more, "*" any)
+FUNCS: dict[str, tuple[Callable[..., Any], int | str]] = {
+    "dtype": (_dtype_of, 1), "shape": (_f_shape, 1), "rank": (_f_rank, 1),
+    "const?": (lambda x: value_const(x) is not None, 1), "value": (value_const, 1),
+    "float?": (_f_kind("float"), 1), "int?": (_f_kind("int"), 1), "bool?": (_f_kind("bool"), 1),
+    "dim": (_f_dim, 2), "len": (_f_len, 1), "nth": (_f_nth, 2), "lossless?": (_f_lossless, 2),
+    "exact-recip?": (_f_exact_recip, 1), "add-identity?": (_f_add_identity, 1),
+    "+": (_f_arith("+"), "+"), "-": (_f_arith("-"), "+"), "*": (_f_arith("*"), "+"),
+    "list": (lambda *xs: list(xs), "*"),
+    **{c: (_cmp(c), 2) for c in ("=", "!=", "<", "<=", ">", ">=")},
 }
+LOGIC: dict[str, int | str] = {"and": "+", "or": "+", "not": 1}  # short-circuiting: compiled below
+ARITY: dict[str, int | str] = {**{k: n for k, (_, n) in FUNCS.items()}, **LOGIC}
+
+
+def arity_ok(name: str, nargs: int) -> bool:
+    n = ARITY[name]
+    return nargs == n if isinstance(n, int) else nargs >= 1 if n == "+" else True
 
 
 def compile_guard(f: Form) -> Callable[[dict], Any]:
@@ -204,9 +214,10 @@ def compile_guard(f: Form) -> Callable[[dict], Any]:
             raise Error("`not` takes one argument in a guard", f.span)
         g0 = gs[0]
         return lambda b: not _truthy(g0(b))
-    fn = FUNCS.get(h or "")
-    if fn is None:
+    spec = FUNCS.get(h or "")
+    if spec is None:
         raise Error(f"unknown guard function `{h}`", f.span)
+    fn = spec[0]
     if h == "const?" and len(gs) == 1 and isinstance(f.items[1], Sym) and f.items[1].name.startswith("?"):
         name = f.items[1].name  # the common case, kept fast
         return lambda b: value_const(b[name]) is not None

@@ -4,42 +4,34 @@ compiled into a small pattern tree, plus the matcher over both levels a rule can
 - A pattern whose head is a library or user composite (`(neg (neg ?x))`, `(matmul ?a ?b)`)
   matches a *call* before it is expanded: its arguments are elaborated values, and a nested
   call pattern matches a tensor through the `Origin` of the call that produced it.
-- A pattern whose head is a principal op (`(ADD ?x 0)`) matches a node of the graph.
+- A pattern whose head is a principal op (`(ADD ?x 0)`) matches a node of the graph; one whose
+  head is an op variable with a class (`(?op{binary} ?a ?b)`, caten.rewrite.opclass) matches a
+  node of any op of the class and binds the variable to the op.
 
 Compiled pattern nodes are tuples, for speed:
     ("var", NAME) ("lit", VALUE) ("nil",) ("dt", DTYPE) ("str", S) ("list", [P...])
-    ("call", NAME, [P...], {KW: P}) ("op", Op, [P...], {KW: P})
+    ("call", NAME, [P...], {KW: P}) ("op", Op | OpClass, [P...], {KW: P})
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from caten.elaborate.values import Lit, Tensor
 from caten.errors import Error, Span, closest
 from caten.ir import dtypes as T
-from caten.ir.dtypes import DType
 from caten.ir.graph import Node
 from caten.ir.ops import TABLE, Op
 from caten.read.program import RuleDef
 from caten.read.sexpr import Annot, Form, Kw, Num, SList, Str, Sym, head, show
+from caten.rewrite import guard as G
+from caten.rewrite.consts import lit_eq, node_const
+from caten.rewrite.match import ALU as _ALU
+from caten.rewrite.match import Matcher
+from caten.rewrite.opclass import CLASSES, OpClass, class_head
 
 # principal ops a pattern may name, and how their extra items read
-_ALU = {o for o, i in TABLE.items() if i.group in ("unary", "binary", "ternary") and o is not Op.CAST}
 _MATCHABLE = _ALU | {Op.CAST, Op.REDUCE, Op.COPY, Op.EXTERN, Op.CONST}
-
-# functions a guard may call (besides and/or/not and comparisons)
-GUARD_FUNCS = {"dtype", "shape", "rank", "const?", "float?", "int?", "bool?", "dim", "len", "nth",
-               "lossless?", "exact-recip?", "add-identity?", "value", "+", "-", "*", "list"}
-GUARD_LOGIC = {"and", "or", "not"}
-# how many arguments each guard function takes (None: one or more)
-GUARD_ARITY = {"dtype": 1, "shape": 1, "rank": 1, "const?": 1, "float?": 1, "int?": 1, "bool?": 1, "value": 1,
-               "exact-recip?": 1, "add-identity?": 1,
-               "len": 1, "not": 1, "dim": 2, "nth": 2, "lossless?": 2, "=": 2, "!=": 2, "<": 2, "<=": 2, ">": 2,
-               ">=": 2, "+": None, "-": None, "*": None, "list": None, "and": None, "or": None}
-GUARD_CMP = {"=", "!=", "<", "<=", ">", ">="}
 
 
 @dataclass(eq=False)
@@ -66,6 +58,12 @@ class Rule:
     def head(self) -> Any:
         return self.pattern[1]
 
+    @property
+    def ops(self) -> list[Op]:
+        """The ops whose nodes this graph rule is tried on."""
+        h = self.head
+        return sorted(h.members, key=lambda o: o.value) if isinstance(h, OpClass) else [h]
+
     def where(self) -> str:
         return f"{self.span.file}:{self.span.line}:{self.span.col}"
 
@@ -83,18 +81,22 @@ class _Compiler:
     def __init__(self, rd: RuleDef, known: set[str]):
         self.rd, self.known = rd, known
         self.vars: list[str] = []
+        self.op_vars: set[str] = set()  # ?vars bound to an op by a class pattern's head
 
     def err(self, msg: str, f: Form | None = None, hint: str | None = None) -> Error:
         return Error(f"rule `{self.rd.name}`: {msg}", _span(f, self.rd.span) if f is not None else self.rd.span, hint)
 
     def root(self, f: Form) -> tuple:
-        if not (isinstance(f, SList) and not f.bracket and head(f) is not None):
+        if not (isinstance(f, SList) and not f.bracket and (head(f) is not None or
+                                                             (f.items and class_head(f.items[0])))):
             raise self.err(f"the pattern must be a call like (neg ?x) or (ADD ?x 0), got `{show(f)}`", f)
         return self.pat(f, in_op=False)
 
     def pat(self, f: Form, in_op: bool) -> tuple:
         if isinstance(f, Sym):
             if _is_var(f):
+                if f.name in self.op_vars:
+                    raise self.err(f"`{f.name}` names an op (a pattern head) and cannot stand for an operand", f)
                 if f.name not in self.vars:
                     self.vars.append(f.name)
                 return ("var", f.name)
@@ -117,6 +119,9 @@ class _Compiler:
             raise self.err(f"unexpected `{show(f)}` in the pattern", f)
         if f.bracket:
             return ("list", [self.pat(x, False) for x in f.items])
+        ch = class_head(f.items[0]) if f.items else None
+        if ch is not None:
+            return self.class_pat(f, *ch)
         h = head(f)
         if h is None:
             raise self.err(f"a pattern call starts with a name, got `{show(f)}`", f)
@@ -151,6 +156,43 @@ class _Compiler:
         if in_op:
             raise self.err(f"a library call `({h} ...)` cannot stand inside a principal-op pattern", f)
         return ("call", h, args, kw)
+
+    def class_pat(self, f: SList, var: str, cname: str) -> tuple:
+        """`(?op{CLASS} P...)`: a node of any op of CLASS taking len(P) operands; ?op binds the op."""
+        if cname not in CLASSES:
+            guess = closest(cname, set(CLASSES))
+            raise self.err(f"unknown op class `{cname}`", f.items[0], f"did you mean `{guess}`?" if guess
+                           else "op classes: " + " ".join(sorted(CLASSES)))
+        if var in self.vars and var not in self.op_vars:
+            raise self.err(f"`{var}` stands for an operand and cannot also name an op", f.items[0])
+        self.op_vars.add(var)
+        if var not in self.vars:
+            self.vars.append(var)
+        args, kw = self._items(f, "ADD")
+        if kw:
+            raise self.err(f"an op-class pattern takes operands only, got :{next(iter(kw))}", f)
+        members = frozenset(o for o in CLASSES[cname] if TABLE[o].arity == len(args))
+        if not members:
+            n = " or ".join(sorted({str(TABLE[o].arity) for o in CLASSES[cname]}))
+            raise self.err(f"no op of class `{cname}` takes {len(args)} operand(s)", f, f"its ops take {n}")
+        for a in args:
+            if a[0] not in ("var", "lit", "op"):
+                raise self.err(f"an operand of an op-class pattern must be ?var, a number or a principal-op "
+                               f"pattern, got `{_show_pat(a)}`", f)
+        return ("op", OpClass(var, cname, members), args, {})
+
+    def check_op_vars(self, f: Form, where: str, at_head: bool = False) -> None:
+        """An op variable may stand only as a call head, and a call head that is a ?var must be one."""
+        if isinstance(f, Sym) and _is_var(f):
+            if f.name in self.op_vars and not at_head:
+                raise self.err(f"`{f.name}` names an op: in the {where} it can only head a call, "
+                               f"as in ({f.name} ?a ?b)", f)
+            if at_head and f.name not in self.op_vars:
+                raise self.err(f"`{f.name}` heads a call in the {where} but the pattern binds it to an operand, "
+                               "not an op", f, "bind an op with a class pattern such as (?op{binary} ?a ?b)")
+        elif isinstance(f, SList):
+            for i, x in enumerate(f.items):
+                self.check_op_vars(x, where, at_head=i == 0 and not f.bracket)
 
     def _items(self, f: SList, h: str) -> tuple[list[tuple], dict[str, tuple]]:
         args: list[tuple] = []
@@ -194,14 +236,14 @@ class _Compiler:
             h = head(f)
             if h is None:
                 raise self.err(f"cannot evaluate `{show(f)}` in the guard", f)
-            if h not in GUARD_FUNCS | GUARD_LOGIC | GUARD_CMP:
-                fns = sorted(GUARD_FUNCS | GUARD_LOGIC | GUARD_CMP)
+            if h not in G.ARITY:
+                fns = sorted(G.ARITY)
                 guess = closest(h, fns)
                 raise self.err(f"unknown guard function `{h}`", f.items[0],
                                f"did you mean `{guess}`?" if guess else "guards use: " + " ".join(fns))
-            n = GUARD_ARITY.get(h)
-            if (n is None and len(f.items) < 2 and h != "list") or (n is not None and len(f.items) - 1 != n):
-                want = "one or more arguments" if n is None else f"{n} argument{'s' if n != 1 else ''}"
+            if not G.arity_ok(h, len(f.items) - 1):
+                n = G.ARITY[h]
+                want = "one or more arguments" if n == "+" else f"{n} argument{'s' if n != 1 else ''}"
                 raise self.err(f"`{h}` takes {want} in a guard, got {len(f.items) - 1}", f)
             for x in f.items[1:]:
                 self.check_guard(x)
@@ -219,6 +261,7 @@ class _Compiler:
             if len(f.items) != 2:
                 raise self.err("expected (fold EXPR): EXPR over constants, computed at compile time", f)
         self.check_bound(f, "replacement")
+        self.check_op_vars(f, "replacement")
 
 
 def compile_rule(rd: RuleDef, ruleset: str, known: set[str]) -> Rule:
@@ -228,6 +271,7 @@ def compile_rule(rd: RuleDef, ruleset: str, known: set[str]) -> Rule:
     c.check_replacement(rd.replacement)
     if rd.guard is not None:
         c.check_bound(rd.guard, "guard")
+        c.check_op_vars(rd.guard, "guard")
         c.check_guard(rd.guard)
     runtime = None
     for k, v in rd.options.items():
@@ -237,177 +281,9 @@ def compile_rule(rd: RuleDef, ruleset: str, known: set[str]) -> Rule:
             runtime = v.name if isinstance(v, Sym) else v.value
         else:
             raise c.err(f"unknown option :{k}", v, "rules take :when GUARD and :runtime NAME")
-    from caten.rewrite.guard import compile_guard
-
-    gfn = compile_guard(rd.guard) if rd.guard is not None else None
+    gfn = G.compile_guard(rd.guard) if rd.guard is not None else None
     nfn = compile_node_pattern(pat) if pat[0] == "op" else None
     return Rule(rd.name, pat, rd.replacement, rd.guard, runtime, rd.span, ruleset, rd, c.vars, gfn, nfn)
-
-
-# matching ------------------------------------------------------------------------------
-_VIEW, _CONST = Op.VIEW, Op.CONST
-
-
-def node_const(n: Node) -> Any:
-    """The value of a node that is one concrete scalar everywhere (a CONST, maybe broadcast), else None."""
-    op = n.op
-    if op is _VIEW:
-        s = n.src[0]
-        if s.op is not _CONST or s.shape or n.arg.mask is not None:
-            return None
-        n, op = s, _CONST
-    if op is _CONST and isinstance(n.arg, (int, float, bool)):
-        return n.arg
-    return None
-
-
-def value_const(v: Any) -> Any:
-    if isinstance(v, Lit):
-        return v.value if v.concrete else None
-    if isinstance(v, Tensor):
-        return node_const(v.node)
-    if isinstance(v, Node):
-        return node_const(v)
-    return None
-
-
-def lit_eq(p: Any, c: Any) -> bool:
-    if c is None or isinstance(p, bool) != isinstance(c, bool):
-        return False
-    if isinstance(p, float) and math.isnan(p):
-        return isinstance(c, float) and math.isnan(c)
-    return p == c
-
-
-def same(a: Any, b: Any) -> bool:
-    """Are two matched values the same (a repeated ?var)? Tensors by node: hash-consing makes it structural."""
-    a = a.node if isinstance(a, Tensor) else a
-    b = b.node if isinstance(b, Tensor) else b
-    if isinstance(a, Node) or isinstance(b, Node):
-        return a is b
-    if isinstance(a, Lit) and isinstance(b, Lit):
-        return (a.kind == "bool") == (b.kind == "bool") and (a.value == b.value or (
-            isinstance(a.value, float) and isinstance(b.value, float) and math.isnan(a.value) and math.isnan(b.value)))
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-    if type(a) is not type(b):
-        return False
-    return a == b
-
-
-def _bind(b: dict, name: str, v: Any) -> bool:
-    old = b.get(name, b)
-    if old is b:
-        b[name] = v
-        return True
-    return same(old, v)
-
-
-class Matcher:
-    """Matches compiled patterns; `defaults(name, nargs)` gives a composite's keyword defaults."""
-
-    def __init__(self, defaults):
-        self.defaults = defaults
-
-    def call(self, p: tuple, name: str, args: list | tuple, kwargs: dict, b: dict) -> bool:
-        """A ("call", ...) pattern against a call's evaluated arguments."""
-        _, pname, pargs, pkw = p
-        if pname != name or len(pargs) != len(args):
-            return False
-        for q, v in zip(pargs, args):
-            if not self.value(q, v, b):
-                return False
-        if pkw or kwargs:
-            defaults = None
-            for k, q in pkw.items():
-                if k in kwargs:
-                    v = kwargs[k]
-                else:
-                    defaults = defaults if defaults is not None else self.defaults(name, len(args))
-                    if k not in defaults:
-                        return False
-                    v = defaults[k]
-                if not self.value(q, v, b):
-                    return False
-            for k, v in kwargs.items():
-                if k not in pkw:
-                    # a keyword the pattern does not mention must have its default value
-                    defaults = defaults if defaults is not None else self.defaults(name, len(args))
-                    if k not in defaults or not same(defaults[k], v):
-                        return False
-        return True
-
-    def value(self, p: tuple, v: Any, b: dict) -> bool:
-        t = p[0]
-        if t == "var":
-            return _bind(b, p[1], v)
-        if t == "lit":
-            return lit_eq(p[1], value_const(v))
-        if t == "call":
-            o = v.origin if isinstance(v, Tensor) else None
-            return o is not None and o.name == p[1] and self.call(p, o.name, o.args, dict(o.kwargs), b)
-        if t == "op":
-            return isinstance(v, Tensor) and self.node(p, v.node, b)
-        if t == "dt":
-            return isinstance(v, DType) and v == p[1]
-        if t == "str":
-            return isinstance(v, str) and v == p[1]
-        if t == "nil":
-            return v is None
-        if t == "list":
-            return isinstance(v, list) and len(v) == len(p[1]) and all(self.value(q, x, b) for q, x in zip(p[1], v))
-        return False
-
-    def node(self, p: tuple, n: Node, b: dict) -> bool:
-        """An ("op", ...) pattern against a graph node; ?vars bind nodes."""
-        op = p[1]
-        if n.op is not op:
-            return False
-        args = p[2]
-        if op in _ALU:
-            for q, s in zip(args, n.src):
-                t = q[0]
-                if t == "var":
-                    if not _bind(b, q[1], s):
-                        return False
-                elif t == "lit":
-                    if not lit_eq(q[1], node_const(s)):
-                        return False
-                elif not self.node(q, s, b):
-                    return False
-            return True
-        if op is Op.CAST:
-            return self.operand(args[0], n.src[0], b) and self.value(args[1], n.dtype, b)
-        if op is Op.COPY:
-            return self.operand(args[0], n.src[0], b)
-        if op is Op.REDUCE:
-            if not self.operand(args[0], n.src[0], b):
-                return False
-            kw = p[3]
-            if "op" in kw and not self.value(kw["op"], n.arg[0], b):
-                return False
-            return "axis" not in kw or self.value(kw["axis"], [Lit(a, "int") for a in n.arg[1]], b)
-        if op is Op.EXTERN:
-            return len(args) == len(n.src) + 1 and self.value(args[0], n.arg[1], b) and all(
-                self.operand(q, s, b) for q, s in zip(args[1:], n.src))
-        if op is Op.CONST:
-            c = node_const(n)
-            return c is not None and self.value(args[0], Lit(c, _kind(c)), b)
-        return False
-
-    def operand(self, q: tuple, s: Node, b: dict) -> bool:
-        t = q[0]
-        if t == "var":
-            return _bind(b, q[1], s)
-        if t == "lit":
-            return lit_eq(q[1], node_const(s))
-        if t == "op":
-            return self.node(q, s, b)
-        return False
-
-
-def _kind(v: Any) -> str:
-    return "bool" if isinstance(v, bool) else "float" if isinstance(v, float) else "int"
 
 
 def _show_pat(p: tuple) -> str:
@@ -422,7 +298,7 @@ def _show_pat(p: tuple) -> str:
         return "nil"
     if t == "list":
         return "[" + " ".join(_show_pat(q) for q in p[1]) + "]"
-    name = p[1].value if isinstance(p[1], Op) else p[1]
+    name = p[1].value if isinstance(p[1], Op) else str(p[1])
     parts = [name] + [_show_pat(q) for q in p[2]] + [f":{k} {_show_pat(q)}" for k, q in p[3].items()]
     return "(" + " ".join(parts) + ")"
 
@@ -454,6 +330,8 @@ def compile_node_pattern(p: tuple) -> Any:
 
     def op_pattern(q: tuple) -> Any:
         op = q[1]
+        if op.__class__ is OpClass:
+            return class_pattern(q)
         if op not in _ALU:
             for name in _pattern_vars(q):
                 seen.add(name)  # bound by the generic matcher, which checks repeats itself
@@ -468,6 +346,29 @@ def compile_node_pattern(p: tuple) -> Any:
         f0, f1, f2 = fs
         return lambda n, b: n.op is op and f0(n.src[0], b) and f1(n.src[1], b) and f2(n.src[2], b)
 
+    def class_pattern(q: tuple) -> Any:
+        cls = q[1]
+        var, members = cls.var, cls.members
+        if var in seen:
+            def head(n: Node, b: dict) -> bool:
+                return b[var] is n.op and n.op in members
+        else:
+            seen.add(var)
+
+            def head(n: Node, b: dict) -> bool:
+                if n.op in members:
+                    b[var] = n.op
+                    return True
+                return False
+        fs = [operand(a) for a in q[2]]
+        if len(fs) == 1:
+            f0 = fs[0]
+            return lambda n, b: head(n, b) and f0(n.src[0], b)
+        if len(fs) == 2:
+            f0, f1 = fs
+            return lambda n, b: head(n, b) and f0(n.src[0], b) and f1(n.src[1], b)
+        return lambda n, b: head(n, b) and all(f(s, b) for f, s in zip(fs, n.src))
+
     return op_pattern(p)
 
 
@@ -478,5 +379,6 @@ def _pattern_vars(p: tuple) -> list[str]:
     if t == "list":
         return [v for q in p[1] for v in _pattern_vars(q)]
     if t in ("call", "op"):
-        return [v for q in list(p[2]) + list(p[3].values()) for v in _pattern_vars(q)]
+        head = [p[1].var] if isinstance(p[1], OpClass) else []
+        return head + [v for q in list(p[2]) + list(p[3].values()) for v in _pattern_vars(q)]
     return []

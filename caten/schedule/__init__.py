@@ -19,14 +19,14 @@ from caten import target
 from caten.ir import dims as D
 from caten.ir.dims import Dim
 from caten.ir.graph import Node, toposort
-from caten.ir.ops import Op
+from caten.ir.ops import FREE, HEAVY, TRANSCENDENTAL, Op
 from caten.ir.program import Program
 from caten.ir.walk import Visit, drive
 
 ALIGN = 64
-_HEAVY = {Op.EXP2, Op.LOG2, Op.SIN, Op.SQRT, Op.RECIP, Op.FDIV, Op.IDIV, Op.MOD, Op.RAND, Op.REDUCE}
+_HEAVY = HEAVY  # the op table's cost classes
 LOWP = ("f16", "bf16")
-_TRANSC = {Op.EXP2, Op.LOG2, Op.SIN}
+_TRANSC = TRANSCENDENTAL
 MAX_STAGES = 32  # stages per kernel: fusing is checked by lowering the group (quadratic in its size),
 #                  and one huge function is superlinear to optimize; longer runs start a new kernel
 BODY_MAX = 1024  # ops in one loop body: a longer chain is stored in parts (LLVM's time per body is superlinear)
@@ -124,7 +124,7 @@ def _expands(n: Node) -> bool:
 def cone_size(n: Node, realized: set[Node], cap: int) -> int:
     """Ops computed when n is: n and its operands' cone up to realized nodes, each counted once
     (or `cap` if that is more: the walk stops there, so the check costs at most cap steps)."""
-    _free = (Op.VIEW, Op.BUFFER, Op.CONST, Op.INDEX)
+    _free = FREE
     seen: set[Node] = {n}
     stack = [s for s in n.src if s not in realized]
     count = int(n.op not in _free)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from caten.ir import dims as D
 from caten.ir.dims import Dim
 from caten.ir.dtypes import DType
-from caten.ir.ops import Op
+from caten.ir.ops import COMBINERS, Op
 from caten.ir.walk import Visit, drive
 from caten.lower import loopir as L
 from caten.lower.loopir import X
@@ -63,7 +63,7 @@ def parallel_ok(loop: L.Loop, rebased: set[str]) -> bool:
     return True
 
 
-_COMBINE = {Op.ADD, Op.MUL, Op.MAX, Op.OR}
+_COMBINE = COMBINERS  # the op table's reduce combiners
 
 
 def reduction_loop(loop: L.Loop, var: str) -> Op | None:
