@@ -31,9 +31,11 @@ from caten.errors import Error
 from caten.ir import dims as D
 from caten.ir.dtypes import DType
 from caten.ir.program import Program, c_symbol
+from caten.ir.verify import enabled as verify_enabled
 from caten.lower import bounds as B
 from caten.lower import loopir as L
 from caten.lower.text import kernel_text
+from caten.lower.trial import check_group
 from caten.lower.verify import problems as loop_problems
 from caten.run.runtime import CompileOptions, Runtime, named_programs
 from caten.run.split import ExternSplit, has_extern
@@ -103,7 +105,7 @@ class Lowered:
 
     def verify(self, stage: str) -> None:
         """Check the loop IR (caten.lower.verify) when CATEN_VERIFY is set."""
-        if os.environ.get("CATEN_VERIFY", "").strip().lower() in ("", "0", "false", "no", "off"):
+        if not verify_enabled():
             return
         found = [p for k in self.kernels for p in loop_problems(k)]
         if found:
@@ -158,7 +160,7 @@ def lower_program(program: Program, name: str, t: Target | None, threads: int,
     timings = timings or Timings()
     with target.use(t):
         with timings.stage("schedule"):
-            sched = schedule(program, check=lowering.check_group, threads=threads)
+            sched = schedule(program, check=check_group, threads=threads)
         for i, k in enumerate(sched.kernels):
             k.name = f"{name}__k{i}"
         with timings.stage("lower"):

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from caten.driver import compile_program, read_text
-from caten.lower import check_group
+from caten.lower.trial import check_group
 from caten.schedule import gemm_plan, schedule
 
 SRC = """

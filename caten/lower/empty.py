@@ -13,7 +13,8 @@ from caten.lower import loopir as L
 from caten.lower.index import Aff
 
 if TYPE_CHECKING:
-    from caten.lower import Coords, KernelLowerer
+    from caten.lower import KernelLowerer
+    from caten.lower.index import Coords
 
 
 def zeros_if_empty(kl: KernelLowerer, n: Node, si: int, buf: str, K: Dim, coords: type[Coords]) -> list:

@@ -201,3 +201,25 @@ def unflatten(off: Aff, shape: Sequence[Dim], ranges: Ranges) -> list[Aff]:
             q, rem = divmod_aff(rem, s, ranges)
         out.append(q)
     return out
+
+
+class Coords:
+    """Coordinates in a shape, held as per-axis affine forms, a flat offset, or both."""
+
+    __slots__ = ("shape", "_axes", "_flat")
+
+    def __init__(self, shape: Sequence[Dim], axes: list[Aff] | None = None, flat: Aff | None = None):
+        self.shape, self._axes, self._flat = tuple(shape), axes, flat
+
+    def flat(self) -> Aff:
+        if self._flat is None:
+            self._flat = flatten(self._axes, self.shape)
+        return self._flat
+
+    def axes(self, ranges) -> list[Aff]:
+        if self._axes is None:
+            self._axes = unflatten(self._flat, self.shape, ranges)
+        return self._axes
+
+    def key(self) -> tuple:
+        return ("f", self.flat().key())

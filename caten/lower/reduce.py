@@ -24,7 +24,7 @@ from caten.ir import dims as D
 from caten.ir import dtypes as T
 from caten.ir.dims import Dim
 from caten.ir.dtypes import DType
-from caten.ir.ops import Op
+from caten.ir.ops import REDUCERS, TABLE, Op
 from caten.lower import loopir as L
 from caten.lower.loopir import X
 
@@ -88,3 +88,7 @@ class Blocked:
         loops = kl.nest(self.vars[:q] + [self.b], self.extents[:q] + [D.floordiv(D.add(dq, self.c - 1), self.c)],
                         block)
         return [L.Acc(outer, w, L.const(0.0, w))] + loops, L.var(outer, w)
+
+
+def identity(op: str, dtype) -> X:
+    return L.const(TABLE[REDUCERS[op]].identity(dtype), dtype)

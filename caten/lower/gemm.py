@@ -1,0 +1,232 @@
+"""Lowering of contractions: register-tiled reductions (`tiled`) and packed GEMMs (`gemm`:
+BLIS-style panels of A and B in the arena, a `MacroMM` of register tiles per block, rows split
+over threads), the stages `KernelLowerer.stage` hands over when a REDUCE is a contraction."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from caten.ir import dims as D
+from caten.ir import dtypes as T
+from caten.ir.dims import Dim
+from caten.ir.graph import Node
+from caten.ir.ops import Op
+from caten.lower import loopir as L
+from caten.lower.empty import zeros_if_empty
+from caten.lower.index import Aff, Coords, contiguous_strides
+from caten.lower.loopir import X
+from caten.lower.reduce import identity
+from caten.schedule import GemmPlan
+
+if TYPE_CHECKING:
+    from caten.lower import KernelLowerer
+
+GEMM_THREAD_MIN = 1 << 22  # multiply-adds below which a GEMM stays on one thread (~40 us of work)
+
+
+def tiled(kl: KernelLowerer, n: Node, si: int, alu: Op, buf: str) -> list:
+    """Register tiling of a contraction: batch, j0, i0, reduced axes, ii (MR), jj (NR vector),
+    with tails for sizes that do not divide; the tile of the output stays in registers."""
+    src = n.src[0]
+    rop, axes = n.arg
+    rank = src.rank
+    j = rank - 1
+    nonred = [a for a in range(rank) if a not in axes]
+    i = nonred[-2] if len(nonred) >= 2 else None
+    batch = [a for a in nonred if a not in (i, j)]
+    item = n.dtype.itemsize
+    nr = max(16, 256 // item)
+    mr = 6 if i is not None else 1
+    init_vs = [kl.newvar(f"s{si}i{a}", n.shape[a]) for a in range(n.rank)]
+    ci = Coords(n.shape, axes=[Aff.of(v) for v in init_vs])
+    out = kl.nest(init_vs, list(n.shape), [L.Store(buf, ci.flat().expr(), identity(rop, n.dtype))])
+    kl.bufs[buf] = n.dtype
+
+    def parts(axis, step):
+        if axis is None:
+            return [(None, [], [], Aff())]
+        size = src.shape[axis]
+        if step == 1:
+            v = kl.newvar(f"s{si}t{axis}", size)
+            return [(None, [], [(v, size)], Aff.of(v))]
+        nmain = D.floordiv(size, step)
+        v0 = kl.newvar(f"s{si}b{axis}", nmain)
+        v1 = kl.newvar(f"s{si}u{axis}", step)
+        main = (v0, [(v0, nmain)], [(v1, step)], Aff({v0: step, v1: 1}))
+        rem = D.mod(size, step)
+        vt = kl.newvar(f"s{si}r{axis}", rem)
+        tail = (None, [], [(vt, rem)], Aff({vt: 1}, D.mul(nmain, step)))
+        return [main, tail]
+
+    nj, ni = len(parts(j, nr)), len(parts(i, mr))
+    for jk in range(nj):
+        for ik in range(ni):
+            jp, ip = parts(j, nr)[jk], parts(i, mr)[ik]
+            bvs = [kl.newvar(f"s{si}a{a}", src.shape[a]) for a in batch]
+            rvs = [kl.newvar(f"s{si}k{a}", src.shape[a]) for a in axes]
+            coord: dict[int, Aff] = {a: Aff.of(v) for a, v in zip(batch, bvs)}
+            coord.update({a: Aff.of(v) for a, v in zip(axes, rvs)})
+            coord[j] = jp[3]
+            if i is not None:
+                coord[i] = ip[3]
+            cs = Coords(src.shape, axes=[coord[a] for a in range(rank)])
+            co = Coords(n.shape, axes=[Aff() if a in axes else coord[a] for a in range(rank)])
+            idx = co.flat().expr()
+            upd = L.alu(alu, n.dtype, L.load(buf, idx, n.dtype), kl.val(src, cs), arg="acc")
+            body = [L.Store(buf, idx, upd)]
+            inner = ip[2] + jp[2]
+            body = kl.nest([v for v, _ in inner], [d for _, d in inner], body)
+            body = kl.nest(rvs, [src.shape[a] for a in axes], body)
+            outer = [(v, d) for v, d in zip(bvs, [src.shape[a] for a in batch])] + jp[1] + ip[1]
+            out += kl.nest([v for v, _ in outer], [d for _, d in outer], body)
+    kl.done.add(n)
+    return out
+
+def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
+    """BLIS-style: N blocks (nc) > K blocks (kc; pack B) > M blocks (mc; pack A) > nr x mr
+    micro-tiles (TileMM), each summing one K block into the output (the first one stores)."""
+    src = n.src[0]
+    p, dt = kl.p, n.dtype
+    opa, opb = src.src[plan.a], src.src[plan.b]
+    pa, pb = kl.scratch.get(n, ("pa", "pb"))
+    kl.bufs[pa] = dt
+    kl.bufs[pb] = dt
+    kl.bufs[buf] = dt
+    mr, nr, kc, mc, nc = plan.mr, plan.nr, plan.kc, plan.mc, plan.nc
+    M, N, K = L.dim(plan.M), L.dim(plan.N), L.dim(plan.K)
+    loops: list[tuple[X, X]] = []
+    coord: dict[int, Aff] = {}
+    for a in plan.batch:
+        if a < p:
+            coord[a] = Aff.of(kl.outer_vars[a])
+        elif src.shape[a] == 1:
+            coord[a] = Aff()
+        else:
+            v = kl.newvar(f"s{si}g{a}", src.shape[a])
+            coord[a] = Aff.of(v)
+            loops.append((v, L.dim(src.shape[a])))
+
+    def var(hint: str, ext: Dim) -> X:
+        return kl.newvar(f"s{si}{hint}", ext)
+
+    # rows [m_lo, m_hi) of this thread: M split in multiples of mr over `teff` threads, each
+    # with its own packed panels (B is packed once per thread; that is K*N against M*N*K/T)
+    T_ = kl.threads
+    tid = var("tid", T_) if T_ > 1 else None
+    m_lo: X = L.const(0)
+    m_hi: X = M
+    poff_a: X = L.const(0)
+    poff_b: X = L.const(0)
+    if tid is not None:
+        work = L.imul(L.imul(M, N), K)
+        for _, e in loops:
+            work = L.imul(work, e)
+        small = L.alu(Op.OR, T.bool_, L.icmplt(work, L.const(GEMM_THREAD_MIN)), L.icmplt(M, L.const(4 * mr * T_)))
+        teff = L.alu(Op.WHERE, L.IDX, small, L.const(1), L.const(T_))
+        chunk = L.imul(_ceil(X.make("idiv", L.IDX, (L.iadd(M, _sub(teff, L.const(1))), teff)), mr), L.const(mr))
+        m_lo = L.imin(M, L.imul(tid, chunk))
+        m_hi = L.imin(M, L.iadd(m_lo, chunk))
+        poff_a, poff_b = L.imul(tid, L.const(mc * kc)), L.imul(tid, L.const(kc * nc))
+    nkc = _ceil(K, kc)
+    jc, kcv = var("jc", D.floordiv(D.add(plan.N, nc - 1), nc)), var("kc", D.floordiv(D.add(plan.K, kc - 1), kc))
+    klen = L.imin(L.const(kc), _sub(K, L.imul(kcv, L.const(kc))))
+    j0 = L.imul(jc, L.const(nc))
+    npj = _ceil(L.imin(L.const(nc), _sub(N, j0)), nr)
+
+    def exact(e: X, size: Dim) -> Aff:
+        """A coordinate known to lie in [0, size) (loops stop at the valid part of a block)."""
+        if e.op == "var":
+            lo, hi = kl.ranges[e]
+            if isinstance(hi, int) and isinstance(size, int):
+                kl.ranges[e] = (0, min(hi, size - 1))
+        else:
+            kl.ranges[e] = (0, D.add(size, -1))
+        return Aff.of(e)
+
+    def kcoords(kk: X) -> None:
+        rem = L.iadd(L.imul(kcv, L.const(kc)), kk)
+        if len(plan.red) == 1:
+            coord[plan.red[0]] = exact(rem, plan.K)
+            return
+        for a in reversed(plan.red):
+            d = src.shape[a]
+            coord[a] = exact(X.make("imod", L.IDX, (rem, L.dim(d))), d)
+            rem = X.make("idiv", L.IDX, (rem, L.dim(d)))
+
+    def operand(node: Node, at: dict[int, Aff]) -> X:
+        c = Coords(src.shape, axes=[at.get(a, coord.get(a, Aff())) for a in range(src.rank)])
+        return kl.val(node, c)
+
+    zero = L.const(0.0, dt)
+    # pack B: panels of nr columns, k-major, zero-padded past N
+    jp, kk, cc, cz = var("jp", nc // nr), var("bk", kc), var("bc", nr), var("bz", nr)
+    kcoords(kk)
+    jb = L.iadd(j0, L.imul(jp, L.const(nr)))
+    cv = L.imin(L.const(nr), _sub(N, jb))
+    bbase = L.iadd(poff_b, L.iadd(L.imul(jp, L.const(kc * nr)), L.imul(kk, L.const(nr))))
+    bval = operand(opb, {plan.j: exact(L.iadd(jb, cc), plan.N)} | ({plan.i: Aff()} if plan.i is not None else {}))
+    pack_b = [L.Loop(jp.arg, npj, [L.Loop(kk.arg, klen, [
+        L.Loop(cc.arg, cv, [L.Store(pb, L.iadd(bbase, cc), bval)]),
+        L.Loop(cz.arg, _sub(L.const(nr), cv), [L.Store(pb, L.iadd(bbase, L.iadd(cv, cz)), zero)], "cold")])])]
+    # pack A: panels of mr rows, k-major, zero-padded past M
+    ic = var("ic", D.floordiv(D.add(plan.M, mc - 1), mc))
+    i0 = L.iadd(m_lo, L.imul(ic, L.const(mc)))
+    npi = _ceil(L.imin(L.const(mc), _sub(m_hi, i0)), mr)
+    ip, rr, rz, ka, kz = var("ip", mc // mr), var("ar", mr), var("az", mr), var("ak", kc), var("akz", kc)
+    ib = L.iadd(i0, L.imul(ip, L.const(mr)))
+    rv = L.imin(L.const(mr), _sub(m_hi, ib))
+    kcoords(ka)
+    at = {plan.j: Aff()}
+    if plan.i is not None:
+        at[plan.i] = exact(L.iadd(ib, rr), plan.M)
+    aval = operand(opa, at)
+    abase = L.iadd(poff_a, L.imul(ip, L.const(kc * mr)))
+    pack_a = [L.Loop(ip.arg, npi, [
+        L.Loop(rr.arg, rv, [L.Loop(ka.arg, klen, [
+            L.Store(pa, L.iadd(abase, L.iadd(L.imul(ka, L.const(mr)), rr)), aval)], "cold")], "cold"),
+        L.Loop(rz.arg, _sub(L.const(mr), rv), [L.Loop(kz.arg, klen, [
+            L.Store(pa, L.iadd(abase, L.iadd(L.imul(kz, L.const(mr)), L.iadd(rv, rz))), zero)], "cold")],
+               "cold")])]
+    # micro-tiles of the block at (i0, j0)
+    local = n in kl.local
+    oshape = list(n.shape[p:] if local else n.shape)
+    ostr = contiguous_strides(oshape)
+    off = 0 if not local else p
+    ooff: X = L.const(0)
+    for a in range(n.rank):
+        if a < off or oshape[a - off] == 1:
+            continue
+        s = L.dim(ostr[a - off])  # the j axis is innermost: its stride is 1
+        if a == plan.j:
+            ooff = L.iadd(ooff, L.imul(j0, s))
+        elif a == plan.i:
+            ooff = L.iadd(ooff, L.imul(i0, s))
+        elif a in coord:
+            ooff = L.iadd(ooff, L.imul(coord[a].expr(), s))
+    ostride = L.dim(ostr[plan.i - off]) if plan.i is not None and plan.i >= off else L.const(0)
+    beta = L.const(False, T.bool_) if nkc.op == "const" and nkc.arg == 1 else L.icmplt(L.const(0), kcv)
+    tiles = [L.MacroMM(f"s{si}_{kl.nvar}", dt, mr, nr, klen, pa, poff_a, kc * mr, pb, poff_b, kc * nr, buf,
+                       ooff, ostride, npi, npj, _sub(m_hi, i0), _sub(N, j0), beta)]
+    kl.nvar += 1
+    body = [L.Loop(ic.arg, _ceil(_sub(m_hi, m_lo), mc), pack_a + tiles)]
+    body = [L.Loop(jc.arg, _ceil(N, nc), [L.Loop(kcv.arg, nkc, pack_b + body)])]
+    for v, e in reversed(loops):
+        body = [L.Loop(v.arg, e, body)]
+    if tid is not None:
+        body = [L.Parallel(tid.arg, teff, body, most=T_)]
+    kl.done.add(n)
+    return zeros_if_empty(kl, n, si, buf, plan.K, Coords) + body
+
+
+def _sub(a: X, b: X) -> X:
+    if a.op == "const" and b.op == "const":
+        return L.const(a.arg - b.arg)
+    return L.iadd(a, L.imul(b, L.const(-1)))
+
+
+def _ceil(a: X, k: int) -> X:
+    if a.op == "const":
+        return L.const(-(-a.arg // k))
+    if k == 1:
+        return a
+    return X.make("idiv", L.IDX, (L.iadd(a, L.const(k - 1)), L.const(k)))
