@@ -11,7 +11,8 @@ import pytest
 
 from caten.driver import compile_program, read_text
 from caten.lower.trial import check_group
-from caten.schedule import gemm_plan, schedule
+from caten.schedule import schedule
+from caten.schedule.plan import gemm_plan
 
 SRC = """
 (composite ew ((A{f32}[N]) (B{f32}[N]) (C{f32}[N]) -> (Y{f32}[N])) (* (exp (+ (* A B) C)) 0.5))

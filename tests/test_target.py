@@ -43,7 +43,7 @@ def test_gemm_tile_follows_the_vector_width():
     """The micro-tile is two vector registers wide: 6x16 f32 on AVX2 (12 of 16 ymm), 6x32 on AVX-512."""
     from caten.ir.graph import toposort
     from caten.ir.ops import Op
-    from caten.schedule import gemm_plan
+    from caten.schedule.plan import gemm_plan
 
     prog = caten.loads(MM, runtime="numpy").mm.elaborate({})
     (red,) = [n for n in toposort(prog.nodes) if n.op is Op.REDUCE]

@@ -22,7 +22,8 @@ from caten.lower.gemm import gemm, tiled
 from caten.lower.index import Aff, Coords, flatten
 from caten.lower.loopir import X
 from caten.lower.reduce import Blocked, block_plan, identity
-from caten.schedule import LOWP, Schedule, Unfusable, gemm_plan, reduce_mode
+from caten.schedule import Schedule, Unfusable
+from caten.schedule.plan import LOWP, gemm_plan, reduce_mode
 
 _REDUCE_ALU = REDUCERS
 

@@ -16,7 +16,7 @@ from caten.lower.empty import zeros_if_empty
 from caten.lower.index import Aff, Coords, contiguous_strides
 from caten.lower.loopir import X
 from caten.lower.reduce import identity
-from caten.schedule import GemmPlan
+from caten.schedule.plan import GemmPlan
 
 if TYPE_CHECKING:
     from caten.lower import KernelLowerer

@@ -6,7 +6,8 @@ from __future__ import annotations
 from caten.ir.graph import Node
 from caten.ir.ops import Op
 from caten.lower import KernelLowerer
-from caten.schedule import Unfusable, max_outer
+from caten.schedule import Unfusable
+from caten.schedule.plan import max_outer
 
 
 class GroupCheck:

@@ -1,0 +1,174 @@
+"""How each reduction of a kernel runs -- in a register, through memory, register-tiled, or as
+a packed GEMM (`GemmPlan`: micro-tile and cache blocks from the target's vector width) -- decided
+once here; the scheduler records the mode on each stage and the lowering reads it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from caten import target
+from caten.ir import dims as D
+from caten.ir.dims import Dim
+from caten.ir.graph import Node
+from caten.ir.ops import Op
+from caten.ir.walk import Visit, drive
+
+LOWP = ("f16", "bf16")
+
+
+def axis_deps(n: Node, memo: dict | None = None) -> frozenset:
+    """Axes of n's own coordinates its value may depend on (an over-approximation)."""
+    return drive(_axis_deps(n, {} if memo is None else memo))
+
+
+def _axis_deps(n: Node, memo: dict) -> Visit[frozenset]:
+    hit = memo.get(n)
+    if hit is not None:
+        return hit
+    op = n.op
+    if op is Op.CONST:
+        r: frozenset = frozenset()
+    elif op is Op.INDEX:
+        r = frozenset({n.arg[1]})
+    elif op is Op.VIEW:
+        v = n.arg
+        r = set()
+        if (yield _axis_deps(n.src[0], memo)):
+            r |= {a for a, (st, d) in enumerate(zip(v.strides, v.shape)) if st != 0 and d != 1}
+        if v.mask is not None:
+            r |= {a for a, ((lo, hi), d) in enumerate(zip(v.mask, v.shape)) if lo != 0 or hi != d}
+        r = frozenset(r)
+    elif op in (Op.BUFFER, Op.REDUCE, Op.COPY, Op.EXTERN, Op.RAND) or not n.src:
+        r = frozenset(a for a, d in enumerate(n.shape) if d != 1)
+    else:  # elementwise: every source has n's shape
+        r = frozenset()
+        for x in n.src:
+            r |= yield _axis_deps(x, memo)
+    memo[n] = r
+    return r
+
+
+@dataclass(frozen=True)
+class GemmPlan:
+    """A contraction sum_k a[.., i, k] * b[.., k, j] run as a packed, register-tiled GEMM.
+    Axes index the REDUCE's source; `a`/`b` pick the MUL operand (0 or 1); block sizes are in
+    elements: micro-tile mr x nr, K blocks of kc, M blocks of mc, N blocks of nc."""
+    i: int | None
+    j: int
+    a: int
+    b: int
+    batch: tuple[int, ...]
+    red: tuple[int, ...]
+    M: Dim
+    N: Dim
+    K: Dim
+    mr: int
+    nr: int
+    kc: int
+    mc: int
+    nc: int
+
+    @property
+    def lead(self) -> int:
+        """How many leading source axes are batch axes (the most outer loops it can share)."""
+        q = 0
+        while q in self.batch:
+            q += 1
+        return q
+
+    def pack_sizes(self) -> tuple[Dim, Dim]:
+        return self.mc * self.kc, self.kc * self.nc
+
+
+def _roundup(x: int, m: int) -> int:
+    """x rounded up to a multiple of m, at least m: a block size stays positive for empty dims."""
+    return max(m, (x + m - 1) // m * m)
+
+
+_PLANS: dict = {}
+
+
+def gemm_plan(n: Node) -> GemmPlan | None:
+    """The GEMM plan of a REDUCE-add of a product whose operands each vary along one kept axis."""
+    if n.op is not Op.REDUCE or n.arg[0] != "add" or n.dtype.name not in ("f32", "f64"):
+        return None
+    t = target.current()
+    vbytes = t.vector_bytes if t is not None else 64
+    key = (n, vbytes)
+    if key in _PLANS:
+        return _PLANS[key]
+    if len(_PLANS) > 4096:
+        _PLANS.clear()
+    _PLANS[key] = plan = _gemm_plan(n, vbytes)
+    return plan
+
+
+def _gemm_plan(n: Node, vbytes: int) -> GemmPlan | None:
+    """`vbytes`: the target's vector register width; a micro-tile row is two registers (6x16 f32
+    on AVX2: 12 accumulators of its 16 ymm; 6x32 on AVX-512), a single-row tile four."""
+    src = n.src[0]
+    if src.op is not Op.MUL or src.rank < 2:
+        return None
+    axes = tuple(sorted(n.arg[1]))
+    kept = [a for a in range(src.rank) if a not in axes and src.shape[a] != 1]
+    if not kept or not axes:
+        return None
+    memo: dict = {}
+    d0, d1 = axis_deps(src.src[0], memo), axis_deps(src.src[1], memo)
+    j = kept[-1]
+    if (j in d0) == (j in d1):
+        return None
+    ai, bi = (1, 0) if j in d0 else (0, 1)
+    da, db = (d0, d1) if ai == 0 else (d1, d0)
+    i = next((x for x in reversed(kept[:-1]) if x in da and x not in db), None)
+    batch = tuple(x for x in range(src.rank) if x not in axes and x not in (i, j))
+    M = src.shape[i] if i is not None else 1
+    N, K = src.shape[j], D.prod([src.shape[a] for a in axes])
+    item = n.dtype.itemsize
+    mr, nr = (6, 2 * vbytes // item) if i is not None else (1, 4 * vbytes // item)
+    if isinstance(K, int):
+        kc = max(1, K) if K <= 384 else -(-K // -(-K // 320))
+    else:
+        kc = 256
+    mc = 120 if i is not None else 1
+    if isinstance(M, int):
+        mc = min(mc, _roundup(M, mr))
+    nc = 1024 if item == 4 else 512
+    if isinstance(N, int):
+        nc = min(nc, _roundup(N, nr))
+    return GemmPlan(i, j, ai, bi, batch, axes, M, N, K, mr, nr, kc, mc, nc)
+
+
+def tiled(n: Node) -> bool:
+    """A reduction whose innermost source axis is kept (matmul, column sums) or a GEMM-like
+    contraction: run as a register-tiled loop nest."""
+    src = n.src[0]
+    if n.op is Op.REDUCE and gemm_plan(n) is not None:
+        return True
+    return (n.op is Op.REDUCE and src.rank >= 2 and src.rank - 1 not in n.arg[1]
+            and n.dtype.name not in LOWP and not n.dtype.is_bool)
+
+
+def max_outer(n: Node) -> int:
+    if n.op is Op.REDUCE:
+        plan = gemm_plan(n)
+        if plan is not None:
+            return plan.lead
+        return 0 if tiled(n) else min(n.arg[1])
+    return n.rank
+
+
+def reduce_mode(n: Node, outer: int) -> str:
+    axes = n.arg[1]
+    inner = range(outer, n.src[0].rank)
+    if all(a in axes for a in inner):
+        return "register"
+    plan = gemm_plan(n)
+    if plan is not None and outer <= plan.lead:
+        return "tiled"
+    if outer == 0 and tiled(n):
+        return "tiled"
+    last = n.src[0].rank - 1
+    if last not in axes and n.dtype.name not in LOWP:
+        return "memory"
+    return "register"
