@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from caten.driver import read_source, read_text, split_defines
+from caten.driver import split_defines
+from caten.read.source import read_source, read_text
 from caten.run import runtime as R
 from caten.run.module import Module
 

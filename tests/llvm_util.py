@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 from caten.runtimes.llvm_rt import RUNTIME
-from caten.runtimes.numpy_rt import evaluate
 
 from caten.ir import dims as D
+from caten.ir.interpret import evaluate
 from caten.ir.program import Program, TensorSpec
 from caten.run.runtime import CompileOptions
 

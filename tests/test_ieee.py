@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 
 import caten
-from caten.driver import compile_program, read_text
+from caten.driver import compile_program
 from caten.ir import dtypes as T
 from caten.ir.graph import toposort
+from caten.read.source import read_text
 from caten.run import runtime as R
 
 SRC = """

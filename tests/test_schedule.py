@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from caten.driver import compile_program, read_text
+from caten.driver import compile_program
+from caten.read.source import read_text
 from caten.schedule import gemm_plan, schedule
 
 SRC = """

@@ -13,7 +13,8 @@ from caten.errors import Error
 def programs_of(file: str, runtime: str, defines: dict[str, str], opt: int, rules: list[str],
                 plugin: str | None, entries: list[str], explain=None):
     """The Programs of the chosen entries (every composite by default)."""
-    from caten.driver import compile_program, read_source, split_defines
+    from caten.driver import compile_program, split_defines
+    from caten.read.source import read_source
     from caten.run import runtime as R
 
     if plugin:

@@ -128,7 +128,7 @@ class Graph:
     def _expand(self) -> None:
         """Ops without a lowering but with an ONNX function body become that body."""
         from caten.frontends.onnx_expand import expand
-        from caten.frontends.onnx_report import supported_ops
+        from caten.frontends.onnx_ops import supported_ops
 
         sup = supported_ops()
         if all(n.op_type in sup for n in self.model.graph.node):

@@ -17,6 +17,11 @@ from caten.frontends.onnx import DTYPES, Unsupported, lit
 HANDLERS: dict[str, Callable[[N], Any]] = {}
 
 
+def supported_ops() -> set[str]:
+    """The ONNX op types the importer lowers itself (the rest may still expand to a function body)."""
+    return set(HANDLERS) | {"Constant", "Shape", "Size"}
+
+
 def handler(*names: str) -> Callable:
     def deco(fn: Callable) -> Callable:
         for n in names:

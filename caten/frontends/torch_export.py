@@ -176,10 +176,10 @@ class TorchModule:
     """A captured module compiled by caten: call it with numpy arrays or torch tensors."""
 
     def __init__(self, text: str, inputs: list[str], weights: list[np.ndarray], runtime: str, **kw: Any):
-        import caten
+        from caten.api import loads  # `caten.loads` itself: the package `caten` imports this module
 
         self.source, self.inputs, self.weights, self.runtime = text, inputs, weights, runtime
-        self._fn = caten.loads(text, runtime=runtime, **kw).forward
+        self._fn = loads(text, runtime=runtime, **kw).forward
 
     def __call__(self, *args: Any) -> Any:
         if len(args) != len(self.inputs):
