@@ -45,7 +45,7 @@ def _short(e: BaseException) -> str:
 
 
 def _dtypes_ok(model) -> bool:
-    from caten.frontends.onnx import carrier_dtype
+    from caten.frontends.onnx_narrow import carrier_dtype
 
     vis = list(model.graph.input) + list(model.graph.output)
     return all(v.type.HasField("tensor_type") and carrier_dtype(v.type.tensor_type.elem_type) for v in vis)
