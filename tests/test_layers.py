@@ -62,3 +62,14 @@ def test_the_stack_contract_places_every_package():
     assert children - placed == set(), f"place these in the `stack` contract of pyproject.toml: {children - placed}"
     assert "runtimes" in placed
     assert placed - children - {"runtimes"} == set(), "the stack names packages that do not exist"
+
+
+def test_the_pipeline_contract_is_the_pipeline_order():
+    """read -> elaborate -> rewrite -> schedule -> lower -> render: each stage may import the stages
+    before it (whose output it consumes), never one after it; the stack keeps the same order."""
+    contracts = {c["id"]: c for c in _pyproject()["tool"]["importlinter"]["contracts"]}
+    order = ["caten.read", "caten.elaborate", "caten.rewrite", "caten.schedule", "caten.lower", "caten.render"]
+    assert contracts["pipeline"]["type"] == "layers" and contracts["pipeline"]["layers"] == order[::-1]
+    stack = [m for m in contracts["stack"]["layers"] if m in order]
+    assert stack == order[::-1]
+    assert contracts["runtimes-no-schedule-lower"]["forbidden_modules"] == ["caten.schedule", "caten.lower"]
