@@ -1,6 +1,6 @@
 """Fusion claims as kernel counts: softmax is one kernel, layernorm one, the MLP-Mixer block of
 examples/ one, and so on. Each count is what `caten -r llvm --emit schedule` prints for the
-program, on both kinds of the project's machines (`--cpu znver3`, AVX2; `--cpu rocketlake`,
+program, on both kinds of the project's machines (`CATEN_CPU=znver3`, AVX2; `CATEN_CPU=rocketlake`,
 AVX-512), so a change to the scheduler that fuses less fails here by name.
 
 A claim whose count is above what the program obviously needs says so in `ideal` (the count a
@@ -10,6 +10,7 @@ improvement shows up here too (lower `kernels` to the new count when it does).
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,8 +105,9 @@ def src_file(tmp_path_factory) -> Path:
 
 
 def kernel_count(file: Path, entry: str, cpu: str) -> tuple[int, str]:
-    """The kernel count `caten -r llvm FILE -e ENTRY --emit schedule --cpu CPU` prints."""
-    res = CliRunner().invoke(cli, ["-r", "llvm", str(file), "-e", entry, "--emit", "schedule", "--cpu", cpu])
+    """The kernel count `CATEN_CPU=CPU caten -r llvm FILE -e ENTRY --emit schedule` prints. (In this
+    process: the runner restores CATEN_CPU afterwards, where `--cpu` would set it for good.)"""
+    res = CliRunner().invoke(cli, ["-r", "llvm", str(file), "-e", entry, "--emit", "schedule"], env={"CATEN_CPU": cpu})
     assert res.exit_code == 0, res.output
     m = re.match(rf"schedule {re.escape(entry)}: (\d+) kernel\(s\)", res.output)
     assert m, res.output
@@ -122,6 +124,13 @@ def test_fusion_claim(src_file, claim, cpu):
     if n < claim.kernels:
         pytest.fail(f"{claim.entry} takes {n} kernels, fewer than the claim {claim.kernels}: fusion improved; "
                     f"lower `kernels` (and `ideal`) in tests/test_fusion_counts.py\n{dump}")
+
+
+def test_the_target_does_not_leak():
+    """Counting for rocketlake leaves this process compiling for the host (or its own CATEN_CPU)."""
+    before = os.environ.get("CATEN_CPU")
+    kernel_count(ROOT / "examples" / "softmax.lisp", "softmax-rows", "rocketlake")
+    assert os.environ.get("CATEN_CPU") == before
 
 
 def test_claims_name_programs_that_exist_once(src_file):
