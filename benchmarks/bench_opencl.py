@@ -49,7 +49,7 @@ def main() -> None:
     args = ap.parse_args()
 
     import caten
-    from caten.run import runtime as R
+    from caten import plugin as R
 
     rts = ["opencl"] + [r for r in args.others.split(",") if r]
     ok, dev = R.get("opencl").available()

@@ -4,8 +4,8 @@ The heavy parts (numpy, lark, llvmlite) load on first use, so `caten --help` sta
 """
 
 from caten.errors import Error
+from caten.version import __version__
 
-__version__ = "0.1.0"
 __all__ = ["Error", "load", "loads", "from_torch", "__version__"]
 
 

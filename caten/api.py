@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from caten.driver import read_source, read_text, split_defines
-from caten.run import runtime as R
+from caten import plugin as R
+from caten.driver import split_defines
+from caten.read.source import read_source, read_text
 from caten.run.module import Module
 
 

@@ -23,11 +23,11 @@ from caten.cache.store import key_of
 from caten.errors import Error
 from caten.ir import dims as D
 from caten.ir.ops import Op
+from caten.plugin import Capabilities, CompileOptions, Runtime
 from caten.render import cstyle as CS
 from caten.render.checks import c_slots
 from caten.render.llvm import c_header
 from caten.run.arena import Arenas
-from caten.run.runtime import Capabilities, CompileOptions, Runtime
 from caten.target import Target
 
 # -fno-tree-loop-if-convert: GCC 12.2 at -O3 with AVX2 turns a guarded load (a pad's

@@ -29,8 +29,8 @@ import numpy as np
 
 from caten.errors import Error
 from caten.ir.ops import Op
+from caten.plugin import Capabilities, CompileOptions, Runtime
 from caten.render import cstyle as CS
-from caten.run.runtime import Capabilities, CompileOptions, Runtime
 from caten.target import Target
 
 BLOCK = 256

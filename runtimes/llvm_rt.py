@@ -25,8 +25,8 @@ from caten.errors import Error
 from caten.ir import dims as D
 from caten.ir.dtypes import DType
 from caten.ir.ops import TABLE, Op
+from caten.plugin import Capabilities, CompileOptions, Runtime
 from caten.run.arena import Arenas
-from caten.run.runtime import Capabilities, CompileOptions, Runtime
 from caten.target import Target
 
 _lock = threading.RLock()

@@ -24,8 +24,8 @@ import numpy as np
 from caten.errors import Error
 from caten.ir.dtypes import DType
 from caten.ir.ops import Op
+from caten.plugin import Capabilities, CompileOptions, Runtime
 from caten.render import cstyle as CS
-from caten.run.runtime import Capabilities, CompileOptions, Runtime
 from caten.target import Target
 
 # OpenCL C's float `/` and sqrt may be off by 2.5 and 3 ulp unless asked for correct rounding;

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 from caten.runtimes.llvm_rt import RUNTIME
-from caten.runtimes.numpy_rt import evaluate
 
 from caten import pipeline
 from caten.ir import dims as D
+from caten.ir.interpret import evaluate
 from caten.ir.program import Program, TensorSpec
-from caten.run.runtime import CompileOptions
+from caten.plugin import CompileOptions
 
 
 def program(name, ins, outs, dims=(), defines=None) -> Program:

@@ -22,8 +22,8 @@ import pytest
 
 import caten
 from caten import pipeline
-from caten.run import runtime as R
-from caten.run.runtime import CompileOptions
+from caten import plugin as R
+from caten.plugin import CompileOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.lisp")) + sorted((ROOT / "examples").glob("*.yaml"))

@@ -15,7 +15,7 @@ from caten.cli.main import cli
 
 
 def _have(rt: str) -> bool:
-    from caten.run import runtime as R
+    from caten import plugin as R
 
     try:
         return R.get(rt).available()[0]

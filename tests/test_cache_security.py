@@ -358,7 +358,7 @@ def test_codec_round_trips_programs_and_units(tmp_path):
     """What the cache now stores as data comes back equal: programs (same graph, same key, same
     results), parsed units (same definitions, spans with their source text)."""
     import caten
-    from caten.ir import serialize
+    from caten.cache import programs as serialize
     from caten.read.program import load_unit_file
 
     src = tmp_path / "f.lisp"

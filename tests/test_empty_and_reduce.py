@@ -12,8 +12,8 @@ import pytest
 
 import caten
 from caten import pipeline
-from caten.run.runtime import CompileOptions
-from caten.run.runtime import get as get_runtime
+from caten.plugin import CompileOptions
+from caten.plugin import get as get_runtime
 
 RUNTIMES = ["numpy", "llvm", "c"]
 SHAPES = [(8, 8, 0), (0, 8, 8), (8, 0, 8), (3, 0, 0), (0, 0, 5), (5, 0, 1), (1, 0, 7)]

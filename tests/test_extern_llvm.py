@@ -1,4 +1,4 @@
-"""EXTERN on a compiling runtime: the program is cut at extern calls (caten/run/split.py)."""
+"""EXTERN on a compiling runtime: the program is cut at extern calls (caten/pipeline/extern.py)."""
 
 from __future__ import annotations
 

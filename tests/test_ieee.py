@@ -15,10 +15,11 @@ import pytest
 
 import caten
 from caten import pipeline
-from caten.driver import compile_program, read_text
+from caten import plugin as R
+from caten.driver import compile_program
 from caten.ir import dtypes as T
 from caten.ir.graph import toposort
-from caten.run import runtime as R
+from caten.read.source import read_text
 
 SRC = """
 (composite quot ((A{T}[N] B{T}[N]) -> (C{T}[N])) (/ A B))

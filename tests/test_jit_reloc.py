@@ -20,7 +20,7 @@ from caten.runtimes import llvm_rt
 
 import caten
 from caten import pipeline, target
-from caten.run.runtime import CompileOptions
+from caten.plugin import CompileOptions
 
 X86_64 = platform.machine() in ("x86_64", "AMD64")
 # x86-64 ELF relocation types with a 32-bit field (PC32, PLT32, GOTPCREL, 32, 32S, GOTPC32,

@@ -16,7 +16,7 @@ from caten.ir import dims as D
 from caten.ir import dtypes as T
 from caten.ir.ops import Op
 from caten.ir.program import Constraint
-from caten.run.runtime import CompileOptions
+from caten.plugin import CompileOptions
 from tests.llvm_util import program
 
 

@@ -13,7 +13,7 @@ import pytest
 
 import caten
 from caten import pipeline
-from caten.run.runtime import CompileOptions
+from caten.plugin import CompileOptions
 
 MM = "(composite mm ((A{f32}[M, K]) (B{f32}[K, N]) -> (C{f32}[M, N])) (matmul A B))"
 BATCHED = """
@@ -117,7 +117,7 @@ def test_concurrent_calls_from_python_threads(threads, runtime):
     # output pool; opencl: calls on one executable take turns
     import concurrent.futures
 
-    from caten.run import runtime as R
+    from caten import plugin as R
 
     ok, why = R.get(runtime).available()
     if not ok:

@@ -4,7 +4,7 @@ One test runs every case in this process (compiled code is shared through the co
 and holds the result to `tests/onnx_xfail.txt`, torch-mlir style: an unlisted failure fails,
 and so does a listed case that now passes (remove it: the list may only shrink). The committed
 `reports/onnx.json` must match this run case by case (regenerate with
-`python -m caten.frontends.onnx_report --write-xfail`).
+`python -m caten.onnx.report --write-xfail`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("onnx")
 
-from caten.frontends.onnx_report import XFAIL_FILE, read_xfail, run_cases  # noqa: E402
+from caten.onnx.report import XFAIL_FILE, read_xfail, run_cases  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,4 +39,4 @@ def test_node_tests_match_expected_failures_and_report():
     old = {r["case"]: r["status"] for r in committed["results"]}
     new = {r.case: r.status for r in results}
     stale = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
-    assert not stale, f"reports/onnx.json is out of date for {stale[:20]}: python -m caten.frontends.onnx_report"
+    assert not stale, f"reports/onnx.json is out of date for {stale[:20]}: python -m caten.onnx.report"

@@ -11,10 +11,10 @@ from click.testing import CliRunner
 
 import caten
 from caten import pipeline, target
+from caten import plugin as R
 from caten.cli.main import cli
 from caten.ir import dims as D
-from caten.run import runtime as R
-from caten.run.runtime import CompileOptions
+from caten.plugin import CompileOptions
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCALE = "(composite f ((X{f32}[N]) -> (Y{f32}[N])) (setf Y (exp (* X 2.0))))"

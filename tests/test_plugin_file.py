@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 import caten
-from caten.run import runtime as R
+from caten import plugin as R
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN = ROOT / "tests" / "plugins" / "myrt.py"
@@ -55,7 +55,7 @@ def test_plugin_from_python(tmp_path):
 def test_plugin_file_written_by_a_user(tmp_path):
     """The smallest plugin: a few lines in a fresh folder."""
     p = tmp_path / "tiny.py"
-    p.write_text("from caten.run.runtime import Runtime\n"
+    p.write_text("from caten.plugin import Runtime\n"
                  "class Tiny(Runtime):\n    name = 'tiny'\n    description = 'nothing yet'\n"
                  "    def available(self):\n        return False, 'just a demo'\n"
                  "RUNTIME = Tiny()\n")

@@ -307,7 +307,7 @@ def test_outputs_too_large_to_allocate(rt):
 def test_a_runtime_without_its_device_still_compiles():
     """The availability check is at the call: `caten test-runtime -r cuda` without a GPU compiles
     every case (it failed them all when the check sat in the compile path)."""
-    from caten.run import runtime as R
+    from caten import plugin as R
 
     rt = R.get("cuda")
     ok, _ = rt.available()

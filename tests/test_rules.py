@@ -11,11 +11,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from caten.runtimes.numpy_rt import evaluate
 
 import caten
-from caten.driver import compile_program, read_text
+from caten.driver import compile_program
+from caten.ir.interpret import evaluate
 from caten.ir.ops import Op
+from caten.read.source import read_text
 from caten.rewrite import LEVELS, Explain, builtin_rules
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,8 +9,9 @@ import sys
 
 import pytest
 
-from caten.driver import compile_program, read_text
+from caten.driver import compile_program
 from caten.lower.trial import check_group
+from caten.read.source import read_text
 from caten.schedule import schedule
 from caten.schedule.plan import gemm_plan
 

@@ -9,7 +9,7 @@ import pytest
 import caten
 from caten import pipeline, target
 from caten.errors import Error
-from caten.run.runtime import CompileOptions
+from caten.plugin import CompileOptions
 from tests.test_llvm_aot import axpy_program
 
 MM = """

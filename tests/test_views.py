@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import caten
+from caten import plugin as R
 from caten.ir import dims as D
 from caten.ir import dtypes as T
-from caten.run import runtime as R
 from caten.run.module import check_shapes
 
 RUNTIMES = ["numpy", "llvm", "c"]

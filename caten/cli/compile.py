@@ -13,8 +13,9 @@ from caten.errors import Error
 def programs_of(file: str, runtime: str, defines: dict[str, str], opt: int, rules: list[str],
                 plugin: str | None, entries: list[str], explain=None):
     """The Programs of the chosen entries (every composite by default)."""
-    from caten.driver import compile_program, read_source, split_defines
-    from caten.run import runtime as R
+    from caten import plugin as R
+    from caten.driver import compile_program, split_defines
+    from caten.read.source import read_source
 
     if plugin:
         R.load_plugin(plugin)
@@ -28,7 +29,7 @@ def programs_of(file: str, runtime: str, defines: dict[str, str], opt: int, rule
 def compile_file(file: str, runtime: str, defines: dict[str, str], opt: int, rules: list[str], use_cache: bool,
                  plugin: str | None, verbose: bool, output: str | None, asm: bool, emit: str | None,
                  entries: list[str], explain_rules: bool = False) -> None:
-    from caten.run.runtime import CompileOptions
+    from caten.plugin import CompileOptions
 
     explain = None
     if explain_rules:

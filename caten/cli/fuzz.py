@@ -12,10 +12,10 @@ from caten.errors import Error
 def run_fuzz(seed: int, count: int | None, soak: int | None, targets: str, opencl: bool, shrink_budget: int,
              time_limit: float | None, show: bool) -> int:
     """Returns the exit status: 0 when every program agreed with the reference, 1 otherwise."""
+    from caten import plugin as R
     from caten.fuzz.check import parse_targets
     from caten.fuzz.driver import fuzz
     from caten.fuzz.gen import generate, render
-    from caten.run import runtime as R
 
     if show:
         click.echo(render(generate(seed)), nl=False)

@@ -85,28 +85,27 @@ def composite_lines() -> list[str]:
     return out
 
 
-def print_ops() -> None:
+def ops_text() -> str:
+    """The `caten ops` listing."""
     from caten.elaborate import meta
     from caten.elaborate.elaborator import SPECIAL
     from caten.ir import ops as O
 
-    click.echo("Principal ops (the IR; semantics in caten/ir/ops.py): name, group, operands, dtypes, doc")
-    click.echo("  dtypes: all = every dtype; numeric = all but bool; float = "
-               + " ".join(d.name for d in O.FLOATS) + "; bool/int = bool and the integers")
-    for line in principal_lines():
-        click.echo(line)
-    click.echo("\nLibrary composites (ops/*.lisp): (NAME PARAMS... :KEY DEFAULT...) -> OUTPUTS")
-    click.echo("  X{T}[...] is a tensor of any rank and dtype T; a bare name is a compile-time parameter;")
-    click.echo("  &fold: more arguments fold left; &rest NAME: the remaining arguments as a list;")
-    click.echo("  overloads of one name differ in arity")
-    for line in composite_lines():
-        click.echo(line)
-    click.echo("\nSpecial forms: " + " ".join(SPECIAL))
-    click.echo("Compile-time functions: " + " ".join(meta.META))
+    out = ["Principal ops (the IR; semantics in caten/ir/ops.py): name, group, operands, dtypes, doc",
+           "  dtypes: all = every dtype; numeric = all but bool; float = "
+           + " ".join(d.name for d in O.FLOATS) + "; bool/int = bool and the integers"]
+    out += principal_lines()
+    out += ["", "Library composites (ops/*.lisp): (NAME PARAMS... :KEY DEFAULT...) -> OUTPUTS",
+            "  X{T}[...] is a tensor of any rank and dtype T; a bare name is a compile-time parameter;",
+            "  &fold: more arguments fold left; &rest NAME: the remaining arguments as a list;",
+            "  overloads of one name differ in arity"]
+    out += composite_lines()
+    out += ["", "Special forms: " + " ".join(SPECIAL), "Compile-time functions: " + " ".join(meta.META)]
+    return "\n".join(out) + "\n"
 
 
 def print_runtimes(plugin: str | None) -> None:
-    from caten.run import runtime as R
+    from caten import plugin as R
 
     if plugin:
         R.load_plugin(plugin)

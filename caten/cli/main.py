@@ -299,12 +299,24 @@ def rules_check_cmd(files: tuple[str, ...], verbose: bool) -> None:
 
 
 @cli.command("ops")
+@click.option("--markdown", is_flag=True, help="the listing as the page docs/ops.md (with the built-in rules)")
+@click.option("-o", "output", type=click.Path(), help="write to this file instead of stdout")
 @diagnostics
-def ops_cmd() -> None:
+def ops_cmd(markdown: bool, output: str | None) -> None:
     """List the principal ops and the library composites with their doc lines."""
-    from caten.cli.info import print_ops
+    if markdown:
+        from caten.cli.opsdoc import markdown as page
 
-    print_ops()
+        text = page()
+    else:
+        from caten.cli.info import ops_text
+
+        text = ops_text()
+    if output:
+        with open(output, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        click.echo(text, nl=False)
 
 
 @cli.command("runtimes")

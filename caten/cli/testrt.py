@@ -17,9 +17,9 @@ def run_conformance(runtime: str, output: str | None, compile_only: bool, patter
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from caten import plugin as R
     from caten.conformance import cases as C
     from caten.conformance import report, run_suite
-    from caten.run import runtime as R
 
     if plugin:
         R.load_plugin(plugin)

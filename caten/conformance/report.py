@@ -122,7 +122,7 @@ def write_readme(folder: Path) -> str:
         *rows, "",
         "Regenerate: `caten test-runtime -r numpy` (and `-r llvm`, ...); `--ops 'PATTERN'` runs a subset, "
         "`--compile-only` compiles without running. onnx's own node tests on caten are in [onnx.md](onnx.md) "
-        "(`python -m caten.frontends.onnx_report`).", ""])
+        "(`python -m caten.onnx.report`).", ""])
     path = folder / "README.md"
     _atomic(path, text)
     return str(path)

@@ -26,8 +26,8 @@ from caten.ir import dtypes as T
 from caten.ir.dtypes import DType
 from caten.ir.graph import toposort
 from caten.ir.ops import TRANSCENDENTAL, Op
+from caten.plugin import Runtime
 from caten.run.isolate import Isolated
-from caten.run.runtime import Runtime
 
 RUN_TIMEOUT_S = 60.0
 
@@ -112,7 +112,7 @@ def target_case(rt_name: str, opt: int, src: str, dt_name: str, compile_only: bo
     """The runtime-under-test side of one case: elaborate, check `supports`, compile, run.
     Returns ("unsupported", reasons) | ("fail", why) | ("compiled",) | ("ran", [outputs or error text])."""
     import caten
-    from caten.run import runtime as R
+    from caten import plugin as R
 
     rt = R.get(rt_name)
     _mods = _TARGET_MODS if _mods is None else _mods
@@ -148,7 +148,7 @@ def target_case(rt_name: str, opt: int, src: str, dt_name: str, compile_only: bo
 
 
 def _runtime_worker(plugin_paths: list[str]) -> Callable[..., tuple]:  # pragma: no cover - in the worker
-    from caten.run import runtime as R
+    from caten import plugin as R
 
     for path in plugin_paths:
         R.load_plugin(path)
@@ -355,7 +355,7 @@ def run_suite(rt: Runtime, pattern: str | None = None, compile_only: bool = Fals
     if isolate is None:
         isolate = rt.name != "numpy" and os.environ.get("CATEN_CONFORMANCE_ISOLATE", "1") != "0"
     if isolate:
-        from caten.run import runtime as R
+        from caten import plugin as R
 
         files = list(plugins or [])
         worker = Worker(files + [f for f in R.plugin_files() if f not in files])

@@ -42,11 +42,11 @@ def _parse(sources: list[tuple[str, str]]) -> tuple[dict[str, list[CompositeDef]
 @functools.lru_cache(maxsize=1)
 def _load() -> tuple[dict[str, list[CompositeDef]], dict[str, list[RuleDef]]]:
     """The parsed library, from the compile cache when its sources are unchanged."""
-    import caten
     from caten.cache import codec, default_cache, key_of
+    from caten.version import __version__
 
     sources = _sources()
-    key = key_of("library", caten.__version__, *(part for s in sources for part in s))
+    key = key_of("library", __version__, *(part for s in sources for part in s))
     store = default_cache()
     blob = store.get(key, "lib")
     if blob is not None:

@@ -25,7 +25,7 @@ def _grid(names: list[str], cols: int = 6) -> str:
 def blocks() -> dict[str, str]:
     from caten.frontends import torch_ops  # noqa: F401  (fills ATEN)
     from caten.frontends.onnx_ops import HANDLERS
-    from caten.frontends.torch_export import ATEN
+    from caten.frontends.torch_ir import ATEN
 
     onnx_ops = sorted(set(HANDLERS) | {"Constant", "Shape", "Size"})
     aten = sorted({k.removeprefix("aten.") for k in ATEN})

@@ -16,67 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from caten.errors import Error
 from caten.frontends.deps import need
-
-# ONNX TensorProto element types caten has
-DTYPES = {1: "f32", 2: "u8", 3: "i8", 4: "u16", 5: "i16", 6: "i32", 7: "i64", 9: "bool", 10: "f16",
-          11: "f64", 12: "u32", 13: "u64", 16: "bf16"}
-NP = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i8": np.int8, "i16": np.int16, "i32": np.int32,
-      "i64": np.int64, "u8": np.uint8, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64, "bool": np.bool_}
-_SYM = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-
-
-def carrier_dtype(code: int) -> str | None:
-    """The caten dtype of ONNX element type `code`: its own, or a narrow type's carrier (onnx_narrow)."""
-    from caten.frontends.onnx_narrow import NARROW
-
-    return DTYPES.get(code) or (NARROW[code].carrier if code in NARROW else None)
-
-
-class Unsupported(Error):
-    """An ONNX construct caten cannot express; the message names the node and op type."""
-
-
-def np_dtype(dt: str) -> Any:
-    if dt == "bf16":
-        import ml_dtypes
-
-        return ml_dtypes.bfloat16
-    return NP[dt]
-
-
-def caten_dtype(arr_dtype: Any) -> str | None:
-    """The caten dtype name of a numpy dtype (None if caten has none)."""
-    for k, v in NP.items():
-        if np.dtype(arr_dtype) == np.dtype(v):
-            return k
-    return "bf16" if np.dtype(arr_dtype).name == "bfloat16" else None
-
-
-def lit(v: Any, dt: str) -> str:
-    """A literal of dtype `dt` as caten text (ints for integer tensors, true/false for bool)."""
-    if dt == "bool":
-        return "true" if bool(v) else "false"
-    if dt.startswith(("i", "u")):
-        return str(int(v))
-    f = float(v)
-    if f != f:
-        return "nan"
-    if f in (float("inf"), float("-inf")):
-        return "inf" if f > 0 else "-inf"
-    s = repr(f)
-    return s if ("." in s or "e" in s) else s + ".0"
-
-
-def sym(name: str, taken: set[str], prefix: str = "v_") -> str:
-    """A caten symbol for an ONNX name, unique within `taken`."""
-    s = name if _SYM.match(name) else prefix + re.sub(r"[^A-Za-z0-9_]", "_", name)
-    base, i = s, 1
-    while s in taken:
-        s, i = f"{base}_{i}", i + 1
-    taken.add(s)
-    return s
+from caten.frontends.onnx_narrow import carrier_dtype, to_carrier
+from caten.frontends.onnx_types import DTYPES, Unsupported, caten_dtype, lit, sym
 
 
 @dataclass
@@ -128,7 +70,7 @@ class Graph:
     def _expand(self) -> None:
         """Ops without a lowering but with an ONNX function body become that body."""
         from caten.frontends.onnx_expand import expand
-        from caten.frontends.onnx_report import supported_ops
+        from caten.frontends.onnx_ops import supported_ops
 
         sup = supported_ops()
         if all(n.op_type in sup for n in self.model.graph.node):
@@ -149,8 +91,6 @@ class Graph:
 
     def set_const(self, name: str, v: np.ndarray) -> None:
         """Record a constant; a narrow-typed one (ml_dtypes) as its carrier, remembering its type."""
-        from caten.frontends.onnx_narrow import to_carrier
-
         self.consts[name], code = to_carrier(v)
         if code is not None:
             self.narrow[name] = code

@@ -112,7 +112,7 @@ def try_fold(g: Any, node: Any) -> bool:
         try:
             g.set_const(node.output[0], constant_value(node))
         except ValueError as e:
-            from caten.frontends.onnx import Unsupported
+            from caten.frontends.onnx_types import Unsupported
 
             raise Unsupported(str(e)) from None
         return True

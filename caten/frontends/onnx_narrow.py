@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from caten.frontends.onnx_types import DTYPES, np_dtype
+
 
 @dataclass(frozen=True)
 class Narrow:
@@ -72,13 +74,16 @@ def cast_to(x: str, src: str, fmt: Narrow, saturate: bool, round_mode: str = "up
     return expr
 
 
+def carrier_dtype(code: int) -> str | None:
+    """The caten dtype of ONNX element type `code`: its own, or a narrow type's carrier."""
+    return DTYPES.get(code) or (NARROW[code].carrier if code in NARROW else None)
+
+
 def to_carrier(arr: np.ndarray) -> tuple[np.ndarray, int | None]:
     """A numpy array of a narrow ml_dtypes dtype as its carrier array, with the ONNX type code."""
     code = _BY_NAME.get(np.dtype(arr.dtype).name)
     if code is None:
         return arr, None
-    from caten.frontends.onnx import np_dtype
-
     return np.asarray(arr).astype(np_dtype(NARROW[code].carrier)), code
 
 

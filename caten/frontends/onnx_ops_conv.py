@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from caten.frontends.onnx_ops import N, ax_list, handler
+from caten.frontends.onnx_node import N, ax_list, handler
 
 
 def _conv_pads(n: N, spatial: list, kernel: list, strides: list, dil: list) -> list[int]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from caten.frontends.onnx import lit
-from caten.frontends.onnx_ops import N, ax_list, dims, handler
+from caten.frontends.onnx_node import N, ax_list, dims, handler
 from caten.frontends.onnx_ops_conv import spatial
+from caten.frontends.onnx_types import lit
 
 
 @handler("ConvTranspose")

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from caten.frontends.onnx_ops import N, ax_list, dims, handler
+from caten.frontends.onnx_node import N, ax_list, dims, handler
 
 
 # ---- movement ---------------------------------------------------------------------------------

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from caten.frontends.onnx import DTYPES, lit
-from caten.frontends.onnx_ops import N, ax_list, dims, handler
+from caten.frontends.onnx_node import N, ax_list, dims, handler
+from caten.frontends.onnx_types import DTYPES, lit
 
 
 def _chan(n: N, i: int, r: int) -> str:

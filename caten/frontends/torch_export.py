@@ -9,107 +9,15 @@ batch size.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from caten.errors import Error
+from caten.frontends import torch_ops  # noqa: F401  (registers the ATen lowerings)
 from caten.frontends.deps import need
-from caten.frontends.onnx import lit, sym
-
-_DT = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16", "int8": "i8", "int16": "i16",
-       "int32": "i32", "int64": "i64", "uint8": "u8", "bool": "bool"}
-ATEN: dict[str, Callable[[Ctx, Any], Any]] = {}
-
-
-def aten(*names: str) -> Callable:
-    def deco(fn: Callable) -> Callable:
-        for n in names:
-            ATEN[n] = fn
-        return fn
-    return deco
-
-
-def dtype_of(t: Any) -> str:
-    name = str(t).replace("torch.", "")
-    if name not in _DT:
-        raise Error(f"torch dtype {name} has no caten counterpart")
-    return _DT[name]
-
-
-class Ctx:
-    """Translation state: caten text for each fx value, dims as caten dim expressions."""
-
-    def __init__(self) -> None:
-        self.vals: dict[str, Any] = {}
-        self.lines: list[str] = []
-        self.taken: set[str] = {"nil", "t", "true", "false", "inf", "nan"}
-
-    def dim(self, d: Any) -> str:
-        """An int or SymInt as caten dim text (symbols are the inputs' symbolic sizes)."""
-        if isinstance(d, int):
-            return str(d)
-        return _sympy_text(d.node.expr)
-
-    def arg(self, a: Any) -> Any:
-        """An fx argument: a node's caten text (tensor var or dim text), or a Python value."""
-        import torch.fx
-
-        if isinstance(a, torch.fx.Node):
-            if a.name in self.vals:
-                return self.vals[a.name]
-            val = a.meta.get("val")
-            if val is not None and not hasattr(val, "shape"):
-                return self.dim(val)
-            raise Error(f"torch.export node `{a.name}` is used before it is computed")
-        if isinstance(a, (list, tuple)):
-            return [self.arg(x) for x in a]
-        if hasattr(a, "node") and hasattr(a.node, "expr"):
-            return self.dim(a)
-        return a
-
-    def emit(self, name: str, expr: str) -> str:
-        var = sym(name, self.taken, "v_")
-        self.lines.append(f"(setf {var} {expr})")
-        return var
-
-
-def _sympy_text(e: Any) -> str:
-    import sympy
-
-    if isinstance(e, sympy.Integer):
-        return str(int(e))
-    if isinstance(e, sympy.Symbol):
-        return str(e)
-    if isinstance(e, sympy.Add):
-        return "(+ " + " ".join(_sympy_text(a) for a in e.args) + ")"
-    if isinstance(e, sympy.Mul):
-        return "(* " + " ".join(_sympy_text(a) for a in e.args) + ")"
-    if type(e).__name__ == "FloorDiv":
-        return f"(/ {_sympy_text(e.args[0])} {_sympy_text(e.args[1])})"
-    raise Error(f"symbolic size `{e}` has no caten dim expression")
-
-
-def lst(xs: Any) -> str:
-    return "[" + " ".join(str(x) for x in xs) + "]"
-
-
-def _meta(node: Any) -> Any:
-    return node.meta.get("val")
-
-
-def scalar(c: Ctx, v: Any, like: Any) -> str:
-    """A Python number as a literal of the dtype of the tensor node `like`."""
-    return lit(v, dtype_of(_meta(like).dtype))
-
-
-def operand(c: Ctx, a: Any, other: Any) -> str:
-    import torch.fx
-
-    if isinstance(a, torch.fx.Node):
-        return c.arg(a)
-    return scalar(c, a, other)
+from caten.frontends.onnx_types import sym
+from caten.frontends.torch_ir import ATEN, Ctx, _meta, dtype_of
 
 
 def convert_exported(ep: Any, name: str = "forward") -> tuple[str, list[str], list[np.ndarray]]:
@@ -176,10 +84,10 @@ class TorchModule:
     """A captured module compiled by caten: call it with numpy arrays or torch tensors."""
 
     def __init__(self, text: str, inputs: list[str], weights: list[np.ndarray], runtime: str, **kw: Any):
-        import caten
+        from caten.api import loads  # `caten.loads` itself: the package `caten` imports this module
 
         self.source, self.inputs, self.weights, self.runtime = text, inputs, weights, runtime
-        self._fn = caten.loads(text, runtime=runtime, **kw).forward
+        self._fn = loads(text, runtime=runtime, **kw).forward
 
     def __call__(self, *args: Any) -> Any:
         if len(args) != len(self.inputs):
@@ -192,8 +100,6 @@ def from_torch(module: Any, example_args: Any, dynamic_shapes: Any = None, runti
                **kw: Any) -> TorchModule:
     """Capture `module` with torch.export (core ATen IR) and compile it with caten."""
     torch = need("torch", "torch")
-    from caten.frontends import torch_ops  # noqa: F401  (registers the ATen lowerings)
-
     args = tuple(example_args) if isinstance(example_args, (list, tuple)) else (example_args,)
     try:
         ep = torch.export.export(module, args, dynamic_shapes=dynamic_shapes).run_decompositions()

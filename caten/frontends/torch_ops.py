@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from caten.errors import Error
-from caten.frontends.onnx import lit
-from caten.frontends.torch_export import Ctx, _meta, aten, dtype_of, lst, operand
+from caten.frontends.onnx_types import lit
+from caten.frontends.torch_ir import Ctx, _meta, aten, dtype_of, lst, operand
 
 _BIN = {"add": "+", "sub": "-", "mul": "*", "div": "/", "eq": "=", "ne": "!=", "lt": "<", "le": "<=", "gt": ">",
         "ge": ">=", "maximum": "max", "minimum": "min", "logical_and": "and", "logical_or": "or",

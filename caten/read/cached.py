@@ -12,6 +12,7 @@ import os
 from caten.cache import codec, default_cache, key_of
 from caten.errors import Error
 from caten.read.reader import read_bytes
+from caten.version import __version__
 
 
 def _digest(path: str) -> str | None:
@@ -22,21 +23,19 @@ def _digest(path: str) -> str | None:
 
 
 def source_key(path: str, data: bytes) -> str:
-    import caten
-
-    return key_of("source", caten.__version__, os.path.abspath(path), data)
+    return key_of("source", __version__, os.path.abspath(path), data)
 
 
 def read_source_cached(path: str):
     """The `Source` of a file, from the cache when it and its imports are unchanged."""
-    from caten.driver import Source
+    from caten.read.source import Source
 
     try:
         data = read_bytes(path)
     except (OSError, Error):
         data = None
     if data is None:  # let the reader produce the diagnostic
-        from caten.driver import read_source
+        from caten.read.source import read_source
 
         return read_source(path)
     key = source_key(path, data)

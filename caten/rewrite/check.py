@@ -24,6 +24,7 @@ from caten.errors import Error
 from caten.ir import build as B
 from caten.ir import dtypes as T
 from caten.ir.dtypes import DType
+from caten.ir.interpret import evaluate
 from caten.ir.ops import Op
 from caten.read.program import CompositeDef
 from caten.rewrite import OPT_IN
@@ -261,8 +262,6 @@ def _check(rule: Rule, inst: Rule, defs: dict[str, list[CompositeDef]], attempts
         if engine.fired == 0:
             continue  # no match, or the guard said no
         applied += 1
-        from caten.runtimes.numpy_rt import evaluate
-
         a, b = evaluate([before.node, after.node], inputs, {})
         ok = _agree(a, b, signed_zeros=os.path.splitext(os.path.basename(rule.ruleset))[0] not in OPT_IN)
         if not np.all(ok):

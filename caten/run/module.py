@@ -14,15 +14,16 @@ import numpy as np
 
 from caten.cache import default_cache, key_of
 from caten.deep import deep
-from caten.driver import Source, compile_program
+from caten.driver import compile_program
 from caten.errors import Error
 from caten.ir import dims as D
 from caten.ir import dtypes as T
 from caten.ir.dtypes import DType
 from caten.ir.program import Program
+from caten.plugin import CompileOptions, Runtime
 from caten.read.program import CompositeDef
 from caten.read.sexpr import SList, head
-from caten.run.runtime import CompileOptions, Runtime
+from caten.read.source import Source
 
 
 class Composite:
@@ -178,11 +179,11 @@ def front_fingerprint() -> str:
         import glob
         import os
 
-        import caten
         from caten.elaborate.library import _sources
+        from caten.version import __version__
 
-        parts = [caten.__version__] + [t for _, t in _sources()]
-        base = os.path.dirname(caten.__file__)
+        parts = [__version__] + [t for _, t in _sources()]
+        base = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # caten/
         for pkg in ("elaborate", "ir", "read", "rewrite"):
             for f in sorted(glob.glob(os.path.join(base, pkg, "*.py"))):
                 with open(f, "rb") as fh:
@@ -198,7 +199,7 @@ def _pickle(prog: Program) -> bytes | None:
     """The cache payload of a program (data, not a pickle), or None if it holds something the
     cache's codec cannot represent."""
     from caten.cache.codec import CodecError
-    from caten.ir.serialize import dumps
+    from caten.cache.programs import dumps
 
     try:
         return dumps(prog)
@@ -209,7 +210,7 @@ def _pickle(prog: Program) -> bytes | None:
 def _unpickle(blob: bytes | None) -> Program | None:
     if blob is None:
         return None
-    from caten.ir.serialize import loads
+    from caten.cache.programs import loads
 
     try:
         return loads(blob)

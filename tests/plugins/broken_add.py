@@ -5,10 +5,10 @@ must report FAIL cells and exit 1."""
 from __future__ import annotations
 
 import numpy as np
-from caten.runtimes.numpy_rt import evaluate
 
+from caten.ir.interpret import evaluate
 from caten.ir.ops import Op
-from caten.run.runtime import CompileOptions, Runtime
+from caten.plugin import CompileOptions, Runtime
 
 
 class _BrokenAdd:

@@ -11,7 +11,7 @@ import os
 from caten.ir import dims as D
 from caten.ir.graph import toposort
 from caten.ir.ops import TABLE, Ctx, Op
-from caten.run.runtime import Runtime
+from caten.plugin import Runtime
 
 
 class _Exe:

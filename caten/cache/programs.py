@@ -1,5 +1,6 @@
 """Programs to bytes and back, iteratively: graphs can be far deeper than a recursive encoder's
-recursion. The bytes are cache data (caten.cache.codec, JSON): loading them runs no code.
+recursion. The bytes are cache data (caten.cache.codec, JSON): loading them runs no code. It sits in
+the cache, which knows the IR, so that the IR never depends on how the cache stores it.
 
 Nodes are written in topological order with operand indices, and rebuilt with `Node.make`, so
 a loaded program is hash-consed like a freshly elaborated one.

@@ -4,7 +4,7 @@
     -> runtime.render -> runtime.compile_source, through the cache -> runtime.load
 
 A runtime plugin that compiles code implements only the last three steps (see
-`caten.run.runtime.Runtime`); what it is handed is a `Lowered` program: the schedule, the
+`caten.plugin.Runtime`); what it is handed is a `Lowered` program: the schedule, the
 loop-IR kernels and the `EntryPlan` of its entry function. The compile cache has one key, made
 here (`cache_key`): the loop IR of every kernel and the entry plan, the runtime, the target,
 the options, caten's version and the runtime's toolchain. Runtimes that interpret graphs
@@ -37,10 +37,11 @@ from caten.lower import loopir as L
 from caten.lower.text import kernel_text
 from caten.lower.trial import check_group
 from caten.lower.verify import problems as loop_problems
-from caten.run.runtime import CompileOptions, Runtime, named_programs
-from caten.run.split import ExternSplit, has_extern
+from caten.pipeline.extern import ExternSplit, has_extern
+from caten.plugin import CompileOptions, Runtime, named_programs
 from caten.schedule import Schedule, schedule
 from caten.target import Target
+from caten.version import __version__
 
 PLACEHOLDER = "caten_p"  # kernel-name prefix while a program's code is keyed (names are not part of the key)
 
@@ -193,13 +194,11 @@ def code_fingerprint(runtime: Runtime) -> str:
     if (runtime.name, mod) not in _fingerprints:
         import importlib.util
 
-        import caten
-
-        here = os.path.dirname(os.path.abspath(__file__))
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # caten/
         plugin = getattr(sys.modules.get(mod), "__file__", None) or (importlib.util.find_spec(mod) or object).origin
         files = sorted(glob.glob(os.path.join(here, "render", "**", "*.py"), recursive=True))
         files += [os.path.join(here, "lower", "bounds.py"), __file__, plugin]
-        parts = [caten.__version__]
+        parts = [__version__]
         for f in files:
             with open(f, "rb") as fh:
                 parts.append(hashlib.sha256(fh.read()).hexdigest())

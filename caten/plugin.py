@@ -38,7 +38,7 @@ class CompileOptions:
 @dataclass(frozen=True)
 class Capabilities:
     """What a runtime's code generator has: its vector width, how many threads its kernels may
-    use, whether host EXTERN kernels may run between its compiled stages (caten.run.split),
+    use, whether host EXTERN kernels may run between its compiled stages (caten.pipeline.extern),
     whether its kernels run on a device."""
     vector_bits: int = 0
     threads: int = 1
@@ -151,7 +151,7 @@ def load_plugin(path: str) -> Runtime:
         raise plugin_error(path, e) from None
     rt = getattr(mod, "RUNTIME", None)
     if not isinstance(rt, Runtime):
-        raise Error(f"plugin {path} defines no RUNTIME (an instance of caten.run.runtime.Runtime)")
+        raise Error(f"plugin {path} defines no RUNTIME (an instance of caten.plugin.Runtime)")
     _loaded[rt.name] = rt
     _plugin_files[rt.name] = os.path.abspath(path)
     return rt
