@@ -14,7 +14,7 @@ this module holds the names, the composite calls with their memo, and the top le
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from caten.elaborate import meta
@@ -29,10 +29,11 @@ from caten.ir import dims as D
 from caten.ir import dtypes as T
 from caten.ir.dims import Dim
 from caten.ir.dtypes import DType
+from caten.ir.graph import Node
 from caten.ir.ops import Op
 from caten.ir.program import Constraint, Program, TensorSpec
 from caten.read.program import CompositeDef
-from caten.read.sexpr import Kw, Num, SList, Sym, head, show
+from caten.read.sexpr import Form, Kw, Num, SList, Sym, head, show
 
 __all__ = ["Elaborator", "Frame", "Ret", "Scope", "SPECIAL", "CallHook"]
 
@@ -233,6 +234,18 @@ class Elaborator(Evaluator):
         return checked[0] if len(checked) == 1 else tuple(checked)
 
     # top level --------------------------------------------------------------------------
+    def evaluate(self, form: Form | list[Form], bindings: Mapping[str, Any], cdef: CompositeDef | None = None) -> Any:
+        """The value of `form` (or of a body: a list of forms, which may `return`) with `bindings` in
+        scope (graph nodes become tensors), names resolving as in user code: user composites, then
+        the library. `cdef`: the composite the form stands in, if any. Rule replacements, the rule
+        checker and the conformance probe evaluate forms through this."""
+        env = Scope(None, {k: Tensor(v) if isinstance(v, Node) else v for k, v in bindings.items()})
+        self.frames.append(Frame(cdef, False))
+        try:
+            return self.eval_body(form, env) if isinstance(form, list) else self.eval(form, env)
+        finally:
+            self.frames.pop()
+
     def compile(self, cdef: CompositeDef, dtypes: dict[str, DType], defines: dict[str, int]) -> Program:
         """The graph of a top-level composite for one binding of its type variables."""
         old = sys.getrecursionlimit()
