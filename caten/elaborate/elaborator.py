@@ -230,7 +230,8 @@ class Elaborator(Evaluator):
         if len(outs) != len(cdef.outputs):
             raise Error(f"`{cdef.name}` declares {len(cdef.outputs)} output{'s' if len(cdef.outputs) != 1 else ''} "
                         f"but returns {len(outs)}", rspan if not cdef.library else span)
-        checked = [S.check_output(self, cdef, p, v, tvars, dims, rspan) for p, v in zip(cdef.outputs, outs)]
+        checked = [S.check_output(self, cdef, p, v, tvars, dims, rspan, self.output_constraints)
+                   for p, v in zip(cdef.outputs, outs)]
         return checked[0] if len(checked) == 1 else tuple(checked)
 
     # top level --------------------------------------------------------------------------
@@ -341,7 +342,7 @@ class Elaborator(Evaluator):
                         f"but returns {len(outs)}", rspan)
         nodes, ospecs = [], []
         for p, v in zip(cdef.outputs, outs):
-            t = S.check_output(self, cdef, p, v, tvars, gdims, rspan)
+            t = S.check_output(self, cdef, p, v, tvars, gdims, rspan, self.output_constraints)
             if p.dtype not in tvars and T.lookup(p.dtype) is None:
                 tvars[p.dtype] = t.dtype
             nodes.append(t.node)

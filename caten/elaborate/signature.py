@@ -4,10 +4,10 @@ dtype and shape (a dim that matches only for some sizes becomes a call-time cons
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from caten.elaborate import principal as P
-from caten.elaborate.evaluate import Scope
+from caten.elaborate.evaluate import Evaluator, Scope
 from caten.elaborate.values import Lit, Tensor, describe
 from caten.errors import Error, Span
 from caten.ir import build as B
@@ -18,9 +18,6 @@ from caten.ir.dtypes import DType
 from caten.ir.program import Constraint
 from caten.read.program import CompositeDef, Param
 from caten.read.sexpr import Annot, Form, Num, SList, Sym, show
-
-if TYPE_CHECKING:
-    from caten.elaborate.elaborator import Elaborator
 
 
 def bind_dtype(cdef: CompositeDef, p: Param, dt: DType, tvars: dict[str, DType], span: Span) -> None:
@@ -60,7 +57,7 @@ def bind_shape(cdef: CompositeDef, p: Param, a: Tensor, dims: dict[str, Dim], sp
             dims.setdefault(d.name, got)
 
 
-def apply_wheres(ev: Elaborator, cdef: CompositeDef, dims: dict[str, Dim], span: Span) -> None:
+def apply_wheres(ev: Evaluator, cdef: CompositeDef, dims: dict[str, Dim], span: Span) -> None:
     for w in cdef.wheres:
         val = ev.eval_dim(w.expr, Scope(None, {k: Lit(v, "dim") for k, v in dims.items()}))
         if w.name in dims:
@@ -71,10 +68,11 @@ def apply_wheres(ev: Elaborator, cdef: CompositeDef, dims: dict[str, Dim], span:
             dims[w.name] = val
 
 
-def check_output(ev: Elaborator, cdef: CompositeDef, p: Param, v: Any, tvars: dict[str, DType],
-                  dims: dict[str, Dim], span: Span) -> Any:
+def check_output(ev: Evaluator, cdef: CompositeDef, p: Param, v: Any, tvars: dict[str, DType],
+                 dims: dict[str, Dim], span: Span, constraints: list[Constraint]) -> Any:
     """The output as a tensor of its declared dtype and shape; a declared dim that equals the
-    computed one only for some sizes becomes a call-time constraint (`_output_constraints`)."""
+    computed one only for some sizes becomes a call-time constraint, added to `constraints`
+    (`output_constraints`)."""
     dt = T.lookup(p.dtype) or tvars.get(p.dtype)
     if isinstance(v, Lit) and cdef.library:
         return v  # a literal stays weak through library composites, so literal-only code folds
@@ -90,15 +88,15 @@ def check_output(ev: Elaborator, cdef: CompositeDef, p: Param, v: Any, tvars: di
         if isinstance(v, Lit):
             t = Tensor(B.expand(t.node, want))
         if tuple(t.shape) != want:
-            output_constraints(ev, cdef, p, tuple(t.shape), want, span)
+            output_constraints(cdef, p, tuple(t.shape), want, span, constraints)
     elif p.dims is None and t.node.rank != 0:
         raise Error(f"output `{p.name}` of `{cdef.name}` has shape {B.fmt_shape(t.shape)} but is declared "
                     "a scalar", span)
     return t
 
 
-def output_constraints(ev: Elaborator, cdef: CompositeDef, p: Param, got: tuple[Dim, ...], want: tuple[Dim, ...],
-                        span: Span) -> None:
+def output_constraints(cdef: CompositeDef, p: Param, got: tuple[Dim, ...], want: tuple[Dim, ...], span: Span,
+                       constraints: list[Constraint]) -> None:
     """A declared output dim that equals the computed one only for some sizes (`6` for a conv's
     `(H - 2)`, `(- M 2)` for a slice's `max(M - 2, 0)`) is checked at the call (LANGUAGE.md 5.1);
     one that differs for every size, or a symbol declared where another one results, is an error now."""
@@ -111,10 +109,10 @@ def output_constraints(ev: Elaborator, cdef: CompositeDef, p: Param, got: tuple[
         if g != w:
             if isinstance(D.add(g, D.mul(w, -1)), int) or (bare(g) and bare(w)):
                 raise fail()  # wrong for every size, or two symbols meeting (an error unless a where)
-            ev.output_constraints.append(Constraint(w, g, f"{w} = {g} (axis {i} of output `{p.name}`)"))
+            constraints.append(Constraint(w, g, f"{w} = {g} (axis {i} of output `{p.name}`)"))
 
 
-def declared_shape(ev: Elaborator, cdef: CompositeDef, p: Param, dims: dict[str, Dim], span: Span) -> tuple[Dim, ...]:
+def declared_shape(ev: Evaluator, cdef: CompositeDef, p: Param, dims: dict[str, Dim], span: Span) -> tuple[Dim, ...]:
     out = []
     for d in p.dims or []:
         for s in syms(d):
@@ -126,7 +124,7 @@ def declared_shape(ev: Elaborator, cdef: CompositeDef, p: Param, dims: dict[str,
     return tuple(out)
 
 
-def sig_dim(ev: Elaborator, d: Form, dims: dict[str, Dim], p: Param) -> Dim:
+def sig_dim(ev: Evaluator, d: Form, dims: dict[str, Dim], p: Param) -> Dim:
     for s in syms(d):
         if s not in dims:
             raise Error(f"dimension {s} of `{p.name}` is not determined by any input or where clause",

@@ -11,10 +11,10 @@ from caten.ir import dims as D
 from caten.ir.dtypes import DType
 from caten.lower import loopir as L
 from caten.render.llvm.fn import FnGen
-from caten.render.llvm.module import ModuleGen
+from caten.render.llvm.module import Module
 
 
-def entry_functions(mod: ModuleGen, name: str, sched, kernels: list[L.Kernel], defines: dict[str, D.Dim]) -> None:
+def entry_functions(mod: Module, name: str, sched, kernels: list[L.Kernel], defines: dict[str, D.Dim]) -> None:
     """`NAME__impl(in..., out..., arena, dims...)` and the C ABI `int32_t NAME(in..., out..., dims...)`."""
     prog = sched.program
     ins = [f"in{i}" for i in range(len(prog.inputs))]
