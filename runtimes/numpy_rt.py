@@ -1,6 +1,9 @@
-"""`-r numpy`: the reference interpreter (`caten.ir.interp`) as a runtime plugin, the oracle
-every other runtime is checked against. `evaluate` is importable from here too (plugins and
-tests use it)."""
+"""`-r numpy`: the reference interpreter, the oracle every other runtime is checked against.
+
+The interpreter itself is `caten.ir.interpret` (it walks the graph once in topological order and
+computes each node with the op table's numpy reference); this plugin only wraps it, so it holds
+no op semantics of its own.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +11,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from caten.ir.interp import evaluate
+from caten.ir.interpret import evaluate
 from caten.ir.program import Program
 from caten.run.runtime import CompileOptions, Runtime
-
-__all__ = ["RUNTIME", "NumpyRuntime", "evaluate"]
 
 
 class _Interp:

@@ -1,4 +1,4 @@
-"""The reference interpreter (`caten.ir.interp`) and the elaborator's public `evaluate(form, bindings)`:
+"""The reference interpreter (`caten.ir.interpret`) and the elaborator's public `evaluate(form, bindings)`:
 the graph a form elaborates to, under bound operands, computes what numpy computes."""
 
 import numpy as np
@@ -10,7 +10,7 @@ from caten.errors import Error
 from caten.ir import build as B
 from caten.ir import dims as D
 from caten.ir import dtypes as T
-from caten.ir.interp import evaluate
+from caten.ir.interpret import evaluate
 from caten.read.reader import read
 
 

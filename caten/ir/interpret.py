@@ -1,9 +1,8 @@
-"""The reference interpreter of a principal-op graph: the oracle every runtime is checked against.
+"""The reference interpreter: a graph evaluated node by node with the op table's numpy references.
 
-It walks the graph once in topological order and computes each node with the op table's numpy
-reference, so it holds no op semantics of its own. It lives with the IR (not in a runtime) so that
-the compiler's own passes (the rule checker) and the numpy runtime plugin share it without the
-compiler importing a runtime.
+It is the oracle of the whole project (the `numpy` runtime, the rule checker, the conformance
+suite, the tests), so it lives with the table it reads rather than in a runtime plugin: the
+rewrite engine and the rule checker can use it without depending on the plugins.
 """
 
 from __future__ import annotations
