@@ -30,6 +30,7 @@ import itertools
 import sys
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
+from typing import Any
 
 from caten.errors import Error
 from caten.ir import dims as D
@@ -405,7 +406,7 @@ def probe(v: Variant) -> bool:
 def _elaborate_outputs(v: Variant, dt: DType) -> list[tuple]:
     """Evaluate the variant's expression with its operands bound, as the elaborator does
     for a top-level composite, and return the shapes of the values it gives."""
-    from caten.elaborate.elaborator import Elaborator, Frame, Ret, Scope
+    from caten.elaborate.elaborator import Elaborator, Ret
     from caten.elaborate.values import Lit, Tensor
     from caten.ir import build as B
     from caten.read.program import load_unit_text
@@ -413,24 +414,21 @@ def _elaborate_outputs(v: Variant, dt: DType) -> list[tuple]:
     src = f"(composite probe ({' '.join(f'({p.name}{{{p.dtype}}}{_dims(p.dims)})' for p in v.params)} -> (o{{U}})) " \
           f"{v.expr})"
     cdef = load_unit_text(src, "<conformance>").composites[0]
-    el = Elaborator({})
-    env = Scope(None)
+    binds: dict[str, Any] = {}
     syms: set[str] = set()
     for i, p in enumerate(v.params):
         pdt = T.lookup(p.dtype) or dt
         shape = tuple(int(d) if d.lstrip("-").isdigit() else D.sym(d) for d in p.dims)
         syms |= {d for d in p.dims if not d.lstrip("-").isdigit()}
-        env.vars[p.name] = Tensor(B.buffer(pdt, shape, i, p.name))
+        binds[p.name] = Tensor(B.buffer(pdt, shape, i, p.name))
     for s in syms:
-        env.vars[s] = Lit(D.sym(s), "dim")
-    env.vars["T"] = dt
+        binds[s] = Lit(D.sym(s), "dim")
+    binds["T"] = dt
     old = sys.getrecursionlimit()
     sys.setrecursionlimit(max(old, 20000))
-    el.frames.append(Frame(cdef, False))
     try:
-        res = el.eval_body(cdef.body, env)
+        res = Elaborator({}).evaluate(cdef.body, binds, cdef)
     finally:
-        el.frames.pop()
         sys.setrecursionlimit(old)
     vals = res.values if isinstance(res, Ret) else list(res) if isinstance(res, tuple) else [res]
     out = []

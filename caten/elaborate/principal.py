@@ -138,6 +138,8 @@ def cast(v: Any, dtype: Any, span: Span) -> Tensor:
 
 
 # shapes and axes given as values -----------------------------------------------------
+
+
 def as_dim(v: Any, span: Span, what: str = "a dimension") -> Dim:
     if isinstance(v, Lit) and v.kind in ("int", "dim"):
         return v.value
@@ -293,3 +295,71 @@ def reduce(x: Any, op: str, axis: Any, keepdims: bool, span: Span) -> Tensor:
     if not keepdims and axes:
         r = B.reshape(r, [d for i, d in enumerate(r.shape) if i not in axes])
     return Tensor(r)
+
+
+def call(op: Op, args: list, kw: dict, span: Span) -> Any:
+    """A principal op called from source: `(ADD a b)`, `(REDUCE x :op add :axis 1)`, ..."""
+    def kwarg(k: str, default: Any = None) -> Any:
+        return kw.get(k, default)
+
+    info = TABLE[op]
+    for k in kw:
+        if k not in info.keywords:
+            raise Error(f"{op.value} takes no :{k}", span, "it takes " + " ".join(
+                ":" + w for w in sorted(info.keywords)) if info.keywords else "it takes no keywords")
+    if info.group in ("unary", "binary", "ternary") and op is not Op.CAST:
+        return apply_alu(op, args, span)
+    if op is Op.CAST:
+        if len(args) != 2:
+            raise Error("expected (CAST x DTYPE)", span)
+        return cast(args[0], args[1], span)
+    if op is Op.REDUCE:
+        _arity(op.value, args, 1, span)
+        kd = kwarg("keepdims", Lit(False, "bool"))
+        return reduce(args[0], kwarg("op", "add"), kwarg("axis"), bool(getattr(kd, "value", kd)), span)
+    if op is Op.VIEW:
+        _arity(op.value, args, 1, span)
+        x = to_tensor(args[0], span)
+        for k, v in kw.items():
+            x = view(x, k, v, span)
+        return x
+    if op is Op.COPY:
+        _arity(op.value, args, 1, span)
+        return Tensor(B.copy(to_tensor(args[0], span).node))
+    if op is Op.CONST:
+        _arity(op.value, args, 1, span)
+        dt = kwarg("dtype")
+        v = args[0]
+        t = cast(v, dt, span) if dt is not None else to_tensor(v, span)
+        if "shape" in kw:
+            try:
+                return Tensor(B.expand(t.node, as_shape(kw["shape"], span)))
+            except ShapeError as e:
+                raise Error(str(e), span) from None
+        return t
+    if op is Op.INDEX:
+        _arity(op.value, args, 1, span)
+        shape = as_shape(args[0], span)
+        axis = one_axis(kwarg("axis", Lit(0, "int")), len(shape), span)
+        dt = kwarg("dtype", T.i64)
+        if dt not in info.dtypes:
+            raise Error(f"INDEX gives i32 or i64, not {describe(dt)}", span)
+        return Tensor(B.index(shape, axis, dt))
+    if op is Op.RAND:
+        _arity(op.value, args, 1, span)
+        return Tensor(B.rand_bits(as_shape(args[0], span), as_int(kwarg("seed", Lit(0, "int")), span)))
+    if op is Op.EXTERN:
+        if not args or not isinstance(args[0], str):
+            raise Error('expected (EXTERN "name" ARGS... :dtype D :shape S)', span)
+        from caten.ir.ops import EXTERNS
+
+        if args[0] not in EXTERNS:
+            raise Error(f"unknown extern kernel '{args[0]}'", span, f"known: {', '.join(EXTERNS)}")
+        srcs = [to_tensor(a, span).node for a in args[1:]]
+        return Tensor(B.extern(args[0], kwarg("dtype", srcs[0].dtype), as_shape(kw["shape"], span), srcs))
+    raise Error(f"{op.value} cannot be called from source", span)
+
+
+def _arity(name: str, args: list, n: int, span: Span) -> None:
+    if len(args) != n:
+        raise Error(f"`{name}` takes {n} argument{'s' if n != 1 else ''}, got {len(args)}", span)

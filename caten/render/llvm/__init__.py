@@ -5,14 +5,14 @@ string function attributes ("prefer-vector-width"="512"), which llvmlite.ir cann
 EXP2/LOG2/SIN are inline polynomials (vectorizable; no libm call in a loop). f16/bf16 are
 computed in f32 and rounded after every op. Integer division by zero gives 0, never UB.
 
-The modules: `values` (type names, constants), `fn` (one function's body: values, memory,
-casts, ALU, loops), `numerics` and `sin` (the inline float/int numerics), `threads` (parallel
-loops on pthreads), `gemm` (the matmul micro-kernel), `module` (the LLVM module and its kernel
-functions), `entry` (the C ABI entry points and the C header). This package exports what the
-runtimes use.
+The modules: `values` (type names, constants), `emit` (the instruction plumbing), `fn` (one
+function's body: values, memory, casts, ALU, loops), `numerics` and `sin` (the inline float/int
+numerics), `threads` (parallel loops on pthreads), `gemm` (the matmul micro-kernel), `module`
+(the LLVM module as a container), `kernel` (the kernel functions), `entry` (the C ABI entry
+points and the C header). This package exports what the runtimes use.
 """
 
 from caten.render.llvm.entry import c_header, entry_functions
-from caten.render.llvm.module import ModuleGen
+from caten.render.llvm.kernel import ModuleGen
 
 __all__ = ["ModuleGen", "entry_functions", "c_header"]

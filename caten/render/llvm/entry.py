@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from caten.ir import dims as D
 from caten.ir.dtypes import DType
 from caten.render.llvm.fn import FnGen
-from caten.render.llvm.module import ModuleGen
+from caten.render.llvm.module import Module
 
 
-def entry_functions(mod: ModuleGen, plan, defines: dict[str, D.Dim]) -> None:
+def entry_functions(mod: Module, plan, defines: dict[str, D.Dim]) -> None:
     """`NAME__impl(in..., out..., arena, dims...)` and the C ABI `int32_t NAME(in..., out..., dims...)`
     of an entry plan (`caten.pipeline.EntryPlan`)."""
     io = [b for b, _ in plan.inputs + plan.outputs]

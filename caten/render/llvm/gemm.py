@@ -3,18 +3,14 @@ loop, and `MacroMM` as a shared function per tile shape running a packed block's
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from caten.ir import dtypes as T
 from caten.ir.ops import Op
 from caten.lower import loopir as L
+from caten.render.llvm.emit import Emitter
 from caten.render.llvm.values import rty
 
-if TYPE_CHECKING:
-    from caten.render.llvm.fn import FnGen
 
-
-def tilemm(g: FnGen, s: L.TileMM) -> None:
+def tilemm(g: Emitter, s: L.TileMM) -> None:
     """The micro-kernel: rows accumulators of <cols x T> carried in phis through the k loop,
     one vector load of B and one broadcast of A per row and k, then full-tile vector stores
     (or, for an edge tile, a spill to a stack tile and scalar stores of the valid part)."""
@@ -78,7 +74,7 @@ def tilemm(g: FnGen, s: L.TileMM) -> None:
     g.block(lj)
 
 
-def macromm(g: FnGen, s: L.MacroMM) -> str:
+def macromm(g: Emitter, s: L.MacroMM) -> str:
     """The function running a packed block's tiles, defined once per module for each tile
     shape: `(ptr a, ptr b, ptr out, i64 aoff, boff, ooff, ostride, ni, nj, mrem, nrem, kext, i1 beta)`."""
     mod = g.mod

@@ -7,20 +7,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from caten.ir.ops import Op
+from caten.render.llvm.emit import Emitter
 from caten.render.llvm.values import int_str
-
-if TYPE_CHECKING:
-    from caten.render.llvm.fn import FnGen
 
 _EXP2_F32 = (1.535336188319500e-4, 1.339887440266574e-3, 9.618437357674640e-3, 5.550332471162809e-2,
              2.402264791363012e-1, 6.931472028550421e-1)
 _ROT = (13, 15, 26, 6, 17, 29, 16, 24)
 
 
-def idivmod(g: FnGen, op: Op, ty: str, signed: bool, a: str, b: str) -> str:
+def idivmod(g: Emitter, op: Op, ty: str, signed: bool, a: str, b: str) -> str:
     """Integer floor division or modulo as numpy: by zero gives 0, MIN // -1 wraps (no UB)."""
     z = g.icmp("eq", ty, b, "0")
     if not signed:
@@ -43,7 +40,7 @@ def idivmod(g: FnGen, op: Op, ty: str, signed: bool, a: str, b: str) -> str:
     return g.select(z, ty, "0", res)
 
 
-def fdivmod(g: FnGen, op: Op, ty: str, a: str, b: str) -> str:
+def fdivmod(g: Emitter, op: Op, ty: str, a: str, b: str) -> str:
     """numpy's npy_divmod (floor_divide / remainder) for floats."""
     zero = g.fc(0.0, ty)
     mod = g.fop("frem", ty, a, b, "")
@@ -65,7 +62,7 @@ def fdivmod(g: FnGen, op: Op, ty: str, a: str, b: str) -> str:
     return g.select(bz, ty, q, res)
 
 
-def horner(g: FnGen, x: str, coefs: Sequence[float], ty: str) -> str:
+def horner(g: Emitter, x: str, coefs: Sequence[float], ty: str) -> str:
     """The polynomial with `coefs` (highest degree first) at x."""
     acc = g.fc(coefs[0], ty)
     for c in coefs[1:]:
@@ -73,7 +70,7 @@ def horner(g: FnGen, x: str, coefs: Sequence[float], ty: str) -> str:
     return acc
 
 
-def exp2(g: FnGen, x: str, ty: str) -> str:
+def exp2(g: Emitter, x: str, ty: str) -> str:
     """2**x: x = n + f, |f| <= 1/2, a polynomial in f times 2**n built in two exponent halves."""
     f64 = ty == "double"
     ity, mant, bias = ("i64", 52, 1023) if f64 else ("i32", 23, 127)
@@ -99,7 +96,7 @@ def exp2(g: FnGen, x: str, ty: str) -> str:
     return g.select(isn, ty, x, res)
 
 
-def log2(g: FnGen, x: str, ty: str) -> str:
+def log2(g: Emitter, x: str, ty: str) -> str:
     """log2 x: exponent plus an atanh series of the mantissa in [sqrt(1/2), sqrt(2)]."""
     f64 = ty == "double"
     if f64:
@@ -130,7 +127,7 @@ def log2(g: FnGen, x: str, ty: str) -> str:
     return g.select(g.fcmp("uno", ty, x, x), ty, x, res)
 
 
-def threefry(g: FnGen, ctr: str, seed: int) -> str:
+def threefry(g: Emitter, ctr: str, seed: int) -> str:
     """Threefry-2x32 (20 rounds) of the 64-bit counter under the key `seed`: its first word."""
     k0, k1 = seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF
     ks = (k0, k1, 0x1BD11BDA ^ k0 ^ k1)

@@ -5,13 +5,10 @@ code, then an odd polynomial. The largest single piece of float numerics, hence 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
+from caten.render.llvm.emit import Emitter
 from caten.render.llvm.numerics import horner
 from caten.render.llvm.values import int_str
-
-if TYPE_CHECKING:
-    from caten.render.llvm.fn import FnGen
 
 _SINPI_F32 = (3.140625, 0.0009670257568359375, 6.2771141529083251953e-07, 1.2154201256553420762e-10)
 _SINPI_F64 = (3.1415926218032836914, 3.1786509424591713469e-08, 1.2246467864107188502e-16,
@@ -46,7 +43,7 @@ _SIN_BIG_F32, _SIN_BIG_F64 = 2.0 ** 14, 2.0 ** 24  # |x| >= this: exact reductio
 _PI_126 = (math.pi * 2.0 ** -126, 1.2246467991473532e-16 * 2.0 ** -126)  # pi * 2**-126, head + tail
 
 
-def sin(g: FnGen, x: str, ty: str) -> str:
+def sin(g: Emitter, x: str, ty: str) -> str:
     """sin on [-pi/2, pi/2] after x = k*pi + r: Cody-Waite for ordinary |x|, Payne-Hanek
     (integer product of the mantissa with bits of 1/pi, exact for every finite x) above
     _SIN_BIG_*; both reductions are branch-free vector code, a select picks one."""
@@ -74,7 +71,7 @@ def sin(g: FnGen, x: str, ty: str) -> str:
     return g.select(fin, ty, res, g.fc(math.nan, ty))
 
 
-def _sintab(g: FnGen, j: str, off: int) -> str:
+def _sintab(g: Emitter, j: str, off: int) -> str:
     """Entry j + off of the 1/pi window table (a private constant global; gathers in vector loops)."""
     g.mod.decls.setdefault("@caten_inv_pi", f"@caten_inv_pi = private unnamed_addr constant "
                               f"[{len(_SINTAB)} x i64] [{', '.join(f'i64 {int_str(v, 64)}' for v in _SINTAB)}]")
@@ -82,7 +79,7 @@ def _sintab(g: FnGen, j: str, off: int) -> str:
     return g.ins(f"load i64, ptr {g.ins(f'getelementptr inbounds i64, ptr @caten_inv_pi, i64 {ji}')}")
 
 
-def _sin_index(g: FnGen, e1: str, ity: str) -> tuple[str, str]:
+def _sin_index(g: Emitter, e1: str, ity: str) -> tuple[str, str]:
     """(table index as i64, shift c = (E-1) mod 8 as i64) from E-1."""
     j = g.ins(f"add {ity} {g.ins(f'ashr {ity} {e1}, 3')}, {_SINTAB_PAD}")
     j = g.intr("smin", ity, g.intr("smax", ity, j, "0"), str(_SINTAB_MAX))
@@ -92,7 +89,7 @@ def _sin_index(g: FnGen, e1: str, ity: str) -> tuple[str, str]:
     return j, c
 
 
-def _sin_big32(g: FnGen, x: str) -> tuple[str, str]:
+def _sin_big32(g: Emitter, x: str) -> tuple[str, str]:
     """f32 x -> (r, odd): R = (x/pi mod 4) * 2**62 mod 2**64 from the 24-bit mantissa times
     96 bits of 1/pi (error < 2 units of 2**-62); r = (R - round(R)) * pi, via f64."""
     bits = g.conv("bitcast", "float", x, "i32")
@@ -116,7 +113,7 @@ def _sin_big32(g: FnGen, x: str) -> tuple[str, str]:
     return g.select(neg, "float", g.ins(f"fneg float {r}"), r), g.conv("trunc", "i64", n, "i1")
 
 
-def _sin_big64(g: FnGen, x: str) -> tuple[str, str]:
+def _sin_big64(g: Emitter, x: str) -> tuple[str, str]:
     """f64 x -> (r, odd): R = (x/pi mod 4) * 2**126 as 128 bits (hi, lo) from the 53-bit
     mantissa times 192 bits of 1/pi in 32-bit limbs (column sums in i64; error < 2 units)."""
     mask = "4294967295"

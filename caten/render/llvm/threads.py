@@ -4,16 +4,12 @@ with the module's stage outlining)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from caten.lower import loopir as L
 from caten.lower.loopir import X
-
-if TYPE_CHECKING:
-    from caten.render.llvm.fn import FnGen
+from caten.render.llvm.emit import Emitter
 
 
-def parallel(g: FnGen, s: L.Parallel) -> None:
+def parallel(g: Emitter, s: L.Parallel) -> None:
     """Iterations on threads: the body becomes a function of its own; iterations 1.. start on
     pthreads (one that cannot start runs here), iteration 0 runs here, then all are joined."""
     free, bufs = uses(s.body)
