@@ -9,6 +9,7 @@ from caten.errors import Error
 from caten.ir.dtypes import DType
 from caten.ir.empty import add_nonempty_constraints
 from caten.ir.program import Program
+from caten.options import Options
 from caten.read.program import CompositeDef
 from caten.read.source import Source
 
@@ -32,19 +33,23 @@ def split_defines(defines: dict[str, object] | None) -> tuple[dict[str, DType], 
 
 
 def compile_program(src: Source, cdef: CompositeDef, types: dict[str, DType], dims: dict[str, int],
-                    opt_level: int = 2, rules: list | None = None, runtime: str = "numpy", explain=None) -> Program:
-    """Elaborate one composite for one binding into a Program, running the rewrite rules.
+                    options: Options | None = None) -> Program:
+    """Elaborate one composite for one binding of its type variables and dims into a Program,
+    running the rewrite rules `options` select.
 
-    Built-in rule sets run from -O1 (see caten.rewrite.LEVELS); the program's own `defoptimizer`
-    rules and the `rules` files (user rule-file paths) run at every level. Rules with
-    `:runtime R` apply only when `runtime` is R. `explain`, when given (a caten.rewrite.Explain),
-    collects what each rule did."""
+    Built-in rule sets run from -O1 (see caten.rewrite.LEVELS), `fastmath` only with
+    `options.fast_math`; the program's own `defoptimizer` rules and the user rule files
+    (`options.rules`) run at every level. Rules with `:runtime R` apply only when
+    `options.runtime` is R. `options.explain`, when given (a caten.rewrite.Explain), collects what
+    each rule did."""
     from caten import rewrite
     from caten.elaborate.elaborator import Elaborator  # imported here: a cached program never needs it
 
+    o = options or Options(runtime="numpy")
+    files = list(o.rules) + ([rewrite.FAST_MATH] if o.fast_math else [])
     user = {k: v for k, v in src.by_name.items()}
-    rules_list = rewrite.rules_for(src.unit.rules, opt_level, rules, rewrite.library_names() | set(user))
-    engine = rewrite.Engine(rules_list, runtime, explain)
+    rules_list = rewrite.rules_for(src.unit.rules, o.opt_level, files, rewrite.library_names() | set(user))
+    engine = rewrite.Engine(rules_list, o.runtime, o.explain)
     if engine.empty:
         return add_nonempty_constraints(Elaborator(user).compile(cdef, types, dims))
     elab = Elaborator(user, call_hook=engine.call_hook if engine.call_index else None)

@@ -12,7 +12,7 @@ import importlib.util
 import os
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Protocol
 
@@ -22,17 +22,8 @@ from caten.errors import Error
 from caten.ir.dtypes import DType
 from caten.ir.ops import Op
 from caten.ir.program import Program, c_symbol
+from caten.options import Options
 from caten.target import Target
-
-
-@dataclass(frozen=True)
-class CompileOptions:
-    opt_level: int = 2
-    use_cache: bool = True
-    verbose: bool = False
-    target: str = ""  # `--cpu` / CATEN_CPU spec for CPU runtimes (caten.target); "" = CATEN_CPU or the host
-    check_bounds: bool = False  # caten.lower.bounds: every load and store checked (part of every cache key)
-    extra: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -57,7 +48,7 @@ class Runtime:
     name: str = "?"
     description: str = ""
     emits_schedule: bool = False  # True: `emit(..., "schedule")` gives its own `--emit schedule` text
-    checks_bounds: bool = False  # True: honours CompileOptions.check_bounds (caten.lower.bounds)
+    checks_bounds: bool = False  # True: honours Options.check_bounds (caten.lower.bounds)
 
     # True: caten.pipeline drives this runtime: it schedules and lowers, then calls `render`,
     # `compile_source` (through the cache) and `load`, or `artifacts` for `--emit`
@@ -74,31 +65,31 @@ class Runtime:
         """Versions and flags of the tools that turn its source into code (part of the cache key)."""
         return ""
 
-    def render(self, lowered: Sequence[Any], t: Target, options: CompileOptions) -> str:
+    def render(self, lowered: Sequence[Any], t: Target, options: Options) -> str:
         """The source of one or several lowered programs (`caten.pipeline.Lowered`) for target `t`;
         `options.extra["aot"]`: for `--emit` (files for another machine, not this process)."""
         raise NotImplementedError
 
-    def compile_source(self, source: str, t: Target, options: CompileOptions) -> bytes:
+    def compile_source(self, source: str, t: Target, options: Options) -> bytes:
         """The loadable artifact (object, library) of `source`; the pipeline caches it."""
         raise NotImplementedError
 
-    def load(self, artifact: bytes, lowered: Any, t: Target, options: CompileOptions) -> Executable:
+    def load(self, artifact: bytes, lowered: Any, t: Target, options: Options) -> Executable:
         """An executable of one lowered program from its artifact."""
         raise NotImplementedError
 
     def artifacts(self, source: str, kind: str, lowered: Sequence[Any], t: Target,
-                  options: CompileOptions) -> dict[str, bytes | str]:
+                  options: Options) -> dict[str, bytes | str]:
         """`--emit KIND` files ({suffix: content}) of `source` (kind is not schedule or loops)."""
         raise Error(f"runtime '{self.name}' cannot emit '{kind}'")
 
     def supports(self, op: Op, dtype: DType) -> bool:
         return True
 
-    def compile(self, program: Program, options: CompileOptions | None = None) -> Executable:
+    def compile(self, program: Program, options: Options | None = None) -> Executable:
         """The executable of `program`, built once per structure (and dim names, by which
         executables read the dims they are given). Plugins implement `build`, or override this."""
-        options = options or CompileOptions()
+        options = options or Options()
         key = (program.key(), tuple(program.dims), tuple(program.derived), options.target or
                os.environ.get("CATEN_CPU", ""), options.opt_level, options.check_bounds)
         with _memo_lock:
@@ -107,10 +98,10 @@ class Runtime:
                 memo[key] = self.build(program, options)
             return memo[key]
 
-    def build(self, program: Program, options: CompileOptions) -> Executable:
+    def build(self, program: Program, options: Options) -> Executable:
         raise NotImplementedError(f"runtime '{self.name}' implements neither compile nor build")
 
-    def emit(self, program: Program, kind: str, options: CompileOptions) -> dict[str, bytes | str]:
+    def emit(self, program: Program, kind: str, options: Options) -> dict[str, bytes | str]:
         """Artifacts for `--emit KIND`, as {suffix: content}."""
         raise Error(f"runtime '{self.name}' cannot emit '{kind}'")
 

@@ -23,7 +23,7 @@ from caten.cache.store import key_of
 from caten.errors import Error
 from caten.ir import dims as D
 from caten.ir.ops import Op
-from caten.plugin import Capabilities, CompileOptions, Runtime
+from caten.plugin import Capabilities, Options, Runtime
 from caten.render import cstyle as CS
 from caten.render.checks import c_slots
 from caten.render.llvm import c_header
@@ -163,13 +163,13 @@ class CRuntime(Runtime):
             self.ver = r.stdout.splitlines()[0] if r.returncode == 0 and r.stdout else "?"
         return f"{cc()} {self.ver} {' '.join(FLAGS + arch_flags(t))}"
 
-    def render(self, lowered, t: Target, options: CompileOptions) -> str:
+    def render(self, lowered, t: Target, options: Options) -> str:
         return generate(lowered, t)
 
-    def compile_source(self, source: str, t: Target, options: CompileOptions) -> bytes:
+    def compile_source(self, source: str, t: Target, options: Options) -> bytes:
         return build(source, ".so", arch_flags(t))
 
-    def load(self, artifact: bytes, lowered, t: Target, options: CompileOptions) -> CExecutable:
+    def load(self, artifact: bytes, lowered, t: Target, options: Options) -> CExecutable:
         name = lowered.name
         dll = _load(artifact, f"{name}_{key_of(artifact)[:24]}")
         fn = getattr(dll, f"{name}__impl")
@@ -183,7 +183,7 @@ class CRuntime(Runtime):
         return exe
 
     def artifacts(self, source: str, kind: str, lowered, t: Target,
-                  options: CompileOptions) -> dict[str, bytes | str]:
+                  options: Options) -> dict[str, bytes | str]:
         header = c_header([lw.program for lw in lowered], [lw.name for lw in lowered], options.extra.get("library"))
         if kind == "source":
             return {".c": source, ".h": header}

@@ -25,7 +25,7 @@ from caten.errors import Error
 from caten.ir import dims as D
 from caten.ir.dtypes import DType
 from caten.ir.ops import TABLE, Op
-from caten.plugin import Capabilities, CompileOptions, Runtime
+from caten.plugin import Capabilities, Options, Runtime
 from caten.run.arena import Arenas
 from caten.target import Target
 
@@ -167,7 +167,7 @@ class LLVMRuntime(Runtime):
     def toolchain(self, t: Target) -> str:
         return _llvm_version()
 
-    def render(self, lowered, t: Target, options: CompileOptions) -> str:
+    def render(self, lowered, t: Target, options: Options) -> str:
         """One LLVM module (unoptimized IR text): every program's kernels and its two entries."""
         from caten.render.llvm import ModuleGen, entry_functions
 
@@ -179,10 +179,10 @@ class LLVMRuntime(Runtime):
             entry_functions(mod, lw.plan, lw.defines)
         return mod.text()
 
-    def compile_source(self, source: str, t: Target, options: CompileOptions) -> bytes:
+    def compile_source(self, source: str, t: Target, options: Options) -> bytes:
         return jit_object(source, _opt(options), t)
 
-    def load(self, artifact: bytes, lowered, t: Target, options: CompileOptions) -> LLVMExecutable:
+    def load(self, artifact: bytes, lowered, t: Target, options: Options) -> LLVMExecutable:
         """Link the object into the process's one JIT engine (once per name: the name is the
         code's cache key, so equal names mean equal code)."""
         name = lowered.name
@@ -199,7 +199,7 @@ class LLVMRuntime(Runtime):
         return LLVMExecutable(lowered, proto(addr))
 
     def artifacts(self, source: str, kind: str, lowered, t: Target,
-                  options: CompileOptions) -> dict[str, bytes | str]:
+                  options: Options) -> dict[str, bytes | str]:
         """AOT files of a module: its IR before or after optimization, assembly, object, library."""
         from caten.render.llvm import c_header
 
@@ -222,7 +222,7 @@ class LLVMRuntime(Runtime):
         raise Error(f"runtime 'llvm' cannot emit '{kind}'", hint="use loops, source, asm, obj, lib or schedule")
 
 
-def _opt(options: CompileOptions) -> int:
+def _opt(options: Options) -> int:
     opt = 3 if options.opt_level is None else max(0, min(3, int(options.opt_level)))
     return 3 if opt >= 2 else opt
 

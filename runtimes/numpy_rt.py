@@ -13,7 +13,7 @@ import numpy as np
 
 from caten.ir.interpret import evaluate
 from caten.ir.program import Program
-from caten.plugin import CompileOptions, Runtime
+from caten.plugin import Options, Runtime
 
 
 class _Interp:
@@ -30,7 +30,7 @@ class NumpyRuntime(Runtime):
     checks_bounds = True  # numpy itself checks every index
     description = "reference interpreter over the principal-op table (the oracle)"
 
-    def compile(self, program: Program, options: CompileOptions) -> _Interp:
+    def compile(self, program: Program, options: Options) -> _Interp:
         return _Interp(program)
 
 

@@ -10,7 +10,7 @@ from caten import pipeline
 from caten.ir import dims as D
 from caten.ir.interpret import evaluate
 from caten.ir.program import Program, TensorSpec
-from caten.plugin import CompileOptions
+from caten.plugin import Options
 
 
 def program(name, ins, outs, dims=(), defines=None) -> Program:
@@ -21,7 +21,7 @@ def program(name, ins, outs, dims=(), defines=None) -> Program:
 
 def run_both(p: Program, arrays, env=None):
     env = dict(env or {})
-    exe = pipeline.compile(RUNTIME, p, CompileOptions())
+    exe = pipeline.compile(RUNTIME, p, Options())
     full = {**p.defines, **env}
     outs = [np.empty([D.evaluate(d, full) for d in o.shape], o.dtype.np) for o in p.outputs]
     exe.run(arrays, outs, env)

@@ -23,7 +23,7 @@ import pytest
 import caten
 from caten import pipeline
 from caten import plugin as R
-from caten.plugin import CompileOptions
+from caten.plugin import Options
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.lisp")) + sorted((ROOT / "examples").glob("*.yaml"))
@@ -331,7 +331,7 @@ def test_float_sums_use_partial_sums(runtime, dtype):
     _usable(runtime)
     src = f"(composite t ((A{{{dtype}}}[M, N]) -> (C{{{dtype}}}[1, 1])) (sum A :keepdims true))"
     mod = caten.loads(src, runtime=runtime, use_cache=False)
-    text = next(iter(pipeline.emit(R.get(runtime), mod.t.program({})[0], "source", CompileOptions()).values()))
+    text = next(iter(pipeline.emit(R.get(runtime), mod.t.program({})[0], "source", Options()).values()))
     assert ("#pragma omp simd reduction(+:" if runtime == "c" else "p_acc") in text
     rng = np.random.default_rng(5)
     worst = 0.0

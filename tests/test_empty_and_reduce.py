@@ -12,7 +12,7 @@ import pytest
 
 import caten
 from caten import pipeline
-from caten.plugin import CompileOptions
+from caten.plugin import Options
 from caten.plugin import get as get_runtime
 
 RUNTIMES = ["numpy", "llvm", "c"]
@@ -114,7 +114,7 @@ def test_sum_over_a_literal_empty_axis_next_to_a_symbolic_one(rt):
 
 def _library(rt: str, src: str, tmp_path, name: str):
     prog = caten.loads(src, runtime=rt).__getattr__(name).elaborate({})
-    art = pipeline.emit(get_runtime(rt), prog, "lib", CompileOptions())
+    art = pipeline.emit(get_runtime(rt), prog, "lib", Options())
     path = tmp_path / f"lib{name}_{rt}.so"
     path.write_bytes(art[".so"])
     return ctypes.CDLL(str(path))

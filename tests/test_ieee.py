@@ -19,6 +19,7 @@ from caten import plugin as R
 from caten.driver import compile_program
 from caten.ir import dtypes as T
 from caten.ir.graph import toposort
+from caten.options import Options
 from caten.read.source import read_text
 
 SRC = """
@@ -157,7 +158,8 @@ def test_division_by_a_power_of_two_constant(rt, dt):
 
 def _ops(entry: str, dt: str, opt: int = 2, rules=None) -> list[str]:
     src = read_text(SRC, "ieee.lisp")
-    prog = compile_program(src, src.entry(entry), {"T": T.lookup(dt)}, {}, opt, rules, "numpy")
+    prog = compile_program(src, src.entry(entry), {"T": T.lookup(dt)}, {},
+                           Options.of(opt_level=opt, rules=rules, runtime="numpy"))
     return [n.op.value for n in toposort(prog.nodes)]
 
 
@@ -203,7 +205,7 @@ def test_device_sources_divide_with_ieee_division():
     from runtimes import opencl_rt
 
     src = read_text(SRC, "ieee.lisp")
-    prog = compile_program(src, src.entry("quot"), {"T": T.f32}, {}, 2, None, "opencl")
+    prog = compile_program(src, src.entry("quot"), {"T": T.f32}, {}, Options(runtime="opencl"))
     lowered = pipeline.lower_program(prog, "quot", None, 1)
     for target in (CS.OPENCL, CS.CUDA):
         text = CS.device_source([CS.device_program(lowered, target, local=64, coop=True)], target)

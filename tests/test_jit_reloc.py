@@ -20,7 +20,7 @@ from caten.runtimes import llvm_rt
 
 import caten
 from caten import pipeline, target
-from caten.plugin import CompileOptions
+from caten.plugin import Options
 
 X86_64 = platform.machine() in ("x86_64", "AMD64")
 # x86-64 ELF relocation types with a 32-bit field (PC32, PLT32, GOTPCREL, 32, 32S, GOTPC32,
@@ -56,7 +56,7 @@ def test_jit_objects_have_no_32bit_relocations():
     for name in ("f", "g"):
         prog = getattr(mod, name).elaborate({})
         lw = pipeline.lower_program(prog, name, target.host(), threads=2)
-        ir = llvm_rt.RUNTIME.render([lw], target.host(), CompileOptions())
+        ir = llvm_rt.RUNTIME.render([lw], target.host(), Options())
         types = relocation_types(llvm_rt.jit_object(ir, 3))
         assert types, "expected relocations (libm, constants) in the object"
         assert not types & NARROW, f"32-bit relocations {sorted(types & NARROW)} in JIT code of {name}"

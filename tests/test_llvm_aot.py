@@ -16,7 +16,7 @@ from caten.ir import dims as D
 from caten.ir import dtypes as T
 from caten.ir.ops import Op
 from caten.ir.program import Constraint
-from caten.plugin import CompileOptions
+from caten.plugin import Options
 from tests.llvm_util import program
 
 
@@ -33,18 +33,18 @@ def axpy_program():
 
 def test_emit_source_and_obj():
     p = axpy_program()
-    src = pipeline.emit(RUNTIME, p, "source", CompileOptions())[".ll"]
+    src = pipeline.emit(RUNTIME, p, "source", Options())[".ll"]
     assert "define i32 @axpy(" in src and "prefer-vector-width" in src
-    ir = pipeline.emit(RUNTIME, p, "opt-ir", CompileOptions())[".ll"]
+    ir = pipeline.emit(RUNTIME, p, "opt-ir", Options())[".ll"]
     assert "<4 x float>" in ir or "<8 x float>" in ir or "<16 x float>" in ir  # vectorized, whatever the host
     # real assembly for each of the project's two kinds of CPU, on either host (tests/test_target.py runs them)
-    avx512 = pipeline.emit(RUNTIME, p, "asm", CompileOptions(target="rocketlake"))[".s"]
-    avx2 = pipeline.emit(RUNTIME, p, "asm", CompileOptions(target="znver3"))[".s"]
+    avx512 = pipeline.emit(RUNTIME, p, "asm", Options(target="rocketlake"))[".s"]
+    avx2 = pipeline.emit(RUNTIME, p, "asm", Options(target="znver3"))[".s"]
     assert "%zmm" in avx512
     assert "%ymm" in avx2 and "%zmm" not in avx2
-    obj = pipeline.emit(RUNTIME, p, "obj", CompileOptions())[".o"]
+    obj = pipeline.emit(RUNTIME, p, "obj", Options())[".o"]
     assert obj[:4] == b"\x7fELF"
-    sched = pipeline.emit(RUNTIME, p, "schedule", CompileOptions())[".txt"]
+    sched = pipeline.emit(RUNTIME, p, "schedule", Options())[".txt"]
     assert "kernel" in sched and "arena" in sched
 
 
@@ -52,7 +52,7 @@ def test_emit_source_and_obj():
 def test_shared_library_from_c(tmp_path):
     p = axpy_program()
     p.constraints.append(Constraint(D.sym("N"), 8, "N = 8"))
-    art = pipeline.emit(RUNTIME, p, "lib", CompileOptions())
+    art = pipeline.emit(RUNTIME, p, "lib", Options())
     (tmp_path / "libaxpy.so").write_bytes(art[".so"])
     (tmp_path / "axpy.h").write_text(art[".h"])
     assert "int32_t axpy(const float *X0, const float *X1, const float *X2, float *Y0, float *Y1, int64_t N);" \

@@ -13,7 +13,7 @@ import pytest
 
 import caten
 from caten import pipeline
-from caten.plugin import CompileOptions
+from caten.plugin import Options
 
 MM = "(composite mm ((A{f32}[M, K]) (B{f32}[K, N]) -> (C{f32}[M, N])) (matmul A B))"
 BATCHED = """
@@ -51,12 +51,12 @@ def test_threaded_code_and_schedule(threads):
     from caten.runtimes.llvm_rt import RUNTIME
 
     prog = caten.loads(MM, runtime="llvm", use_cache=False).mm.program({})[0]
-    ir = pipeline.emit(RUNTIME, prog, "source", CompileOptions())[".ll"]
+    ir = pipeline.emit(RUNTIME, prog, "source", Options())[".ll"]
     assert "call i32 @pthread_create(" in ir and "call i32 @pthread_join(" in ir
-    sched = pipeline.emit(RUNTIME, prog, "schedule", CompileOptions())[".txt"]
+    sched = pipeline.emit(RUNTIME, prog, "schedule", Options())[".txt"]
     assert "GEMMs on up to 3 threads" in sched
     threads(1)
-    ir1 = pipeline.emit(RUNTIME, prog, "source", CompileOptions())[".ll"]
+    ir1 = pipeline.emit(RUNTIME, prog, "source", Options())[".ll"]
     assert "pthread_create" not in ir1
 
 
@@ -83,7 +83,7 @@ def test_threaded_library_from_c(threads, tmp_path):
     from caten.runtimes.llvm_rt import RUNTIME
 
     prog = caten.loads(MM, runtime="llvm", use_cache=False).mm.program({})[0]
-    art = pipeline.emit(RUNTIME, prog, "lib", CompileOptions())
+    art = pipeline.emit(RUNTIME, prog, "lib", Options())
     (tmp_path / "libmm.so").write_bytes(art[".so"])
     (tmp_path / "mm.h").write_text(art[".h"])
     m, k, n = 250, 130, 190

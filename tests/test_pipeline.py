@@ -14,7 +14,7 @@ from caten import pipeline, target
 from caten import plugin as R
 from caten.cli.main import cli
 from caten.ir import dims as D
-from caten.plugin import CompileOptions
+from caten.plugin import Options
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCALE = "(composite f ((X{f32}[N]) -> (Y{f32}[N])) (setf Y (exp (* X 2.0))))"
@@ -29,7 +29,7 @@ def _key(src: str, rt: str = "llvm") -> str:
     runtime = R.get(rt)
     t = target.host()
     lw = pipeline.lower_program(_program(src), pipeline.PLACEHOLDER, t, 1)
-    return pipeline.cache_key(runtime, [lw], t, CompileOptions())
+    return pipeline.cache_key(runtime, [lw], t, Options())
 
 
 def test_key_ignores_names_but_not_code():
@@ -118,6 +118,6 @@ def test_device_code_does_not_follow_the_host_cpu(rt):
     mod = caten.loads("(composite mm ((A{f32}[M, K]) (B{f32}[K, N]) -> (C{f32}[M, N])) (matmul A B))",
                       runtime="numpy")
     prog = mod.mm.elaborate({})
-    avx2, avx512 = (pipeline.emit(R.get(rt), prog, "source", CompileOptions(target=cpu))
+    avx2, avx512 = (pipeline.emit(R.get(rt), prog, "source", Options(target=cpu))
                     for cpu in ("znver3", "rocketlake"))
     assert avx2 == avx512

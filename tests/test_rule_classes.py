@@ -16,10 +16,12 @@ import numpy as np
 import pytest
 
 import caten
-from caten.driver import compile_program, read_text
+from caten.driver import compile_program
 from caten.errors import Error
 from caten.ir.graph import toposort
 from caten.ir.ops import TABLE, Op
+from caten.options import Options
+from caten.read.source import read_text
 from caten.rewrite import guard as G
 from caten.rewrite.opclass import CLASSES, _classes
 
@@ -29,7 +31,7 @@ RUNTIMES = ["numpy", "llvm", "c"]
 
 def program(text: str, opt: int, rules=None):
     src = read_text(text, "prog.lisp")
-    return compile_program(src, src.entry("f"), {}, {}, opt, rules, "numpy", None)
+    return compile_program(src, src.entry("f"), {}, {}, Options.of(opt_level=opt, rules=rules, runtime="numpy"))
 
 
 def ops_of(prog) -> list[str]:

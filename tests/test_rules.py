@@ -16,6 +16,7 @@ import caten
 from caten.driver import compile_program
 from caten.ir.interpret import evaluate
 from caten.ir.ops import Op
+from caten.options import Options
 from caten.read.source import read_text
 from caten.rewrite import LEVELS, Explain, builtin_rules
 
@@ -31,7 +32,8 @@ def x32(n: int = 5) -> np.ndarray:
 def program(text: str, opt: int = 2, rules=None, runtime: str = "numpy", entry: str = "f", explain=None,
             types=None, dims=None):
     src = read_text(text, "prog.lisp")
-    return compile_program(src, src.entry(entry), types or {}, dims or {}, opt, rules, runtime, explain)
+    return compile_program(src, src.entry(entry), types or {}, dims or {},
+                           Options.of(opt_level=opt, rules=rules, runtime=runtime, explain=explain))
 
 
 def ops_of(prog) -> list[str]:

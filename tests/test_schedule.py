@@ -11,6 +11,7 @@ import pytest
 
 from caten.driver import compile_program
 from caten.lower.trial import check_group
+from caten.options import Options
 from caten.read.source import read_text
 from caten.schedule import schedule
 from caten.schedule.plan import gemm_plan
@@ -36,7 +37,7 @@ def src_file(tmp_path_factory):
 
 def sched(name):
     src = read_text(SRC, "<test>", False)
-    return schedule(compile_program(src, src.entry(name), {}, {}, 2, [], "llvm", None), check=check_group)
+    return schedule(compile_program(src, src.entry(name), {}, {}, Options(runtime="llvm")), check=check_group)
 
 
 @pytest.mark.parametrize("name,most", [("ew", 1), ("sm", 3), ("ln", 3)])

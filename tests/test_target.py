@@ -9,7 +9,7 @@ import pytest
 import caten
 from caten import pipeline, target
 from caten.errors import Error
-from caten.plugin import CompileOptions
+from caten.plugin import Options
 from tests.test_llvm_aot import axpy_program
 
 MM = """
@@ -72,7 +72,7 @@ def test_run_where_the_host_can(runtime, spec):
 def test_c_runtime_compiles_for_a_named_cpu(spec, reg):
     from caten.runtimes.c_rt import RUNTIME as C
 
-    asm = pipeline.emit(C, axpy_program(), "asm", CompileOptions(target=spec))[".s"]
+    asm = pipeline.emit(C, axpy_program(), "asm", Options(target=spec))[".s"]
     assert reg in asm or "%ymm" in asm  # gcc may prefer 256-bit vectors even where AVX-512 exists
     if spec == "znver3":
         assert "%zmm" not in asm

@@ -8,44 +8,36 @@ import sys
 import click
 
 from caten.errors import Error
+from caten.options import Options
 
 
-def programs_of(file: str, runtime: str, defines: dict[str, str], opt: int, rules: list[str],
-                plugin: str | None, entries: list[str], explain=None):
+def programs_of(file: str, options: Options, entries: list[str]):
     """The Programs of the chosen entries (every composite by default)."""
     from caten import plugin as R
     from caten.driver import compile_program, split_defines
     from caten.read.source import read_source
 
-    if plugin:
-        R.load_plugin(plugin)
-    rt = R.get(runtime)
+    if options.plugin:
+        R.load_plugin(options.plugin)
+    rt = R.get(options.runtime)
     src = read_source(file)
-    types, dims = split_defines(defines)
+    types, dims = split_defines(dict(options.defines))
     names = entries or src.names
-    return rt, [compile_program(src, src.entry(n), types, dims, opt, rules, rt.name, explain) for n in names]
+    return rt, [compile_program(src, src.entry(n), types, dims, options.but(runtime=rt.name)) for n in names]
 
 
-def compile_file(file: str, runtime: str, defines: dict[str, str], opt: int, rules: list[str], use_cache: bool,
-                 plugin: str | None, verbose: bool, output: str | None, asm: bool, emit: str | None,
-                 entries: list[str], explain_rules: bool = False) -> None:
-    from caten.plugin import CompileOptions
-
-    explain = None
-    if explain_rules:
-        from caten.rewrite import Explain
-
-        explain = Explain()
-    rt, progs = programs_of(file, runtime, defines, opt, rules, plugin, entries, explain)
-    if explain is not None:
-        click.echo(explain.report(), err=True)
+def compile_file(file: str, options: Options, output: str | None, asm: bool, emit: str | None,
+                 entries: list[str]) -> None:
+    rt, progs = programs_of(file, options, entries)
+    if options.explain is not None:
+        click.echo(options.explain.report(), err=True)
     if emit in ("ir", "opt-ir"):
         text = "\n\n".join(p.dump() for p in progs) + "\n"
         return _write_text(output, text)
     from caten import pipeline
 
     if emit in ("schedule", "loops"):  # as the runtime gets them (its threads, its target's vector width)
-        return _write_text(output, pipeline.emit(rt, progs, emit, CompileOptions(verbose=verbose))[".txt"])
+        return _write_text(output, pipeline.emit(rt, progs, emit, options)[".txt"])
     kind = emit or ("source" if asm else "lib")
     ok, why = rt.available()
     stem = os.path.splitext(os.path.basename(file))[0]
@@ -55,8 +47,7 @@ def compile_file(file: str, runtime: str, defines: dict[str, str], opt: int, rul
         to_stdout = False
     library = os.path.splitext(os.path.basename(output))[0] if output else stem
     library = library[3:] if library.startswith("lib") and len(library) > 3 else library
-    artifacts = pipeline.emit(rt, progs, kind, CompileOptions(opt_level=opt, use_cache=use_cache, verbose=verbose,
-                                                              extra={"library": library}))
+    artifacts = pipeline.emit(rt, progs, kind, options.but(extra={**options.extra, "library": library}))
     main_suffix = next(iter(artifacts))
     if to_stdout:
         content = artifacts[main_suffix]
@@ -82,7 +73,7 @@ def compile_file(file: str, runtime: str, defines: dict[str, str], opt: int, rul
                 f.write(content)
         except OSError as e:
             raise Error(f"cannot write {target}: {e.strerror}") from None
-        if verbose:
+        if options.verbose:
             click.echo(f"wrote {target}", err=True)
 
 

@@ -17,6 +17,7 @@ import click
 from caten import __version__
 from caten.deep import deep
 from caten.errors import Error
+from caten.options import Options
 
 EXAMPLES = """\b
 Examples:
@@ -125,11 +126,16 @@ def compile_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def rule_list(rules: tuple[str, ...], fast_math: bool) -> list[str]:
-    """The --rules files, then the fastmath set when --fast-math is given."""
-    from caten.rewrite import FAST_MATH
+def options(runtime: str, defines: tuple[str, ...], opt: int, rules: tuple[str, ...], fast_math: bool,
+            no_cache: bool, plugin: str | None, verbose: bool, explain_rules: bool) -> Options:
+    """The Options of the flags `compile_options` declares."""
+    explain = None
+    if explain_rules:
+        from caten.rewrite import Explain
 
-    return list(rules) + ([FAST_MATH] if fast_math else [])
+        explain = Explain()
+    return Options(runtime=runtime, defines=parse_defines(defines), opt_level=opt, rules=tuple(rules),
+                   fast_math=fast_math, use_cache=not no_cache, plugin=plugin, verbose=verbose, explain=explain)
 
 
 def parse_defines(defines: tuple[str, ...]) -> dict[str, str]:
@@ -171,8 +177,8 @@ def compile_cmd(file: str, runtime: str, defines: tuple[str, ...], opt: int, rul
     """Compile FILE."""
     from caten.cli.compile import compile_file
 
-    compile_file(file, runtime, parse_defines(defines), opt, rule_list(rules, fast_math), not no_cache, plugin, verbose,
-                 output, asm, emit, list(entry), explain_rules)
+    compile_file(file, options(runtime, defines, opt, rules, fast_math, no_cache, plugin, verbose, explain_rules),
+                 output, asm, emit, list(entry))
 
 
 @cli.command("run", epilog=EXAMPLES)
@@ -192,8 +198,8 @@ def run_cmd(file: str, inputs: tuple[str, ...], runtime: str, defines: tuple[str
     """Run a composite of FILE on .npy inputs given as NAME=PATH.npy."""
     from caten.cli.run import run_file
 
-    run_file(file, list(inputs), runtime, parse_defines(defines), opt, rule_list(rules, fast_math), not no_cache,
-             plugin, verbose, entry, output, explain_rules, check_bounds or None, weights)
+    opts = options(runtime, defines, opt, rules, fast_math, no_cache, plugin, verbose, explain_rules)
+    run_file(file, list(inputs), opts.but(check_bounds=check_bounds or None), entry, output, weights)
 
 
 @cli.command("test-runtime")

@@ -6,6 +6,7 @@ import click
 import numpy as np
 
 from caten.errors import Error, Span
+from caten.options import Options
 
 
 def _load_array(path: str) -> np.ndarray:
@@ -20,18 +21,13 @@ def _load_array(path: str) -> np.ndarray:
     return a
 
 
-def run_file(file: str, inputs: list[str], runtime: str, defines: dict[str, str], opt: int, rules: list[str],
-             use_cache: bool, plugin: str | None, verbose: bool, entry: str | None, output: str | None,
-             explain_rules: bool = False, check_bounds: bool | None = None, weights: str | None = None) -> None:
-    import caten
+def run_file(file: str, inputs: list[str], options: Options, entry: str | None, output: str | None,
+             weights: str | None = None) -> None:
+    from caten.api import module
+    from caten.read.cached import read_source_cached
+    from caten.read.source import read_source
 
-    explain = None
-    if explain_rules:
-        from caten.rewrite import Explain
-
-        explain = Explain()
-    mod = caten.load(file, runtime=runtime, rules=rules, defines=defines, opt_level=opt, plugin=plugin,
-                     use_cache=use_cache, explain=explain, check_bounds=check_bounds)
+    mod = module(read_source_cached(file) if options.use_cache else read_source(file), options)
     src = mod.source
     if not src.names:
         raise Error(f"{file} defines no composite", Span(file, 1, 1))
@@ -64,8 +60,8 @@ def run_file(file: str, inputs: list[str], runtime: str, defines: dict[str, str]
         raise Error(f"`{name}` needs input{'s' if len(missing) > 1 else ''} {', '.join(missing)}",
                     hint=" ".join(f"{p}=PATH.npy" for p in params))
     result = getattr(mod, name.replace("-", "_"))(*(given[p] for p in params))
-    if explain is not None:
-        click.echo(explain.report(), err=True)
+    if options.explain is not None:
+        click.echo(options.explain.report(), err=True)
     outs = result if isinstance(result, tuple) else (result,)
     onames = [o.name for o in cdef.outputs]
     if output:
@@ -73,7 +69,7 @@ def run_file(file: str, inputs: list[str], runtime: str, defines: dict[str, str]
             np.save(output, outs[0])
         else:
             np.savez(output, **dict(zip(onames, outs)))
-        if verbose:
+        if options.verbose:
             click.echo(f"wrote {output}", err=True)
     else:
         for n, o in zip(onames, outs):

@@ -38,7 +38,7 @@ from caten.lower.text import kernel_text
 from caten.lower.trial import check_group
 from caten.lower.verify import problems as loop_problems
 from caten.pipeline.extern import ExternSplit, has_extern
-from caten.plugin import CompileOptions, Runtime, named_programs
+from caten.plugin import Options, Runtime, named_programs
 from caten.schedule import Schedule, schedule
 from caten.target import Target
 from caten.version import __version__
@@ -206,7 +206,7 @@ def code_fingerprint(runtime: Runtime) -> str:
     return _fingerprints[(runtime.name, mod)]
 
 
-def cache_key(runtime: Runtime, lowered: Sequence[Lowered], t: Target, options: CompileOptions) -> str:
+def cache_key(runtime: Runtime, lowered: Sequence[Lowered], t: Target, options: Options) -> str:
     """The one compile-cache key: loop IR + entry plans, runtime, target, options, versions."""
     return key_of("caten-code/1", runtime.name, runtime.toolchain(t), code_fingerprint(runtime), *map(str, t.key()),
                   str(options.opt_level), str(bool(options.check_bounds)),
@@ -216,10 +216,10 @@ def cache_key(runtime: Runtime, lowered: Sequence[Lowered], t: Target, options: 
 _memo_lock = threading.RLock()
 
 
-def compile(runtime: Runtime, program: Program, options: CompileOptions | None = None):
+def compile(runtime: Runtime, program: Program, options: Options | None = None):
     """The executable of `program` on `runtime`, built once per structure in this process and
     loaded from the cache when another process built the same code."""
-    options = options or CompileOptions()
+    options = options or Options()
     if not runtime.renders:
         return runtime.compile(program, options)
     t = target.resolve(options.target)
@@ -235,7 +235,7 @@ def compile(runtime: Runtime, program: Program, options: CompileOptions | None =
         return memo[key]
 
 
-def _build(runtime: Runtime, program: Program, t: Target, options: CompileOptions):
+def _build(runtime: Runtime, program: Program, t: Target, options: Options):
     tm = Timings()
     caps = runtime.capabilities(t)
     lw = lower_program(program, PLACEHOLDER, None if caps.device else t, caps.threads, tm)
@@ -264,9 +264,9 @@ EMITS = ("schedule", "loops", "source", "asm", "obj", "lib")
 
 
 def emit(runtime: Runtime, programs: Program | Sequence[Program], kind: str,
-         options: CompileOptions | None = None) -> dict[str, bytes | str]:
+         options: Options | None = None) -> dict[str, bytes | str]:
     """`--emit KIND` artifacts ({suffix: content}) of one program or several (one module)."""
-    options = options or CompileOptions()
+    options = options or Options()
     if not runtime.renders and kind not in ("schedule", "loops"):
         return runtime.emit(programs, kind, options)
     t = target.resolve(options.target)

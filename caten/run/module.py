@@ -14,13 +14,13 @@ import numpy as np
 
 from caten.cache import default_cache, key_of
 from caten.deep import deep
-from caten.driver import compile_program
+from caten.driver import compile_program, split_defines
 from caten.errors import Error
 from caten.ir import dims as D
 from caten.ir import dtypes as T
 from caten.ir.dtypes import DType
 from caten.ir.program import Program
-from caten.plugin import CompileOptions, Runtime
+from caten.plugin import Options, Runtime
 from caten.read.program import CompositeDef
 from caten.read.sexpr import SList, head
 from caten.read.source import Source
@@ -62,8 +62,7 @@ class Composite:
             store = default_cache()
             prog = _unpickle(store.get(pkey, "prog")) if pkey else None
             if prog is None:
-                prog = deep(compile_program, m.source, self.cdef, types, m.dims, m.opt_level, m.rules,
-                            m.runtime.name, m.explain)
+                prog = deep(compile_program, m.source, self.cdef, types, m.dims, m.options)
                 blob = _pickle(prog) if pkey else None
                 if blob is not None:
                     store.put(pkey, "prog", blob)
@@ -77,8 +76,7 @@ class Composite:
 
             m = self.module
             prog = self.elaborate(types)
-            exe = deep(pipeline.compile, m.runtime, prog, CompileOptions(
-                opt_level=m.opt_level, use_cache=m.use_cache, target=m.target, check_bounds=m.check_bounds))
+            exe = deep(pipeline.compile, m.runtime, prog, m.options)
             self._variants[key] = (prog, exe)
         return self._variants[key]
 
@@ -156,10 +154,11 @@ class OutputPool:
 def program_cache_key(m: Module, name: str, types: tuple) -> str | None:
     """The key of an elaborated (and rewritten) Program, or None when it must not be cached."""
     src_key = getattr(m.source, "key", None)
-    if src_key is None or m.explain is not None or not m.use_cache:
+    o = m.options
+    if src_key is None or o.explain is not None or not o.use_cache:
         return None
-    rules = []
-    for r in m.rules or []:
+    rules = ["builtin:fastmath"] if o.fast_math else []
+    for r in o.rules:
         if r.startswith("builtin:"):  # a shipped set: the front fingerprint covers its source
             rules.append(r)
             continue
@@ -169,7 +168,7 @@ def program_cache_key(m: Module, name: str, types: tuple) -> str | None:
         except OSError:
             return None  # the compiler will report it
     return key_of("program", src_key, front_fingerprint(), name, repr(types), repr(sorted(m.dims.items())),
-                  str(m.opt_level), m.runtime.name, *rules)
+                  str(o.opt_level), m.runtime.name, *rules)
 
 
 def front_fingerprint() -> str:
@@ -273,17 +272,17 @@ def _called_names(cdefs: list[CompositeDef]) -> set[str]:
 class Module:
     """The composites of one source, compiled lazily for a runtime."""
 
-    def __init__(self, source: Source, runtime: Runtime, types: dict[str, DType], dims: dict[str, int],
-                 opt_level: int = 2, rules: list | None = None, use_cache: bool = True, explain=None,
-                 target: str = "", check_bounds: bool | None = None):
+    def __init__(self, source: Source, runtime: Runtime, options: Options):
         from caten.lower.bounds import enabled
 
-        self.source, self.runtime, self.explain, self.target = source, runtime, explain, target
-        self.check_bounds = enabled(check_bounds)  # None: the CATEN_CHECK_BOUNDS environment variable
-        if self.check_bounds and not runtime.checks_bounds:
+        self.source, self.runtime = source, runtime
+        # check_bounds None: the CATEN_CHECK_BOUNDS environment variable decides, once
+        self.options = options.but(check_bounds=enabled(options.check_bounds))
+        if self.options.check_bounds and not runtime.checks_bounds:
             raise Error(f"runtime '{runtime.name}' has no bounds-checked mode",
                         hint="check bounds on llvm or c (or unset CATEN_CHECK_BOUNDS)")
-        self.types, self.dims, self.opt_level, self.rules, self.use_cache = types, dims, opt_level, rules, use_cache
+        self.types, self.dims = split_defines(dict(options.defines))
+        types = self.types
         self._composites = {n.replace("-", "_"): Composite(self, source.entry(n)) for n in source.names}
         # report source errors at load time where the dtypes are known; a composite that another
         # one here calls is checked as part of its caller (elaborating it alone too doubled the work)

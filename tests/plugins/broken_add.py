@@ -8,7 +8,7 @@ import numpy as np
 
 from caten.ir.interpret import evaluate
 from caten.ir.ops import Op
-from caten.plugin import CompileOptions, Runtime
+from caten.plugin import Options, Runtime
 
 
 class _BrokenAdd:
@@ -35,7 +35,7 @@ class BrokenAddRuntime(Runtime):
     name = "broken-add"
     description = "the numpy interpreter with ADD computing a - b (a conformance-test fixture)"
 
-    def compile(self, program, options: CompileOptions):
+    def compile(self, program, options: Options):
         return _BrokenAdd(program)
 
 
