@@ -61,3 +61,19 @@ def test_plugin_file_written_by_a_user(tmp_path):
                  "RUNTIME = Tiny()\n")
     out = cli(tmp_path, "runtimes", "--plugin", p)
     assert "tiny" in out and "unavailable: just a demo" in out
+
+
+def test_a_c_variant_is_a_page_of_code(tmp_path, monkeypatch):
+    """tests/plugins/c_debug.py: a code-generating runtime in 30 lines (the pipeline drives it);
+    its code is cached under its own key and computes what numpy does."""
+    monkeypatch.setenv("CATEN_CACHE_DIR", str(tmp_path / "cache"))
+    path = ROOT / "tests" / "plugins" / "c_debug.py"
+    assert len(path.read_text().splitlines()) <= 40
+    src = "(composite f ((X{f32}[B, N]) -> (Y{f32}[B, N])) (setf Y (softmax X :axis 1)))"
+    x = np.random.default_rng(3).standard_normal((5, 33)).astype(np.float32)
+    y = caten.loads(src, runtime="c-debug", plugin=str(path)).f(x)
+    e = np.exp(x - x.max(1, keepdims=True))
+    np.testing.assert_allclose(y, e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
+    np.testing.assert_array_equal(caten.loads(src, runtime="c").f(x).shape, y.shape)
+    kinds = sorted(p.suffix for p in (tmp_path / "cache").rglob("*") if p.suffix in (".c-debug-so", ".c-so"))
+    assert kinds == [".c-debug-so", ".c-so"], kinds

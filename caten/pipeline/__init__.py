@@ -188,16 +188,21 @@ _fingerprints: dict[tuple[str, str], str] = {}
 
 def code_fingerprint(runtime: Runtime) -> str:
     """A hash of the code that turns loop IR into machine code for `runtime` (the renderers, the
-    bounds pass, this module, the plugin's own file) and of its toolchain: editing any of them
-    invalidates cached code. Files are read, not imported: a warm start never loads a renderer."""
+    bounds pass, this package, the built-in runtimes and the plugin's own file) and of caten's
+    version: editing any of them invalidates cached code. Files are read, not imported: a warm
+    start never loads a renderer."""
     mod = type(runtime).__module__
     if (runtime.name, mod) not in _fingerprints:
-        import importlib.util
-
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # caten/
-        plugin = getattr(sys.modules.get(mod), "__file__", None) or (importlib.util.find_spec(mod) or object).origin
         files = sorted(glob.glob(os.path.join(here, "render", "**", "*.py"), recursive=True))
-        files += [os.path.join(here, "lower", "bounds.py"), __file__, plugin]
+        files += sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)), "*.py")))
+        builtin = sys.modules.get("caten.runtimes")
+        if builtin is not None and getattr(builtin, "__file__", None):
+            files += sorted(glob.glob(os.path.join(os.path.dirname(builtin.__file__), "*.py")))
+        files += [os.path.join(here, "lower", "bounds.py")]
+        code = next((f.__code__ for f in vars(type(runtime)).values() if hasattr(f, "__code__")), None)
+        if code is not None and os.path.isfile(code.co_filename):  # the plugin's own file, wherever it is
+            files.append(code.co_filename)
         parts = [__version__]
         for f in files:
             with open(f, "rb") as fh:
