@@ -17,7 +17,7 @@ import numpy as np
 
 from caten.ir import dtypes as T
 from caten.ir.dtypes import DType
-from caten.ir.ops import TABLE, Op, threefry2x32
+from caten.ir.ops import TABLE, Ctx, Op, threefry2x32
 from caten.lower.loopir import X
 
 Arr = np.ndarray
@@ -127,7 +127,7 @@ _OPS: dict[object, Callable[..., Arr]] = {
     "idiv": _tdiv, "imod": lambda a, b: np.fmod(a, b) if a.dtype.kind == "i" else a % b,
     "masked": lambda c, v: np.where(c, v, np.zeros((), v.dtype)),
 }
-_OPS.update({Op.EXP2: _lowp(np.exp2), Op.LOG2: _lowp(np.log2), Op.SIN: _lowp(np.sin)})
+_REFERENCE = (Op.EXP2, Op.LOG2, Op.SIN, Op.IDIV, Op.MOD)
 
 
 def evaluate(root: X, env: Mapping[str, Arr], buffers: Mapping[str, Arr] | None = None) -> Arr:
@@ -165,10 +165,7 @@ def _one(x: X, a: list[Arr], env: Mapping[str, Arr], buffers: Mapping[str, Arr])
         return np.array(x.arg, dtype=dt.np)[a[0]]
     if op == "rand":
         return _rand(a[0], x.arg)
-    if op in (Op.IDIV, Op.MOD):
-        ref = np.floor_divide if op is Op.IDIV else np.mod
-        if dt.is_int:  # x // 0 = 0 (op table); numpy wraps INT_MIN // -1 as the renderers do
-            safe = np.where(a[1] == 0, np.ones((), a[1].dtype), a[1])
-            return np.where(a[1] == 0, np.zeros((), dt.np), ref(a[0], safe)).astype(dt.np)
-        return _lowp(ref)(a[0], a[1])
+    if op in _REFERENCE:  # INT_MIN // -1 wraps in numpy as in the renderers
+        shape = np.broadcast_shapes(*(v.shape for v in a))
+        return TABLE[op].ref(Ctx(x.arg, shape, dt, {}, {}), *a)
     return np.asarray(_OPS[op](*a)).astype(dt.np)
