@@ -131,6 +131,19 @@ def test_float_ops_bit_identical_to_llvm(dt):
         _assert_bits(got, want, f"{op.value} {dt}", x, y)
 
 
+@pytest.mark.parametrize("dt", [T.f16, T.bf16], ids=str)
+def test_half_unary_ops_bit_identical_to_llvm_on_every_value(dt):
+    x = np.arange(1 << 16, dtype=np.uint64).astype(np.uint16).view(dt.np)
+    with np.errstate(all="ignore"):
+        outs = _llvm(dt, UNARY)(x, x)
+    for op, want in zip(UNARY, outs):
+        got = _decomposed(op, dt, x, x)
+        if HOST_FMA:
+            _assert_bits(got, want, f"{op.value} {dt}", x, x)
+        else:
+            assert compare(got, want, dt, "math").ok, op
+
+
 @pytest.mark.parametrize("dt", INTS, ids=str)
 def test_int_divmod_bit_identical_to_llvm(dt):
     x, y = _pairs(_int_inputs(dt))
@@ -288,3 +301,44 @@ def test_evaluator_fma_rounds_once():
     assert got[-1] == 2.0 ** 24 + 2
     assert fma(np.array([1.0 + 2.0 ** -52]), np.array([1.0 - 2.0 ** -53]), np.array([-1.0]))[0] == \
         2.0 ** -52 - 2.0 ** -53 - 2.0 ** -105
+
+
+def test_evaluator_fma64_rounds_once():
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal(3000) * np.exp2(rng.integers(-500, 500, 3000))
+    b = rng.standard_normal(3000) * np.exp2(rng.integers(-560, 500, 3000))
+    d = np.where(rng.random(3000) < 0.5, -(a * b) * (1 + rng.standard_normal(3000) * 2.0 ** -40),
+                 rng.standard_normal(3000) * np.exp2(rng.integers(-1074, 1000, 3000)))
+    want = [float(Fraction(float(p)) * Fraction(float(q)) + Fraction(float(r))) for p, q, r in zip(a, b, d)]
+    np.testing.assert_array_equal(fma(a, b, d), np.array(want))
+    a, b, d = np.array([5e-324, 1e308, 3.0, -0.0, math.inf]), np.array([0.5, 10.0, -0.0, 1.0, 0.0]), \
+        np.array([5e-324, -1e308, 0.0, -0.0, 1.0])
+    with np.errstate(invalid="ignore"):
+        got = fma(a, b, d)
+    # 5e-324 * 0.5 + 5e-324 is 1.5 units of the least subnormal: ties to even, 2 units
+    assert list(got[:4]) == [2 * 5e-324, math.inf, 0.0, -0.0] and math.isnan(got[4])
+    assert math.copysign(1, got[2]) == 1 and math.copysign(1, got[3]) == -1
+
+
+def test_evaluator_primitives():
+    i = L.var("i")
+    buf = np.array([10, 20, 30], np.int64)
+    masked = L.X.make("masked", T.i64, (L.icmplt(i, L.const(3)), L.load("b", i, T.i64)))
+    np.testing.assert_array_equal(evaluate(masked, {"i": np.array([0, 2])}, {"b": buf}), [10, 30])
+    a, n = L.var("a", T.i8), L.var("n", T.i8)
+    env = {"a": np.array([-7, 7, -128], np.int8), "n": np.array([2, -2, 3], np.int8)}
+    np.testing.assert_array_equal(evaluate(L.X.make("idiv", T.i8, (a, n)), env), [-3, -3, -42])
+    np.testing.assert_array_equal(evaluate(L.X.make("imod", T.i8, (a, n)), env), [-1, 1, -2])
+    np.testing.assert_array_equal(evaluate(L.X.make("shr", T.i8, (a, L.const(1, T.i8))), env), [-4, 3, -64])
+    u = L.X.make("bitcast", T.u8, (a,))
+    np.testing.assert_array_equal(evaluate(L.X.make("shr", T.u8, (u, L.const(1, T.u8))), env), [124, 3, 64])
+    f = L.var("f", T.f32)
+    np.testing.assert_array_equal(evaluate(L.X.make("bitcast", T.u32, (f,)), {"f": np.array([1.0, -0.0], np.float32)}),
+                                  [0x3F800000, 0x80000000])
+    env = {"f": np.array([2.5, -2.5, 3.5, -0.4], np.float32)}
+    np.testing.assert_array_equal(evaluate(L.X.make("rint", T.f32, (f,)), env), [2.0, -2.0, 4.0, -0.0])
+    np.testing.assert_array_equal(evaluate(L.X.make("floor", T.f32, (f,)), env), [2.0, -3.0, 3.0, -1.0])
+    lut = L.X.make("lut", T.u64, (i,), (5, (1 << 64) - 1))
+    np.testing.assert_array_equal(evaluate(lut, {"i": np.array([1, 0])}), np.array([(1 << 64) - 1, 5], np.uint64))
+    big = {"f": np.array([np.nan, np.inf, -3e9, 3e9, -1.5], np.float32)}
+    np.testing.assert_array_equal(evaluate(L.alu(Op.CAST, T.i32, f), big), [0, 0, 0x4D2FA200, -0x4D2FA200, -1])

@@ -2,7 +2,7 @@
 
 A second implementation of every expression op, independent of any renderer and compiler:
 IEEE f32/f64 arithmetic rounded once per op (`fma` exactly: round-to-odd in f64 for f32, exact
-rationals for f64), f16/bf16 computed in f32 and rounded after each op, integers wrapping. It
+integers for f64), f16/bf16 computed in f32 and rounded after each op, integers wrapping. It
 lets the decompose pass be checked bit for bit against a runtime and the op table's reference
 without compiling anything. Ops that the pass rewrites (EXP2, IDIV, `rand`, ...) evaluate by the
 op table's numpy reference, so a tree before the pass gives the reference answer.
@@ -10,8 +10,8 @@ op table's numpy reference, so a tree before the pass gives the reference answer
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
-from fractions import Fraction
 
 import numpy as np
 
@@ -31,16 +31,22 @@ def _const(v: object, dt: DType) -> Arr:
 
 
 def _fma64(a: float, b: float, d: float) -> float:
+    """a*b + d for f64 scalars, rounded once: the exact sum as an integer times a power of two,
+    rounded by Python's int-to-float conversion and int/int division (both correctly rounded)."""
     a, b, d = float(a), float(b), float(d)
-    if not (np.isfinite(a) and np.isfinite(b) and np.isfinite(d)):
+    if not (math.isfinite(a) and math.isfinite(b) and math.isfinite(d)):
         return a * b + d
-    exact = Fraction(a) * Fraction(b) + Fraction(d)
-    if exact == 0:
-        return a * b + d  # the sign of an exact zero follows IEEE's rule for the sum
+    (ma, ea), (mb, eb), (md, ed) = math.frexp(a), math.frexp(b), math.frexp(d)
+    ia, ib, id_ = int(ma * 2.0 ** 53), int(mb * 2.0 ** 53), int(md * 2.0 ** 53)
+    ep, ed = ea + eb - 106, ed - 53
+    e = min(ep, ed)
+    n = ((ia * ib) << (ep - e)) + (id_ << (ed - e))
+    if n == 0:
+        return a * b + d  # an exact zero: IEEE's sign rule for the sum
     try:
-        return float(exact)  # int/int true division rounds correctly (to nearest even)
+        return float(n << e) if e >= 0 else n / (1 << -e)
     except OverflowError:
-        return float("inf") if exact > 0 else float("-inf")
+        return math.inf if n > 0 else -math.inf
 
 
 _fma64_v = np.frompyfunc(_fma64, 3, 1)
