@@ -18,13 +18,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import caten
-from caten import target
+from caten import pipeline, target
 from caten.conformance.values import compare
 from caten.ir import dtypes as T
 from caten.ir.ops import TABLE, Ctx, Op
 from caten.lower import loopir as L
 from caten.lower.decompose import DECOMPOSED, Decomposer, decompose
 from caten.lower.evaluate import evaluate, fma
+from tests.loopir_run import run
 
 FLOATS = [T.f16, T.bf16, T.f32, T.f64]
 INTS = [T.i8, T.i16, T.i32, T.i64, T.u8, T.u16, T.u32, T.u64]
@@ -93,6 +94,19 @@ def _ops_in(root: L.X) -> set:
         seen.add(id(e))
         ops.add(e.op)
         stack.extend(e.src)
+    return ops
+
+
+def _kernel_ops(kernels: list[L.Kernel]) -> set:
+    """The ops of every expression in the kernels' statements."""
+    ops: set = set()
+    stack = [s for k in kernels for s in k.body]
+    while stack:
+        s = stack.pop()
+        for v in vars(s).values():
+            if isinstance(v, L.X):
+                ops |= _ops_in(v)
+        stack.extend(getattr(s, "body", []))
     return ops
 
 
@@ -258,8 +272,6 @@ def test_deep_chains_need_no_recursion():
 
 
 def test_decompose_kernels_of_a_lowered_program():
-    from caten import pipeline
-
     src = "(composite f ((X{f32}[N]) (Y{i32}[N]) -> (A{f32}[N], B{i32}[N])) (return (softmax X) (idiv Y 3)))"
     prog = caten.loads(src, runtime="numpy").f.elaborate({})
     lw = pipeline.lower_program(prog, "f", target.host(), 1)
@@ -268,15 +280,7 @@ def test_decompose_kernels_of_a_lowered_program():
     assert [k.dump() for k in lw.kernels] == before  # the input is not modified
     text = "\n".join(k.dump() for k in out)
     assert "exp2" in "\n".join(before) and "exp2" not in text and "fma" in text
-    exprs: list[L.X] = []
-
-    def walk(stmts):
-        for s in stmts:
-            exprs.extend(v for v in vars(s).values() if isinstance(v, L.X))
-            walk(getattr(s, "body", []))
-    for k in out:
-        walk(k.body)
-    left = set().union(*(_ops_in(e) for e in exprs)) & set(DECOMPOSED)
+    left = _kernel_ops(out) & set(DECOMPOSED)
     assert left <= {Op.MAX}  # a reduction's MAX update ("acc") stays
 
 
@@ -342,3 +346,43 @@ def test_evaluator_primitives():
     np.testing.assert_array_equal(evaluate(lut, {"i": np.array([1, 0])}), np.array([(1 << 64) - 1, 5], np.uint64))
     big = {"f": np.array([np.nan, np.inf, -3e9, 3e9, -1.5], np.float32)}
     np.testing.assert_array_equal(evaluate(L.alu(Op.CAST, T.i32, f), big), [0, 0, 0x4D2FA200, -0x4D2FA200, -1])
+
+
+PROGRAMS = [  # (source, inputs): elementwise programs, so llvm's result is bit for bit the pass's
+    ("(composite f ((X{f32}[6, 5]) (Y{f32}[6, 5]) -> (A{f32}[6, 5], B{f32}[6, 5], C{f32}[6, 5]))"
+     " (return (sin (* X 1000.0)) (mod X Y) (max (exp X) (log Y))))", (T.f32, T.f32)),
+    ("(composite f ((X{f64}[7]) (Y{bf16}[7]) -> (A{f64}[7], B{bf16}[7]))"
+     " (return (pow X 1.5) (sin Y)))", (T.f64, T.bf16)),
+    ("(composite f ((X{i16}[9]) (Y{i16}[9]) -> (A{i16}[9], B{i16}[9], C{u32}[5]))"
+     " (return (idiv X Y) (mod X (- Y 3)) (RAND [5] :seed 11)))", (T.i16, T.i16)),
+]
+
+
+@pytest.mark.parametrize("src,dts", PROGRAMS, ids=["f32", "f64-bf16", "int-rand"])
+def test_decomposed_kernels_run_as_llvm_does(src, dts):
+    rng = np.random.default_rng(2)
+    llvm = caten.loads(src, runtime="llvm").f
+    prog = caten.loads(src, runtime="numpy").f.elaborate({})
+    shapes = [s.shape for s in prog.inputs]
+    xs = [(rng.standard_normal(sh) * 4).astype(dt.np) if dt.is_float else
+          rng.integers(-40, 40, sh).astype(dt.np) for sh, dt in zip(shapes, dts)]
+    lw = pipeline.lower_program(prog, "f", target.host(), 1)
+    kernels = decompose(lw.kernels)
+    assert not _kernel_ops(kernels) & set(DECOMPOSED)  # (no reduction here: no MAX "acc" either)
+    outs = run(kernels, lw.plan, xs, [s.shape for s in prog.outputs])
+    with np.errstate(all="ignore"):
+        want = llvm(*xs)
+    for got, w in zip(outs, want if isinstance(want, tuple) else (want,)):
+        flat = np.arange(got.size)
+        _assert_bits(got.reshape(-1), np.asarray(w).reshape(-1), src, flat, flat)
+
+
+def test_decomposed_softmax_runs_within_reduce_limits():
+    src = "(composite f ((X{f32}[3, 17]) -> (Y{f32}[3, 17])) (softmax X :axis 1))"
+    x = np.random.default_rng(1).standard_normal((3, 17)).astype(np.float32) * 5
+    prog = caten.loads(src, runtime="numpy").f.elaborate({})
+    lw = pipeline.lower_program(prog, "f", target.host(), 1)
+    (got,) = run(decompose(lw.kernels), lw.plan, [x], [(3, 17)])
+    want = caten.loads(src, runtime="numpy").f(x)
+    out = compare(got, want, T.f32, "reduce", mag=want, n_reduced=17)
+    assert out.ok, out.reason

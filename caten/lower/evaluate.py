@@ -161,8 +161,8 @@ def _one(x: X, a: list[Arr], env: Mapping[str, Arr], buffers: Mapping[str, Arr])
         return _const(x.arg, dt)
     if op in ("var", "dim"):
         return np.asarray(env[str(x.arg)]).astype(dt.np)
-    if op == "load":
-        return np.asarray(buffers[x.arg])[a[0]]
+    if op == "load":  # clipped: a lane that `masked` discards may index past the end
+        return np.take(np.asarray(buffers[x.arg]), a[0], mode="clip")
     if op is Op.CAST:
         return _cast(a[0], dt)
     if op == "bitcast":
