@@ -24,9 +24,9 @@ from collections.abc import Callable, Collection, Sequence
 from caten.ir import dtypes as T
 from caten.ir.ops import Op
 from caten.lower import loopir as L
-from caten.lower import numerics_float as F
-from caten.lower import numerics_int as I
-from caten.lower import numerics_sin as S
+from caten.lower import numerics_float as flt
+from caten.lower import numerics_int as ints
+from caten.lower import numerics_sin as sine
 from caten.lower import xops as O
 from caten.lower.loopir import X
 
@@ -52,10 +52,10 @@ def _wide2(fn: Callable[[X, X], X]) -> Callable[[X, X], X]:
     return run
 
 
-_FLOAT1 = {Op.EXP2: _wide(F.exp2), Op.LOG2: _wide(F.log2_f64, T.f64), Op.SIN: _wide(S.sin)}
-_FLOAT2 = {Op.IDIV: _wide2(lambda a, b: F.divmod_(a, b, False)),
-           Op.MOD: _wide2(lambda a, b: F.divmod_(a, b, True)), Op.MAX: F.fmax}
-_INT2 = {Op.IDIV: lambda a, b: I.divmod_(a, b, False), Op.MOD: lambda a, b: I.divmod_(a, b, True)}
+_FLOAT1 = {Op.EXP2: _wide(flt.exp2), Op.LOG2: _wide(flt.log2_f64, T.f64), Op.SIN: _wide(sine.sin)}
+_FLOAT2 = {Op.IDIV: _wide2(lambda a, b: flt.divmod_(a, b, False)),
+           Op.MOD: _wide2(lambda a, b: flt.divmod_(a, b, True)), Op.MAX: flt.fmax}
+_INT2 = {Op.IDIV: lambda a, b: ints.divmod_(a, b, False), Op.MOD: lambda a, b: ints.divmod_(a, b, True)}
 
 
 def _expand(x: X, src: tuple[X, ...], native: Collection) -> X | None:
@@ -64,7 +64,7 @@ def _expand(x: X, src: tuple[X, ...], native: Collection) -> X | None:
     if op not in DECOMPOSED or op in native:
         return None
     if op == "rand":
-        return I.threefry(src[0], x.arg)
+        return ints.threefry(src[0], x.arg)
     if x.dtype.is_float and (op, "float") not in native:
         if op in _FLOAT1:
             return _FLOAT1[op](src[0])
