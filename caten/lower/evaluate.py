@@ -132,6 +132,7 @@ _OPS: dict[object, Callable[..., Arr]] = {
     "shl": _shift(np.left_shift), "shr": _shift(np.right_shift),
     "idiv": _tdiv, "imod": lambda a, b: np.fmod(a, b) if a.dtype.kind == "i" else a % b,
     "masked": lambda c, v: np.where(c, v, np.zeros((), v.dtype)),
+    "bcheck": lambda i, n: np.where((i >= 0) & (i < n), i, np.zeros((), i.dtype)),  # (records nothing)
 }
 _REFERENCE = (Op.EXP2, Op.LOG2, Op.SIN, Op.IDIV, Op.MOD)
 

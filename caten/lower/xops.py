@@ -2,8 +2,8 @@
 
 The numerics modules read like the LLVM IR they replace (`fma(a, b, c)`, `shr(x, 3)`), while
 each helper picks the loop-IR op and dtype; constants take the operand's dtype, so a literal is
-written once as a Python number. Only primitive ops come out of here: every renderer spells
-them (caten.lower.loopir's docstring lists the string ops).
+written once as a Python number. Only primitive ops come out of here, the ones every renderer
+is to spell (caten.lower.loopir's docstring lists them).
 """
 
 from __future__ import annotations
