@@ -1,15 +1,28 @@
 """The loop IR: what a kernel is after lowering, shared by every renderer (LLVM, C-like).
 
 Expressions (`X`) are hash-consed trees; statements are plain objects. Index arithmetic is
-i64; `idiv`/`imod` on indices assume a non-negative numerator and a positive divisor
-(renderers may use truncating division). Values of f16/bf16 live in registers as f32 and
-are rounded after every op, as the reference does.
+i64. Values of f16/bf16 live in registers as f32 and are rounded after every op, as the
+reference does.
 
 Expression ops (`X.op`):
   "const" arg=value | "dim" arg=Dim (i64) | "var" arg=name | "load" arg=buffer, src=(idx,)
   "masked" src=(cond, value): value if cond else 0, value evaluated only under cond
-  "rand" arg=seed src=(ctr i64,) -> u32 | "idiv"/"imod" (index math) | an `Op` (ALU, CAST, WHERE)
+  "rand" arg=seed src=(ctr i64,) -> u32 | an `Op` (ALU, CAST, WHERE)
+  "idiv"/"imod" src=(a, b): truncating (C) division and remainder in the dtype of a, signed or
+    unsigned by that dtype; b is never 0, nor -1 with a the minimum (index math: a >= 0, b > 0).
   An `Op.ADD/MUL/MAX` with arg "acc" is a reduction update that may be reassociated.
+The primitives the decompose pass (caten.lower.decompose) writes EXP2, LOG2, SIN, IDIV, MOD,
+NaN-propagating MAX and "rand" in, for renderers that lack those ops natively:
+  "bitcast" src=(x,): x's bits read as another dtype of the same width (exponent and mantissa
+    fields for exp2/log2/Payne-Hanek; fabs and copysign are bit masks through it)
+  "shl"/"shr" src=(a, n): shift by 0 <= n < bits, n of a's dtype; "shr" is arithmetic for signed
+    dtypes, logical for unsigned ones (exponent fields, 32-bit limbs, threefry's rotations)
+  "floor"/"rint" src=(x,): round down / to nearest, ties to even (exp2's and sin's range
+    reductions, float floor division); both are single instructions on CPUs and GPUs
+  "fma" src=(a, b, c): a*b + c rounded once (Cody-Waite and double-double steps need the exact
+    product; polynomials use it so results do not depend on whether a CPU fuses)
+  "fmod" src=(a, b): C's fmod, exact (float IDIV/MOD start from it; it is a long loop otherwise)
+  "lut" arg=tuple of ints src=(idx i64,): entry idx of a constant table (the bits of 1/pi)
 Statements: Loop(var, extent, body) and its Parallel form (iterations may run on threads),
   Store(buf, idx, value), Acc(var, dtype, init),
   SetAcc(var, value), TileMM (a GEMM micro-kernel over packed panels) and MacroMM (the

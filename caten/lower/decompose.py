@@ -1,0 +1,126 @@
+"""The decompose pass: each hard op of the loop IR rewritten, once, into primitive ops.
+
+The polynomials and range reductions of EXP2/LOG2/SIN, floor division and modulo of integers
+and floats, the NaN-propagating MAX and threefry (`rand`) live here, not in each renderer; a
+renderer declares the ops it has natively (`native`) and the pass leaves those alone, so a
+renderer is a table of spellings of the primitives (caten.lower.loopir lists them).
+
+`native` holds ops (`Op.EXP2`, `"rand"`) or (op, class) pairs with class "float" or "int",
+e.g. `(Op.IDIV, "int")` for a target whose integer division already floors. MAX with arg "acc"
+(a reduction update, which renderers spell as their max intrinsic) is never decomposed.
+
+f16/bf16 values are computed in f32 and rounded to their dtype once at the end, as every
+renderer does today (LOG2 of f32 and narrower is computed in f64).
+
+Loop IR is a hash-consed DAG: each distinct expression is rewritten once (memo), with an
+explicit stack (a deep chain of ops must not hit Python's recursion limit).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Collection, Sequence
+
+from caten.ir import dtypes as T
+from caten.ir.ops import Op
+from caten.lower import loopir as L
+from caten.lower import numerics_float as flt
+from caten.lower import numerics_int as ints
+from caten.lower import numerics_sin as sine
+from caten.lower import xops as O
+from caten.lower.loopir import X
+
+DECOMPOSED = (Op.EXP2, Op.LOG2, Op.SIN, Op.IDIV, Op.MOD, Op.MAX, "rand")
+
+
+def _wide(fn: Callable[[X], X], via=T.f32) -> Callable[[X], X]:
+    """fn on f32/f64; f16/bf16 (and, for via=f64, f32) widened first and rounded back."""
+    def run(x: X) -> X:
+        dt = x.dtype
+        if dt.bits >= via.bits:
+            return fn(x)
+        y = fn(O.cast(x, via))
+        return O.cast(O.cast(y, T.f32), dt) if dt.bits < 32 else O.cast(y, dt)
+    return run
+
+
+def _wide2(fn: Callable[[X, X], X]) -> Callable[[X, X], X]:
+    def run(a: X, b: X) -> X:
+        if a.dtype.bits >= 32:
+            return fn(a, b)
+        return O.cast(fn(O.cast(a, T.f32), O.cast(b, T.f32)), a.dtype)
+    return run
+
+
+_FLOAT1 = {Op.EXP2: _wide(flt.exp2), Op.LOG2: _wide(flt.log2_f64, T.f64), Op.SIN: _wide(sine.sin)}
+_FLOAT2 = {Op.IDIV: _wide2(lambda a, b: flt.divmod_(a, b, False)),
+           Op.MOD: _wide2(lambda a, b: flt.divmod_(a, b, True)), Op.MAX: flt.fmax}
+_INT2 = {Op.IDIV: lambda a, b: ints.divmod_(a, b, False), Op.MOD: lambda a, b: ints.divmod_(a, b, True)}
+
+
+def _expand(x: X, src: tuple[X, ...], native: Collection) -> X | None:
+    """x's op written in primitives over the rewritten operands, or None to keep it."""
+    op = x.op
+    if op not in DECOMPOSED or op in native:
+        return None
+    if op == "rand":
+        return ints.threefry(src[0], x.arg)
+    if x.dtype.is_float and (op, "float") not in native:
+        if op in _FLOAT1:
+            return _FLOAT1[op](src[0])
+        if op is Op.MAX and x.arg == "acc":
+            return None
+        return _FLOAT2[op](src[0], src[1])
+    if x.dtype.is_int and op in _INT2 and (op, "int") not in native:
+        return _INT2[op](src[0], src[1])
+    return None
+
+
+class Decomposer:
+    """Rewrites expressions, remembering every result (one per distinct expression)."""
+
+    def __init__(self, native: Collection = ()):
+        self.native = frozenset(native)
+        self.memo: dict[X, X] = {}
+
+    def x(self, root: X) -> X:
+        memo = self.memo
+        stack = [root]
+        while stack:
+            top = stack[-1]
+            if top in memo:
+                stack.pop()
+                continue
+            todo = [s for s in top.src if s not in memo]
+            if todo:
+                stack.extend(todo)
+                continue
+            stack.pop()
+            src = tuple(memo[s] for s in top.src)
+            new = _expand(top, src, self.native)
+            if new is None:
+                new = top if src == top.src else X.make(top.op, top.dtype, src, top.arg)
+            memo[top] = new
+        return memo[root]
+
+    def stmt(self, s: object) -> object:
+        changes = {}
+        for f in dataclasses.fields(s):  # type: ignore[arg-type]
+            v = getattr(s, f.name)
+            if isinstance(v, X):
+                nv = self.x(v)
+                if nv is not v:
+                    changes[f.name] = nv
+            elif f.name == "body" and isinstance(v, list):
+                changes[f.name] = self.stmts(v)
+        return dataclasses.replace(s, **changes) if changes else s  # type: ignore[type-var]
+
+    def stmts(self, body: Sequence) -> list:
+        return [self.stmt(s) for s in body]
+
+
+def decompose(kernels: Sequence[L.Kernel], native: Collection = ()) -> list[L.Kernel]:
+    """New kernels whose expressions use only primitives and the ops in `native`; the input is
+    left unchanged. Shared sub-expressions stay shared across all kernels."""
+    d = Decomposer(native)
+    return [dataclasses.replace(k, body=d.stmts(k.body)) for k in kernels]
