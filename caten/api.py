@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from caten.driver import split_defines
-from caten.module import Module
 from caten.read.source import read_source, read_text
 from caten.run import runtime as R
+from caten.run.module import Module
 
 
 def _module(src, runtime: str, rules: Sequence[str] | None, defines: Mapping[str, object] | None,

@@ -32,7 +32,7 @@ SRC = """
 """
 
 DTYPES = ["f16", "bf16", "f32", "f64"]
-_MODS: dict[tuple, caten.module.Module] = {}
+_MODS: dict[tuple, caten.run.module.Module] = {}
 
 
 def _runtimes() -> list[str]:
@@ -45,7 +45,7 @@ def _runtimes() -> list[str]:
     return out
 
 
-def mod(rt: str, **kw) -> caten.module.Module:
+def mod(rt: str, **kw) -> caten.run.module.Module:
     key = (rt, tuple(sorted(kw.items())))
     if key not in _MODS:
         _MODS[key] = caten.loads(SRC, runtime=rt, **kw)

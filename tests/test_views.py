@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 import caten
 from caten.ir import dims as D
 from caten.ir import dtypes as T
-from caten.module import check_shapes
 from caten.run import runtime as R
+from caten.run.module import check_shapes
 
 RUNTIMES = ["numpy", "llvm", "c"]
 WITH_OPENCL = RUNTIMES + ["opencl"]  # PoCL here; skipped, with the reason, where it is missing

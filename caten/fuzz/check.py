@@ -83,7 +83,7 @@ def guarded_call(comp, arrays: list[np.ndarray]) -> list[np.ndarray]:
     """Call a compiled composite with outputs fenced by guard bytes; raise AssertionError naming
     the output whose fence was written, or the input that changed."""
     from caten.ir import dims as D
-    from caten.module import check_shapes
+    from caten.run.module import check_shapes
 
     prog, exe = comp.program(comp._bind_types(arrays))
     env = check_shapes(prog, arrays)

@@ -1,8 +1,7 @@
 """Compiled composites as Python callables: numpy arrays in, numpy arrays out.
 
 Every argument is checked (count, dtype, rank, dims, `where` constraints) before any
-kernel runs, and nothing the caller passed is ever written. This is the Python API's side
-(above the driver and the runtimes); the plugin interface the runtimes build on is `caten.run`.
+kernel runs, and nothing the caller passed is ever written.
 """
 
 from __future__ import annotations
@@ -182,7 +181,7 @@ def front_fingerprint() -> str:
         from caten.version import __version__
 
         parts = [__version__] + [t for _, t in _sources()]
-        base = os.path.dirname(os.path.abspath(__file__))  # caten/
+        base = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # caten/
         for pkg in ("elaborate", "ir", "read", "rewrite"):
             for f in sorted(glob.glob(os.path.join(base, pkg, "*.py"))):
                 with open(f, "rb") as fh:
