@@ -30,11 +30,14 @@ from caten.target import Target
 class Capabilities:
     """What a runtime's code generator has: its vector width, how many threads its kernels may
     use, whether host EXTERN kernels may run between its compiled stages (caten.pipeline.extern),
-    whether its kernels run on a device."""
+    whether its kernels run on a device, which hard ops it renders natively."""
     vector_bits: int = 0
     threads: int = 1
     extern_split: bool = False
     device: bool = False  # kernels run on a device: the bounds record is a kernel argument
+    # the hard ops (caten.lower.decompose.DECOMPOSED) the renderer spells itself; None: all of them
+    # (the decompose pass is skipped); an empty set: every one is written in primitives first
+    native: frozenset | None = None
 
 
 class Executable(Protocol):

@@ -162,7 +162,7 @@ class LLVMRuntime(Runtime):
                                                    Op.WHERE)
 
     def capabilities(self, t: Target) -> Capabilities:
-        return Capabilities(vector_bits=t.vector_bits, threads=threads(), extern_split=True)
+        return Capabilities(vector_bits=t.vector_bits, threads=threads(), extern_split=True, native=frozenset())
 
     def toolchain(self, t: Target) -> str:
         return _llvm_version()

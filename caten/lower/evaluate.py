@@ -166,6 +166,8 @@ def _one(x: X, a: list[Arr], env: Mapping[str, Arr], buffers: Mapping[str, Arr])
         return np.take(np.asarray(buffers[x.arg]), a[0], mode="clip")
     if op is Op.CAST:
         return _cast(a[0], dt)
+    if op == "ftoi":  # callers keep the value in range
+        return np.trunc(a[0]).astype(dt.np)
     if op == "bitcast":
         return a[0].copy().view(dt.np)
     if op == "lut":

@@ -36,7 +36,7 @@ def exp2(x: X) -> X:
     n = O.floor(O.add(xc, 0.5))
     f = O.sub(xc, n)
     r = O.fma(O.horner(f, EXP2_F64 if f64 else EXP2_F32), f, 1.0)
-    ni = O.cast(n, ity)
+    ni = O.ftoi(n, ity)  # n is an integer in [-150, 128] (or [-1080, 1024])
     n1 = O.shr(ni, 1)
     n2 = O.sub(ni, n1)
     s1 = O.bitcast(O.shl(O.add(n1, bias), mant), dt)

@@ -46,8 +46,14 @@ def _expr_problem(x: X, scope: dict[str, object], params: dict[str, L.BufParam])
     if x.op in _SAME:
         bad = [s.dtype for s in x.src if s.dtype != x.dtype and not _widened(s.dtype, x.dtype)]
         return f"operands {bad} for a {x.dtype} result" if bad else None
-    if x.op in ("idiv", "imod"):
-        return None if all(s.dtype == IDX for s in x.src) and x.dtype == IDX else "index math off i64"
+    if x.op in ("idiv", "imod", "shl", "shr"):
+        ok = x.dtype.is_int and all(s.dtype == x.dtype for s in x.src)
+        return None if ok else f"{x.op} of {[s.dtype for s in x.src]} into {x.dtype}"
+    if x.op in ("floor", "rint", "fma", "fmod"):
+        ok = x.dtype.is_float and all(s.dtype == x.dtype for s in x.src)
+        return None if ok else f"{x.op} of {[s.dtype for s in x.src]} into {x.dtype}"
+    if x.op == "bitcast" and x.src[0].dtype.itemsize != x.dtype.itemsize:
+        return f"bitcast of {x.src[0].dtype} to {x.dtype}"
     return None
 
 

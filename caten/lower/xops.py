@@ -108,6 +108,12 @@ def cast(a: X, dt: DType) -> X:
     return a if a.dtype == dt else X.make(Op.CAST, dt, (a,))
 
 
+def ftoi(a: X, dt: DType) -> X:
+    """A float known to hold an integer in dt's range, converted (one instruction, where CAST
+    would also saturate and map nan to 0)."""
+    return X.make("ftoi", dt, (a,))
+
+
 def bitcast(a: X, dt: DType) -> X:
     return a if a.dtype == dt else X.make("bitcast", dt, (a,))
 

@@ -34,6 +34,7 @@ from caten.ir.program import Program, c_symbol
 from caten.ir.verify import enabled as verify_enabled
 from caten.lower import bounds as B
 from caten.lower import loopir as L
+from caten.lower.decompose import decompose
 from caten.lower.text import kernel_text
 from caten.lower.trial import check_group
 from caten.lower.verify import problems as loop_problems
@@ -104,6 +105,12 @@ class Lowered:
         c = self.program.canonical_dims() if canon else None
         return "\n\n".join([kernel_text(k, c) for k in self.kernels] + [self.plan.text(c)])
 
+    def decompose(self, native: frozenset | None) -> None:
+        """Write the hard ops the renderer lacks in primitives (caten.lower.decompose)."""
+        if native is not None:
+            self.kernels = decompose(self.kernels, native)
+            self.verify("the decompose pass")
+
     def verify(self, stage: str) -> None:
         """Check the loop IR (caten.lower.verify) when CATEN_VERIFY is set."""
         if not verify_enabled():
@@ -172,13 +179,16 @@ def lower_program(program: Program, name: str, t: Target | None, threads: int,
 
 
 def lower_all(runtime: Runtime, programs: Program | Sequence[Program], t: Target, check_bounds: bool = False,
-              timings: Timings | None = None) -> list[Lowered]:
-    """Several programs under their C symbols (AOT: one module, one library)."""
+              timings: Timings | None = None, decomposed: bool = True) -> list[Lowered]:
+    """Several programs under their C symbols (AOT: one module, one library); `decomposed`: with
+    the hard ops the runtime lacks written in primitives (what it renders)."""
     progs, names = named_programs(programs)
     caps = runtime.capabilities(t)
     out = [lower_program(p, n, None if caps.device else t, caps.threads, timings) for p, n in zip(progs, names)]
-    if check_bounds:
-        for lw in out:
+    for lw in out:
+        if decomposed:
+            lw.decompose(caps.native)
+        if check_bounds:
             lw.check_bounds(caps.device)
     return out
 
@@ -199,7 +209,8 @@ def code_fingerprint(runtime: Runtime) -> str:
         builtin = sys.modules.get("caten.runtimes")
         if builtin is not None and getattr(builtin, "__file__", None):
             files += sorted(glob.glob(os.path.join(os.path.dirname(builtin.__file__), "*.py")))
-        files += [os.path.join(here, "lower", "bounds.py")]
+        files += [os.path.join(here, "lower", f) for f in ("bounds.py", "decompose.py", "numerics_float.py",
+                                                          "numerics_int.py", "numerics_sin.py", "xops.py")]
         code = next((f.__code__ for f in vars(type(runtime)).values() if hasattr(f, "__code__")), None)
         if code is not None and os.path.isfile(code.co_filename):  # the plugin's own file, wherever it is
             files.append(code.co_filename)
@@ -246,6 +257,8 @@ def _build(runtime: Runtime, program: Program, t: Target, options: Options):
     lw = lower_program(program, PLACEHOLDER, None if caps.device else t, caps.threads, tm)
     key = cache_key(runtime, [lw], t, options)
     lw.rename(f"caten_{key[:16]}")  # unique per code: JIT engines share one symbol table
+    with tm.stage("decompose"):
+        lw.decompose(caps.native)
     if options.check_bounds:
         lw.check_bounds(caps.device)
     store = default_cache() if options.use_cache else None
@@ -276,7 +289,7 @@ def emit(runtime: Runtime, programs: Program | Sequence[Program], kind: str,
         return runtime.emit(programs, kind, options)
     t = target.resolve(options.target)
     tm = Timings()
-    lowered = lower_all(runtime, programs, t, timings=tm)
+    lowered = lower_all(runtime, programs, t, timings=tm, decomposed=kind != "loops")
     if kind == "schedule":
         text = "\n\n".join(lw.sched.dump() for lw in lowered)
         return {".txt": f"{text}\n\ntarget {t.describe()}\n"}

@@ -13,8 +13,9 @@ from caten.ir.ops import Op
 from caten.ir.walk import Visit, drive
 from caten.lower import loopir as L
 from caten.lower.loopir import X
-from caten.render.llvm import gemm, numerics, sin, threads
+from caten.render.llvm import gemm, threads
 from caten.render.llvm.emit import Emitter
+from caten.render.llvm.prims import PRIMS
 from caten.render.llvm.values import const_str, mty, rty
 
 
@@ -106,11 +107,11 @@ class FnGen(Emitter):
             return (yield from self.masked(x))
         if op == "bcheck":
             return (yield from self.bcheck(x))
-        if op == "rand":
-            return numerics.threefry(self, (yield self._vis(x.src[0])), x.arg)
-        if op in ("idiv", "imod"):
-            a, b = (yield self._vis(x.src[0])), (yield self._vis(x.src[1]))
-            return self.ins(f"{'sdiv' if op == 'idiv' else 'srem'} i64 {a}, {b}")
+        if op in PRIMS:
+            srcs = []
+            for s in x.src:
+                srcs.append((yield self._vis(s)))
+            return PRIMS[op](self, x, srcs)
         if op is Op.CAST:
             return self.cast((yield self._vis(x.src[0])), x.src[0].dtype, x.dtype)
         if x.arg == "acc" and op is Op.ADD and x.dtype.is_float and x.dtype.name not in ("f16", "bf16") \
@@ -264,23 +265,9 @@ class FnGen(Emitter):
             return self.fop("fdiv", ty, s[0], s[1], "")
         if op is Op.SQRT:
             return self.intr("sqrt", ty, s[0])
-        if op is Op.MAX:
-            if acc:
-                return self.intr("maximum", ty, s[0], s[1])
-            c = self.ins(f"or i1 {self.fcmp('oge', ty, s[0], s[1])}, {self.fcmp('uno', ty, s[0], s[0])}")
-            return self.select(c, ty, s[0], s[1])
-        if op is Op.EXP2:
-            return numerics.exp2(self, s[0], ty)
-        if op is Op.LOG2:
-            if ty == "float":  # f32 via f64: correctly rounded in practice, still vectorized
-                wide = self.conv("fpext", "float", s[0], "double")
-                return self.conv("fptrunc", "double", numerics.log2(self, wide, "double"), "float")
-            return numerics.log2(self, s[0], ty)
-        if op is Op.SIN:
-            return sin.sin(self, s[0], ty)
-        if op in (Op.IDIV, Op.MOD):
-            return numerics.fdivmod(self, op, ty, s[0], s[1])
-        raise NotImplementedError(f"{op} on floats")
+        if op is Op.MAX and acc:  # a reduction update; the elementwise max is decomposed
+            return self.intr("maximum", ty, s[0], s[1])
+        raise NotImplementedError(f"{op} on floats reaches the LLVM renderer undecomposed")
 
     def ialu(self, op: Op, dt: DType, ty: str, s: list[str], acc: bool) -> str:
         signed = dt.kind == "int"
@@ -301,9 +288,7 @@ class FnGen(Emitter):
                 return self.intr("smax" if signed else "umax", ty, s[0], s[1])
             c = self.icmp("sgt" if signed else "ugt", ty, s[0], s[1])
             return self.select(c, ty, s[0], s[1])
-        if op in (Op.IDIV, Op.MOD):
-            return numerics.idivmod(self, op, ty, signed, s[0], s[1])
-        raise NotImplementedError(f"{op} on {dt}")
+        raise NotImplementedError(f"{op} on {dt} reaches the LLVM renderer undecomposed")
 
     # statements ------------------------------------------------------------------------------
     def stmts(self, body: list) -> None:
