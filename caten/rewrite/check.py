@@ -16,12 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from caten.elaborate.elaborator import Elaborator, Frame, Scope
+from caten.elaborate.elaborator import Elaborator
 from caten.elaborate.values import Tensor
 from caten.errors import Error
 from caten.ir import build as B
 from caten.ir import dtypes as T
 from caten.ir.dtypes import DType
+from caten.ir.interpret import evaluate
 from caten.ir.ops import Op
 from caten.read.program import CompositeDef
 from caten.rewrite import OPT_IN
@@ -209,8 +210,6 @@ def check_rule(rule: Rule, defs: dict[str, list[CompositeDef]], attempts: int = 
         if engine.fired == 0:
             continue  # no match, or the guard said no
         applied += 1
-        from caten.runtimes.numpy_rt import evaluate
-
         a, b = evaluate([before.node, after.node], inputs, {})
         ok = _agree(a, b, signed_zeros=os.path.splitext(os.path.basename(rule.ruleset))[0] not in OPT_IN)
         if not np.all(ok):
@@ -229,8 +228,4 @@ def _elaborate(rule: Rule, defs: dict[str, list[CompositeDef]], binds: dict[str,
     elab = Elaborator(defs, call_hook=engine.call_hook if engine is not None and rule.level == "call" else None)
     if engine is not None:
         engine.elab = elab
-    elab.frames.append(Frame(None, False))
-    try:
-        return elab.eval(rule.source.pattern, Scope(None, dict(binds)))
-    finally:
-        elab.frames.pop()
+    return elab.evaluate(rule.source.pattern, binds)
