@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from caten.elaborate.elaborator import Elaborator, Frame, Scope
+from caten.elaborate.elaborator import Elaborator
 from caten.elaborate.values import Tensor
 from caten.errors import Error
 from caten.ir import build as B
@@ -280,8 +280,4 @@ def _elaborate(rule: Rule, defs: dict[str, list[CompositeDef]], binds: dict[str,
     elab = Elaborator(defs, call_hook=engine.call_hook if engine is not None and rule.level == "call" else None)
     if engine is not None:
         engine.elab = elab
-    elab.frames.append(Frame(None, False))
-    try:
-        return elab.eval(rule.source.pattern, Scope(None, dict(binds)))
-    finally:
-        elab.frames.pop()
+    return elab.evaluate(rule.source.pattern, binds)

@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 
 from caten.elaborate import principal as P
-from caten.elaborate.elaborator import Frame, Scope
 from caten.elaborate.values import Lit, Tensor, describe
 from caten.errors import Error, Span
 from caten.ir import build as B
@@ -170,17 +169,11 @@ class Engine:
         fast = rule.rep_fn
         if fast is not None:
             return fast(self, binds)
-        env = Scope(None, {k: Tensor(v) if isinstance(v, Node) else v for k, v in binds.items()})
         ops = {k: v for k, v in binds.items() if isinstance(v, Op)}  # op variables of class patterns
-        f = instantiate(rule.replacement, ops) if ops else rule.replacement
-        e = self.elab
-        e.frames.append(Frame(None, False))  # replacements resolve user and library names
-        try:
-            if head(f) == "fold":
-                return self._fold(rule, e.eval(f.items[1], env))
-            return e.eval(f, env)
-        finally:
-            e.frames.pop()
+        f = instantiate(rule.replacement, ops) if ops else rule.replacement  # evaluated as user code
+        if head(f) == "fold":
+            return self._fold(rule, self.elab.evaluate(f.items[1], binds))
+        return self.elab.evaluate(f, binds)
 
     def _fold(self, rule: Rule, v: Any) -> Any:
         """(fold EXPR): EXPR's value computed now with the op table's references; EXPR must hold only
