@@ -668,7 +668,11 @@ class Elaborator:
             if s not in dims:
                 raise Error(f"dimension {s} of `{p.name}` is not determined by any input or where clause",
                             getattr(d, "span", p.span), f"bind it with -D {s}=VALUE or add `where {s} = ...`")
-        return self.eval_dim(d, Scope(None, {k: Lit(v, "dim") for k, v in dims.items()}))
+        v = self.eval_dim(d, Scope(None, {k: Lit(v, "dim") for k, v in dims.items()}))
+        if isinstance(v, int) and v < 0:  # the graph has no negative sizes (caten.ir.verify checks)
+            raise Error(f"dimension {show(d)} of `{p.name}` is {v}: a size cannot be negative",
+                        getattr(d, "span", p.span))
+        return v
 
 
 def _sum(xs: list[Dim]) -> Dim:
