@@ -133,3 +133,17 @@ def test_every_library_composite_of_one_tensor_builds_a_well_formed_graph():
             verify(engine.rewrite([v.node], name), f"rewriting ({name} x{{{dt}}})")
             checked += 1
     assert checked > 40
+
+
+@pytest.mark.parametrize("sig,defines,where", [
+    ("((X{f32}[-1]) -> (Y{f32}[-1]))", None, "dimension -1 of `X` is -1"),
+    ("((X{f32}[(- 2 5)]) -> (Y{f32}[(- 2 5)]))", None, "of `X` is -3"),
+    ("((X{f32}[N]) -> (Y{f32}[N]))", {"N": -3}, "dimension N of `X` is -3"),
+])
+def test_a_negative_signature_dimension_is_a_diagnostic(sig, defines, where):
+    """Found by the verifier (a BUFFER of shape [-1] used to compile): now the signature is refused
+    where it is written."""
+    with pytest.raises(caten.Error) as e:
+        caten.loads(f"(composite f {sig} (return X))\n", runtime="numpy", defines=defines).f(np.ones(1, np.float32))
+    assert not isinstance(e.value, VerifyError)
+    assert where in e.value.message and "cannot be negative" in e.value.message and e.value.line == 1
