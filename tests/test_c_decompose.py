@@ -6,6 +6,8 @@ The op table's numpy reference checks them independently in tests/test_decompose
 from __future__ import annotations
 
 import functools
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -108,3 +110,44 @@ def test_c_source_has_no_numerics_helpers() -> None:
     assert "fmaf(" in text and "floorf(" in text or "rintf(" in text
     for name in ("caten_exp2", "caten_log2", "caten_sin", "caten_threefry", "caten_idiv", "caten_fdiv"):
         assert name not in text
+
+
+ALL_OPS = ("(composite f ((X{f32}[N]) (Z{f64}[N]) (I{i8}[N]) (J{u16}[N]) (K{i64}[N]) -> (Y{f32}[N]) (W{f64}[N]) "
+           "(V{i8}[N]) (U{u16}[N]) (S{i64}[N]) (R{f32}[N])) (return (sin (exp2 (log2 X))) (sin (max Z (mod Z Z))) "
+           "(idiv I (mod I I)) (mod J (idiv J J)) (mod K (idiv K K)) (rand [N] :seed 9)))")
+
+
+def test_cuda_primitives_assemble(tmp_path) -> None:
+    """Every primitive in CUDA C (the Payne-Hanek table as a __constant__ array, __float_as_uint
+    bit casts, 8- to 64-bit shifts and divisions) compiles to PTX that ptxas accepts."""
+    from caten.runtimes import cuda_rt
+
+    from tests.test_backends import _need, caten_cli
+
+    ptxas = _need("ptxas")
+    if cuda_rt.nvrtc_version() is None and shutil.which("nvcc") is None:
+        pytest.skip("neither NVRTC (pip install nvidia-cuda-nvrtc) nor nvcc is available")
+    (tmp_path / "all.lisp").write_text(ALL_OPS)
+    caten_cli(tmp_path, "-r", "cuda", "-S", tmp_path / "all.lisp", "-o", "k.cu")
+    src = (tmp_path / "k.cu").read_text()
+    assert "__constant__ const u64 caten_lut_" in src and "__double_as_longlong" in src and "fmaf(" in src
+    caten_cli(tmp_path, "-r", "cuda", "--emit", "asm", tmp_path / "all.lisp", "-o", "k.ptx")
+    p = subprocess.run([ptxas, "-arch=sm_80", "k.ptx", "-o", "k.cubin"], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+
+
+def test_opencl_all_primitives_like_llvm() -> None:
+    """The same program on OpenCL (as_uint bit casts, a __constant table) equals LLVM's results."""
+    _usable("opencl")
+    rng = np.random.default_rng(3)
+    n = 3000
+    x = (rng.standard_normal(n) * np.exp2(rng.uniform(-30, 60, n))).astype(np.float32)
+    z = (rng.standard_normal(n) * np.exp2(rng.uniform(-30, 900, n)))
+    i = rng.integers(-128, 128, n).astype(np.int8)
+    j = rng.integers(0, 1 << 16, n).astype(np.uint16)
+    k = rng.integers(-(1 << 62), 1 << 62, n).astype(np.int64)
+    args = (x, z, i, j, k)
+    got = caten.loads(ALL_OPS, runtime="opencl").f(*args)
+    want = caten.loads(ALL_OPS, runtime="llvm").f(*args)
+    _same(got, want, ("sin32", "sin64", "i8", "u16", "i64", "rand"), x, z, any_nan=True)
