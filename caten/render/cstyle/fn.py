@@ -246,7 +246,8 @@ class Fn:
             return f"(({n})({s[0]} {({Op.AND: '&', Op.OR: '|', Op.XOR: '^'})[op]} {s[1]}))"
         if op is Op.MAX:
             return f"({s[0]} > {s[1]} ? {s[0]} : {s[1]})"
-        raise NotImplementedError(f"{op} on {dt}")
+        raise NotImplementedError(f"{op} on {dt}: the C-style renderer spells IDIV/MOD only as the decompose pass's "
+                                  "primitives; declare Capabilities(native=frozenset())")
 
     def falu(self, op: Op, dt: DType, s: list[str]) -> str:
         ty = ctype(dt)
@@ -264,8 +265,8 @@ class Fn:
             return f"(({s[0]} >= {s[1]} || {s[0]} != {s[0]}) ? {s[0]} : {s[1]})"
         if op is Op.SQRT:
             return f"{self.fmath('sqrt', dt)}({s[0]})"
-        # EXP2/LOG2/SIN/IDIV/MOD reach here only as the decompose pass's primitives
-        raise NotImplementedError(f"{op} on floats")
+        raise NotImplementedError(f"{op} on floats: the C-style renderer spells EXP2/LOG2/SIN/IDIV/MOD only as the "
+                                  "decompose pass's primitives; declare Capabilities(native=frozenset())")
 
     # statements ----------------------------------------------------------------------------------
     def declare_acc(self, s: L.Acc) -> None:
