@@ -8,14 +8,20 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from caten.ir.dtypes import DType
 from caten.lower.loopir import X
 from caten.render.cstyle.targets import Target, ctype, int_lit, uty
 
-if TYPE_CHECKING:
-    from caten.render.cstyle.fn import Fn
+
+class Fn(Protocol):
+    """What a spelling needs of the function being rendered (cstyle.fn.Fn)."""
+
+    t: Target
+    used: set[str]
+
+    def fmath(self, name: str, dt: DType) -> str: ...
 
 LUT_PREFIX = "caten_lut_"
 # the constant tables rendered so far, by name; a name is a digest of (element type, entries),
