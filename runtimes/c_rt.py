@@ -155,7 +155,7 @@ class CRuntime(Runtime):
         return op is not Op.EXTERN
 
     def capabilities(self, t: Target) -> Capabilities:
-        return Capabilities(vector_bits=t.vector_bits)
+        return Capabilities(vector_bits=t.vector_bits, native=frozenset())  # the pass decomposes every hard op
 
     def toolchain(self, t: Target) -> str:
         if "ver" not in self.__dict__:

@@ -279,7 +279,7 @@ class CUDARuntime(Runtime):
         return op is not Op.EXTERN
 
     def capabilities(self, t: Target) -> Capabilities:
-        return Capabilities(device=True)
+        return Capabilities(device=True, native=frozenset())  # the pass decomposes every hard op
 
     def toolchain(self, t: Target) -> str:
         return f"nvrtc {nvrtc_version()} nvcc {_tool_version('nvcc')} {_code_arch()[0]} block={BLOCK}"

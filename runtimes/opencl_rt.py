@@ -70,7 +70,7 @@ def settings(dev) -> dict:
     env = {k: int(os.environ[f"CATEN_OPENCL_{k.upper()}"]) for k in ("local", "chunk", "coop")
            if os.environ.get(f"CATEN_OPENCL_{k.upper()}", "").isdigit()}
     if cpu:
-        s = {"local": 16, "coop": False, "chunk": 1024, "cpu": True, "target": CS.OPENCL_CPU}
+        s = {"local": 16, "coop": False, "chunk": 1024, "cpu": True, "target": CS.OPENCL}
     else:
         s = {"local": local, "coop": True, "chunk": 1, "cpu": False, "target": CS.OPENCL}
     s.update({k: (bool(v) if k == "coop" else v) for k, v in env.items()})
@@ -183,7 +183,7 @@ class OpenCLRuntime(Runtime):
         return True
 
     def capabilities(self, t: Target) -> Capabilities:
-        return Capabilities(device=True)
+        return Capabilities(device=True, native=frozenset())  # the pass decomposes every hard op
 
     def toolchain(self, t: Target) -> str:
         _, _, dev = device()

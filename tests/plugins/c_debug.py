@@ -17,7 +17,7 @@ class CDebug(Runtime):
     renders, artifact_kind, checks_bounds = True, "c-debug-so", True
 
     def capabilities(self, t) -> Capabilities:
-        return Capabilities(vector_bits=t.vector_bits)
+        return C.RUNTIME.capabilities(t)  # native=frozenset(): the renderer spells only primitives
 
     def toolchain(self, t) -> str:
         return C.RUNTIME.toolchain(t) + " " + " ".join(FLAGS)

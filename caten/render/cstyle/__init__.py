@@ -2,9 +2,9 @@
 
 The three targets differ only in the small `Target` tables below: type names, qualifiers,
 bit casts, math function names, the thread-index expressions, shared memory and barriers.
-Everything else — expressions, casts with caten's semantics (floor division, saturating
-float->int, f16/bf16 computed in f32 and rounded after every op), masks, the counter-based
-RNG — is rendered once here.
+Everything else — expressions, casts with caten's semantics (saturating float->int, f16/bf16
+computed in f32 and rounded after every op), masks, the primitives the decompose pass writes
+EXP2/LOG2/SIN, IDIV/MOD, MAX and the counter-based RNG in (`prims`) — is rendered once here.
 
 Plain C runs each loop-IR kernel as one serial function. The device targets map a kernel
 to one or more device kernels (`DeviceKernel`): the leading loops whose iterations are
@@ -16,7 +16,8 @@ result (buffers with sizes, launches with sizes as expressions of the dims) — 
 the JSON manifest beside `-S` output holds.
 
 The modules: `targets` (the target tables and dtype spellings), `helpers` (the C helper
-functions), `fn` (one function body: expressions, casts, ALU, loops), `grid` (the device
+functions), `prims` (the spellings of the
+decompose pass's primitives), `fn` (one function body: expressions, casts, ALU, loops), `grid` (the device
 mapping and kernels), `program` (device programs, their source file and manifest). This package
 exports what the runtimes use.
 """
@@ -24,7 +25,7 @@ exports what the runtimes use.
 from caten.render.cstyle.fn import Fn, c_function
 from caten.render.cstyle.helpers import helper_source
 from caten.render.cstyle.program import DeviceProgram, device_program, device_source, manifest
-from caten.render.cstyle.targets import CUDA, OPENCL, OPENCL_CPU, C, eval_dim, stype
+from caten.render.cstyle.targets import CUDA, OPENCL, C, eval_dim, stype
 
-__all__ = ["C", "OPENCL", "CUDA", "OPENCL_CPU", "stype", "eval_dim", "helper_source", "Fn", "c_function",
+__all__ = ["C", "OPENCL", "CUDA", "stype", "eval_dim", "helper_source", "Fn", "c_function",
            "DeviceProgram", "device_program", "device_source", "manifest"]

@@ -1,6 +1,7 @@
 """Fn: one C-style function body from loop IR. Values are C expressions over named temporaries;
-casts and ALU ops carry caten's semantics (floor division, saturating float->int, f16/bf16
-computed in f32 and rounded after every op). Plain C renders a kernel as one serial `Fn`."""
+casts and ALU ops carry caten's semantics (saturating float->int, f16/bf16 computed in f32 and
+rounded after every op); EXP2/LOG2/SIN, IDIV/MOD, NaN-propagating MAX and `rand` arrive
+decomposed into primitives (caten.render.cstyle.prims). Plain C renders a kernel as one serial `Fn`."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from caten.ir.ops import Op
 from caten.ir.walk import Visit, drive
 from caten.lower import loopir as L
 from caten.lower.loopir import X
-from caten.render.cstyle.targets import POLY, Target, ctype, idx_lit, int_lit, stype, uty
+from caten.render.cstyle.prims import PRIMS
+from caten.render.cstyle.targets import Target, ctype, idx_lit, int_lit, stype, uty
 
 
 class Fn:
@@ -154,14 +156,11 @@ class Fn:
             slot, kid, bid = x.arg
             idx, ext = (yield self._vis(x.src[0])), (yield self._vis(x.src[1]))
             return self.tmp("i64", f"caten_bcheck({slot}, {idx}, {ext}, {kid}, {bid})")
-        if op == "rand":
-            seed = int(x.arg)
-            ctr = yield self._vis(x.src[0])
-            return self.tmp("u32", f"{self.helper('caten_threefry')}((u64){ctr}, "
-                                   f"{seed & 0xFFFFFFFF}U, {(seed >> 32) & 0xFFFFFFFF}U)")
-        if op in ("idiv", "imod"):
-            a, b = (yield self._vis(x.src[0])), (yield self._vis(x.src[1]))
-            return self.tmp("i64", f"{a} {'/' if op == 'idiv' else '%'} {b}")
+        if op in PRIMS:  # the decompose pass's primitives (caten.render.cstyle.prims)
+            srcs = []
+            for a in x.src:
+                srcs.append((yield self._vis(a)))
+            return self.tmp(ctype(x.dtype), PRIMS[op](self, x, srcs))
         if op is Op.CAST:
             return self.tmp(ctype(x.dtype), self.cast((yield self._vis(x.src[0])), x.src[0].dtype, x.dtype))
         srcs = []
@@ -247,11 +246,8 @@ class Fn:
             return f"(({n})({s[0]} {({Op.AND: '&', Op.OR: '|', Op.XOR: '^'})[op]} {s[1]}))"
         if op is Op.MAX:
             return f"({s[0]} > {s[1]} ? {s[0]} : {s[1]})"
-        if op is Op.IDIV:
-            return f"{self.helper('caten_idiv_' + n)}({s[0]}, {s[1]})"
-        if op is Op.MOD:
-            return f"{self.helper('caten_imod_' + n)}({s[0]}, {s[1]})"
-        raise NotImplementedError(f"{op} on {dt}")
+        raise NotImplementedError(f"{op} on {dt}: the C-style renderer spells IDIV/MOD only as the decompose pass's "
+                                  "primitives; declare Capabilities(native=frozenset())")
 
     def falu(self, op: Op, dt: DType, s: list[str]) -> str:
         ty = ctype(dt)
@@ -267,15 +263,10 @@ class Fn:
             return f"({s[0]} / {s[1]})"
         if op is Op.MAX:
             return f"(({s[0]} >= {s[1]} || {s[0]} != {s[0]}) ? {s[0]} : {s[1]})"
-        if op in (Op.EXP2, Op.LOG2, Op.SIN) and self.t.poly and ty == "f32":
-            return f"{self.helper(POLY[op.value.lower()])}({s[0]})"
-        if op in (Op.SQRT, Op.EXP2, Op.LOG2, Op.SIN):
-            return f"{self.fmath(op.value.lower(), dt)}({s[0]})"
-        if op is Op.IDIV:
-            return f"{self.helper('caten_fdiv_' + ty)}({s[0]}, {s[1]})"
-        if op is Op.MOD:
-            return f"{self.helper('caten_fmod_' + ty)}({s[0]}, {s[1]})"
-        raise NotImplementedError(f"{op} on floats")
+        if op is Op.SQRT:
+            return f"{self.fmath('sqrt', dt)}({s[0]})"
+        raise NotImplementedError(f"{op} on floats: the C-style renderer spells EXP2/LOG2/SIN/IDIV/MOD only as the "
+                                  "decompose pass's primitives; declare Capabilities(native=frozenset())")
 
     # statements ----------------------------------------------------------------------------------
     def declare_acc(self, s: L.Acc) -> None:

@@ -4,7 +4,7 @@ depend only on a dtype: register and storage types, integer literals, dims as in
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from caten.ir import dims as D
 from caten.ir.dims import Dim
@@ -30,11 +30,11 @@ class Target:
     bits: tuple[str, str, str, str]  # f32->u32, u32->f32, f64->u64, u64->f64
     math: dict[str, tuple[str, str]]  # name -> (f32 function, f64 function)
     gpu: bool
-    poly: bool = False  # f32 exp2/log2/sin as inline polynomials (vectorize on CPUs), not library calls
 
 
-_CMATH = {n: (n + "f", n) for n in ("exp2", "log2", "sin", "sqrt", "floor", "fmod", "copysign", "rint")}
-POLY = {"exp2": "caten_exp2_f32", "log2": "caten_log2_f32", "sin": "caten_sin_f32"}  # vectorizable on CPUs
+# SQRT and the primitives of the decompose pass (caten.render.cstyle.prims) that are libm calls
+_MATH = ("sqrt", "floor", "rint", "fma", "fmod")
+_CMATH = {n: (n + "f", n) for n in _MATH}
 
 C = Target(
     "c",
@@ -49,7 +49,7 @@ C = Target(
     # buffer before the previous kernel's stores to it once both are inlined into the entry, each
     # with its own `restrict` parameter for that buffer (caten fuzz seed 3002096: an i8 prod then abs)
     "static __attribute__((noinline)) void", "static inline", "", "restrict", "", "", "", "", "",
-    ("caten_bits_f2u", "caten_bits_u2f", "caten_bits_d2u", "caten_bits_u2d"), _CMATH, False, poly=True)
+    ("caten_bits_f2u", "caten_bits_u2f", "caten_bits_d2u", "caten_bits_u2d"), _CMATH, False)
 
 OPENCL = Target(
     "opencl",
@@ -62,7 +62,7 @@ OPENCL = Target(
     "barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)",
     "(i64)get_global_id(0)", "(i64)get_group_id(0)", "(i32)get_local_id(0)",
     ("as_uint", "as_float", "as_ulong", "as_double"),
-    {n: (n, n) for n in ("exp2", "log2", "sin", "sqrt", "floor", "fmod", "copysign", "rint")}, True)
+    {n: (n, n) for n in _MATH}, True)
 
 CUDA = Target(
     "cuda",
@@ -74,7 +74,6 @@ CUDA = Target(
     "((i64)blockIdx.x * (i64)blockDim.x + (i64)threadIdx.x)", "((i64)blockIdx.x)", "((i32)threadIdx.x)",
     ("__float_as_uint", "__uint_as_float", "(u64)__double_as_longlong", "__longlong_as_double"), _CMATH, True)
 
-OPENCL_CPU = replace(OPENCL, poly=True)
 TARGETS = {"c": C, "opencl": OPENCL, "cuda": CUDA}
 
 
