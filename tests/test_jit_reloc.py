@@ -56,6 +56,7 @@ def test_jit_objects_have_no_32bit_relocations():
     for name in ("f", "g"):
         prog = getattr(mod, name).elaborate({})
         lw = pipeline.lower_program(prog, name, target.host(), threads=2)
+        lw.decompose(llvm_rt.RUNTIME.capabilities(target.host()).native)
         ir = llvm_rt.RUNTIME.render([lw], target.host(), Options())
         types = relocation_types(llvm_rt.jit_object(ir, 3))
         assert types, "expected relocations (libm, constants) in the object"
