@@ -74,6 +74,5 @@ def test_a_c_variant_is_a_page_of_code(tmp_path, monkeypatch):
     y = caten.loads(src, runtime="c-debug", plugin=str(path)).f(x)
     e = np.exp(x - x.max(1, keepdims=True))
     np.testing.assert_allclose(y, e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
-    np.testing.assert_array_equal(caten.loads(src, runtime="c").f(x).shape, y.shape)
-    kinds = sorted(p.suffix for p in (tmp_path / "cache").rglob("*") if p.suffix in (".c-debug-so", ".c-so"))
-    assert kinds == [".c-debug-so", ".c-so"], kinds
+    kinds = {p.suffix for p in (tmp_path / "cache").rglob("*")}
+    assert ".c-debug-so" in kinds, kinds  # its own entry, under its own key (not the c runtime's)
