@@ -278,9 +278,6 @@ def _build(runtime: Runtime, program: Program, t: Target, options: Options):
     return exe
 
 
-EMITS = ("schedule", "loops", "source", "asm", "obj", "lib")
-
-
 def emit(runtime: Runtime, programs: Program | Sequence[Program], kind: str,
          options: Options | None = None) -> dict[str, bytes | str]:
     """`--emit KIND` artifacts ({suffix: content}) of one program or several (one module)."""
