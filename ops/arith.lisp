@@ -31,6 +31,10 @@
 
 (composite pow ((A{T}[...] B{T}[...]) -> (C{T}[...]))
   "a ** b: floats as 2**(b log2 |a|) with C99 Annex F's special cases; integers by repeated squaring"
+  ;; torch's: b a**(b-1) (0 where b = 0), and a**b log a where a > 0 (0 elsewhere)
+  :vjp ((dC)
+        (return (* dC (WHERE (= B 0) 0 (* B (pow A (- B 1)))))
+                (* dC (WHERE (< 0 A) (* C (log A)) 0))))
   (if (float? A)
       (let ((wide (= (bits A) 64))
             (a (if wide A (CAST A f64)))

@@ -16,9 +16,12 @@
         (WHERE (CMPLT (abs X) 1048576) (CAST (SIN (ADD (CAST X f64) 1.5707963267948966)) (dtype X)) far))))
 (composite tan ((X{T}[...]) -> (Y{T}[...])) "tangent" (/ (sin X) (cos X)))
 
-(composite sigmoid ((X{T}[...]) -> (Y{T}[...])) "1/(1+e**-x)" (RECIP (ADD 1 (exp (NEG X)))))
+(composite sigmoid ((X{T}[...]) -> (Y{T}[...])) "1/(1+e**-x)"
+  :vjp ((dY) (* dY Y (- 1 Y)))
+  (RECIP (ADD 1 (exp (NEG X)))))
 (composite tanh ((X{T}[...]) -> (Y{T}[...]))
   "hyperbolic tangent, via e**-2|x| so that it never overflows"
+  :vjp ((dY) (* dY (- 1 (* Y Y))))
   (let ((t (exp (MUL (abs X) -2))))
     (MUL (sign X) (/ (- 1 t) (+ 1 t)))))
 (composite relu ((X{T}[...]) -> (Y{T}[...])) "max(x, 0)" (MAX X 0))
@@ -29,10 +32,12 @@
   (MUL 1.0507009873554805 (WHERE (CMPLT 0 X) X (MUL 1.6732632423543772 (- (exp X) 1)))))
 (composite log1p ((X{T}[...]) -> (Y{T}[...]))
   "log(1 + x), accurate for small x (Kahan: log(u) * x / (u - 1) with u = 1 + x)"
+  :vjp ((dY) (/ dY (+ 1 X)))
   (let ((u (+ 1 X)))
     (WHERE (= u 1) X (/ (* (log u) X) (- u 1)))))
 (composite softplus ((X{T}[...]) -> (Y{T}[...]))
   "log(1 + e**x), computed stably as max(x, 0) + log1p(e**-|x|)"
+  :vjp ((dY) (* dY (sigmoid X)))
   (+ (MAX X 0) (log1p (exp (NEG (abs X))))))
 
 (composite horner ((S{T}[...] &rest cs) -> (Y{T}[...]))
@@ -44,6 +49,7 @@
 
 (composite erf ((X{T}[...]) -> (Y{T}[...]))
   "the error function, by fdlibm's rational approximations on four ranges (about 1 ulp in f64)"
+  :vjp ((dY) (* dY 1.1283791670955126 (exp (NEG (* X X)))))
   (let ((a (abs X))
         (sg (sign X))
         (z (* X X))

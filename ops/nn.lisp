@@ -19,15 +19,29 @@
 
 (composite softmax ((X{T}[...]) -> (Y{T}[...]) &key (axis -1))
   "exp(x - max) / sum(exp(x - max)) along :axis"
+  :vjp ((dY) (* Y (- dY (sum (* dY Y) :axis axis :keepdims true))))
   (let ((e (exp (- X (max X :axis axis :keepdims true)))))
     (/ e (sum e :axis axis :keepdims true))))
 (composite log-softmax ((X{T}[...]) -> (Y{T}[...]) &key (axis -1))
   "x - max - log(sum(exp(x - max))) along :axis"
+  :vjp ((dY) (- dY (* (exp Y) (sum dY :axis axis :keepdims true))))
   (let ((z (- X (max X :axis axis :keepdims true))))
     (- z (log (sum (exp z) :axis axis :keepdims true)))))
 
 (composite layernorm ((X{T}[...] gamma{T}[...] beta{T}[...]) -> (Y{T}[...]) &key (axis -1) (eps 1e-5))
   "(x - mean) / sqrt(var + eps) * gamma + beta over trailing :axis (biased variance)"
+  ;; the closed form: dX = rstd (g - mean(g) - xhat mean(g xhat)), g = dY gamma; the shares of
+  ;; gamma and beta are given at the output's shape and summed down to theirs
+  :vjp ((dY)
+        (let ((mu (mean X :axis axis :keepdims true))
+              (d (- X mu))
+              (rstd (rsqrt (+ (mean (* d d) :axis axis :keepdims true) eps)))
+              (xhat (* d rstd))
+              (g (* dY gamma)))
+          (return (* rstd (- g (mean g :axis axis :keepdims true)
+                             (* xhat (mean (* g xhat) :axis axis :keepdims true))))
+                  (* dY xhat)
+                  dY)))
   (let ((mu (mean X :axis axis :keepdims true))
         (d (- X mu))
         (var (mean (* d d) :axis axis :keepdims true)))
@@ -83,5 +97,11 @@
 
 (composite cross-entropy ((logits{T}[...] onehot{T}[...]) -> (Y{T}[...]))
   "mean over the batch of -sum(onehot * log_softmax(logits))"
+  :vjp ((dY)
+        (let ((n (CAST (count (sum onehot :axis -1)) (dtype logits)))
+              (lp (log-softmax logits :axis -1))
+              (s (/ dY n)))
+          (return (* s (- (* (exp lp) (sum onehot :axis -1 :keepdims true)) onehot))
+                  (* s (NEG lp)))))
   (mean (NEG (sum (MUL onehot (log-softmax logits :axis -1)) :axis -1))))
 (composite mse ((A{T}[...] B{T}[...]) -> (Y{T}[...])) "mean squared error" (let ((d (- A B))) (mean (MUL d d))))

@@ -17,6 +17,8 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from caten import autodiff
+from caten.elaborate import grad as G
 from caten.elaborate import meta
 from caten.elaborate import principal as P
 from caten.elaborate import signature as S
@@ -52,13 +54,14 @@ class Elaborator(Evaluator):
         self.output_constraints: list[Constraint] = []  # declared output dims checked at the call
         self.calls: dict[tuple, tuple[Any, CompositeDef]] = {}  # call_composite's memo
         self.rules_off = 0  # > 0 while a call is made without rewrite rules (call_composite)
+        self.custom: dict[Node, autodiff.Custom] = {}  # outputs of calls of composites with a :vjp
 
     # names ------------------------------------------------------------------------------
     def _in_library(self) -> bool:
         return bool(self.frames) and self.frames[-1].library
 
     def _callables(self) -> list[str]:
-        names = list(SPECIAL) + list(meta.META) + [o.value for o in Op] + list(self.lib)
+        names = list(SPECIAL) + list(G.FORMS) + list(meta.META) + [o.value for o in Op] + list(self.lib)
         return names if self._in_library() else names + list(self.user)
 
     def lookup(self, sym: Sym, env: Scope) -> Any:
@@ -101,15 +104,21 @@ class Elaborator(Evaluator):
                 i += 1
         return args, kwargs, kspans
 
+    def defs(self, name: str) -> list[CompositeDef] | None:
+        """The overloads `name` calls from here: the library's inside it, else the user's first."""
+        return self.lib.get(name) if self._in_library() else (self.user.get(name) or self.lib.get(name))
+
     def call(self, f: SList, env: Scope) -> Any:
         name = head(f)
         span = f.span
+        if name in G.FORMS:
+            return G.call(self, name, f, env)
         args, kwargs, kspans = self._args(f, env)
         if name in meta.META:
             return meta.META[name](self, args, kwargs, span)
         if name in Op.__members__:
             return P.call(Op[name], args, kwargs, span)
-        defs = self.lib.get(name) if self._in_library() else (self.user.get(name) or self.lib.get(name))
+        defs = self.defs(name)
         if defs is None:
             guess = closest(name, self._callables())
             raise Error(f"unknown function `{name}`", f.items[0].span, f"did you mean `{guess}`?" if guess else None)
@@ -125,13 +134,7 @@ class Elaborator(Evaluator):
                 return self.call_composite(name, defs, args, kwargs, kspans, span)
             finally:
                 self.rules_off -= 1
-        cdef = next((d for d in defs if d.arity == len(args) and d.rest is None), None)
-        if cdef is None:
-            cdef = next((d for d in defs if (d.rest is not None or d.fold) and len(args) >= d.arity), None)
-        if cdef is None:
-            want = " or ".join(sorted({str(d.arity) + ("+" if d.rest or d.fold else "") for d in defs}))
-            raise Error(f"`{name}` takes {want} argument{'s' if want != '1' else ''}, got {len(args)}", span,
-                        "signature: " + "; ".join(S.sig_text(d) for d in defs))
+        cdef = self.pick(name, defs, args, span)
         if cdef.fold and len(args) > cdef.arity:
             acc = self.call_composite(name, [cdef], args[:cdef.arity], kwargs, kspans, span)
             for a in args[cdef.arity:]:
@@ -147,6 +150,17 @@ class Elaborator(Evaluator):
             hit = self.calls[key] = (self._call(name, cdef, args, kwargs, kspans, span), cdef)
         return hit[0]
 
+    def pick(self, name: str, defs: list[CompositeDef], args: list, span: Span) -> CompositeDef:
+        """The overload a call with these arguments takes."""
+        cdef = next((d for d in defs if d.arity == len(args) and d.rest is None), None)
+        if cdef is None:
+            cdef = next((d for d in defs if (d.rest is not None or d.fold) and len(args) >= d.arity), None)
+        if cdef is None:
+            want = " or ".join(sorted({str(d.arity) + ("+" if d.rest or d.fold else "") for d in defs}))
+            raise Error(f"`{name}` takes {want} argument{'s' if want != '1' else ''}, got {len(args)}", span,
+                        "signature: " + "; ".join(S.sig_text(d) for d in defs))
+        return cdef
+
     def _call(self, name: str, cdef: CompositeDef, args: list, kwargs: dict, kspans: dict[str, Span],
               span: Span) -> Any:
         """The call's value: rewritten by a rule, or the composite's expansion. The result carries
@@ -159,19 +173,26 @@ class Elaborator(Evaluator):
             if hooked is not None:
                 return hooked
         outermost = cdef.library and not self._in_library()
+        scope: list[Scope] = []
         try:
-            result = self._expand(cdef, args, kwargs, kspans, span)
+            result = self._expand(cdef, args, kwargs, kspans, span, scope)
         except Error as e:
             if outermost and (e.span is None or e.span.file.startswith("<ops>")):
                 raise Error(f"in `{name}`: {e.message}", span, e.hint) from None
             raise
         except RecursionError:
             raise Error(f"`{name}` expands too deeply (recursive composite?)", span) from None
+        if cdef.vjp is not None and isinstance(result, Tensor) and scope:
+            rule = G.custom_rule(self, cdef, scope[0], result, span)
+            if rule is not None:
+                self.custom[result.node] = rule
         if isinstance(result, Tensor):
             return Tensor(result.node, Origin(name, tuple(args), tuple(sorted(kwargs.items(), key=lambda kv: kv[0]))))
         return result
 
-    def _expand(self, cdef: CompositeDef, args: list, kwargs: dict, kspans: dict[str, Span], span: Span) -> Any:
+    def _expand(self, cdef: CompositeDef, args: list, kwargs: dict, kspans: dict[str, Span], span: Span,
+                scope: list[Scope] | None = None) -> Any:
+        """The composite's outputs; `scope` receives the environment its body ran in."""
         env = Scope(None)
         tvars: dict[str, DType] = {}
         dims: dict[str, Dim] = {}
@@ -226,6 +247,8 @@ class Elaborator(Evaluator):
             result = self.eval_body(cdef.body, env)
         finally:
             self.frames.pop()
+        if scope is not None:
+            scope.append(env)
         outs = result.values if isinstance(result, Ret) else [result]
         rspan = result.span if isinstance(result, Ret) else span
         if len(outs) != len(cdef.outputs):
@@ -281,7 +304,7 @@ class Elaborator(Evaluator):
             elif s in plain:
                 dims[s] = D.sym(s)
         constraints: list[Constraint] = []
-        self.output_constraints, self.calls = [], {}
+        self.output_constraints, self.calls, self.custom = [], {}, {}
         subst: dict[str, Dim] = {}
         derived: dict[str, Dim] = {}
         for w in cdef.wheres:

@@ -4,7 +4,9 @@ Each entry holds the op's group, arity, dtype rule, numpy reference and doc line
 other stages would otherwise keep in `if` chains of their own: the source keywords its form
 accepts, what its node's `arg` holds, a cost estimate (the scheduler's recompute-or-store
 choice), commutativity and associativity (op classes of the rule language), and for the ops
-that combine a reduction, the identity per dtype. The elaborator checks dtypes with
+that combine a reduction, the identity per dtype; and the op's vector-Jacobian product (`vjp`,
+written with the builders of `caten/autodiff/builder.py`, which the transform passes in as `g`:
+this module cannot import the graph constructors, which import it). The elaborator checks dtypes with
 `dtype_rule`, the reference runtime computes with `ref`, `caten ops` prints `doc`, and the
 conformance suite derives its cases from `dtypes`.
 """
@@ -205,6 +207,9 @@ class OpInfo:
     associative: bool = False  # op(op(a, b), c) == op(a, op(b, c)) in exact arithmetic
     reduces: str | None = None  # the REDUCE :op name this op combines with
     identity: Callable[[DType], Any] | None = None  # combiners: the value x with op(x, a) == a
+    # vjp(g, node, ct) -> one cotangent (or None: no gradient) per operand; None: the op passes no
+    # gradient (flat almost everywhere, or a leaf)
+    vjp: Callable[..., tuple] | None = None
 
 
 def _alu(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
@@ -277,6 +282,50 @@ ARG_KINDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
 }
 
 
+# vector-Jacobian products ---------------------------------------------------------------
+# Each takes the builders `g`, the node n (its operands n.src, its value n itself: a rule may reuse
+# the forward value, which the scheduler then keeps rather than recomputes) and the cotangent ct
+# of n; it returns one cotangent per operand. Integer and bool values carry no cotangent: the
+# transform never asks a rule for one.
+_LN2 = 0.6931471805599453
+
+
+def _vjp_cast(g, n, ct):
+    x = n.src[0]
+    return (g.cast(ct, x.dtype) if x.dtype.is_float and n.dtype.is_float else None,)
+
+
+def _vjp_max(g, n, ct):
+    a, b = n.src
+    # ties split the cotangent evenly (torch.maximum's choice; any subgradient is valid)
+    wa = g.where(g.lt(b, a), 1.0, g.where(g.eq(a, b), 0.5, 0.0))
+    return g.mul(ct, wa), g.mul(ct, g.add(g.neg(wa), 1.0))
+
+
+def _vjp_mod(g, n, ct):
+    a, b = n.src
+    if not n.dtype.is_float:
+        return None, None
+    return ct, g.neg(g.mul(ct, g.floordiv(a, b)))
+
+
+def _vjp_reduce(g, n, ct):
+    x = n.src[0]
+    op, axes = n.arg
+    if op == "add":
+        return (g.expand(ct, x.shape),)
+    y = g.expand(n, x.shape)
+    if op == "max":  # ties share the cotangent evenly (torch.amax's choice)
+        hit = g.as_float(g.eq(x, y), x)
+        return (g.mul(g.expand(g.div(ct, g.sum_axes(hit, axes)), x.shape), hit),)
+    # product: the product of the others without dividing by zero (exact with one zero among them)
+    zero = g.eq(x, 0.0)
+    zeros = g.expand(g.sum_axes(g.as_float(zero, x), axes), x.shape)
+    others = g.expand(g.mul(ct, g.prod_axes(g.where(zero, 1.0, x), axes)), x.shape)
+    return (g.where(zero, g.where(g.eq(zeros, 1.0), others, 0.0),
+                    g.where(g.eq(zeros, 0.0), g.div(others, g.where(zero, 1.0, x)), 0.0)),)
+
+
 _F = "needs a float operand (cast first)"
 _DIV, _POLY = 4, 20  # costs: a divide/sqrt-class instruction, a polynomial transcendental
 _COMM = {"commutative": True, "associative": True}  # and-style ops: commutative and associative
@@ -284,34 +333,38 @@ _VIEW_KEYS = ("reshape", "permute", "swap", "expand", "shrink", "pad", "flip", "
               "strided")
 TABLE: dict[Op, OpInfo] = {i.op: i for i in (
     _e(Op.NEG, "unary", 1, NUMERIC, _same(NUMERIC, "NEG needs a numeric operand"), _alu(np.negative),
-       "negate: -x (integers wrap)"),
+       "negate: -x (integers wrap)", vjp=lambda g, n, ct: (g.neg(ct),)),
     _e(Op.RECIP, "unary", 1, FLOATS, _same(FLOATS, "RECIP " + _F), _alu(_lowp(np.reciprocal)), "reciprocal 1/x",
-       cost=_DIV),
+       cost=_DIV, vjp=lambda g, n, ct: (g.neg(g.mul(ct, g.mul(n, n))),)),
     _e(Op.SQRT, "unary", 1, FLOATS, _same(FLOATS, "SQRT " + _F), _alu(_lowp(np.sqrt)), "square root of x",
-       cost=_DIV),
+       cost=_DIV, vjp=lambda g, n, ct: (g.div(ct, g.mul(n, 2.0)),)),
     _e(Op.EXP2, "unary", 1, FLOATS, _same(FLOATS, "EXP2 " + _F), _alu(_lowp(np.exp2)), "two raised to the power x",
-       cost=_POLY),
+       cost=_POLY, vjp=lambda g, n, ct: (g.mul(ct, g.mul(n, _LN2)),)),
     _e(Op.LOG2, "unary", 1, FLOATS, _same(FLOATS, "LOG2 " + _F), _alu(_lowp(np.log2)), "logarithm of x in base 2",
-       cost=_POLY),
+       cost=_POLY, vjp=lambda g, n, ct: (g.div(ct, g.mul(n.src[0], _LN2)),)),
     _e(Op.SIN, "unary", 1, FLOATS, _same(FLOATS, "SIN " + _F), _alu(_lowp(np.sin)), "sine of x in radians",
-       cost=_POLY),
+       cost=_POLY, vjp=lambda g, n, ct: (g.mul(ct, g.cos(n.src[0])),)),
     _e(Op.NOT, "unary", 1, INTLIKE, _same(INTLIKE, "NOT needs a bool or integer operand"), _alu(_not),
        "logical not of bool, bitwise not of integers"),
     _e(Op.CAST, "unary", 1, ALL, _arg_dtype, lambda ctx, x: _cast(x, ctx.dtype),
-       "convert to another dtype: float->int truncates toward zero, ->bool is nonzero", arg="dtype"),
+       "convert to another dtype: float->int truncates toward zero, ->bool is nonzero", arg="dtype",
+       vjp=_vjp_cast),
     _e(Op.ADD, "binary", 2, NUMERIC, _same(NUMERIC, "ADD needs numeric operands"), _alu(_lowp(np.add)),
-       "add: a + b (integers wrap)", **_COMM, reduces="add", identity=_zero),
+       "add: a + b (integers wrap)", **_COMM, reduces="add", identity=_zero, vjp=lambda g, n, ct: (ct, ct)),
     _e(Op.MUL, "binary", 2, NUMERIC, _same(NUMERIC, "MUL needs numeric operands"), _alu(_lowp(np.multiply)),
-       "multiply: a * b (integers wrap)", **_COMM, reduces="mul", identity=_one),
+       "multiply: a * b (integers wrap)", **_COMM, reduces="mul", identity=_one,
+       vjp=lambda g, n, ct: (g.mul(ct, n.src[1]), g.mul(ct, n.src[0]))),
     _e(Op.FDIV, "binary", 2, FLOATS, _same(FLOATS, "FDIV " + _F), _alu(_lowp(np.true_divide)),
-       "true division a / b, correctly rounded (IEEE 754, as numpy's /)", cost=_DIV),
+       "true division a / b, correctly rounded (IEEE 754, as numpy's /)", cost=_DIV,
+       vjp=lambda g, n, ct: (g.div(ct, n.src[1]), g.neg(g.div(g.mul(ct, n), n.src[1])))),
     _e(Op.IDIV, "binary", 2, NUMERIC, _same(NUMERIC, "IDIV needs numeric operands"), _alu(_lowp(_idiv)),
        "floor division, as numpy's // (integer x // 0 is 0)", cost=_DIV),
     _e(Op.MOD, "binary", 2, NUMERIC, _same(NUMERIC, "MOD needs numeric operands"), _alu(_lowp(_mod)),
-       "remainder with the divisor's sign, as numpy's % (integer x % 0 is 0)", cost=_DIV),
+       "remainder with the divisor's sign, as numpy's % (integer x % 0 is 0)", cost=_DIV, vjp=_vjp_mod),
     # MAX is not commutative bit for bit: max(-0.0, 0.0) and max(0.0, -0.0) differ in sign
     _e(Op.MAX, "binary", 2, ALL, _same(ALL, ""), _alu(_lowp(np.maximum)),
-       "elementwise maximum (nan propagates; or for bool)", associative=True, reduces="max", identity=_lowest_of),
+       "elementwise maximum (nan propagates; or for bool)", associative=True, reduces="max", identity=_lowest_of,
+       vjp=_vjp_max),
     _e(Op.AND, "binary", 2, INTLIKE, _same(INTLIKE, "AND needs bool or integer operands"), _alu(np.bitwise_and),
        "logical and of bool, bitwise and of integers", **_COMM),
     _e(Op.OR, "binary", 2, INTLIKE, _same(INTLIKE, "OR needs bool or integer operands"), _alu(np.bitwise_or),
@@ -321,19 +374,20 @@ TABLE: dict[Op, OpInfo] = {i.op: i for i in (
     _e(Op.CMPLT, "binary", 2, ALL, _compare, _alu(np.less), "less than: a < b, giving bool"),
     _e(Op.CMPNE, "binary", 2, ALL, _compare, _alu(np.not_equal), "not equal: a != b, giving bool (nan != nan)",
        commutative=True),
-    _e(Op.WHERE, "ternary", 3, ALL, _where, _alu(np.where), "select c ? a : b elementwise"),
+    _e(Op.WHERE, "ternary", 3, ALL, _where, _alu(np.where), "select c ? a : b elementwise",
+       vjp=lambda g, n, ct: (None, g.select(n.src[0], ct), g.where(n.src[0], 0.0, ct))),
     _e(Op.REDUCE, "reduce", 1, ALL, _reduce, lambda ctx, x: _reduce_ref(x, ctx.arg),
        "reduce with add, mul or max over axes, keeping them as size 1", keywords=("op", "axis", "keepdims"),
-       arg="reduce", cost=_DIV),
+       arg="reduce", cost=_DIV, vjp=_vjp_reduce),
     _e(Op.BUFFER, "memory", 0, ALL, _arg_dtype, lambda ctx: ctx.inputs[ctx.arg[1]],
        "a program input: an array bound at call time", arg="buffer", cost=0),
     _e(Op.CONST, "memory", 0, ALL, _arg_dtype, _const_ref, "a scalar literal or a dimension symbol's value",
        keywords=("dtype", "shape"), arg="scalar", cost=0),
     _e(Op.VIEW, "memory", 1, ALL, _first, lambda ctx, x: ctx.arg.apply(x, ctx.env),
        "reshape/permute/expand/shrink/pad/flip/step as shape, strides, offset and mask; never a copy",
-       keywords=_VIEW_KEYS, arg="view", cost=0),
+       keywords=_VIEW_KEYS, arg="view", cost=0, vjp=lambda g, n, ct: (g.view_transpose(n, ct),)),
     _e(Op.COPY, "memory", 1, ALL, _first, _alu(lambda x: np.array(x, copy=True)),
-       "materialize into a fresh contiguous buffer"),
+       "materialize into a fresh contiguous buffer", vjp=lambda g, n, ct: (ct,)),
     _e(Op.INDEX, "index", 0, (T.i32, T.i64), _arg_dtype, _index_ref,
        "the coordinate along an axis (arange, one-hot, argmax)", keywords=("axis", "dtype"), arg="index", cost=0),
     _e(Op.RAND, "other", 0, (T.u32,), _arg_dtype, lambda ctx: _rand_ref(ctx.shape, ctx.arg[1]),
@@ -341,7 +395,7 @@ TABLE: dict[Op, OpInfo] = {i.op: i for i in (
        arg="rand", cost=2 * _POLY),
     _e(Op.EXTERN, "other", -1, ALL, _arg_dtype, _extern_ref,
        "a call to a runtime-provided kernel (e.g. BLAS gemm), placed by a rule", keywords=("dtype", "shape"),
-       arg="extern"),
+       arg="extern", vjp=lambda g, n, ct: g.matmul_t(n, ct)),
 )}
 
 ELEMENTWISE = frozenset(o for o, i in TABLE.items() if i.group in ("unary", "binary", "ternary"))

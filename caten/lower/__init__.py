@@ -207,7 +207,9 @@ class KernelLowerer:
         buf = self.bufname(n)
         if mode == "tiled":
             plan = gemm_plan(n)
-            if plan is not None and p <= plan.lead:
+            # the packed path reads the MUL's operands: not when the MUL is itself stored by another
+            # stage (its operands may be values no buffer holds, e.g. a register reduction there)
+            if plan is not None and p <= plan.lead and (src not in self.realized or src in self.members):
                 return gemm(self, n, si, buf, plan)
             return tiled(self, n, si, alu, buf)
         if mode == "memory":

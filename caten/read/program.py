@@ -54,6 +54,9 @@ class CompositeDef:
     body: list[Form]
     span: Span
     library: bool = False
+    # `:vjp ((dY...) BODY...)`: the composite's own gradient (cotangent names, one per output, and
+    # the body that returns one cotangent per tensor parameter); None: differentiate the expansion
+    vjp: tuple[tuple[str, ...], list[Form]] | None = None
 
     @property
     def arity(self) -> int:
@@ -186,9 +189,26 @@ def parse_composite(form: SList, library: bool = False) -> CompositeDef:
     elif body and isinstance(body[0], Str):
         doc = body[0].value
         body = []
+    vjp = None
+    if len(body) >= 2 and isinstance(body[0], Kw) and body[0].name == "vjp":
+        vjp = _vjp_clause(name, body[1], outputs, body[0].span)
+        body = body[2:]
     if not body:
         raise Error(f"composite `{name}` has an empty body", form.span, "add (return EXPR)")
-    return CompositeDef(name, params, outputs, wheres, keys, rest, fold, doc, body, form.span, library)
+    return CompositeDef(name, params, outputs, wheres, keys, rest, fold, doc, body, form.span, library, vjp)
+
+
+def _vjp_clause(name: str, f: Form, outputs: list[Param], span: Span) -> tuple[tuple[str, ...], list[Form]]:
+    """`((dY...) BODY...)`: one cotangent name per output, then the body."""
+    if not isinstance(f, SList) or f.bracket or len(f.items) < 2 or not isinstance(f.items[0], SList) or \
+            not all(isinstance(x, Sym) for x in f.items[0].items):
+        raise Error(f"expected :vjp ((dY ...) BODY...) in `{name}`", getattr(f, "span", span),
+                    "name one cotangent per output, e.g. :vjp ((dY) (* dY 2))")
+    names = tuple(x.name for x in f.items[0].items)
+    if len(names) != len(outputs):
+        raise Error(f"`{name}` has {len(outputs)} output{'s' if len(outputs) != 1 else ''} but its :vjp names "
+                    f"{len(names)} cotangent{'s' if len(names) != 1 else ''}", f.items[0].span)
+    return names, list(f.items[1:])
 
 
 def parse_rule(form: SList) -> RuleDef:
