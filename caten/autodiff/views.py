@@ -76,8 +76,37 @@ def transpose(v: View, src_shape: Sequence[Dim], ct: Node) -> Node:
         ct = B.flip(ct, flips)
     keep = [a for a in range(len(sizes)) if sizes[a] != 1]
     ct = B.reshape(ct, [sizes[a] for a in keep])
-    axes, ct = _match(src_shape, [(sizes[a], strides[a]) for a in keep], ct)
-    return _place(ct, axes, _offsets(src_shape, offset), src_shape)
+    walk = [(sizes[a], strides[a]) for a in keep]
+    try:  # each view axis within one source axis
+        axes, placed = _match(src_shape, list(walk), ct)
+        offs = _offsets(src_shape, offset)
+        _check_fits(src_shape, axes, offs)
+        return _place(placed, axes, offs, src_shape)
+    except _Misfit:  # a view that reads across source axes (a reshape of a permuted view): go flat
+        flat = (D.prod(src_shape),)
+        axes, placed = _match(flat, list(walk), ct)
+        return B.reshape(_place(placed, axes, {0: offset}, flat), src_shape)
+
+
+class _Misfit(NotImplementedError):
+    """The view's axes do not each stay within one source axis."""
+
+
+def _check_fits(src_shape: tuple[Dim, ...], axes: list[_Axis], offs: dict[int, Dim]) -> None:
+    """Every source coordinate the view reaches lies inside its axis (else the axes do not match
+    the source's, e.g. a stride 6 over rows of 4)."""
+    for b, size in enumerate(src_shape):
+        group = [a for a in axes if a.src == b]
+        if not group:
+            continue
+        top: Dim = offs.get(b, 0)
+        for a in group:
+            top = D.add(top, D.mul(a.k, D.add(a.n, -1)))
+        sign = D.sign_of(D.add(size, D.mul(D.add(top, 1), -1)))
+        if sign is not None and sign < 0 and D.add(size, D.mul(D.add(top, 1), -1)) != 0:
+            raise _Misfit(f"a view reaching {top} on an axis of {size}")
+        if sign is None and not (len(group) == 1 and group[0].k == 1):
+            raise _Misfit(f"a view whose reach {top} on an axis of {size} is not known")
 
 
 def _real(src_shape: tuple[Dim, ...]) -> list[tuple[int, Dim]]:
@@ -108,7 +137,7 @@ def _match(src_shape: tuple[Dim, ...], axes: list[tuple[Dim, Dim]], ct: Node) ->
         n, s = axes[i]
         hit = next(((b, k) for b, c in real for k in [_exact(s, c)] if k is not None), None)
         if hit is None:
-            raise NotImplementedError(f"a view stride {s} over a source of shape {list(src_shape)}")
+            raise _Misfit(f"a view stride {s} over a source of shape {list(src_shape)}")
         b, k = hit
         size = src_shape[b]
         outer = next((j for j, (bb, _) in enumerate(real) if bb == b), 0) - 1
@@ -132,10 +161,10 @@ def _offsets(src_shape: tuple[Dim, ...], offset: Dim) -> dict[int, Dim]:
             if not isinstance(c, int):
                 if offset == 0:
                     break
-                raise NotImplementedError("a view offset over a source with symbolic inner sizes")
+                raise _Misfit("a view offset over a source with symbolic inner sizes")
             out[b], offset = divmod(offset, c)
         if offset:
-            raise NotImplementedError("a view offset outside its source")
+            raise _Misfit("a view offset outside its source")
         return out
     rest: Dim = offset
     for b, c in real:
@@ -149,7 +178,7 @@ def _offsets(src_shape: tuple[Dim, ...], offset: Dim) -> dict[int, Dim]:
                 out[b] = terms
                 rest = D.add(rest, D.mul(terms, -c))
     if rest != 0:
-        raise NotImplementedError(f"a symbolic view offset {offset}")
+        raise _Misfit(f"a symbolic view offset {offset}")
     return out
 
 

@@ -298,7 +298,7 @@ def _vjp_cast(g, n, ct):
 def _vjp_max(g, n, ct):
     a, b = n.src
     # ties split the cotangent evenly (torch.maximum's choice; any subgradient is valid)
-    wa = g.where(g.lt(b, a), 1.0, g.where(g.eq(a, b), 0.5, 0.0))
+    wa = g.add(g.as_float(g.lt(b, a), ct), g.mul(g.as_float(g.eq(a, b), ct), 0.5))
     return g.mul(ct, wa), g.mul(ct, g.add(g.neg(wa), 1.0))
 
 
