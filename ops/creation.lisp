@@ -8,10 +8,10 @@
   (CAST (INDEX [n] :axis 0) dtype))
 
 (composite rand ((shape) -> (Y{D}[...]) &key (seed 0) (dtype f32))
-  "uniform in [0, 1): 24 random bits of threefry2x32 scaled by 2**-24"
+  "uniform in [0, 1): 24 random bits of threefry2x32 scaled by 2**-24 (:seed an integer or an integer scalar tensor)"
   (CAST (MUL (CAST (IDIV (RAND shape :seed seed) 256) f32) 5.960464477539063e-08) dtype))
 (composite randn ((shape) -> (Y{D}[...]) &key (seed 0) (dtype f32))
-  "standard normal by Box-Muller over two uniform streams"
+  "standard normal by Box-Muller over two uniform streams (:seed as rand's)"
   (let ((u (rand (cons 2 shape) :seed seed))
         (u1 (- 1 (VIEW u :slice [0] :squeeze 0)))   ; in (0, 1]: log is finite
         (u2 (VIEW u :slice [1] :squeeze 0)))

@@ -203,7 +203,11 @@ def _principal_templates(op: str) -> list[Template] | None:
                 Template("axis -1", "(INDEX {shape} :axis -1 :dtype T)", source=True)]
     if op == "RAND":
         return [Template("seed 1", "(RAND {shape} :seed 1)", source=True),
-                Template("seed 2**40+3", "(RAND {shape} :seed 1099511627779)", source=True)]
+                Template("seed 2**40+3", "(RAND {shape} :seed 1099511627779)", source=True),
+                # a seed known at run time: the operand, a u32 scalar, keys the stream as it is and as an i64
+                Template("tensor seed", "(RAND [M N] :seed {1})", 2, source=True, shapes=(("M", "N"), ())),
+                Template("tensor seed i64", "(RAND [M N] :seed (XOR (CAST {1} i64) -4294967296))", 2, source=True,
+                         shapes=(("M", "N"), ()))]
     if op == "EXTERN":
         return [Template(name, f'(EXTERN "{name}" {{0}} {{1}} :shape [M N])', 2, shapes=(("M", "K"), ("K", "N")))
                 for name in EXTERNS if name == "matmul"]

@@ -347,7 +347,7 @@ def call(op: Op, args: list, kw: dict, span: Span) -> Any:
         return Tensor(B.index(shape, axis, dt))
     if op is Op.RAND:
         _arity(op.value, args, 1, span)
-        return Tensor(B.rand_bits(as_shape(args[0], span), as_int(kwarg("seed", Lit(0, "int")), span)))
+        return Tensor(_rand(as_shape(args[0], span), kwarg("seed", Lit(0, "int")), span))
     if op is Op.EXTERN:
         if not args or not isinstance(args[0], str):
             raise Error('expected (EXTERN "name" ARGS... :dtype D :shape S)', span)
@@ -358,6 +358,18 @@ def call(op: Op, args: list, kw: dict, span: Span) -> Any:
         srcs = [to_tensor(a, span).node for a in args[1:]]
         return Tensor(B.extern(args[0], kwarg("dtype", srcs[0].dtype), as_shape(kw["shape"], span), srcs))
     raise Error(f"{op.value} cannot be called from source", span)
+
+
+def _rand(shape: tuple[Dim, ...], seed: Any, span: Span) -> Node:
+    """RAND's seed: an integer known now, or a rank-0 integer tensor known at run time (u32 and i64
+    as they are, other integers widened to i64)."""
+    if not isinstance(seed, Tensor):
+        return B.rand_bits(shape, as_int(seed, span, "an integer seed or an integer scalar tensor"))
+    if seed.shape != () or not seed.dtype.is_int:
+        raise Error(f"a RAND seed is an integer or an integer scalar tensor, got {describe(seed)}", span,
+                    "reduce or index it to a scalar, and cast it to i64 or u32")
+    dyn = seed.node if seed.dtype in (T.u32, T.i64) else B.cast(seed.node, T.i64)
+    return B.rand_bits(shape, 0, dyn)
 
 
 def _arity(name: str, args: list, n: int, span: Span) -> None:

@@ -45,8 +45,12 @@ def index(shape: Sequence[Dim], axis: int, dtype: DType = T.i64) -> Node:
     return Node.make(Op.INDEX, dtype, shape, (), (dtype, axis))
 
 
-def rand_bits(shape: Sequence[Dim], seed: int) -> Node:
-    return Node.make(Op.RAND, T.u32, shape, (), (T.u32, seed))
+def rand_bits(shape: Sequence[Dim], seed: int, dyn: Node | None = None) -> Node:
+    """u32 random bits; `dyn`, a rank-0 u32 or i64 node, is a seed known only at run time (XORed
+    into the key), so one compiled program draws a fresh stream per call or per loop step."""
+    if dyn is not None and (dyn.shape != () or dyn.dtype not in (T.u32, T.i64)):
+        raise ShapeError(f"a RAND seed operand is a u32 or i64 scalar, got {dyn.dtype}{list(dyn.shape)}")
+    return Node.make(Op.RAND, T.u32, shape, () if dyn is None else (dyn,), (T.u32, seed))
 
 
 def extern(name: str, dtype: DType, shape: Sequence[Dim], srcs: Sequence[Node]) -> Node:

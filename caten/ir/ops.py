@@ -172,11 +172,19 @@ def threefry2x32(key: tuple[int, int], c0: np.ndarray, c1: np.ndarray) -> tuple[
     return x0, x1
 
 
-def _rand_ref(shape: tuple[int, ...], seed: int) -> np.ndarray:
+def rand_key(seed: int, dyn: Any = None) -> tuple[int, int]:
+    """RAND's threefry key: the static seed, XORed with the runtime seed operand's 64 bits (an i64 as
+    two's complement, a u32 zero-extended) when there is one, split into two 32-bit halves. So
+    `:seed 5` and a tensor holding 5 give the same bits."""
+    k = (seed ^ int(dyn)) if dyn is not None else seed
+    return k & 0xFFFFFFFF, (k >> 32) & 0xFFFFFFFF
+
+
+def _rand_ref(shape: tuple[int, ...], seed: int, dyn: Any = None) -> np.ndarray:
     n = int(np.prod(shape, dtype=np.int64))
     ctr = np.arange(n, dtype=np.uint64)
     with np.errstate(over="ignore"):
-        x0, _ = threefry2x32((seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF),
+        x0, _ = threefry2x32(rand_key(seed, None if dyn is None else np.asarray(dyn).item()),
                              (ctr & 0xFFFFFFFF).astype(np.uint32), (ctr >> 32).astype(np.uint32))
     return x0.reshape(shape)
 
@@ -390,9 +398,10 @@ TABLE: dict[Op, OpInfo] = {i.op: i for i in (
        "materialize into a fresh contiguous buffer", vjp=lambda g, n, ct: (ct,)),
     _e(Op.INDEX, "index", 0, (T.i32, T.i64), _arg_dtype, _index_ref,
        "the coordinate along an axis (arange, one-hot, argmax)", keywords=("axis", "dtype"), arg="index", cost=0),
-    _e(Op.RAND, "other", 0, (T.u32,), _arg_dtype, lambda ctx: _rand_ref(ctx.shape, ctx.arg[1]),
-       "uniform u32 bits from threefry2x32-20 keyed by the seed, counter = flat index", keywords=("seed",),
-       arg="rand", cost=2 * _POLY),
+    # dtypes: the output's u32 and a runtime seed operand's u32 or i64 (the arg keeps the output u32)
+    _e(Op.RAND, "other", -1, (T.u32, T.i64), _arg_dtype, lambda ctx, *dyn: _rand_ref(ctx.shape, ctx.arg[1], *dyn),
+       "uniform u32 bits from threefry2x32-20 keyed by the seed (XOR an optional rank-0 u32/i64 operand, "
+       "a seed known at run time), counter = flat index", keywords=("seed",), arg="rand", cost=2 * _POLY),
     _e(Op.EXTERN, "other", -1, ALL, _arg_dtype, _extern_ref,
        "a call to a runtime-provided kernel (e.g. BLAS gemm), placed by a rule", keywords=("dtype", "shape"),
        arg="extern", vjp=lambda g, n, ct: g.matmul_t(n, ct)),

@@ -19,6 +19,7 @@ import numpy as np
 
 from caten.errors import Error
 from caten.ir import dims as D
+from caten.ir import dtypes as T
 from caten.ir.dtypes import DType
 from caten.ir.graph import Node, toposort
 from caten.ir.ops import ARG_KINDS, TABLE, DTypeError, Op
@@ -152,6 +153,16 @@ def _index(n: Node) -> str | None:
     return None if 0 <= n.arg[1] < max(len(n.shape), 1) else f"axis {n.arg[1]} out of range for {list(n.shape)}"
 
 
+def _rand(n: Node) -> str | None:
+    """RAND takes nothing, or one runtime seed: a rank-0 u32 or i64 node."""
+    if len(n.src) > 1:
+        return f"RAND takes 0 or 1 operands (a runtime seed), this node has {len(n.src)}"
+    if n.src and (n.src[0].shape != () or n.src[0].dtype not in (T.u32, T.i64)):
+        s = n.src[0]
+        return f"a RAND seed operand is a u32 or i64 scalar, this one is {s.dtype}{list(s.shape)}"
+    return None
+
+
 def _copy(n: Node) -> str | None:
     return None if tuple(n.src[0].shape) == tuple(n.shape) else "a COPY keeps its operand's shape"
 
@@ -159,5 +170,5 @@ def _copy(n: Node) -> str | None:
 # shape rules: by op where one op is special, else by the op's table group
 _SHAPES: dict[object, Callable[[Node], str | None]] = {
     "unary": _same_as_operands, "binary": _same_as_operands, "ternary": _same_as_operands, "reduce": _reduce,
-    Op.VIEW: _view, Op.CONST: _scalar, Op.INDEX: _index, Op.COPY: _copy,
+    Op.VIEW: _view, Op.CONST: _scalar, Op.INDEX: _index, Op.COPY: _copy, Op.RAND: _rand,
 }

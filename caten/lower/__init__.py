@@ -129,7 +129,11 @@ class KernelLowerer:
             a = c.axes(self.ranges)[n.arg[1]].expr()
             return a if n.dtype == T.i64 else L.alu(Op.CAST, n.dtype, a)
         if op is Op.RAND:
-            return X.make("rand", T.u32, (c.flat().expr(),), n.arg[1])
+            ctr = (c.flat().expr(),)
+            if not n.src:
+                return X.make("rand", T.u32, ctr, n.arg[1])
+            seed = yield self._visit(n.src[0], Coords((), flat=Aff(const=0)))  # a scalar, read as a broadcast
+            return X.make("rand", T.u32, ctr + (L.alu(Op.CAST, T.u64, seed),), n.arg[1])
         if op is Op.COPY:
             return (yield self._visit(n.src[0], c))
         if op is Op.VIEW:

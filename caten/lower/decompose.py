@@ -64,7 +64,7 @@ def _expand(x: X, src: tuple[X, ...], native: Collection) -> X | None:
     if op not in DECOMPOSED or op in native:
         return None
     if op == "rand":
-        return ints.threefry(src[0], x.arg)
+        return ints.threefry(src[0], x.arg, src[1] if len(src) > 1 else None)
     if x.dtype.is_float and (op, "float") not in native:
         if op in _FLOAT1:
             return _FLOAT1[op](src[0])

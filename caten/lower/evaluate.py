@@ -17,7 +17,7 @@ import numpy as np
 
 from caten.ir import dtypes as T
 from caten.ir.dtypes import DType
-from caten.ir.ops import TABLE, Ctx, Op, threefry2x32
+from caten.ir.ops import TABLE, Ctx, Op, rand_key, threefry2x32
 from caten.lower.loopir import X
 
 Arr = np.ndarray
@@ -115,11 +115,18 @@ def _max(a: Arr, b: Arr) -> Arr:
     return np.where((a >= b) | np.isnan(a), a, b)
 
 
-def _rand(ctr: Arr, seed: int) -> Arr:
+def _rand(ctr: Arr, seed: int, dyn: Arr | None = None) -> Arr:
+    """`rand` at counters ctr; a runtime seed `dyn` (u64, one value per lane) keys each lane."""
     c = ctr.astype(np.uint64)
-    x0, _ = threefry2x32((seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF),
-                         (c & np.uint64(0xFFFFFFFF)).astype(np.uint32), (c >> np.uint64(32)).astype(np.uint32))
-    return x0
+    lo, hi = (c & np.uint64(0xFFFFFFFF)).astype(np.uint32), (c >> np.uint64(32)).astype(np.uint32)
+    if dyn is None:
+        return threefry2x32(rand_key(seed), lo, hi)[0]
+    lo, hi, d = np.broadcast_arrays(lo, hi, dyn)
+    out = np.empty(lo.shape, np.uint32)
+    for k in np.unique(d):  # one key per distinct seed (in practice one)
+        sel = d == k
+        out[sel] = threefry2x32(rand_key(seed, k), lo[sel], hi[sel])[0]
+    return out
 
 
 _OPS: dict[object, Callable[..., Arr]] = {
@@ -173,7 +180,7 @@ def _one(x: X, a: list[Arr], env: Mapping[str, Arr], buffers: Mapping[str, Arr])
     if op == "lut":
         return np.array(x.arg, dtype=dt.np)[a[0]]
     if op == "rand":
-        return _rand(a[0], x.arg)
+        return _rand(a[0], x.arg, a[1] if len(a) > 1 else None)
     if op in _REFERENCE:  # INT_MIN // -1 wraps in numpy as in the renderers
         shape = np.broadcast_shapes(*(v.shape for v in a))
         return TABLE[op].ref(Ctx(x.arg, shape, dt, {}, {}), *a)

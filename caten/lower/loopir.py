@@ -7,7 +7,8 @@ reference does.
 Expression ops (`X.op`):
   "const" arg=value | "dim" arg=Dim (i64) | "var" arg=name | "load" arg=buffer, src=(idx,)
   "masked" src=(cond, value): value if cond else 0, value evaluated only under cond
-  "rand" arg=seed src=(ctr i64,) -> u32 | an `Op` (ALU, CAST, WHERE)
+  "rand" arg=seed src=(ctr i64,) or (ctr i64, key u64: a runtime seed XORed into the key) -> u32
+  | an `Op` (ALU, CAST, WHERE)
   "idiv"/"imod" src=(a, b): truncating (C) division and remainder in the dtype of a, signed or
     unsigned by that dtype; b is never 0, nor -1 with a the minimum (index math: a >= 0, b > 0).
   An `Op.ADD/MUL/MAX` with arg "acc" is a reduction update that may be reassociated.

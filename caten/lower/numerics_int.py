@@ -34,11 +34,16 @@ def divmod_(a: X, b: X, want_mod: bool) -> X:
     return O.where(z, 0, res)
 
 
-def threefry(ctr: X, seed: int) -> X:
-    """The first u32 word of threefry2x32-20 keyed by `seed` (two 32-bit halves) at counter ctr (i64)."""
+def threefry(ctr: X, seed: int, dyn: X | None = None) -> X:
+    """The first u32 word of threefry2x32-20 keyed by `seed` (two 32-bit halves) at counter ctr (i64);
+    `dyn`, a u64 known at run time, is XORed into the key (caten.ir.ops.rand_key). Without it the key
+    words are constants, so a static seed's code is what it always was."""
     u = T.u32
     k0, k1 = seed & 0xFFFFFFFF, (seed >> 32) & 0xFFFFFFFF
-    ks = (k0, k1, 0x1BD11BDA ^ k0 ^ k1)
+    ks: tuple = (k0, k1, 0x1BD11BDA ^ k0 ^ k1)
+    if dyn is not None:
+        d0, d1 = O.xor(O.cast(dyn, u), k0), O.xor(O.cast(O.shr(dyn, 32), u), k1)
+        ks = (d0, d1, O.xor(O.xor(d0, d1), 0x1BD11BDA))
     c64 = O.cast(ctr, T.u64)
     x0 = O.add(O.cast(c64, u), ks[0])
     x1 = O.add(O.cast(O.shr(c64, 32), u), ks[1])
@@ -49,5 +54,6 @@ def threefry(ctr: X, seed: int) -> X:
         if r % 4 == 3:
             i = r // 4 + 1
             x0 = O.add(x0, ks[i % 3])
-            x1 = O.add(x1, (ks[(i + 1) % 3] + i) & 0xFFFFFFFF)
+            k = ks[(i + 1) % 3]
+            x1 = O.add(x1, (k + i) & 0xFFFFFFFF) if isinstance(k, int) else O.add(O.add(x1, k), i)
     return x0
