@@ -24,10 +24,10 @@ def grad_source(body: str, arrays: Sequence[np.ndarray], wrt: Sequence[int]) -> 
     out_dt = "f64" if any(a.dtype == np.float64 for a in arrays) else "f32"
     call = " ".join(names)
     w = " ".join(names[i] for i in wrt)
-    outs = ", ".join([f"L{{{out_dt}}}"] + [f"G{names[i]}{{{ {np.float32: 'f32', np.float64: 'f64'}[arrays[i].dtype.type]} }}"
-                                           f"[{', '.join(f'{names[i].lower()}{k}' for k in range(arrays[i].ndim))}]"
-                                           for i in wrt])
-    outs = outs.replace("{ ", "{").replace(" }", "}")
+    dtn = {np.float32: "f32", np.float64: "f64"}
+    dims = {i: ", ".join(f"{names[i].lower()}{k}" for k in range(arrays[i].ndim)) for i in wrt}
+    grads = [f"G{names[i]}{{{dtn[arrays[i].dtype.type]}}}[{dims[i]}]" for i in wrt]
+    outs = ", ".join([f"L{{{out_dt}}}"] + grads)
     rets = " ".join(f"(nth r {k})" for k in range(len(wrt) + 1))
     return (f"(composite f (({params}) -> (L{{{out_dt}}}))\n  {body})\n"
             f"(composite g (({params}) -> ({outs}))\n"

@@ -35,8 +35,9 @@ CASES = {
         [r(4, 5), r(5, 6), r(6), r(6, 3), r(3), onehot([0, 2, 1, 0], 3)], [0, 1, 2, 3, 4],
         lambda a, b, c, d, e, f: -(f * torch.log_softmax(F.gelu(a @ b + c) @ d + e, -1)).sum(-1).mean()),
     "conv2d-stride-padding-groups": (
-        "(sum (* (conv2d A B C :stride 2 :padding 1 :groups 2) D))", [r(2, 4, 7, 7), r(6, 2, 3, 3), r(6), r(2, 6, 4, 4)],
-        [0, 1, 2], lambda a, b, c, d: (F.conv2d(a, b, c, stride=2, padding=1, groups=2) * d).sum()),
+        "(sum (* (conv2d A B C :stride 2 :padding 1 :groups 2) D))",
+        [r(2, 4, 7, 7), r(6, 2, 3, 3), r(6), r(2, 6, 4, 4)], [0, 1, 2],
+        lambda a, b, c, d: (F.conv2d(a, b, c, stride=2, padding=1, groups=2) * d).sum()),
     "conv2d-dilation": (
         "(sum (* (conv2d A B :padding 2 :dilation 2) C))", [r(1, 2, 6, 6), r(3, 2, 3, 3), r(1, 3, 6, 6)], [0, 1],
         lambda a, b, c: (F.conv2d(a, b, padding=2, dilation=2) * c).sum()),

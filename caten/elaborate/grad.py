@@ -14,7 +14,7 @@ transform routes a cotangent through their own gradient instead of their expansi
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from caten import autodiff
 from caten.elaborate import principal as P
@@ -24,10 +24,22 @@ from caten.errors import Error, Span, closest
 from caten.ir import build as B
 from caten.ir.graph import Node
 from caten.read.program import CompositeDef
-from caten.read.sexpr import Kw, SList, Sym
+from caten.read.sexpr import Form, Kw, SList, Sym
 
-if TYPE_CHECKING:
-    from caten.elaborate.elaborator import Elaborator
+
+class Elaborator(Protocol):
+    """What the forms use of the elaborator (which imports this module)."""
+    lib: dict[str, list[CompositeDef]]
+    user: dict[str, list[CompositeDef]]
+    custom: dict[Node, autodiff.Custom]
+    frames: list[Frame]
+
+    def defs(self, name: str) -> list[CompositeDef] | None: ...
+    def pick(self, name: str, defs: list[CompositeDef], args: list, span: Span) -> CompositeDef: ...
+    def eval(self, f: Form, env: Scope) -> Any: ...
+    def eval_body(self, body: list[Form], env: Scope) -> Any: ...
+    def call_composite(self, name: str, defs: list[CompositeDef], args: list, kwargs: dict,
+                       kspans: dict[str, Span], span: Span, rules: bool = True) -> Any: ...
 
 FORMS = ("grad", "value-and-grad", "vjp")
 _ids = itertools.count()

@@ -247,6 +247,8 @@ def device_kernels(k: L.Kernel, outer: int, local_bufs: dict[str, Dim], target: 
         fn.emit(f"const i64 g = {target.grp if groups else target.gid};")
         if groups:
             fn.emit(f"const i32 lid = {target.lid};")
+            if not chain:
+                fn.emit("(void)g;")  # one work group: its index is unused (nvcc warns otherwise)
         else:
             fn.emit(f"if (g >= {fn.dimval(count)}) return;")
         rest = "g"

@@ -68,11 +68,13 @@ CUDA = Target(
     "cuda",
     "typedef signed char i8;\ntypedef short i16;\ntypedef int i32;\ntypedef long long i64;\n"
     "typedef unsigned char u8;\ntypedef unsigned short u16;\ntypedef unsigned int u32;\n"
-    "typedef unsigned long long u64;\ntypedef float f32;\ntypedef double f64;\ntypedef double fw;\n",
+    "typedef unsigned long long u64;\ntypedef float f32;\ntypedef double f64;\ntypedef double fw;\n"
+    # __longlong_as_double takes a signed long long: bits above 2**63 (-inf, negative nans) warned
+    "static __device__ __forceinline__ f64 caten_bits_u2d(u64 u) { return __longlong_as_double((i64)u); }\n",
     'extern "C" __global__ void', "static __device__ __forceinline__", "", "__restrict__", "__shared__",
     "__syncthreads()",
     "((i64)blockIdx.x * (i64)blockDim.x + (i64)threadIdx.x)", "((i64)blockIdx.x)", "((i32)threadIdx.x)",
-    ("__float_as_uint", "__uint_as_float", "(u64)__double_as_longlong", "__longlong_as_double"), _CMATH, True)
+    ("__float_as_uint", "__uint_as_float", "(u64)__double_as_longlong", "caten_bits_u2d"), _CMATH, True)
 
 TARGETS = {"c": C, "opencl": OPENCL, "cuda": CUDA}
 

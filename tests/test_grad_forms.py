@@ -1,0 +1,116 @@
+"""The gradient forms of LANGUAGE.md section 11 (`grad`, `value-and-grad`, `vjp`), user `:vjp`
+clauses, and their diagnostics. Values are checked against numpy formulas and central finite
+differences (tests/gradcheck.py); torch comparisons are in test_grad_torch.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import caten
+from tests.gradcheck import assert_close, caten_grads, fd_grads
+from tests.test_cli import caten_cli
+
+_rng = np.random.default_rng(7)
+
+
+def r(*shape: int) -> np.ndarray:
+    return _rng.standard_normal(shape).astype(np.float32)
+
+
+VJP = """
+(composite f ((X{f32}[N, M], W{f32}[M, K]) -> (Y{f32}[N, K])) (tanh (matmul X W)))
+(composite g ((X{f32}[N, M], W{f32}[M, K], C{f32}[N, K]) -> (GX{f32}[N, M], GW{f32}[M, K]))
+  (setf gs (vjp f X W :wrt [X W] :cotangent C))
+  (return (nth gs 0) (nth gs 1)))
+"""
+
+
+@pytest.mark.parametrize("runtime", ["numpy", "llvm", "c"])
+def test_vjp_of_a_non_scalar_output(runtime):
+    x, w, c = r(3, 4), r(4, 2), r(3, 2)
+    gx, gw = caten.loads(VJP, runtime=runtime).g(x, w, c)
+    d = c * (1 - np.tanh(x @ w) ** 2)
+    np.testing.assert_allclose(gx, d @ w.T, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(gw, x.T @ d, rtol=1e-5, atol=1e-6)
+
+
+ALIAS = """
+(composite f ((A{f32}[N], B{f32}[N]) -> (L{f32})) (sum (* (exp A) B)))
+(composite g ((X{f32}[N]) -> (GA{f32}[N], GB{f32}[N], GE{f32}[N]))
+  (return (grad f X X :wrt A) (grad f X X :wrt B) (grad f (exp X) X :wrt B)))
+"""
+
+
+def test_the_same_tensor_passed_twice_is_differentiated_per_parameter():
+    """Hash-consing makes both arguments one node; d/dA must still hold B fixed (and an argument
+    equal to a node computed inside f must not pick up f's internal path)."""
+    x = r(5)
+    ga, gb, ge = caten.loads(ALIAS, runtime="llvm").g(x)
+    np.testing.assert_allclose(ga, np.exp(x) * x, rtol=1e-6)
+    np.testing.assert_allclose(gb, np.exp(x), rtol=1e-6)
+    np.testing.assert_allclose(ge, np.exp(np.exp(x)), rtol=1e-6)
+
+
+CUSTOM = """
+(composite ste-round ((X{T}[...]) -> (Y{T}[...]))
+  "round to the nearest integer; the gradient passes straight through"
+  :vjp ((dY) dY)
+  (- X (MOD X 1)))
+(composite f ((X{f32}[N]) -> (L{f32})) (sum (* (ste-round X) X)))
+(composite g ((X{f32}[N]) -> (G{f32}[N])) (grad f X :wrt X))
+"""
+
+
+def test_a_user_vjp_clause_replaces_the_expansions_gradient():
+    x = np.array([0.3, 1.7, -2.2], np.float32)
+    g = caten.loads(CUSTOM, runtime="llvm").g(x)
+    np.testing.assert_allclose(g, (x - np.mod(x, 1)) + x, rtol=1e-6)  # d/dx [round(x) x] with round' = 1
+
+
+def test_f64_gradients_match_finite_differences():
+    x = _rng.standard_normal((3, 4))
+    w = _rng.standard_normal((4,))
+    body = "(sum (* (softmax (* A B) :axis 1) (log-softmax A :axis 0)))"
+    got = caten_grads(body, [x, w], [0, 1], "llvm")
+    assert_close(got, fd_grads(body, [x, w], [0, 1]), rtol=1e-6, atol=1e-8)
+
+
+def test_integer_casts_pass_no_gradient():
+    x = r(4) * 3
+    got = caten_grads("(sum (+ (CAST (CAST A i32) f32) (* A A)))", [x], [0], "numpy")
+    np.testing.assert_allclose(got[1], 2 * x, rtol=1e-6)
+
+
+def test_grad_of_a_library_composite_and_kinks_give_a_subgradient():
+    x = np.array([-1.0, 0.0, 2.0], np.float32)
+    got = caten_grads("(sum (relu A))", [x], [0], "llvm")
+    assert got[1][0] == 0 and got[1][2] == 1 and 0 <= got[1][1] <= 1
+
+
+DIAG = """(composite loss ((X{f32}[B, D], W{f32}[D, K], I{i32}[B]) -> (L{f32}))
+  (mse (matmul X W) (VIEW (CAST I f32) :unsqueeze 1)))
+(composite vec ((X{f32}[B, D], W{f32}[D, K]) -> (Y{f32}[B, K])) (matmul X W))
+"""
+MISUSE = {
+    "(composite s ((X{f32}[B, D], W{f32}[D, K], I{i32}[B]) -> (G{f32}[B])) (grad loss X W I :wrt I))":
+        ("cannot differentiate with respect to `I`: its argument is i32", "floating-point"),
+    "(composite s ((X{f32}[B, D], W{f32}[D, K]) -> (G{f32}[D, K])) (grad vec X W :wrt W))":
+        ("needs a floating-point scalar first output", "vjp"),
+    "(composite s ((X{f32}[B, D], W{f32}[D, K], I{i32}[B]) -> (G{f32}[D, K])) (grad loss X W I :wrt Wt))":
+        ("`loss` has no parameter `Wt`", "did you mean `W`"),
+    "(composite s ((X{f32}[B, D], W{f32}[D, K]) -> (G{f32}[D, K])) "
+    "(vjp vec X W :wrt W :cotangent (CONST 1.0 :shape [(dim X 0)])))":
+        ("the cotangent is f32[B] but `vec`'s first output is f32[B, K]", "shaped like the output"),
+}
+
+
+@pytest.mark.parametrize("line", sorted(MISUSE))
+def test_misuse_is_a_diagnostic_at_the_call(tmp_path, line):
+    message, hint = MISUSE[line]
+    (tmp_path / "m.lisp").write_text(DIAG + line + "\n")
+    rc, out, err = caten_cli(["-r", "numpy", "m.lisp", "-e", "s", "--emit", "ir"], tmp_path)
+    assert rc == 1 and "Traceback" not in out + err
+    first = err.splitlines()[0]
+    assert first.startswith("m.lisp:4:") and "error: " in first and message in first, err
+    assert "^" in err and hint in err, err
