@@ -1,7 +1,7 @@
 """Compiled composites as Python callables: numpy arrays in, numpy arrays out.
 
 Every argument is checked (count, dtype, rank, dims, `where` constraints) before any
-kernel runs, and nothing the caller passed is ever written.
+kernel runs, and nothing the caller passed is ever written but the `out=` arrays it names.
 """
 
 from __future__ import annotations
@@ -80,7 +80,11 @@ class Composite:
             self._variants[key] = (prog, exe)
         return self._variants[key]
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any, out: Any = None) -> Any:
+        """Run on numpy arrays. `out`: arrays (one per output, or one array for one output) to
+        write the results into instead of fresh ones -- a training loop that alternates two sets
+        of parameter arrays (step k reads A and writes B, step k+1 reads B and writes A) then
+        allocates and copies nothing. They are checked like arguments, and may not overlap one."""
         name = self.cdef.name
         if len(args) != len(self.cdef.params):
             raise Error(f"`{name}` takes {len(self.cdef.params)} argument{'s' if len(self.cdef.params) != 1 else ''}, "
@@ -98,10 +102,33 @@ class Composite:
                         hint="install what it names, or choose another runtime (`caten runtimes` lists them)")
         prog, exe = self.program(self._bind_types(arrays))
         env = check_shapes(prog, arrays)
-        outs = [self._output(prog, o, env) for o in prog.outputs]
+        outs = [self._output(prog, o, env) for o in prog.outputs] if out is None else \
+            self._given(prog, out, env, arrays)
         exe.run([a if a.flags.c_contiguous else np.array(a, order="C") for a in arrays], outs, env)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
+
+    def _given(self, prog: Program, out: Any, env: dict[str, int], arrays: list[np.ndarray]) -> list[np.ndarray]:
+        """The caller's output arrays, each checked before any kernel runs."""
+        outs = [out] if isinstance(out, np.ndarray) else list(out)
+        name = self.cdef.name
+        if len(outs) != len(prog.outputs):
+            raise Error(f"`{name}` has {len(prog.outputs)} output{'s' if len(prog.outputs) != 1 else ''}, "
+                        f"but out= gives {len(outs)} array{'s' if len(outs) != 1 else ''}")
+        for i, (spec, a) in enumerate(zip(prog.outputs, outs)):
+            shape = tuple(D.evaluate(d, env) for d in spec.shape)
+            if not isinstance(a, np.ndarray):
+                raise Error(f"out= array for `{spec.name}` of `{name}` must be a numpy array, got {type(a).__name__}")
+            if a.dtype != spec.dtype.np or a.shape != shape:
+                raise Error(f"out= array for `{spec.name}` of `{name}` is {a.dtype}{list(a.shape)}, "
+                            f"but the output is {spec.dtype}{list(shape)}")
+            if not a.flags.c_contiguous or not a.flags.writeable:
+                raise Error(f"out= array for `{spec.name}` of `{name}` must be C-contiguous and writeable")
+            for other in [*arrays, *outs[:i]]:
+                if np.may_share_memory(a, other):
+                    raise Error(f"out= array for `{spec.name}` of `{name}` overlaps an argument or another output",
+                                hint="alternate two sets of arrays: write step k+1 into the arrays step k read")
+        return outs
 
     def _output(self, prog: Program, spec, env: dict[str, int]) -> np.ndarray:
         """An output array, or a diagnostic when its size cannot be allocated (or exceeds int64)."""
