@@ -132,6 +132,7 @@ def _param_candidates(pname: str, shape: Shape, has_tensors: bool) -> list[tuple
         "widths": ["[[1 2]]", "[[0 1] [2 0]]"],
         "v": ["3", "2.5", "-2"],
         "n": [dims[-1] if dims else "5"],
+        "p": ["0.25", "0"],  # a probability (dropout)
     }
     if pname == "dtype":
         return [(d.name, "castable" if d.is_int else "") for d in DTYPES]
@@ -448,14 +449,23 @@ def _elaborate_outputs(v: Variant, dt: DType) -> list[tuple]:
     return out
 
 
+def _returned(v: Variant) -> str:
+    """The variant's expression as a composite body: a call giving several outputs (optimizer
+    updates) gives one value holding them, which `return` spreads."""
+    if len(v.outs) == 1:
+        return v.expr
+    return f"(let ((r {v.expr})) (return {' '.join(f'(nth r {j})' for j in range(len(v.outs)))}))"
+
+
 def source_of(variants: list[Variant], tag_of: dict[int, str]) -> str:
     """One composite `v<tag>` per variant plus `all`, which returns every variant's outputs."""
     lines = []
     for v in variants:
-        lines.append(f"(composite v{tag_of[id(v)]} {v.signature(tag_of[id(v)])} {v.expr})")
+        lines.append(f"(composite v{tag_of[id(v)]} {v.signature(tag_of[id(v)])} {_returned(v)})")
     ins = " ".join(f"({p.name}{{{p.dtype}}}{_dims(p.dims)})" for v in variants for p in v.params)
     outs = " ".join(f"(o{tag_of[id(v)]}_{j}{{{'T' if v.source else f'R{tag_of[id(v)]}_{j}'}}}{d})"
                     for v in variants for j, d in enumerate(v.outs))
-    body = " ".join(v.expr for v in variants)
+    body = " ".join(v.expr if len(v.outs) == 1 else " ".join(f"(nth {v.expr} {j})" for j in range(len(v.outs)))
+                    for v in variants)
     lines.append(f"(composite all ({ins} -> {outs})\n  (return {body}))")
     return "\n".join(lines) + "\n"
