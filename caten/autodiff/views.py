@@ -50,9 +50,11 @@ def unbroadcast(x: Node, shape: Sequence[Dim]) -> Node:
 def transpose(v: View, src_shape: Sequence[Dim], ct: Node) -> Node:
     """The cotangent of the source of `VIEW(src, v)` given the view's cotangent `ct`."""
     src_shape = tuple(src_shape)
-    if v.contiguous:
+    if v.contiguous and D.prod(v.shape) == D.prod(src_shape):  # a plain reshape (a prefix is a shrink)
         return B.reshape(ct, src_shape)
     offset, strides, sizes = v.offset, list(v.strides), list(v.shape)
+    if v.mask is not None and any(isinstance(lo, int) and isinstance(hi, int) and hi <= lo for lo, hi in v.mask):
+        return B.const(0, ct.dtype, src_shape)  # an empty mask: the view reads nothing
     if v.mask is not None:  # positions outside the mask read nothing: keep the box inside it
         ct = B.shrink(ct, v.mask)
         for a, (lo, hi) in enumerate(v.mask):

@@ -123,8 +123,11 @@ class View:
                     s, m = next(real)
                     strides.append(s)
                     mask.append(m)
+            # a size-1 axis whose one position lies outside its mask (an empty mask: (0, 0), (1, 1),
+            # or one a shrink left inverted, such as (0, -1)) makes the whole view read zeros
             dead = self.mask is not None and any(
-                m == (0, 0) or m == (1, 1) for d, m in zip(self.shape, self.mask) if d == 1)
+                isinstance(lo, int) and isinstance(hi, int) and not lo <= 0 < hi
+                for d, (lo, hi) in zip(self.shape, self.mask) if d == 1)
             if dead:
                 return None
             return View(shape, tuple(strides), self.offset, None if self.mask is None else tuple(mask))
