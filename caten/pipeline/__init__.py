@@ -108,7 +108,7 @@ class Lowered:
     def decompose(self, native: frozenset | None) -> None:
         """Write the hard ops the renderer lacks in primitives (caten.lower.decompose)."""
         if native is not None:
-            self.kernels = decompose(self.kernels, native)
+            self.kernels = decompose(self.kernels, native, self.defines)
             self.verify("the decompose pass")
 
     def verify(self, stage: str) -> None:
