@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from caten.ir import dims as D
+from caten.ir import dtypes as T
 from caten.ir.dims import Atom, Dim
 from caten.lower import loopir as L
 from caten.lower import numerics_int as ints
@@ -60,5 +61,9 @@ def atom_value(a: Atom, defines: Mapping[str, Dim]) -> X:
         return L.dim(D.sym(a.args[0])) if v is None else dim_value(v, defines)
     x, y = (dim_value(s, defines) for s in a.args)
     if a.op in _DIVIDES:
+        num, den = a.args
+        if isinstance(den, int) and den > 0 and D.sign_of(num) == 1:  # num >= 0: truncation floors
+            u = T.u64  # (unsigned: what an unsigned division by a power of two is, a shift)
+            return O.cast((O.trem if a.op == "mod" else O.tdiv)(O.cast(x, u), O.cast(y, u)), L.IDX)
         return ints.divmod_(x, y, a.op == "mod")
     return O.where(O.gt(x, y) if a.op == "max" else O.lt(x, y), x, y)
