@@ -38,10 +38,11 @@ def _softmax_times_rowsum(z: np.ndarray) -> np.ndarray:
     return e / e.sum(0, keepdims=True) * z.sum(1, keepdims=True)
 
 
-@pytest.mark.parametrize("runtime", RUNTIMES)
-def test_dim_division_in_kernels_like_numpy(runtime):
+@pytest.mark.parametrize("runtime,bounds", [(r, False) for r in RUNTIMES] + [("llvm", True), ("opencl", True)])
+def test_dim_division_in_kernels_like_numpy(runtime, bounds):
+    """(bounds: the bounds-checked mode, whose checks add dims of buffer sizes after the pass)"""
     _usable(runtime)
-    m = caten.loads(SRC, runtime=runtime, use_cache=False)
+    m = caten.loads(SRC, runtime=runtime, use_cache=False, check_bounds=bounds)
     for n in range(0, 8):
         x = np.arange(n, dtype=np.float32) + 1
         np.testing.assert_array_equal(m.f(x), np.pad(x, (0, (-n) % 3), constant_values=1.0))
