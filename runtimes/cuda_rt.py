@@ -22,8 +22,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
-from collections.abc import Sequence
 
 import numpy as np
 
@@ -31,6 +29,7 @@ from caten.errors import Error
 from caten.ir.ops import Op
 from caten.plugin import Capabilities, Options, Runtime
 from caten.render import cstyle as CS
+from caten.run.device import Adapter, DeviceExecutable, Grid
 from caten.target import Target
 
 BLOCK = 256
@@ -192,63 +191,45 @@ def arch() -> str:
     return "sm_80"
 
 
-class CUDAExecutable:
-    """PTX for one program; the module is loaded on the GPU at the first run (so that compiling,
-    e.g. `caten test-runtime --compile-only`, works on a machine without one)."""
+class CUDAAdapter(Adapter):
+    """The CUDA driver under caten.run.device: the null stream of the first GPU's primary
+    context. The PTX module is loaded at the first run, so that compiling (e.g. `caten
+    test-runtime --compile-only`) works on a machine without a GPU."""
 
-    def __init__(self, dp: CS.DeviceProgram, ptx: str):
-        self.dp, self.ptx = dp, ptx
-        self.funcs: list | None = None
-        self.mem: dict[str, tuple[int, int]] = {}  # buffer -> (device pointer, bytes)
-        self.defines = dict(dp.program.defines)
-        self._lock = threading.Lock()
+    def __init__(self, ptx: str):
+        self.ptx = ptx
+        self.module = None
 
-    def _alloc(self, name: str, nbytes: int) -> int:
+    def begin(self) -> None:
+        gpu()  # initialises the driver once; makes the context current on this thread
+
+    def kernel(self, name: str):
         cu = _driver()
-        hit = self.mem.get(name)
-        if hit is None or hit[1] < nbytes:
-            if hit is not None:
-                _ok(cu.cuMemFree(hit[0]))
-            ptr = _ok(cu.cuMemAlloc(max(nbytes, 1)))
-            self.mem[name] = hit = (ptr, max(nbytes, 1))
-        return hit[0]
-
-    def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], env: dict[str, int]) -> None:
-        with self._lock:  # one device queue, kernel arguments and temporaries per executable: one call at a time
-            self._run(inputs, outputs, env)
-
-    def _run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], env: dict[str, int]) -> None:
-        cu = _driver()
-        gpu()
-        if self.funcs is None:
+        if self.module is None:
             self.module = _ok(cu.cuModuleLoadData(self.ptx.encode() + b"\0"))
-            self.funcs = [(k, _ok(cu.cuModuleGetFunction(self.module, k.name.encode()))) for k in self.dp.kernels]
-        env = {**self.defines, **env}
-        ptrs: dict[str, int] = {}
-        for b in self.dp.buffers.values():
-            if b.role == "in":
-                a = np.ascontiguousarray(inputs[b.index])
-                ptrs[b.name] = self._alloc(b.name, a.nbytes)
-                if a.nbytes:
-                    _ok(cu.cuMemcpyHtoD(ptrs[b.name], a.ctypes.data, a.nbytes))
-            elif b.role == "out":
-                ptrs[b.name] = self._alloc(b.name, outputs[b.index].nbytes)
-            else:
-                ptrs[b.name] = self._alloc(b.name, CS.eval_dim(b.nbytes, env))
-        for k, fn in self.funcs:
-            groups = CS.eval_dim(k.count, env) if k.mode == "groups" else -(-CS.eval_dim(k.count, env) // k.local)
-            if groups == 0:
-                continue
-            vals = [np.array([int(ptrs[p.name])], np.uint64) for p in k.params]
-            vals += [np.array([env[d]], np.int64) for d in k.dims]
-            argv = np.array([v.ctypes.data for v in vals], np.uint64)
-            _ok(cu.cuLaunchKernel(fn, groups, 1, 1, k.local, 1, 1, 0, cu.CUstream(0), argv.ctypes.data, 0))
-        for b in self.dp.buffers.values():
-            if b.role == "out":
-                o = outputs[b.index]
-                if o.nbytes:
-                    _ok(cu.cuMemcpyDtoH(o.ctypes.data, ptrs[b.name], o.nbytes))
-        _ok(cu.cuCtxSynchronize())
+        return _ok(cu.cuModuleGetFunction(self.module, name.encode()))
+
+    def alloc(self, nbytes: int):
+        return _ok(_driver().cuMemAlloc(nbytes))  # a CUdeviceptr
+
+    def free(self, buf) -> None:
+        _ok(_driver().cuMemFree(buf))
+
+    def copy_in(self, buf, array: np.ndarray) -> None:
+        _ok(_driver().cuMemcpyHtoD(buf, array.ctypes.data, array.nbytes))
+
+    def copy_out(self, buf, array: np.ndarray) -> None:
+        _ok(_driver().cuMemcpyDtoH(array.ctypes.data, buf, array.nbytes))
+
+    def launch(self, kernel, args, grid: Grid) -> None:
+        cu = _driver()
+        # kernelParams: one pointer per argument, to its value (device pointers as u64, dims as i64)
+        vals = [np.array([a], np.int64) if isinstance(a, np.int64) else np.array([int(a)], np.uint64) for a in args]
+        argv = np.array([v.ctypes.data for v in vals], np.uint64)
+        _ok(cu.cuLaunchKernel(kernel, grid.groups, 1, 1, grid.local, 1, 1, 0, cu.CUstream(0), argv.ctypes.data, 0))
+
+    def sync(self) -> None:
+        _ok(_driver().cuCtxSynchronize())
 
 
 class CUDARuntime(Runtime):
@@ -297,8 +278,8 @@ class CUDARuntime(Runtime):
             cubin(ptx, target)  # raises with ptxas's message if the PTX does not assemble
         return ptx.encode()
 
-    def load(self, artifact: bytes, lowered, t: Target, options: Options) -> CUDAExecutable:
-        return CUDAExecutable(_device_program(lowered), artifact.decode())
+    def load(self, artifact: bytes, lowered, t: Target, options: Options) -> DeviceExecutable:
+        return DeviceExecutable(_device_program(lowered), CUDAAdapter(artifact.decode()))
 
     def artifacts(self, source: str, kind: str, lowered, t: Target,
                   options: Options) -> dict[str, bytes | str]:

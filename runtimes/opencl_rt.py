@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import warnings
-from collections.abc import Sequence
 
 import numpy as np
 
@@ -26,6 +24,7 @@ from caten.ir.dtypes import DType
 from caten.ir.ops import Op
 from caten.plugin import Capabilities, Options, Runtime
 from caten.render import cstyle as CS
+from caten.run.device import Adapter, DeviceExecutable, Grid
 from caten.target import Target
 
 # OpenCL C's float `/` and sqrt may be off by 2.5 and 3 ulp unless asked for correct rounding;
@@ -77,81 +76,45 @@ def settings(dev) -> dict:
     return s
 
 
-class OpenCLExecutable:
-    def __init__(self, dp: CS.DeviceProgram, prog, ctx, queue, cpu: bool):
+class OpenCLAdapter(Adapter):
+    """pyopencl under caten.run.device: one queue; on a CPU device inputs and outputs are the
+    host arrays themselves (CL_MEM_USE_HOST_PTR) and items-mode kernels pick their own
+    work-group size."""
+
+    def __init__(self, prog, ctx, queue, cpu: bool):
+        self.prog, self.ctx, self.queue, self.cpu = prog, ctx, queue, cpu
+
+    def kernel(self, name: str):
+        return _cl().Kernel(self.prog, name)
+
+    def alloc(self, nbytes: int):
+        return _cl().Buffer(self.ctx, _cl().mem_flags.READ_WRITE, nbytes)
+
+    def host_buffer(self, array: np.ndarray, writable: bool):
+        if not self.cpu:
+            return None
+        mf = _cl().mem_flags
+        return _cl().Buffer(self.ctx, (mf.READ_WRITE if writable else mf.READ_ONLY) | mf.USE_HOST_PTR, hostbuf=array)
+
+    def copy_in(self, buf, array: np.ndarray) -> None:
+        _cl().enqueue_copy(self.queue, buf, array)
+
+    def copy_out(self, buf, array: np.ndarray) -> None:
         cl = _cl()
-        self.dp, self.ctx, self.queue, self.cpu = dp, ctx, queue, cpu
-        self.kernels = [(k, cl.Kernel(prog, k.name)) for k in dp.kernels]
-        self.temps: dict[str, object] = {}
-        self.defines = dict(dp.program.defines)
-        self._lock = threading.Lock()
+        if buf.flags & cl.mem_flags.USE_HOST_PTR:  # the array's own memory: mapping makes it current
+            arr, _ = cl.enqueue_map_buffer(self.queue, buf, cl.map_flags.READ, 0, array.shape, array.dtype,
+                                           is_blocking=True)
+            arr.base.release(self.queue)
+        else:
+            cl.enqueue_copy(self.queue, array, buf)
 
-    def _temp(self, name: str, nbytes: int):
-        buf = self.temps.get(name)
-        if buf is None or buf.size < nbytes:
-            buf = _cl().Buffer(self.ctx, _cl().mem_flags.READ_WRITE, max(nbytes, 1))
-            self.temps[name] = buf
-        return buf
+    def launch(self, kernel, args, grid: Grid) -> None:
+        kernel.set_args(*args)
+        local = (grid.local,) if (grid.mode == "groups" or not self.cpu) else None
+        _cl().enqueue_nd_range_kernel(self.queue, kernel, (grid.groups * grid.local if local else grid.count,), local)
 
-    def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], env: dict[str, int]) -> None:
-        with self._lock:  # one device queue, kernel arguments and temporaries per executable: one call at a time
-            self._run(inputs, outputs, env)
-
-    def _run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], env: dict[str, int]) -> None:
-        cl = _cl()
-        mf = cl.mem_flags
-        env = {**self.defines, **env}
-        q = self.queue
-        bufs: dict[str, object] = {}
-        outs = []
-        for b in self.dp.buffers.values():
-            if b.role == "in":
-                a = np.ascontiguousarray(inputs[b.index])
-                if a.nbytes == 0:
-                    bufs[b.name] = self._temp("__empty", 1)
-                elif self.cpu:
-                    bufs[b.name] = cl.Buffer(self.ctx, mf.READ_ONLY | mf.USE_HOST_PTR, hostbuf=a)
-                else:
-                    bufs[b.name] = cl.Buffer(self.ctx, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=a)
-            elif b.role == "out":
-                o = outputs[b.index]
-                if o.nbytes == 0:
-                    bufs[b.name] = self._temp("__empty", 1)
-                elif self.cpu:
-                    bufs[b.name] = cl.Buffer(self.ctx, mf.READ_WRITE | mf.USE_HOST_PTR, hostbuf=o)
-                    outs.append((o, bufs[b.name], True))
-                else:
-                    bufs[b.name] = self._temp(b.name, o.nbytes)
-                    outs.append((o, bufs[b.name], False))
-            elif b.role == "oob":  # the bounds-checked mode's error record
-                oob = np.zeros(b.elems, np.int64)
-                bufs[b.name] = cl.Buffer(self.ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=oob)
-            else:
-                bufs[b.name] = self._temp(b.name, CS.eval_dim(b.nbytes, env))
-        dims = {}
-        for k, kern in self.kernels:
-            gs = k.global_size(env)
-            if gs == 0:
-                continue
-            for d in k.dims:
-                if d not in dims:
-                    dims[d] = np.int64(env[d])
-            kern.set_args(*[bufs[p.name] for p in k.params], *[dims[d] for d in k.dims])
-            local = (k.local,) if (k.mode == "groups" or not self.cpu) else None
-            cl.enqueue_nd_range_kernel(q, kern, (gs if local else CS.eval_dim(k.count, env),), local)
-        for o, buf, mapped in outs:
-            if mapped:
-                arr, _ = cl.enqueue_map_buffer(q, buf, cl.map_flags.READ, 0, o.shape, o.dtype, is_blocking=True)
-                arr.base.release(q)
-            else:
-                cl.enqueue_copy(q, o, buf)
-        q.finish()
-        if self.dp.bounds is not None:
-            from caten.ir.oob import raise_if_failed
-
-            cl.enqueue_copy(q, oob, bufs["oob"])
-            q.finish()
-            raise_if_failed(oob.ctypes.data, self.dp.bounds, self.dp.program.name)
+    def sync(self) -> None:
+        self.queue.finish()
 
 
 class OpenCLRuntime(Runtime):
@@ -208,7 +171,7 @@ class OpenCLRuntime(Runtime):
     def compile_source(self, source: str, t: Target, options: Options) -> bytes:
         return source.encode()
 
-    def load(self, artifact: bytes, lowered, t: Target, options: Options) -> OpenCLExecutable:
+    def load(self, artifact: bytes, lowered, t: Target, options: Options) -> DeviceExecutable:
         cl = _cl()
         ctx, q, dev = device()
         (dp,), _ = self._programs([lowered], options)
@@ -220,9 +183,7 @@ class OpenCLRuntime(Runtime):
                 prog = cl.Program(ctx, src).build(options=["-w", *BUILD_OPTIONS])
         except cl.RuntimeError as e:
             raise Error(f"the OpenCL compiler failed on generated code (a caten bug): {str(e)[:2000]}") from None
-        exe = OpenCLExecutable(dp, prog, ctx, q, settings(dev)["cpu"])
-        exe.source = src
-        return exe
+        return DeviceExecutable(dp, OpenCLAdapter(prog, ctx, q, settings(dev)["cpu"]))
 
     def artifacts(self, source: str, kind: str, lowered, t: Target,
                   options: Options) -> dict[str, bytes | str]:

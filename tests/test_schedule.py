@@ -82,3 +82,53 @@ def test_dash_S_parses_and_verifies(src_file, tmp_path):
     names = {f.name for f in mod.functions}
     assert {"ew", "sm", "ln", "mm"} <= names
     assert "fma.v" in text  # the GEMM micro-kernel
+
+
+PLANNED = """
+(composite mm ((A{f32}[M, K]) (B{f32}[K, N]) -> (C{f32}[M, N])) (matmul A B))
+(composite colsum ((A{f32}[M, K]) -> (C{f32}[K])) (sum A :axis 0))
+(composite rowsum ((A{f32}[M, K]) -> (C{f32}[M])) (sum A :axis 1))
+"""
+
+
+def _planned(name):
+    src = read_text(PLANNED, "<test>", False)
+    return schedule(compile_program(src, src.entry(name), {}, {}, Options(runtime="llvm")), check=check_group)
+
+
+@pytest.mark.parametrize("name,mode", [("mm", "tiled"), ("colsum", "tiled"), ("rowsum", "register")])
+def test_lowering_reads_the_plan_the_schedule_recorded(monkeypatch, name, mode):
+    """Each reduction's plan (mode, GEMM blocks, register tile, block cut) is decided once, by the
+    schedule: with every planning function broken the lowering gives the same loop IR."""
+    import caten.lower as lowering
+    import caten.schedule.plan as P
+    from caten.lower.text import kernel_text
+
+    s = _planned(name)
+    (st,) = [st for k in s.kernels for st in k.stages if st.kind == "reduce"]
+    assert st.plan.mode == mode and (st.plan.gemm is not None) == (name == "mm")
+    want = [kernel_text(k) for k in lowering.lower(s)]
+
+    def broken(*a, **k):
+        raise AssertionError("the lowering planned a reduction again")
+
+    for f in ("gemm_plan", "reduce_mode", "plan_reduce", "block_plan", "tiled", "max_outer"):
+        monkeypatch.setattr(P, f, broken)
+    assert [kernel_text(k) for k in lowering.lower(s)] == want
+
+
+def test_an_edited_plan_is_what_gets_lowered():
+    """The register tile of a column sum comes from the recorded plan, not from the lowering."""
+    import dataclasses
+
+    import caten.lower as lowering
+    from caten.lower.text import kernel_text
+
+    s = _planned("colsum")
+    (st,) = s.kernels[0].stages
+    nr = st.plan.tile[1]
+    text = "\n".join(kernel_text(k) for k in lowering.lower(s))
+    assert f"in 0..{nr}:" in text
+    st.plan = dataclasses.replace(st.plan, tile=(1, 8))
+    text = "\n".join(kernel_text(k) for k in lowering.lower(s))
+    assert "in 0..8:" in text and f"in 0..{nr}:" not in text

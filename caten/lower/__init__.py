@@ -21,9 +21,9 @@ from caten.lower import loopir as L
 from caten.lower.gemm import gemm, tiled
 from caten.lower.index import Aff, Coords, flatten
 from caten.lower.loopir import X
-from caten.lower.reduce import Blocked, block_plan, identity
+from caten.lower.reduce import Blocked, identity
 from caten.schedule import Schedule, Unfusable
-from caten.schedule.plan import LOWP, gemm_plan, reduce_mode
+from caten.schedule.plan import LOWP, ReducePlan
 
 _REDUCE_ALU = REDUCERS
 
@@ -51,13 +51,13 @@ class _Ranges(dict):
 
 class KernelLowerer:
     def __init__(self, name: str, members: list[Node], outer: int, realized: set[Node],
-                 bufname: Callable[[Node], str | None], modes: dict[Node, str] | None = None,
+                 bufname: Callable[[Node], str | None], plan: Callable[[Node], ReducePlan],
                  local: set[Node] | None = None, scratch: dict[Node, tuple] | None = None, threads: int = 1):
         self.name, self.members, self.p, self.realized = name, members, outer, realized
         self.threads = threads
         self.scratch = scratch or {}
         self.bufname = bufname
-        self.modes = modes or {}
+        self.plan = plan  # each REDUCE's plan, decided by the schedule (caten.schedule.plan)
         self.local = local or set()
         self.done: set[Node] = set()
         self.scalars: dict[Node, X] = {}
@@ -201,21 +201,17 @@ class KernelLowerer:
             return self.nest(vs, [n.shape[a] for a in inner], [L.Store(buf, self.index(n, c), val)])
         src = n.src[0]
         rop, axes = n.arg
-        mode = self.modes.get(n) or reduce_mode(n, p)
-        acc_dt = T.f32 if n.dtype.name in LOWP else n.dtype
-        if acc_dt != n.dtype and mode in ("memory", "tiled"):
-            mode = "register"  # a 16-bit buffer cannot carry the f32 accumulator: round once, at the end
+        plan = self.plan(n)
+        mode = plan.mode
+        acc_dt = T.f32 if n.dtype.name in LOWP else n.dtype  # (the plan never puts it in memory)
         alu = _REDUCE_ALU[rop]
         if rop == "max" and n.dtype.is_bool:
             alu = Op.OR
         buf = self.bufname(n)
         if mode == "tiled":
-            plan = gemm_plan(n)
-            # the packed path reads the MUL's operands: not when the MUL is itself stored by another
-            # stage (its operands may be values no buffer holds, e.g. a register reduction there)
-            if plan is not None and p <= plan.lead and (src not in self.realized or src in self.members):
-                return gemm(self, n, si, buf, plan)
-            return tiled(self, n, si, alu, buf)
+            if plan.gemm is not None:
+                return gemm(self, n, si, buf, plan.gemm)
+            return tiled(self, n, si, alu, buf, plan.tile)
         if mode == "memory":
             inner = list(range(p, n.rank))
             ivs = [self.newvar(f"s{si}i{a}", n.shape[a]) for a in inner]
@@ -235,7 +231,7 @@ class KernelLowerer:
         keep = [a for a in range(p, src.rank) if a not in axes]
         red = [a for a in range(p, src.rank) if a in axes]
         kvs = [self.newvar(f"s{si}k{a}", src.shape[a]) for a in keep]
-        cut = block_plan(rop, acc_dt, [src.shape[a] for a in red])
+        cut = plan.block
         blocked = Blocked(self, si, red, [src.shape[a] for a in red], cut) if cut else None
         rvs = blocked.vars if blocked else [self.newvar(f"s{si}r{a}", src.shape[a]) for a in red]
         vmap = dict(zip(range(p), self.outer_vars)) | dict(zip(keep, kvs)) | \
@@ -277,11 +273,11 @@ def lower(sched: Schedule) -> list[L.Kernel]:
     out: list[L.Kernel] = []
     realized = {s.node for k in sched.kernels for s in k.stages}
     for k in sched.kernels:
-        modes = {s.node: s.mode for s in k.stages if s.kind == "reduce"}
+        plans = {s.node: s.plan for s in k.stages if s.kind == "reduce"}
         local = {s.node for s in k.stages if s.buffer and sched.buffers[s.buffer].local >= 0}
         scratch = {s.node: s.scratch for s in k.stages if s.scratch}
         kl = KernelLowerer(k.name, [s.node for s in k.stages], k.outer, realized,
-                           lambda n: sched.node_buf.get(n), modes, local, scratch, sched.threads)
+                           lambda n: sched.node_buf.get(n), plans.__getitem__, local, scratch, sched.threads)
         body = kl.lower()
         params = [L.BufParam(b, sched.buffers[b].dtype, sched.buffers[b].role) for b in kl.bufs if b is not None]
         out.append(L.Kernel(k.name, params, list(sched.program.dims), body))

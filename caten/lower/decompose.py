@@ -1,13 +1,15 @@
 """The decompose pass: each hard op of the loop IR rewritten, once, into primitive ops.
 
-The polynomials and range reductions of EXP2/LOG2/SIN, floor division and modulo of integers
-and floats, the NaN-propagating MAX and threefry (`rand`) live here, not in each renderer; a
+The polynomials and range reductions of EXP2/LOG2/SIN, floor division and modulo of integers,
+floats and dims, the NaN-propagating MAX and threefry (`rand`) live here, not in each renderer; a
 renderer declares the ops it has natively (`native`) and the pass leaves those alone, so a
 renderer is a table of spellings of the primitives (caten.lower.loopir lists them).
 
 `native` holds ops (`Op.EXP2`, `"rand"`) or (op, class) pairs with class "float" or "int",
 e.g. `(Op.IDIV, "int")` for a target whose integer division already floors. MAX with arg "acc"
-(a reduction update, which renderers spell as their max intrinsic) is never decomposed.
+(a reduction update, which renderers spell as their max intrinsic) is never decomposed. A `dim`
+leaf whose expression divides (caten.lower.dimx) always is: it keeps its Dim (host-side sizes,
+the device grid mapping read it) and gets its value in primitives as its one source.
 
 f16/bf16 values are computed in f32 and rounded to their dtype once at the end, as every
 renderer does today (LOG2 of f32 and narrower is computed in f64).
@@ -19,7 +21,7 @@ explicit stack (a deep chain of ops must not hit Python's recursion limit).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from caten.ir import dtypes as T
 from caten.ir.ops import Op
@@ -28,6 +30,7 @@ from caten.lower import numerics_float as flt
 from caten.lower import numerics_int as ints
 from caten.lower import numerics_sin as sine
 from caten.lower import xops as O
+from caten.lower.dimx import dim_value, has_division
 from caten.lower.loopir import X
 
 DECOMPOSED = (Op.EXP2, Op.LOG2, Op.SIN, Op.IDIV, Op.MOD, Op.MAX, "rand")
@@ -79,8 +82,9 @@ def _expand(x: X, src: tuple[X, ...], native: Collection) -> X | None:
 class Decomposer:
     """Rewrites expressions, remembering every result (one per distinct expression)."""
 
-    def __init__(self, native: Collection = ()):
+    def __init__(self, native: Collection = (), defines: Mapping | None = None):
         self.native = frozenset(native)
+        self.defines = defines or {}
         self.memo: dict[X, X] = {}
 
     def x(self, root: X) -> X:
@@ -97,7 +101,10 @@ class Decomposer:
                 continue
             stack.pop()
             src = tuple(memo[s] for s in top.src)
-            new = _expand(top, src, self.native)
+            if top.op == "dim" and not top.src and has_division(top.arg, self.defines):
+                new = X.make("dim", L.IDX, (dim_value(top.arg, self.defines),), top.arg)
+            else:
+                new = _expand(top, src, self.native)
             if new is None:
                 new = top if src == top.src else X.make(top.op, top.dtype, src, top.arg)
             memo[top] = new
@@ -119,8 +126,10 @@ class Decomposer:
         return [self.stmt(s) for s in body]
 
 
-def decompose(kernels: Sequence[L.Kernel], native: Collection = ()) -> list[L.Kernel]:
+def decompose(kernels: Sequence[L.Kernel], native: Collection = (),
+              defines: Mapping | None = None) -> list[L.Kernel]:
     """New kernels whose expressions use only primitives and the ops in `native`; the input is
-    left unchanged. Shared sub-expressions stay shared across all kernels."""
-    d = Decomposer(native)
+    left unchanged. Shared sub-expressions stay shared across all kernels. `defines`: the
+    program's dims given a value (`Program.dim_defines`), expanded inside dim expressions."""
+    d = Decomposer(native, defines)
     return [dataclasses.replace(k, body=d.stmts(k.body)) for k in kernels]

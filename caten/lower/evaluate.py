@@ -167,6 +167,8 @@ def _one(x: X, a: list[Arr], env: Mapping[str, Arr], buffers: Mapping[str, Arr])
     op, dt = x.op, x.dtype
     if op == "const":
         return _const(x.arg, dt)
+    if op == "dim" and a:  # a dividing dim after the decompose pass: its value in primitives
+        return a[0]
     if op in ("var", "dim"):
         return np.asarray(env[str(x.arg)]).astype(dt.np)
     if op == "load":  # clipped: a lane that `masked` discards may index past the end

@@ -24,9 +24,10 @@ if TYPE_CHECKING:
 GEMM_THREAD_MIN = 1 << 22  # multiply-adds below which a GEMM stays on one thread (~40 us of work)
 
 
-def tiled(kl: KernelLowerer, n: Node, si: int, alu: Op, buf: str) -> list:
+def tiled(kl: KernelLowerer, n: Node, si: int, alu: Op, buf: str, tile: tuple[int, int]) -> list:
     """Register tiling of a contraction: batch, j0, i0, reduced axes, ii (MR), jj (NR vector),
-    with tails for sizes that do not divide; the tile of the output stays in registers."""
+    with tails for sizes that do not divide; the tile of the output (mr x nr, planned by the
+    schedule) stays in registers."""
     src = n.src[0]
     rop, axes = n.arg
     rank = src.rank
@@ -34,9 +35,7 @@ def tiled(kl: KernelLowerer, n: Node, si: int, alu: Op, buf: str) -> list:
     nonred = [a for a in range(rank) if a not in axes]
     i = nonred[-2] if len(nonred) >= 2 else None
     batch = [a for a in nonred if a not in (i, j)]
-    item = n.dtype.itemsize
-    nr = max(16, 256 // item)
-    mr = 6 if i is not None else 1
+    mr, nr = tile
     init_vs = [kl.newvar(f"s{si}i{a}", n.shape[a]) for a in range(n.rank)]
     ci = Coords(n.shape, axes=[Aff.of(v) for v in init_vs])
     out = kl.nest(init_vs, list(n.shape), [L.Store(buf, ci.flat().expr(), identity(rop, n.dtype))])

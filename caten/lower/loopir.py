@@ -6,6 +6,8 @@ reference does.
 
 Expression ops (`X.op`):
   "const" arg=value | "dim" arg=Dim (i64) | "var" arg=name | "load" arg=buffer, src=(idx,)
+  "dim" arg=Dim src=(value,): after the decompose pass, a dim whose expression divides, its value
+    written in primitives (caten.lower.dimx); renderers spell the value, sizes read the Dim
   "masked" src=(cond, value): value if cond else 0, value evaluated only under cond
   "rand" arg=seed src=(ctr i64,) or (ctr i64, key u64: a runtime seed XORed into the key) -> u32
   | an `Op` (ALU, CAST, WHERE)

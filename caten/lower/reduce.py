@@ -4,7 +4,8 @@ CUDA) sums accurately.
 A sum run as one serial (or vector-of-partials) accumulator loses about n rounding steps:
 f32 ones stop growing at 2^24 per partial, and 100M uniforms err by ~1e-5. numpy's pairwise
 summation errs by about log2(n) steps (LANGUAGE.md 5.1 asks for no worse). Here the reduced
-loops are cut into blocks of at most BLOCK elements: each block sums in its own accumulator
+loops are cut into blocks of at most BLOCK elements (the schedule picks the cut:
+`caten.schedule.plan.block_plan`); each block sums in its own accumulator
 of the reduction's dtype (the innermost loop: the renderer vectorizes it into partials, as
 before), and the block sums are added into a second-level accumulator that is f64 for f32 and
 narrower floats, so its own rounding (at most n/BLOCK terms at 2^-53) stays far below one f32
@@ -30,24 +31,6 @@ from caten.lower.loopir import X
 
 if TYPE_CHECKING:
     from caten.lower import KernelLowerer
-
-BLOCK = 2048  # elements per first-level block (numpy's pairwise leaf is 128 over 8 partials)
-
-
-def block_plan(rop: str, acc_dt: DType, extents: Sequence[Dim]) -> tuple[int, int] | None:
-    """Where to cut the reduced loops (extents outermost first): (q, c) splits loop q into
-    blocks of c iterations, the loops after q running whole inside a block; None when the
-    reduction is not a float sum or provably fits in one block."""
-    if rop != "add" or not acc_dt.is_float or not extents or 0 in extents:
-        return None  # (an empty reduced loop: nothing to block; fuzz seed 1002684 divided by it)
-    inner, q = 1, len(extents)
-    while q > 0 and isinstance(extents[q - 1], int) and inner * extents[q - 1] <= BLOCK:
-        inner *= extents[q - 1]
-        q -= 1
-    if q == 0:
-        return None
-    return q - 1, max(1, BLOCK // inner)
-
 
 def wide(acc_dt: DType) -> DType:
     """The second-level accumulator's dtype."""

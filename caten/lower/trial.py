@@ -7,7 +7,7 @@ from caten.ir.graph import Node
 from caten.ir.ops import Op
 from caten.lower import KernelLowerer
 from caten.schedule import Unfusable
-from caten.schedule.plan import max_outer
+from caten.schedule.plan import max_outer, plan_reduce
 
 
 class GroupCheck:
@@ -36,7 +36,9 @@ class GroupCheck:
             for m in members[:-1]:
                 if m.op is Op.REDUCE and max_outer(m) < outer:
                     raise Unfusable("reduce axis inside the outer loops")
-            kl = KernelLowerer("check", list(members), outer, realized, lambda n: "b")
+            # the plans the scheduler will record for these stages (caten.schedule.plan)
+            kl = KernelLowerer("check", list(members), outer, realized, lambda n: "b",
+                               lambda n: plan_reduce(n, outer, n.src[0] not in realized or n.src[0] in members))
             for si, m in enumerate(members):
                 kl.stage(m, si)
         self.last = (tuple(members), outer, kl)

@@ -108,7 +108,7 @@ class Lowered:
     def decompose(self, native: frozenset | None) -> None:
         """Write the hard ops the renderer lacks in primitives (caten.lower.decompose)."""
         if native is not None:
-            self.kernels = decompose(self.kernels, native)
+            self.kernels = decompose(self.kernels, native, self.defines)
             self.verify("the decompose pass")
 
     def verify(self, stage: str) -> None:
@@ -209,7 +209,7 @@ def code_fingerprint(runtime: Runtime) -> str:
         builtin = sys.modules.get("caten.runtimes")
         if builtin is not None and getattr(builtin, "__file__", None):
             files += sorted(glob.glob(os.path.join(os.path.dirname(builtin.__file__), "*.py")))
-        files += [os.path.join(here, "lower", f) for f in ("bounds.py", "decompose.py", "numerics_float.py",
+        files += [os.path.join(here, "lower", f) for f in ("bounds.py", "decompose.py", "dimx.py", "numerics_float.py",
                                                           "numerics_int.py", "numerics_sin.py", "xops.py")]
         code = next((f.__code__ for f in vars(type(runtime)).values() if hasattr(f, "__code__")), None)
         if code is not None and os.path.isfile(code.co_filename):  # the plugin's own file, wherever it is

@@ -20,7 +20,7 @@ from caten.ir.dims import Dim
 from caten.ir.graph import Node, toposort
 from caten.ir.ops import FREE, HEAVY, TRANSCENDENTAL, Op
 from caten.ir.program import Program
-from caten.schedule.plan import gemm_plan, max_outer, reduce_mode
+from caten.schedule.plan import ReducePlan, max_outer, plan_reduce
 
 ALIGN = 64
 _HEAVY = HEAVY  # the op table's cost classes
@@ -54,8 +54,13 @@ class Stage:
     node: Node
     kind: str  # "store" | "reduce"
     buffer: str | None = None  # None: a reduction kept in a register
-    mode: str = ""  # reduce: "register" | "memory" | "tiled"
+    plan: ReducePlan | None = None  # reduce: how it runs (caten.schedule.plan), read by the lowering
     scratch: tuple[str, ...] = ()  # tiled contraction: packed-panel buffers (A, B) in the arena
+
+    @property
+    def mode(self) -> str:
+        """reduce: "register" | "memory" | "tiled"."""
+        return self.plan.mode if self.plan is not None else ""
 
 
 @dataclass
@@ -276,7 +281,8 @@ def schedule(program: Program, check: Callable | None, threads: int = 1) -> Sche
         scratch: dict = {}
         for n in members:
             if n.op is Op.REDUCE:
-                st = Stage(n, "reduce", mode=reduce_mode(n, p))
+                src = n.src[0]
+                st = Stage(n, "reduce", plan=plan_reduce(n, p, src not in realized or src in members))
             else:
                 st = Stage(n, "store")
             others = readers.get(n, set()) - {gi}
@@ -293,7 +299,7 @@ def schedule(program: Program, check: Callable | None, threads: int = 1) -> Sche
                         buffers[name].local = p
                     node_buf[n] = name
                 st.buffer = node_buf[n]
-            plan = gemm_plan(n) if st.mode == "tiled" else None
+            plan = st.plan.gemm if st.plan is not None else None
             if plan is not None:  # packed panels: shared by the GEMMs of a kernel (they run in turn)
                 names = scratch.get(n.dtype)
                 if names is None:

@@ -1,19 +1,24 @@
-"""How each reduction of a kernel runs -- in a register, through memory, register-tiled, or as
-a packed GEMM (`GemmPlan`: micro-tile and cache blocks from the target's vector width) -- decided
-once here; the scheduler records the mode on each stage and the lowering reads it."""
+"""How each reduction of a kernel runs -- in a register (its reduced loops cut into blocks),
+through memory, register-tiled (micro-tile mr x nr), or as a packed GEMM (`GemmPlan`: micro-tile
+and cache blocks from the target's vector width) -- decided once here (`plan_reduce`); the
+scheduler records the `ReducePlan` on each stage and the lowering reads it."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from caten import target
 from caten.ir import dims as D
+from caten.ir import dtypes as T
 from caten.ir.dims import Dim
+from caten.ir.dtypes import DType
 from caten.ir.graph import Node
 from caten.ir.ops import Op
 from caten.ir.walk import Visit, drive
 
 LOWP = ("f16", "bf16")
+BLOCK = 2048  # elements per first-level block of a float sum (caten.lower.reduce says why)
 
 
 def axis_deps(n: Node, memo: dict | None = None) -> frozenset:
@@ -172,3 +177,47 @@ def reduce_mode(n: Node, outer: int) -> str:
     if last not in axes and n.dtype.name not in LOWP:
         return "memory"
     return "register"
+
+
+def block_plan(rop: str, acc_dt: DType, extents: Sequence[Dim]) -> tuple[int, int] | None:
+    """Where to cut the reduced loops (extents outermost first): (q, c) splits loop q into
+    blocks of c iterations, the loops after q running whole inside a block; None when the
+    reduction is not a float sum or provably fits in one block."""
+    if rop != "add" or not acc_dt.is_float or not extents or 0 in extents:
+        return None  # (an empty reduced loop: nothing to block; fuzz seed 1002684 divided by it)
+    inner, q = 1, len(extents)
+    while q > 0 and isinstance(extents[q - 1], int) and inner * extents[q - 1] <= BLOCK:
+        inner *= extents[q - 1]
+        q -= 1
+    if q == 0:
+        return None
+    return q - 1, max(1, BLOCK // inner)
+
+
+@dataclass(frozen=True)
+class ReducePlan:
+    """How one REDUCE stage inside `outer` shared loops runs: recorded on its schedule stage,
+    read by the lowering (which decides nothing about it)."""
+    mode: str  # "register" | "memory" | "tiled"
+    gemm: GemmPlan | None = None  # tiled: as a packed GEMM
+    tile: tuple[int, int] = (0, 0)  # tiled without a GEMM plan: the register micro-tile mr x nr
+    block: tuple[int, int] | None = None  # register: where its reduced loops are cut (block_plan)
+
+
+def plan_reduce(n: Node, outer: int, packable: bool = True) -> ReducePlan:
+    """The plan of REDUCE n inside `outer` shared loops, for the current target. `packable`: the
+    packed GEMM may read the operands of n's MUL -- not when another kernel stores that MUL (its
+    operands may be values no buffer holds, such as a register reduction of that kernel)."""
+    mode = reduce_mode(n, outer)  # never "memory" or "tiled" for f16/bf16: their accumulator is f32
+    src, (rop, axes) = n.src[0], n.arg
+    if mode == "tiled":
+        g = gemm_plan(n)
+        if g is not None and outer <= g.lead and packable:
+            return ReducePlan(mode, gemm=g)
+        nonred = [a for a in range(src.rank) if a not in axes]
+        return ReducePlan(mode, tile=(6 if len(nonred) >= 2 else 1, max(16, 256 // n.dtype.itemsize)))
+    if mode == "register":
+        acc_dt = T.f32 if n.dtype.name in LOWP else n.dtype
+        return ReducePlan(mode, block=block_plan(rop, acc_dt, [src.shape[a] for a in range(outer, src.rank)
+                                                                if a in axes]))
+    return ReducePlan(mode)

@@ -16,6 +16,7 @@ from caten.ir.dtypes import DType
 from caten.ir.ops import Op
 from caten.ir.walk import Visit, drive
 from caten.lower import loopir as L
+from caten.lower.dimx import atom_value
 from caten.lower.loopir import X
 from caten.render.cstyle.prims import PRIMS
 from caten.render.cstyle.targets import Target, ctype, idx_lit, int_lit, stype, uty
@@ -108,11 +109,9 @@ class Fn:
             if name not in self.dims:
                 raise KeyError(f"dimension {name} is neither a dynamic dim nor defined")
             return f"d_{name}"
+        if a.op in ("idiv", "mod"):  # outside the loop IR (launch bounds, entry checks): the same primitives
+            return self.v(atom_value(a, self.defines))
         x, y = (self.dimval(s) for s in a.args)
-        if a.op == "idiv":
-            return f"{self.helper('caten_dfloordiv')}({x}, {y})"
-        if a.op == "mod":
-            return f"{self.helper('caten_dmod')}({x}, {y})"
         return f"(({x}) {'>' if a.op == 'max' else '<'} ({y}) ? ({x}) : ({y}))"
 
     # values --------------------------------------------------------------------------------------
@@ -139,6 +138,8 @@ class Fn:
     def _v(self, x: X) -> Visit[str]:
         op = x.op
         if op == "dim":
+            if x.src:  # a dividing dim: its value in primitives (the decompose pass)
+                return (yield self._vis(x.src[0]))
             return self.tmp("i64", self.dimval(x.arg))
         if op == "load":
             return self.tmp(ctype(x.dtype), self.load(x.arg, (yield self._vis(x.src[0])), x.dtype))

@@ -1,6 +1,6 @@
 """The C helper functions a rendered kernel may call (f16/bf16 conversions and rounding,
-saturating float->int, floor division of dims) and the constant tables of `lut`, per target,
-emitted only when used. The numerics of EXP2/LOG2/SIN, IDIV/MOD, MAX and `rand` are not here:
+saturating float->int) and the constant tables of `lut`, per target,
+emitted only when used. The numerics of EXP2/LOG2/SIN, IDIV/MOD (of values and of dims), MAX and `rand` are not here:
 the decompose pass (caten.lower.decompose) writes them in primitives (cstyle.prims)."""
 
 from __future__ import annotations
@@ -51,16 +51,6 @@ def _helpers(t: Target) -> dict[str, tuple[tuple[str, ...], str]]:
   if (x < (fw)0) return (u64)caten_f2i64(x);
   if (x >= (fw)18446744073709551616.0) return 18446744073709551615UL;
   return (u64)x;
-}}"""),
-        "caten_dfloordiv": ((), f"""{fn} i64 caten_dfloordiv(i64 a, i64 b) {{
-  if (b == 0) return 0;
-  i64 q = a / b, r = a % b;
-  return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;
-}}"""),
-        "caten_dmod": ((), f"""{fn} i64 caten_dmod(i64 a, i64 b) {{
-  if (b == 0) return 0;
-  i64 r = a % b;
-  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
 }}"""),
     }
     return h

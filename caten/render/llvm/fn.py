@@ -12,6 +12,7 @@ from caten.ir.dtypes import DType
 from caten.ir.ops import Op
 from caten.ir.walk import Visit, drive
 from caten.lower import loopir as L
+from caten.lower.dimx import atom_value
 from caten.lower.loopir import X
 from caten.render.llvm import gemm, threads
 from caten.render.llvm.emit import Emitter
@@ -75,29 +76,21 @@ class FnGen(Emitter):
             if name not in self.dims:
                 raise KeyError(f"dimension {name} is neither a dynamic dim nor defined")
             return f"%d_{name}"
+        if a.op in ("idiv", "mod"):  # outside the loop IR (entry checks, arena offsets): the same primitives
+            return self.v(atom_value(a, self.defines))
         x, y = (self.dimval(s) for s in a.args)
-        if a.op in ("idiv", "mod") and isinstance(a.args[1], int) and a.args[1] > 0 and D.sign_of(a.args[0]) == 1:
-            return self.ins(f"{'udiv' if a.op == 'idiv' else 'urem'} i64 {x}, {y}")  # both sides known >= 0
-        if a.op in ("idiv", "mod"):
-            z = self.icmp("eq", "i64", y, "0")
-            ys = self.select(z, "i64", "1", y)
-            q = self.ins(f"{'sdiv' if a.op == 'idiv' else 'srem'} i64 {x}, {ys}")
-            if a.op == "idiv":  # floor
-                r = self.ins(f"srem i64 {x}, {ys}")
-                fix = self.ins(f"and i1 {self.icmp('ne', 'i64', r, '0')}, "
-                               f"{self.icmp('slt', 'i64', self.ins(f'xor i64 {r}, {ys}'), '0')}")
-                q = self.ins(f"sub i64 {q}, {self.conv('zext', 'i1', fix, 'i64')}")
-            else:
-                fix = self.ins(f"and i1 {self.icmp('ne', 'i64', q, '0')}, "
-                               f"{self.icmp('slt', 'i64', self.ins(f'xor i64 {q}, {ys}'), '0')}")
-                q = self.select(fix, "i64", self.ins(f"add i64 {q}, {ys}"), q)
-            return self.select(z, "i64", "0", q)
         c = self.icmp("sgt" if a.op == "max" else "slt", "i64", x, y)
         return self.select(c, "i64", x, y)
 
     def _v(self, x: X) -> Visit[str]:
         op = x.op
         if op == "dim":
+            if x.src:  # a dividing dim: its value in primitives (the decompose pass), of dims and
+                body, self.lines = self.lines, self.entry  # constants only: computed in the entry block
+                try:
+                    return (yield self._vis(x.src[0]))
+                finally:
+                    self.lines = body
             return self.dimval(x.arg)
         if op == "var":
             return f"%v_{x.arg}"
