@@ -1,6 +1,6 @@
 ;;; train_mixer.lisp -- one training step of an MLP-Mixer classifier, as one caten program.
 ;;;
-;;; The model (examples/mlp_mixer.lisp's block): patches X[B, T, P] -> linear embedding to C
+;;; The model (examples/mlp_mixer.lisp's block): tokens X[B, T, P] -> linear embedding to C
 ;;; channels -> one mixer block -> layernorm -> mean over tokens -> linear head to K classes.
 ;;; Every parameter lives in one flat vector Theta[NP] (sliced and reshaped below), so the step's
 ;;; state is three arrays -- Theta and Adam's moments M and V -- that the caller alternates between
@@ -16,7 +16,7 @@
 
 ;; The architecture: C channels, token-MLP width DT, channel-MLP width DC. train_mixer.py lays
 ;; Theta out in the same order (its LAYOUT); a Theta of another size is a compile-time error.
-(composite mixer-classifier ((X{f32}[B, T, P]) (Theta{f32}[NP]) (K) -> (Y{f32}[...]) &key (C 32) (DT 32) (DC 64))
+(composite mixer-classifier ((X{f32}[B, T, P]) (Theta{f32}[NP]) (K) -> (Y{f32}[...]) &key (C 32) (DT 64) (DC 64))
   "logits of a one-block MLP-Mixer whose parameters are the pieces of Theta, in this order"
   (setf T (dim X 1))
   (setf P (dim X 2))

@@ -23,8 +23,8 @@ import numpy as np
 import caten
 
 HERE = Path(__file__).resolve().parent
-T, P, K = 16, 4, 10  # tokens (2x2 patches of an 8x8 image), values per patch, classes
-C, DT, DC = 32, 32, 64  # the defaults of mixer-classifier in train_mixer.lisp
+T, P, K = 64, 9, 10  # tokens (one per pixel), values per token (its 3x3 neighbourhood), classes
+C, DT, DC = 32, 64, 64  # the defaults of mixer-classifier in train_mixer.lisp
 # (shape, kind) of each piece of Theta, in the order mixer-classifier slices them
 LAYOUT = [((P, C), "w"), ((C,), "b"), ((C,), "g"), ((C,), "z"), ((T, DT), "w"), ((DT,), "b"), ((DT, T), "w"),
           ((T,), "b"), ((C,), "g"), ((C,), "z"), ((C, DC), "w"), ((DC,), "b"), ((DC, C), "w"), ((C,), "b"),
@@ -32,15 +32,16 @@ LAYOUT = [((P, C), "w"), ((C,), "b"), ((C,), "g"), ((C,), "z"), ((T, DT), "w"), 
 
 
 def digits(seed: int = 0) -> tuple[np.ndarray, ...]:
-    """Standardized patches [N, 16, 4], one-hot labels, split 80/20 stratified with a fixed seed."""
+    """Standardized 3x3 neighbourhoods [N, 64, 9], one-hot labels, split 80/20 stratified, fixed seed."""
     try:
         from sklearn.datasets import load_digits
         from sklearn.model_selection import train_test_split
     except ImportError:
         sys.exit("train_mixer.py needs scikit-learn: pip install 'caten[train]'")
     d = load_digits()
-    x = (d.images / 16.0).astype(np.float32)
-    x = x.reshape(-1, 4, 2, 4, 2).transpose(0, 1, 3, 2, 4).reshape(-1, T, P)  # 2x2 patches, row-major
+    img = np.pad((d.images / 16.0).astype(np.float32), ((0, 0), (1, 1), (1, 1)))
+    # token (i, j) holds the 3x3 neighbourhood of pixel (i, j): overlapping patches, zero-padded
+    x = np.stack([img[:, i:i + 3, j:j + 3].reshape(len(img), P) for i in range(8) for j in range(8)], axis=1)
     xtr, xte, ytr, yte = train_test_split(x, d.target, test_size=0.2, random_state=seed, stratify=d.target)
     mu, sd = xtr.mean(), xtr.std()  # standardized with the training set's statistics
     return (xtr - mu) / sd, np.eye(K, dtype=np.float32)[ytr], (xte - mu) / sd, yte
@@ -64,7 +65,9 @@ def batches(n: int, size: int, rng: np.random.Generator) -> list[np.ndarray]:
     return [order[i:i + size] for i in range(0, n, size)]
 
 
-def train_caten(data, theta, epochs: int, batch: int, runtime: str, quiet: bool = False) -> tuple[float, list]:
+def train_caten(data, theta, epochs: int, batch: int, runtime: str,
+                quiet: bool = False) -> tuple[float, list, np.ndarray]:
+    """(seconds per epoch, [(mean train loss, test accuracy)] per epoch, the trained Theta)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     xtr, ytr, xte, yte = data
@@ -90,11 +93,12 @@ def train_caten(data, theta, epochs: int, batch: int, runtime: str, quiet: bool 
             acc = float((mod.predict(xte, state[0]) == yte).mean())
             history.append((total / len(xtr), acc))
             bar.update(task, advance=1, loss=total / len(xtr), acc=acc)
-    return seconds / epochs, history
+    return seconds / epochs, history, state[0]
 
 
-def train_torch(data, theta, epochs: int, batch: int) -> tuple[float, float]:
-    """The same model, initial weights and batches in torch eager; (seconds per epoch, accuracy)."""
+def train_torch(data, theta, epochs: int, batch: int) -> tuple[float, float, np.ndarray]:
+    """The same model, initial weights and batches in torch eager: (seconds per epoch, test accuracy,
+    the trained parameters as one flat vector)."""
     import torch
 
     xtr, ytr, xte, yte = data
@@ -126,7 +130,7 @@ def train_torch(data, theta, epochs: int, batch: int) -> tuple[float, float]:
     seconds = (time.perf_counter() - t0) / epochs
     with torch.no_grad():
         acc = float((model(torch.tensor(xte)).argmax(1).numpy() == yte).mean())
-    return seconds, acc
+    return seconds, acc, np.concatenate([p.detach().numpy().ravel() for p in ps])
 
 
 def main() -> None:
@@ -138,12 +142,12 @@ def main() -> None:
     args = ap.parse_args()
     data = digits()
     theta = init()
-    per_epoch, history = train_caten(data, theta, args.epochs, args.batch, args.runtime)
+    per_epoch, history, _ = train_caten(data, theta, args.epochs, args.batch, args.runtime)
     acc = history[-1][1]
     print(f"caten ({args.runtime}): test accuracy {acc:.2%} after {args.epochs} epochs, "
           f"{per_epoch * 1e3:.1f} ms per epoch ({len(data[0])} examples, batch {args.batch})")
     if args.torch:
-        t_sec, t_acc = train_torch(data, theta, args.epochs, args.batch)
+        t_sec, t_acc, _ = train_torch(data, theta, args.epochs, args.batch)
         print(f"torch eager: test accuracy {t_acc:.2%}, {t_sec * 1e3:.1f} ms per epoch "
               f"(caten is {t_sec / per_epoch:.2f}x torch's speed)")
     sys.exit(0 if acc >= 0.97 else 1)
