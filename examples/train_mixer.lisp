@@ -15,7 +15,9 @@
 (import "mlp_mixer.lisp")
 
 ;; The architecture: C channels, token-MLP width DT, channel-MLP width DC. train_mixer.py lays
-;; Theta out in the same order (its LAYOUT); a Theta of another size is a compile-time error.
+;; Theta out in the same order (its LAYOUT). The entries below state Theta's size for C = 32,
+;; DT = 64, DC = 64 as a `where` clause, so a Theta of another size is refused before any kernel
+;; runs; the assert checks that clause against the layout at compile time.
 (composite mixer-classifier ((X{f32}[B, T, P]) (Theta{f32}[NP]) (K) -> (Y{f32}[...]) &key (C 32) (DT 64) (DC 64))
   "logits of a one-block MLP-Mixer whose parameters are the pieces of Theta, in this order"
   (setf T (dim X 1))
@@ -40,17 +42,18 @@
   (setf h (mean (layernorm h (nth ps 14) (nth ps 15)) :axis 1))         ; [B, C]
   (linear h (nth ps 16) (nth ps 17)))
 
-(composite loss ((X{f32}[B, T, P]) (Y{f32}[B, K]) (Theta{f32}[NP]) -> (L{f32}))
+(composite loss ((X{f32}[B, T, P]) (Y{f32}[B, K]) (Theta{f32}[NP]) -> (L{f32}) where NP = (+ (* 32 P) (* 129 T) (* 33 K) 4480))
   "mean cross-entropy of the classifier on a batch with one-hot targets"
   (cross-entropy (mixer-classifier X Theta (dim Y 1)) Y))
 
 (composite train-step ((X{f32}[B, T, P]) (Y{f32}[B, K]) (Theta{f32}[NP]) (M{f32}[NP]) (V{f32}[NP]) (t{i64})
-                       -> (L{f32}, Theta2{f32}[NP], M2{f32}[NP], V2{f32}[NP]))
+                       -> (L{f32}, Theta2{f32}[NP], M2{f32}[NP], V2{f32}[NP])
+                       where NP = (+ (* 32 P) (* 129 T) (* 33 K) 4480))
   "the loss before the step, then Adam's new parameters and moments (torch.optim.Adam, lr 3e-3)"
   (setf lg (value-and-grad loss X Y Theta :wrt Theta))
   (setf u (adam-update Theta (nth lg 1) M V t :lr 3e-3))
   (return (nth lg 0) (nth u 0) (nth u 1) (nth u 2)))
 
-(composite predict ((X{f32}[B, T, P]) (Theta{f32}[NP]) -> (Y{i64}[B]) where K = 10)
+(composite predict ((X{f32}[B, T, P]) (Theta{f32}[NP]) -> (Y{i64}[B]) where K = 10, NP = (+ (* 32 P) (* 129 T) (* 33 K) 4480))
   "the predicted class of each example"
   (argmax (mixer-classifier X Theta K) :axis -1))

@@ -22,7 +22,9 @@ def programs_of(file: str, options: Options, entries: list[str]):
     rt = R.get(options.runtime)
     src = read_source(file)
     types, dims = split_defines(dict(options.defines))
-    names = entries or src.names
+    # by default every composite that compiles on its own (helpers taking compile-time
+    # parameters are compiled where they are called); all of them when none does (diagnostics)
+    names = entries or [n for n in src.names if src.entry(n).standalone] or src.names
     return rt, [compile_program(src, src.entry(n), types, dims, options.but(runtime=rt.name)) for n in names]
 
 

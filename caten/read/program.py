@@ -62,6 +62,13 @@ class CompositeDef:
     def arity(self) -> int:
         return len(self.params)
 
+    @property
+    def standalone(self) -> bool:
+        """Whether it compiles on its own: tensor parameters and outputs of concrete rank, no
+        compile-time parameters (the others are helpers that other composites call)."""
+        return self.rest is None and not self.keys and not self.fold and \
+            all(p.tensor and not p.any_shape for p in self.params + self.outputs)
+
 
 @dataclass
 class RuleDef:
