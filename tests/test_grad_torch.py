@@ -145,3 +145,43 @@ def test_dotimes_runs_several_sgd_steps_in_one_composite(runtime):
         opt.step()
     got = caten.loads(SGD_LOOP, runtime=runtime, defines={"B": 6, "D": 3, "K": 2}).train(x, w, y)
     np.testing.assert_allclose(got, wt.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+OPTIMIZED = """
+(composite loss ((X{f32}[B, D], W{f32}[D, K], Y{f32}[B, K]) -> (L{f32}))
+  (cross-entropy (tanh (matmul X W)) Y))
+(composite train ((X{f32}[B, D], W{f32}[D, K], Y{f32}[B, K]) -> (W2{f32}[D, K]))
+  (setf M (zeros (shape W)))
+  (setf V (zeros (shape W)))
+  (dotimes (i 3)
+    (setf g (grad loss X W Y :wrt W))
+    UPDATE)
+  W)
+"""
+UPDATES = {
+    "sgd": ("(setf W (sgd-update W g :lr 0.1 :weight-decay 0.01))",
+            lambda p: torch.optim.SGD(p, lr=0.1, weight_decay=0.01)),
+    "momentum": ("(setf r (momentum-update W g M :lr 0.1 :momentum 0.9 :nesterov true)) (setf W (nth r 0)) "
+                 "(setf M (nth r 1))", lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True)),
+    "adam": ("(setf r (adam-update W g M V (+ i 1) :lr 0.01 :weight-decay 0.01)) (setf W (nth r 0)) "
+             "(setf M (nth r 1)) (setf V (nth r 2))", lambda p: torch.optim.Adam(p, lr=0.01, weight_decay=0.01)),
+    "adamw": ("(setf r (adamw-update W g M V (+ i 1) :lr 0.01)) (setf W (nth r 0)) (setf M (nth r 1)) "
+              "(setf V (nth r 2))", lambda p: torch.optim.AdamW(p, lr=0.01)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UPDATES))
+@pytest.mark.parametrize("runtime", ["numpy", "llvm"])
+def test_each_optimizer_over_three_steps_of_gradients(name, runtime):
+    """grad + the library's update in a dotimes loop, against torch.autograd + torch.optim."""
+    update, make = UPDATES[name]
+    x, w, y = r(6, 4), r(4, 3), onehot([0, 1, 2, 1, 0, 2], 3)
+    wt = torch.tensor(w, requires_grad=True)
+    opt = make([wt])
+    for _ in range(3):
+        opt.zero_grad()
+        (-(torch.tensor(y) * torch.log_softmax(torch.tanh(torch.tensor(x) @ wt), -1)).sum(-1).mean()).backward()
+        opt.step()
+    src = OPTIMIZED.replace("UPDATE", update)
+    got = caten.loads(src, runtime=runtime, defines={"B": 6, "D": 4, "K": 3}).train(x, w, y)
+    np.testing.assert_allclose(got, wt.detach().numpy(), rtol=1e-5, atol=1e-6)

@@ -20,6 +20,17 @@ sys.path.insert(0, str(ROOT / "examples"))
 import train_mixer as tm  # noqa: E402
 
 
+def _with_a_gradient() -> np.ndarray:
+    """A mask of Theta without the token MLP's output bias. That bias adds one constant per token
+    across channels, which the layernorm over channels that follows removes: its gradient is
+    exactly 0, and Adam turns the rounding noise in its place (+-1e-9, different in each system)
+    into steps of +-lr."""
+    sizes = [int(np.prod(shape)) for shape, _ in tm.LAYOUT]
+    keep = np.ones(sum(sizes), bool)
+    keep[sum(sizes[:7]):sum(sizes[:8])] = False
+    return keep
+
+
 def test_caten_and_torch_train_alike_for_two_epochs():
     torch = pytest.importorskip("torch")
     torch.set_num_threads(1)
@@ -27,14 +38,8 @@ def test_caten_and_torch_train_alike_for_two_epochs():
     theta = tm.init()
     _, caten_hist, caten_theta = tm.train_caten(data, theta, 2, 64, "llvm", quiet=True)
     _, torch_acc, torch_theta = tm.train_torch(data, theta, 2, 64)
-    # the token MLP's output bias adds one constant per token across channels, which the layernorm
-    # over channels that follows removes: its gradient is exactly 0, and Adam turns the rounding
-    # noise in its place (+-1e-9, different in each system) into steps of +-lr. Every other
-    # parameter must agree.
-    sizes = [int(np.prod(shape)) for shape, _ in tm.LAYOUT]
-    start = sum(sizes[:7])
-    keep = np.ones(caten_theta.size, bool)
-    keep[start:start + sizes[7]] = False
+    # every parameter with a gradient must agree (_with_a_gradient says which has none)
+    keep = _with_a_gradient()
     np.testing.assert_allclose(caten_theta[keep], torch_theta[keep], rtol=1e-4, atol=1e-6)
     assert abs(caten_hist[-1][1] - torch_acc) <= 1 / 360 + 1e-9  # at most one test image apart
     assert caten_hist[0][0] > caten_hist[1][0]  # the loss falls
@@ -48,3 +53,32 @@ def test_train_mixer_reaches_97_percent(tmp_path):
     acc = float(line.split("test accuracy ")[1].split("%")[0])
     assert acc >= 97.0
     assert np.isfinite(acc)
+
+
+def test_one_train_step_on_opencl_matches_llvm(tmp_path):
+    """The same step on PoCL (a real OpenCL platform): its source from `caten -r opencl -S` builds,
+    and the runtime's step gives llvm's loss and new parameters."""
+    cl = pytest.importorskip("pyopencl")
+    import caten
+    from caten import plugin
+
+    ok, why = plugin.get("opencl").available()
+    if not ok:
+        pytest.skip(why)
+    from tests.test_cli import caten_cli
+
+    rc, out, err = caten_cli(["-r", "opencl", "-S", ROOT / "examples" / "train_mixer.lisp", "-o", "k.cl"], tmp_path)
+    assert rc == 0, err
+    ctx = cl.create_some_context(interactive=False)
+    assert cl.Program(ctx, (tmp_path / "k.cl").read_text()).build().all_kernels()
+    xtr, ytr, _, _ = tm.digits()
+    theta = tm.init()
+    args = [xtr[:37], ytr[:37], theta, np.zeros_like(theta), np.zeros_like(theta), np.array(1, np.int64)]
+    got = caten.load(ROOT / "examples" / "train_mixer.lisp", runtime="opencl").train_step(*args)
+    want = caten.load(ROOT / "examples" / "train_mixer.lisp", runtime="llvm").train_step(*args)
+    keep = _with_a_gradient()
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
+    # Adam's first step is lr * g / (|g| + eps): where |g| is near eps it magnifies the runtimes'
+    # rounding differences in g, so parameters agree to 1% of lr (3e-3) rather than to ulps
+    for g, w in zip(got[1:], want[1:]):
+        np.testing.assert_allclose(g[keep], w[keep], rtol=1e-4, atol=3e-5)
