@@ -47,13 +47,16 @@ def _principal() -> list[str]:
     for op, info in O.TABLE.items():
         operands = "x..." if info.arity < 0 else _OPERANDS.get(info.arity, f"{info.arity} operands")
         arity = "variadic" if info.arity < 0 else str(info.arity)
-        rows.append([f"`{op.value}`", info.group, arity, _code(operands), dtype_class(info.dtypes), _cell(info.doc)])
+        grad = "VJP rule" if info.vjp is not None else "none"
+        rows.append([f"`{op.value}`", info.group, arity, _code(operands), dtype_class(info.dtypes), grad,
+                     _cell(info.doc)])
     return ["## Principal ops", "",
             f"The {len(O.TABLE)} ops of the IR, from the op table `caten/ir/ops.py` (each entry also holds the op's",
             "dtype rule and its numpy reference, which the `numpy` runtime runs). dtypes: all = every dtype;",
             "numeric = all but bool; float = " + " ".join(d.name for d in O.FLOATS) +
-            "; bool/int = bool and the integers.", ""] + _table(
-        ["op", "group", "arity", "operands", "dtypes", "doc"], rows) + [""]
+            "; bool/int = bool and the integers. gradient: whether the entry has a VJP rule (`grad` and",
+            "friends differentiate through it) or passes none (flat almost everywhere, or a leaf).", ""] + _table(
+        ["op", "group", "arity", "operands", "dtypes", "gradient", "doc"], rows) + [""]
 
 
 def _composites(sources: list[tuple[str, str]]) -> list[str]:
@@ -76,7 +79,8 @@ def _composites(sources: list[tuple[str, str]]) -> list[str]:
         out += [f"### ops/{name}", ""]
         if _intro(text):
             out += [_intro(text), ""]
-        rows = [[f"`{d.name}`", _code(signature(d)), _cell(d.doc or "(no doc string)")]
+        rows = [[f"`{d.name}`", _code(signature(d)),
+                 _cell((d.doc or "(no doc string)") + (" (gradient: its own `:vjp`)" if d.vjp else ""))]
                 for d in sorted(by_file[name], key=lambda d: (d.span.line, d.span.col))]
         out += _table(["name", "call", "doc"], rows) + [""]
     return out
