@@ -42,13 +42,15 @@ def test_page_lists_every_op_composite_and_rule_from_their_sources():
     ops = [r[0] for r in _rows(page, "Principal ops")]
     assert ops == [f"`{op.value}`" for op in TABLE]
     for r, info in zip(_rows(page, "Principal ops"), TABLE.values()):
-        assert r[1] == info.group and r[5] == info.doc.replace("|", "\\|"), r
+        assert r[1] == info.group and r[6] == info.doc.replace("|", "\\|"), r
+        assert r[5] == ("VJP rule" if info.vjp is not None else "none"), r
     comps = _rows(page, "Library composites")
     for name, defs in composites().items():
         listed = [r for r in comps if r[0] == f"`{name}`"]
         assert len(listed) == len(defs), f"{name}: {len(defs)} definitions, {len(listed)} rows"
         for d in defs:
             keys, doc = [f":{k}" for k, _, _ in d.keys], (d.doc or "(no doc string)").replace("|", "\\|")
+            doc += " (gradient: its own `:vjp`)" if d.vjp else ""
             assert any(re.findall(r"(?<=\s):[\w-]+", r[1].split(") ->")[0]) == keys and r[2] == doc
                        for r in listed), f"{name}: no row with keywords {keys} and doc {d.doc!r}: {listed}"
     rules = [r[0] for r in _rows(page, "Built-in rewrite rules")]
