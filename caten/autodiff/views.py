@@ -50,8 +50,8 @@ def unbroadcast(x: Node, shape: Sequence[Dim]) -> Node:
 def transpose(v: View, src_shape: Sequence[Dim], ct: Node) -> Node:
     """The cotangent of the source of `VIEW(src, v)` given the view's cotangent `ct`."""
     src_shape = tuple(src_shape)
-    if v.contiguous:
-        return B.reshape(ct, src_shape)
+    if v.contiguous and D.prod(v.shape) == D.prod(src_shape):
+        return B.reshape(ct, src_shape)  # a contiguous view of fewer elements (a prefix) is placed below
     offset, strides, sizes = v.offset, list(v.strides), list(v.shape)
     if v.mask is not None:  # positions outside the mask read nothing: keep the box inside it
         ct = B.shrink(ct, v.mask)

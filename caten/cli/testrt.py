@@ -36,7 +36,7 @@ def run_conformance(runtime: str, output: str | None, compile_only: bool, patter
     with Progress(TextColumn("[bold]{task.description:<14}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console, transient=True,
                   disable=not console.is_terminal) as bar:
-        task = bar.add_task(rt.name, total=len(rows) * len(C.DTYPES))
+        task = bar.add_task(rt.name, total=len(rows) * (len(C.DTYPES) + 1))
 
         def progress(name: str, n: int) -> None:
             bar.update(task, advance=n, description=name)
@@ -45,9 +45,13 @@ def run_conformance(runtime: str, output: str | None, compile_only: bool, patter
                         plugins=[plugin] if plugin else [])
     md = output or os.path.join("reports", f"{rt.name}.md")
     md_path, js_path = report.write(res, md)
-    click.echo(f"{rt.name}: {res.summary()} ({res.seconds:.0f} s) -> {md_path}, {js_path}")
+    click.echo(f"{rt.name}: {res.summary()}; gradients: {res.summary(grads=True)} ({res.seconds:.0f} s) "
+               f"-> {md_path}, {js_path}")
     for c in res.cells:
         if c.status == "fail":
             click.echo(f"  FAIL {c.op} {c.dtype}: {c.reason}", err=True)
+    for c in res.grads:
+        if c.status == "fail":
+            click.echo(f"  FAIL gradient {c.op} {c.dtype}: {c.reason}", err=True)
     sys.stdout.flush()
-    return 1 if res.counts()["fail"] else 0
+    return 1 if res.counts()["fail"] or res.counts(grads=True)["fail"] else 0
