@@ -49,7 +49,7 @@ def test_numpy_subset_writes_both_files(tmp_path):
     md = tmp_path / "reports" / "numpy.md"
     assert run_conformance("numpy", str(md), False, "ADD", None) == 0
     data = _load(md)
-    assert set(data) == {"runtime", "device", "results"} and data["runtime"] == "numpy"
+    assert set(data) == {"runtime", "device", "results", "gradients"} and data["runtime"] == "numpy"
     got = {r["dtype"]: r for r in data["results"] if r["op"] == "ADD"}
     assert set(got) == set(INTS + ["f16", "bf16", "f32", "f64"])  # ADD needs numbers: no bool
     for r in data["results"]:
