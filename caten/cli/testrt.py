@@ -11,9 +11,9 @@ from caten.errors import Error
 
 
 def run_conformance(runtime: str, output: str | None, compile_only: bool, pattern: str | None,
-                    plugin: str | None) -> int:
+                    plugin: str | None, gradients: bool = True) -> int:
     """Run the suite, write reports/RUNTIME.md and .json (or OUTPUT and its .json), print the
-    summary line; 0 if no case failed, else 1."""
+    summary line; 0 if no case failed, else 1. `gradients` False skips the gradient cases."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -42,7 +42,7 @@ def run_conformance(runtime: str, output: str | None, compile_only: bool, patter
             bar.update(task, advance=n, description=name)
 
         res = run_suite(rt, compile_only=compile_only, progress=progress, rows=rows,
-                        plugins=[plugin] if plugin else [])
+                        plugins=[plugin] if plugin else [], grads=gradients)
     md = output or os.path.join("reports", f"{rt.name}.md")
     md_path, js_path = report.write(res, md)
     click.echo(f"{rt.name}: {res.summary()}; gradients: {res.summary(grads=True)} ({res.seconds:.0f} s) "

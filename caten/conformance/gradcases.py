@@ -35,8 +35,8 @@ GRAD_DTYPES: tuple[DType, ...] = (T.f32, T.f64)
 # the dimension sizes per dtype: small (finite differences cost four loss evaluations per
 # element), unequal, and large enough that the strided view keeps elements (M = 5: rows 1, 3)
 SIZES: dict[str, dict[str, int]] = {
-    "f32": {"M": 5, "N": 3, "K": 2, "B": 2, "C": 2, "H": 5, "W": 4, "O": 2},
-    "f64": {"M": 3, "N": 4, "K": 3, "B": 1, "C": 3, "H": 4, "W": 6, "O": 3},
+    "f32": {"M": 5, "N": 3, "K": 2, "B": 1, "C": 2, "H": 5, "W": 4, "O": 2},
+    "f64": {"M": 3, "N": 4, "K": 3, "B": 2, "C": 1, "H": 4, "W": 3, "O": 3},
 }
 
 

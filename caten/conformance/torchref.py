@@ -148,7 +148,17 @@ def _ops() -> dict[str, Callable[..., Any]]:
         "sum": _reduce("sum"), "prod": _reduce("prod"), "mean": _reduce("mean"),
         "cumsum": cumsum, "cumprod": cumprod,
         "triu": lambda x, k=0: torch.triu(x, k), "tril": lambda x, k=0: torch.tril(x, k),
+        "slice": lambda x, *specs: x[tuple(slice(*sp) for sp in specs)], "sign": torch.sign,
+        "cast": lambda x, d: x.double() if d == "f64" else x.to(getattr(torch, d)),
+        "horner": lambda s, *cs: _horner(s, cs),
     }
+
+
+def _horner(s: Any, cs: tuple) -> Any:
+    acc = cs[-1] + 0 * s
+    for c in reversed(cs[:-1]):
+        acc = c + s * acc
+    return acc
 
 
 class _Missing(Exception):
@@ -215,6 +225,9 @@ def grads(gv: Any, arrays: dict[str, np.ndarray], sizes: dict[str, int], loss_re
     loss = sum((ys[j].double() * torch.tensor(arrays[G.r_name(gv, k)])).sum() for k, j in enumerate(gv.outs))
     if not abs(float(loss.detach()) - loss_ref) <= TORCH_RTOL * (1 + abs(loss_ref)):
         return []
-    gs = torch.autograd.grad(loss, [leaves[p.name] for p in gv.wrt], allow_unused=True)
+    try:
+        gs = torch.autograd.grad(loss, [leaves[p.name] for p in gv.wrt], allow_unused=True)
+    except RuntimeError:  # torch does not differentiate it (floor_divide): no counterpart
+        return None
     return [np.zeros(arrays[p.name].shape) if g is None else g.numpy() for p, g in zip(gv.wrt, gs)]
 
