@@ -130,3 +130,20 @@ def test_gradient_of_a_contiguous_prefix_view(runtime):
     want[:4] = s
     want[0] += 2.5
     np.testing.assert_array_equal(got, want.reshape(5, 3))
+
+
+def test_a_composite_with_several_outputs(monkeypatch, tmp_path):
+    """The loss sums every float output (an optimizer step gives W', M', V'); an integer
+    parameter (a step count) is an input, not differentiated. Regression: the forward case of a
+    composite with several outputs returned the call as one value and did not load."""
+    _with_extra(monkeypatch, '(composite two-outs ((X{T}[...] S{T}[...] k{i64}) -> (Y{T}[...] Z{T}[...]))'
+                             ' "x*s*k, -x" (return (MUL (MUL X S) (CAST k (dtype X))) (NEG X)))')
+    g = G.derive(_row("two-outs"))
+    assert g.variants and all(gv.outs == [0, 1] and [p.name[-1] for p in gv.wrt] == ["0", "1"]
+                              for gv in g.variants)
+    md = tmp_path / "y.md"
+    assert run_conformance("numpy", str(md), False, "two-outs", None) == 0
+    data = json.loads(md.with_suffix(".json").read_text())
+    assert {r["dtype"]: r["status"] for r in data["gradients"]} == {"f32": "pass", "f64": "pass"}
+    # the forward cases of a composite with several outputs load too (their source spreads the call)
+    assert {r["status"] for r in data["results"] if r["op"] == "two-outs"} == {"pass"}
