@@ -157,20 +157,26 @@ def reference(grow: G.GradRow, torch_ok: bool = True) -> RowRef:
     ref = RowRef(grow)
     if not grow.variants:
         return ref
-    mods = {key: caten.loads(G.source(grow.variants, T.f64, sizes), runtime="numpy", opt_level=0, use_cache=False)
-            for key, sizes in G.SIZES.items()}
+    # columns with the same sizes share one reference (the finite differences are most of the cost)
+    first = {tuple(sorted(sz.items())): key for key, sz in G.SIZES.items()}
+    mods = {key: caten.loads(G.source(grow.variants, T.f64, G.SIZES[key]), runtime="numpy", opt_level=0,
+                             use_cache=False) for key in first.values()}
     for gv in grow.variants:
         pts = {}
         try:
             for key, sizes in G.SIZES.items():
-                comp = getattr(mods[key], f"l{gv.tag}")
+                own = first[tuple(sorted(sizes.items()))]
+                if own in pts:
+                    pts[key] = pts[own]
+                    continue
+                comp = getattr(mods[own], f"l{gv.tag}")
                 names = [n for n, _, _ in G.params_of(gv, T.f64, sizes)]
 
                 def f(a: dict, comp: Any = comp, names: list[str] = names) -> float:
                     with np.errstate(all="ignore"):
                         return float(comp(*(a[n] for n in names)))
 
-                pts[key] = _point(gv, grow.row.name, key, f, torch_ok and torchref.available())
+                pts[key] = _point(gv, grow.row.name, own, f, torch_ok and torchref.available())
         except Exception as e:  # noqa: BLE001 - e.g. a 3x3 kernel on a smaller image
             ref.dropped[gv.tag] = f"the reference rejects it: {_short(e)}"
             continue

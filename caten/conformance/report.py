@@ -41,8 +41,8 @@ def _grad_markdown(res: Result, notes: list[str]) -> list[str]:
              f"**{res.summary(grads=True)}**", "",
              "Every forward variant above with a float tensor parameter and a float output is differentiated: "
              "`value-and-grad` of `sum(f(x...) * R)` (R a fixed random tensor per output) with respect to every "
-             "float parameter, at fixed small sizes (" + "; ".join(
-                 f"{k}: " + " ".join(f"{n}={v}" for n, v in sz.items()) for k, sz in G.SIZES.items()) + "). "
+             "float parameter, at fixed small sizes (" + "; ".join(sorted({
+                 " ".join(f"{n}={v}" for n, v in sz.items()) for sz in G.SIZES.values()})) + "). "
              "The reference is the central finite difference of the f64 loss on the numpy runtime at a point "
              "where the loss is smooth (no kink or tie within the step); torch.autograd, where torch is "
              "installed and the op has a counterpart, is a second oracle. A cell passes when every gradient "
