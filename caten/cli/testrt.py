@@ -45,8 +45,8 @@ def run_conformance(runtime: str, output: str | None, compile_only: bool, patter
                         plugins=[plugin] if plugin else [], grads=gradients)
     md = output or os.path.join("reports", f"{rt.name}.md")
     md_path, js_path = report.write(res, md)
-    click.echo(f"{rt.name}: {res.summary()}; gradients: {res.summary(grads=True)} ({res.seconds:.0f} s) "
-               f"-> {md_path}, {js_path}")
+    grads = f"; gradients: {res.summary(grads=True)}" if gradients else ""
+    click.echo(f"{rt.name}: {res.summary()}{grads} ({res.seconds:.0f} s) -> {md_path}, {js_path}")
     for c in res.cells:
         if c.status == "fail":
             click.echo(f"  FAIL {c.op} {c.dtype}: {c.reason}", err=True)

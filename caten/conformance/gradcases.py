@@ -22,7 +22,7 @@ edit here.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from caten.conformance import cases as C
 from caten.errors import Error
@@ -54,6 +54,7 @@ class GradRow:
     row: C.Row
     variants: list[GradVariant]
     note: str = ""  # why a row has no gradient case (listed in the report)
+    dropped: dict[str, str] = field(default_factory=dict)  # variant expression -> why it has no reference
 
 
 def _float_param(p: C.Param) -> bool:

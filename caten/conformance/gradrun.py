@@ -179,6 +179,7 @@ def reference(grow: G.GradRow, torch_ok: bool = True) -> RowRef:
                 pts[key] = _point(gv, grow.row.name, own, f, torch_ok and torchref.available())
         except Exception as e:  # noqa: BLE001 - e.g. a 3x3 kernel on a smaller image
             ref.dropped[gv.tag] = f"the reference rejects it: {_short(e)}"
+            grow.dropped[gv.v.expr] = ref.dropped[gv.tag]
             continue
         ref.points[gv.tag] = pts
     return ref

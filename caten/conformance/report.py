@@ -73,6 +73,11 @@ def _grad_markdown(res: Result, notes: list[str]) -> list[str]:
     if skipped:
         lines += ["", "Not differentiated: " + "; ".join(f"{_md_text(why)}: {', '.join(ns)}"
                                                          for why, ns in sorted(skipped.items())) + "."]
+    left = [f"{_code(e)} ({_md_text(why)})" for g in res.grad_rows if any((g.row.name, d) in by for d in names)
+            for e, why in g.dropped.items()]
+    if left:
+        lines += ["", "Variants left out of a differentiated row (no f64 reference at these sizes): "
+                  + "; ".join(left) + "."]
     return lines
 
 
