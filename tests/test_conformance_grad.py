@@ -14,6 +14,7 @@ from caten.cli.testrt import run_conformance
 from caten.conformance import cases as C
 from caten.conformance import gradcases as G
 from caten.conformance import gradrun as GR
+from caten.conformance.runner import target_case
 from caten.elaborate import elaborator as elab_mod
 from caten.elaborate import library
 from caten.ir.ops import TABLE
@@ -78,7 +79,7 @@ def test_rows_are_derived_from_dtype_facts():
 @pytest.mark.parametrize("runtime", ["numpy", "llvm", "c"])
 def test_gradient_cells_pass_on_each_runtime(runtime):
     rows = [_row(n) for n in ("MAX", "REDUCE", "softmax", "layernorm")]
-    cells, grows = GR.run_grads(R.get(runtime), rows, False, None)
+    cells, grows = GR.run_grads(R.get(runtime), rows, False, target_case)
     assert len(cells) == 8, [(c.op, c.dtype) for c in cells]
     for c in cells:
         assert c.status == "pass", (c.op, c.dtype, c.reason)
@@ -107,7 +108,7 @@ def test_a_kink_is_avoided_not_compared():
 
 def test_torch_is_a_second_oracle():
     pytest.importorskip("torch")
-    cells, _ = GR.run_grads(R.get("numpy"), [_row("log-softmax")], False, None)
+    cells, _ = GR.run_grads(R.get("numpy"), [_row("log-softmax")], False, target_case)
     assert cells and all(c.status == "pass" and c.torch_err is not None for c in cells)
 
 

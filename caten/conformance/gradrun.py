@@ -152,7 +152,6 @@ def reference(grow: G.GradRow, torch_ok: bool = True) -> RowRef:
     """The f64 reference points of every variant of the row (dropping those the reference rejects)."""
     import caten
     from caten.conformance import torchref
-    from caten.conformance.runner import _short
 
     ref = RowRef(grow)
     if not grow.variants:
@@ -178,7 +177,7 @@ def reference(grow: G.GradRow, torch_ok: bool = True) -> RowRef:
 
                 pts[key] = _point(gv, grow.row.name, own, f, torch_ok and torchref.available())
         except Exception as e:  # noqa: BLE001 - e.g. a 3x3 kernel on a smaller image
-            ref.dropped[gv.tag] = f"the reference rejects it: {_short(e)}"
+            ref.dropped[gv.tag] = f"the reference rejects it: {type(e).__name__}: {' '.join(str(e).split())[:300]}"
             grow.dropped[gv.v.expr] = ref.dropped[gv.tag]
             continue
         ref.points[gv.tag] = pts
@@ -208,11 +207,10 @@ def _point(gv: G.GradVariant, row: str, si: str, f: Callable[[dict], float], use
     return last
 
 
-def run_grad_cell(ref: RowRef, rt: Runtime, dt: DType, compile_only: bool, target: Any = None,
+def run_grad_cell(ref: RowRef, rt: Runtime, dt: DType, compile_only: bool, target: Callable[..., tuple],
                   opt: int = 2) -> GradCell | None:
-    """One row at one dtype on the runtime under test; None if no variant applies."""
-    from caten.conformance.runner import _TARGET_MODS, target_case
-
+    """One row at one dtype on the runtime under test; None if no variant applies. `target` runs
+    a case on the runtime (runner.target_case's protocol, in a worker process or not)."""
     name = ref.grow.row.name
     vs = [gv for gv in ref.grow.variants if gv.tag in ref.points and dt.name in gv.out_dtypes]
     if not vs:
@@ -227,7 +225,7 @@ def run_grad_cell(ref: RowRef, rt: Runtime, dt: DType, compile_only: bool, targe
             want = dt if d == "T" else T.lookup(d)
             args.append(a.astype(want.np) if want is not None and want.is_float else a)
     msg = (rt.name, opt, src, dt.name, compile_only, [args])
-    reply = target(*msg) if target is not None else target_case(*msg, _mods=_TARGET_MODS)
+    reply = target(*msg)
     if reply[0] == "unsupported":
         return GradCell(name, dt.name, "unsupported", reason="; ".join(reply[1][:4]))
     if reply[0] == "fail":
@@ -280,7 +278,7 @@ def _worst(got: np.ndarray, want: np.ndarray) -> str:
     return f"e.g. at {tuple(int(j) for j in i)} got {float(g[i]):.9g}, expected {float(w[i]):.9g}"
 
 
-def run_grads(rt: Runtime, rows: list[C.Row], compile_only: bool, worker: Any,
+def run_grads(rt: Runtime, rows: list[C.Row], compile_only: bool, target: Callable[..., tuple],
               progress: Callable[[str, int], None] | None = None) -> tuple[list[GradCell], list[G.GradRow]]:
     """Every gradient cell of the rows; also the rows' gradient derivations (for the report)."""
     cells: list[GradCell] = []
@@ -301,7 +299,7 @@ def run_grads(rt: Runtime, rows: list[C.Row], compile_only: bool, worker: Any,
                 if not ref.points:
                     grow.note = "; ".join(sorted(set(ref.dropped.values())))[:300]
                 for dt in G.GRAD_DTYPES:
-                    cell = run_grad_cell(ref, rt, dt, compile_only, worker)
+                    cell = run_grad_cell(ref, rt, dt, compile_only, target)
                     if cell is not None:
                         cells.append(cell)
         if progress:

@@ -371,7 +371,10 @@ def run_suite(rt: Runtime, pattern: str | None = None, compile_only: bool = Fals
         if grads:
             from caten.conformance.gradrun import run_grads
 
-            res.grads, res.grad_rows = run_grads(rt, rows, compile_only, worker, progress)
+            def local(*msg: Any) -> tuple:
+                return target_case(*msg, _mods=_TARGET_MODS)
+
+            res.grads, res.grad_rows = run_grads(rt, rows, compile_only, worker or local, progress)
     finally:
         if worker is not None:
             worker.stop()
