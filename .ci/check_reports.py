@@ -9,7 +9,9 @@ from pathlib import Path
 
 def cells(path: Path) -> dict[tuple[str, str], str]:
     data = json.loads(path.read_text())
-    return {(r["op"], r["dtype"]): r["status"] for r in data["results"]}
+    out = {(r["op"], r["dtype"]): r["status"] for r in data["results"]}
+    out.update({(f"gradient {r['op']}", r["dtype"]): r["status"] for r in data.get("gradients", [])})
+    return out
 
 
 def main(committed: str, fresh: str, runtimes: list[str]) -> int:

@@ -6,6 +6,7 @@
                                &key (step 0.001953125) (tiny 0.015625) (maxv 448.0) (over nan)
                                (nanval nan) (negzero true))
   "X rounded, ties to even, to the minifloat with smallest subnormal :step, smallest normal :tiny, largest finite :maxv (above: :over; nan: :nanval; no -0 without :negzero)"
+  :vjp ((dY) nil)                                ; flat almost everywhere: no gradient
   ;; q, the format's spacing at |X|, is step * 2**floor(log2(max(|X|, tiny) / tiny)); the power of two
   ;; is found by exact comparisons (five halvings cover 2**0 .. 2**31, more than any format's exponents).
   ;; |X| / q is then exact and below 2**(mantissa + 1); adding and subtracting 2**23 (2**52 for f64)

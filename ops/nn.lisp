@@ -98,7 +98,8 @@
 (composite cross-entropy ((logits{T}[...] onehot{T}[...]) -> (Y{T}[...]))
   "mean over the batch of -sum(onehot * log_softmax(logits))"
   :vjp ((dY)
-        (let ((n (CAST (count (sum onehot :axis -1)) (dtype logits)))
+        ;; the batch is the broadcast of both operands' leading axes (a [K] target serves every row)
+        (let ((n (CAST (count (sum (+ logits onehot) :axis -1)) (dtype logits)))
               (lp (log-softmax logits :axis -1))
               (s (/ dY n)))
           (return (* s (- (* (exp lp) (sum onehot :axis -1 :keepdims true)) onehot))

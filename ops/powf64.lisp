@@ -6,6 +6,14 @@
 
 (composite pow-f64-magnitude ((X{f64}[...] B{f64}[...] P{f64}[...]) -> (Y{f64}[...]))
   "x ** b (x > 0 finite, |b| < 1e300, f64) to about 2 ulp through a double-double log2; P elsewhere"
+  ;; x**b's own derivatives where it is computed (b y / x, y log x), P's elsewhere: the expansion's
+  ;; gradient would send 0 * nan from the branch not taken
+  :vjp ((dY)
+        (let ((ok (AND (AND (CMPLT 0 X) (CMPLT X inf)) (CMPLT (abs B) 1e300)))
+              (x (WHERE ok X 1)))
+          (return (WHERE ok (* dY (/ (* B Y) x)) 0)
+                  (WHERE ok (* dY (* Y (log x))) 0)
+                  (WHERE ok 0 dY))))
   (let ((n (IDIV (ADD (LOG2 X) 0.5) 1))
         ;; 2**-n as two exact halves built by squaring (each within f64's range)
         (k1 (IDIV (NEG n) 2))

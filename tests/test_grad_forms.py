@@ -114,3 +114,22 @@ def test_misuse_is_a_diagnostic_at_the_call(tmp_path, line):
     first = err.splitlines()[0]
     assert first.startswith("m.lisp:4:") and "error: " in first and message in first, err
     assert "^" in err and hint in err, err
+
+
+def test_rounding_composites_pass_no_gradient():
+    """round-to-minifloat is flat almost everywhere; the expansion's add-and-subtract-2**23 trick
+    used to pass the cotangent straight through (gradient 1)."""
+    x = np.array([0.3, -1.7, 2.2], np.float32)
+    got = caten_grads("(sum (* (round-to-minifloat A) (+ A 1)))", [x], [0], "llvm")
+    rounded = caten.loads("(composite r ((X{f32}[N]) -> (Y{f32}[N])) (round-to-minifloat X))", runtime="numpy").r(x)
+    np.testing.assert_allclose(got[1], rounded, rtol=1e-6)  # d/dA [round(A) (A + 1)] = round(A) + 0
+
+
+def test_pow_f64_magnitude_outside_its_domain_takes_p_s_gradient():
+    """Where x <= 0 the result is P: the gradient w.r.t. x is 0 and P's is the cotangent (the
+    expansion's was nan: 0 * nan from the branch not taken)."""
+    x, b, p = np.array([-2.0, 3.0]), np.array([1.5, 2.0]), np.array([7.0, 9.0])
+    got = caten_grads("(sum (pow-f64-magnitude A B C))", [x, b, p], [0, 1, 2], "llvm")
+    np.testing.assert_allclose(got[1], [0.0, 2.0 * 3.0], rtol=1e-12)
+    np.testing.assert_allclose(got[2], [0.0, 9.0 * np.log(3.0)], rtol=1e-12)
+    np.testing.assert_allclose(got[3], [1.0, 0.0])

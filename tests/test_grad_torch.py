@@ -34,6 +34,9 @@ CASES = {
         "(cross-entropy (linear (gelu (linear A B C)) D E) F)",
         [r(4, 5), r(5, 6), r(6), r(6, 3), r(3), onehot([0, 2, 1, 0], 3)], [0, 1, 2, 3, 4],
         lambda a, b, c, d, e, f: -(f * torch.log_softmax(F.gelu(a @ b + c) @ d + e, -1)).sum(-1).mean()),
+    # regression: the :vjp counted the batch from the target's shape ([K] broadcast: 1 row), twice torch's
+    "cross-entropy-broadcast-target": ("(cross-entropy A B)", [r(2, 3), np.float32([0.2, 0.5, 0.3])], [0, 1],
+                                       lambda a, b: -(b * torch.log_softmax(a, -1)).sum(-1).mean()),
     "conv2d-stride-padding-groups": (
         "(sum (* (conv2d A B C :stride 2 :padding 1 :groups 2) D))",
         [r(2, 4, 7, 7), r(6, 2, 3, 3), r(6), r(2, 6, 4, 4)], [0, 1, 2],

@@ -208,13 +208,15 @@ def run_cmd(file: str, inputs: tuple[str, ...], runtime: str, defines: tuple[str
 @click.option("--compile-only", is_flag=True, help="compile every case but run none (device absent)")
 @click.option("--ops", "pattern", help="only ops whose name matches this glob pattern")
 @click.option("--plugin", type=click.Path(), help="load a runtime plugin from a Python file first")
+@click.option("--no-gradients", is_flag=True, help="skip the gradient cases (forward cases only)")
 @diagnostics
 def test_runtime_cmd(runtime: str, output: str | None, compile_only: bool, pattern: str | None,
-                     plugin: str | None) -> None:
-    """Run the op-coverage conformance suite and write reports/RUNTIME.md and .json."""
+                     plugin: str | None, no_gradients: bool) -> None:
+    """Run the op-coverage conformance suite (forward and gradient cases) and write
+    reports/RUNTIME.md and .json."""
     from caten.cli.testrt import run_conformance
 
-    sys.exit(run_conformance(runtime, output, compile_only, pattern, plugin))
+    sys.exit(run_conformance(runtime, output, compile_only, pattern, plugin, gradients=not no_gradients))
 
 
 @cli.command("fuzz")

@@ -11,9 +11,9 @@ from caten.errors import Error
 
 
 def run_conformance(runtime: str, output: str | None, compile_only: bool, pattern: str | None,
-                    plugin: str | None) -> int:
+                    plugin: str | None, gradients: bool = True) -> int:
     """Run the suite, write reports/RUNTIME.md and .json (or OUTPUT and its .json), print the
-    summary line; 0 if no case failed, else 1."""
+    summary line; 0 if no case failed, else 1. `gradients` False skips the gradient cases."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -36,18 +36,22 @@ def run_conformance(runtime: str, output: str | None, compile_only: bool, patter
     with Progress(TextColumn("[bold]{task.description:<14}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console, transient=True,
                   disable=not console.is_terminal) as bar:
-        task = bar.add_task(rt.name, total=len(rows) * len(C.DTYPES))
+        task = bar.add_task(rt.name, total=len(rows) * (len(C.DTYPES) + 1))
 
         def progress(name: str, n: int) -> None:
             bar.update(task, advance=n, description=name)
 
         res = run_suite(rt, compile_only=compile_only, progress=progress, rows=rows,
-                        plugins=[plugin] if plugin else [])
+                        plugins=[plugin] if plugin else [], grads=gradients)
     md = output or os.path.join("reports", f"{rt.name}.md")
     md_path, js_path = report.write(res, md)
-    click.echo(f"{rt.name}: {res.summary()} ({res.seconds:.0f} s) -> {md_path}, {js_path}")
+    grads = f"; gradients: {res.summary(grads=True)}" if gradients else ""
+    click.echo(f"{rt.name}: {res.summary()}{grads} ({res.seconds:.0f} s) -> {md_path}, {js_path}")
     for c in res.cells:
         if c.status == "fail":
             click.echo(f"  FAIL {c.op} {c.dtype}: {c.reason}", err=True)
+    for c in res.grads:
+        if c.status == "fail":
+            click.echo(f"  FAIL gradient {c.op} {c.dtype}: {c.reason}", err=True)
     sys.stdout.flush()
-    return 1 if res.counts()["fail"] else 0
+    return 1 if res.counts()["fail"] or res.counts(grads=True)["fail"] else 0

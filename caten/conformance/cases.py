@@ -449,23 +449,22 @@ def _elaborate_outputs(v: Variant, dt: DType) -> list[tuple]:
     return out
 
 
-def _returned(v: Variant) -> str:
-    """The variant's expression as a composite body: a call giving several outputs (optimizer
-    updates) gives one value holding them, which `return` spreads."""
-    if len(v.outs) == 1:
-        return v.expr
-    return f"(let ((r {v.expr})) (return {' '.join(f'(nth r {j})' for j in range(len(v.outs)))}))"
-
-
 def source_of(variants: list[Variant], tag_of: dict[int, str]) -> str:
     """One composite `v<tag>` per variant plus `all`, which returns every variant's outputs."""
     lines = []
     for v in variants:
-        lines.append(f"(composite v{tag_of[id(v)]} {v.signature(tag_of[id(v)])} {_returned(v)})")
+        t = tag_of[id(v)]
+        body = v.expr if len(v.outs) < 2 else f"(setf y{t} {v.expr}) (return {_spread(v, t)})"
+        lines.append(f"(composite v{t} {v.signature(t)} {body})")
     ins = " ".join(f"({p.name}{{{p.dtype}}}{_dims(p.dims)})" for v in variants for p in v.params)
     outs = " ".join(f"(o{tag_of[id(v)]}_{j}{{{'T' if v.source else f'R{tag_of[id(v)]}_{j}'}}}{d})"
                     for v in variants for j, d in enumerate(v.outs))
-    body = " ".join(v.expr if len(v.outs) == 1 else " ".join(f"(nth {v.expr} {j})" for j in range(len(v.outs)))
-                    for v in variants)
-    lines.append(f"(composite all ({ins} -> {outs})\n  (return {body}))")
+    # a call with several outputs (an optimizer step's W' M' V') is bound first, then spread
+    binds = "".join(f"(setf y{tag_of[id(v)]} {v.expr})\n  " for v in variants if len(v.outs) > 1)
+    body = " ".join(v.expr if len(v.outs) < 2 else _spread(v, tag_of[id(v)]) for v in variants)
+    lines.append(f"(composite all ({ins} -> {outs})\n  {binds}(return {body}))")
     return "\n".join(lines) + "\n"
+
+
+def _spread(v: Variant, tag: str) -> str:
+    return " ".join(f"(nth y{tag} {j})" for j in range(len(v.outs)))

@@ -22,7 +22,63 @@ def _md_text(s: str) -> str:
 
 
 def to_json(res: Result) -> dict:
-    return {"runtime": res.runtime, "device": res.device, "results": [c.json() for c in res.cells]}
+    out = {"runtime": res.runtime, "device": res.device, "results": [c.json() for c in res.cells]}
+    if res.grads:
+        out["gradients"] = [c.json() for c in res.grads]
+    return out
+
+
+def _grad_markdown(res: Result, notes: list[str]) -> list[str]:
+    """The gradient section: one row per differentiated op or composite, then what was not."""
+    from caten.conformance import gradcases as G
+    from caten.conformance.gradrun import RTOL
+
+    if not res.grads:
+        return []
+    by = {(c.op, c.dtype): c for c in res.grads}
+    names = [d.name for d in G.GRAD_DTYPES]
+    lines = ["", "## Gradients", "",
+             f"**{res.summary(grads=True)}**", "",
+             "Every forward variant above with a float tensor parameter and a float output is differentiated: "
+             "`value-and-grad` of `sum(f(x...) * R)` (R a fixed random tensor per output) with respect to every "
+             "float parameter, at fixed small sizes (" + "; ".join(sorted({
+                 " ".join(f"{n}={v}" for n, v in sz.items()) for sz in G.SIZES.values()})) + "). "
+             "The reference is the central finite difference of the f64 loss on the numpy runtime at a point "
+             "where the loss is smooth (no kink or tie within the step); torch.autograd, where torch is "
+             "installed and the op has a counterpart, is a second oracle. A cell passes when every gradient "
+             "element is within RTOL * (|ref| + max|ref| + 1e-3) of both (RTOL " + ", ".join(
+                 f"{k} {v:g}" for k, v in RTOL.items()) + "); the number is the largest error in those units "
+             "(FD / torch).", "",
+             "| op | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for grow in res.grad_rows:
+        cells = []
+        for d in names:
+            c = by.get((grow.row.name, d))
+            if c is None:
+                cells.append("")
+            elif c.status == "fail":
+                notes.append(f"{_code(grow.row.name)} gradient {d}: {_md_text(c.reason)}")
+                cells.append(f"FAIL[^{len(notes)}]")
+            elif c.status == "pass":
+                t = "" if c.torch_err is None else f" / {c.torch_err:.1e}"
+                cells.append(f"pass {c.max_err:.1e}{t}")
+            else:
+                cells.append(_CELL[c.status])
+        if any(cells):
+            lines.append(f"| {_code(grow.row.name)} | " + " | ".join(cells) + " |")
+    skipped: dict[str, list[str]] = {}
+    for grow in res.grad_rows:
+        if not any((grow.row.name, d) in by for d in names):
+            skipped.setdefault(grow.note or "no gradient case", []).append(_code(grow.row.name))
+    if skipped:
+        lines += ["", "Not differentiated: " + "; ".join(f"{_md_text(why)}: {', '.join(ns)}"
+                                                         for why, ns in sorted(skipped.items())) + "."]
+    left = [f"{_code(e)} ({_md_text(why)})" for g in res.grad_rows if any((g.row.name, d) in by for d in names)
+            for e, why in g.dropped.items()]
+    if left:
+        lines += ["", "Variants left out of a differentiated row (no f64 reference at these sizes): "
+                  + "; ".join(left) + "."]
+    return lines
 
 
 def to_markdown(res: Result) -> str:
@@ -56,7 +112,8 @@ def to_markdown(res: Result) -> str:
             notes.append(f"{_code(row.name)}: {_md_text(row.note)}")
             cells = [f"no case[^{len(notes)}]"] + [""] * (len(names) - 1)
         lines.append(f"| {_code(row.name)} | " + " | ".join(cells) + " |")
-    unsup = sorted({c.reason for c in res.cells if c.status == "unsupported" and c.reason})
+    lines += _grad_markdown(res, notes)
+    unsup = sorted({c.reason for c in res.cells + res.grads if c.status == "unsupported" and c.reason})
     if unsup:
         listed = "; ".join(_md_text(u) for u in unsup[:20]) + ("; ..." if len(unsup) > 20 else "")
         lines += ["", f"Unsupported (declared by the runtime's `supports`): {listed}."]
@@ -67,11 +124,14 @@ def to_markdown(res: Result) -> str:
 
 def dumps(data: dict) -> str:
     """The report's JSON, one result per line."""
-    head = {k: v for k, v in data.items() if k != "results"}
-    lines = ["{" + ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in head.items()) + ', "results": [']
-    n = len(data["results"])
-    lines += [" " + json.dumps(r) + ("," if i + 1 < n else "") for i, r in enumerate(data["results"])]
-    return "\n".join(lines) + "\n]}\n"
+    lists = [k for k in ("results", "gradients") if k in data]
+    head = {k: v for k, v in data.items() if k not in lists}
+    text = "{" + ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in head.items())
+    for k in lists:
+        n = len(data[k])
+        text += f', {json.dumps(k)}: [\n' + "\n".join(" " + json.dumps(r) + ("," if i + 1 < n else "")
+                                                     for i, r in enumerate(data[k])) + "\n]"
+    return text + "}\n"
 
 
 def write(res: Result, md_path: str) -> tuple[str, str]:
@@ -108,8 +168,10 @@ def write_readme(folder: Path) -> str:
             n[r.get("status", "fail")] = n.get(r.get("status", "fail"), 0) + 1
         ops = len({r["op"] for r in results})
         md = js.with_suffix(".md").name
+        gs = [r.get("status", "fail") for r in data.get("gradients", [])]
         rows.append(f"| [{data.get('runtime', js.stem)}]({md}) | {n['pass']} | {n['fail']} | {n['unsupported']} | "
-                    f"{n['compile-only']} | {ops} | {_md_text(str(data.get('device', '')))} |")
+                    f"{n['compile-only']} | {ops} | {_md_text(str(data.get('device', '')))} | "
+                    f"{gs.count('pass')} / {gs.count('fail')} |")
     text = "\n".join([
         "# Op-coverage reports", "",
         "Written by `caten test-runtime -r RUNTIME` (LANGUAGE.md section 9), which regenerates this page from "
@@ -117,8 +179,8 @@ def write_readme(folder: Path) -> str:
         "column per dtype; a cell is one compiled case checked against the numpy reference on several "
         "layouts, sizes and edge values. `max_abs_err`/`max_rel_err` in the JSON are null where nothing was "
         "measured (unsupported, compile-only) or where the error is not finite (a nan/inf mismatch).", "",
-        "| runtime | passed | failed | unsupported | compile-only | ops | device |",
-        "|---|---|---|---|---|---|---|",
+        "| runtime | passed | failed | unsupported | compile-only | ops | device | gradients passed / failed |",
+        "|---|---|---|---|---|---|---|---|",
         *rows, "",
         "Regenerate: `caten test-runtime -r numpy` (and `-r llvm`, ...); `--ops 'PATTERN'` runs a subset, "
         "`--compile-only` compiles without running. onnx's own node tests on caten are in [onnx.md](onnx.md) "

@@ -56,15 +56,17 @@ class Result:
     rows: list[C.Row]
     cells: list[Cell] = field(default_factory=list)
     seconds: float = 0.0
+    grads: list[Any] = field(default_factory=list)  # gradrun.GradCell, one per differentiable row and dtype
+    grad_rows: list[Any] = field(default_factory=list)  # gradcases.GradRow, every row's derivation
 
-    def counts(self) -> dict[str, int]:
+    def counts(self, grads: bool = False) -> dict[str, int]:
         out = {"pass": 0, "fail": 0, "unsupported": 0, "compile-only": 0}
-        for c in self.cells:
+        for c in self.grads if grads else self.cells:
             out[c.status] += 1
         return out
 
-    def summary(self) -> str:
-        n = self.counts()
+    def summary(self, grads: bool = False) -> str:
+        n = self.counts(grads)
         s = f"{n['pass']} passed, {n['fail']} failed, {n['unsupported']} unsupported"
         return s + (f", {n['compile-only']} compile-only" if n["compile-only"] else "")
 
@@ -347,10 +349,11 @@ def run_cell(rr: RowRunner, dt: DType, compile_only: bool, target: Worker | None
 
 def run_suite(rt: Runtime, pattern: str | None = None, compile_only: bool = False, isolate: bool | None = None,
               progress: Callable[[str, int], None] | None = None, rows: list[C.Row] | None = None,
-              plugins: list[str] | None = None) -> Result:
+              plugins: list[str] | None = None, grads: bool = True) -> Result:
     """Run every row matching `pattern` on rt; `progress(row_name, cells_done)` after each cell.
     `isolate` (default: every runtime but numpy; CATEN_CONFORMANCE_ISOLATE=0 turns it off) runs
-    the runtime in a worker process; `plugins` are the plugin files that worker loads."""
+    the runtime in a worker process; `plugins` are the plugin files that worker loads. `grads`
+    also runs the gradient cases of the rows (gradrun.py)."""
     t0 = time.perf_counter()
     if isolate is None:
         isolate = rt.name != "numpy" and os.environ.get("CATEN_CONFORMANCE_ISOLATE", "1") != "0"
@@ -365,6 +368,13 @@ def run_suite(rt: Runtime, pattern: str | None = None, compile_only: bool = Fals
     res = Result(rt.name, device_of(rt), rows)
     try:
         _run_rows(rt, rows, res, compile_only, worker, progress)
+        if grads:
+            from caten.conformance.gradrun import run_grads
+
+            def local(*msg: Any) -> tuple:
+                return target_case(*msg, _mods=_TARGET_MODS)
+
+            res.grads, res.grad_rows = run_grads(rt, rows, compile_only, worker or local, progress)
     finally:
         if worker is not None:
             worker.stop()

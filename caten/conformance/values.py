@@ -200,3 +200,20 @@ def compare(got: np.ndarray, want: np.ndarray, dt: DType, kind: str, prec: DType
         out.reason = (f"{nb}/{bad.size} elements off ({what}); e.g. at {tuple(int(j) for j in i)} "
                       f"got {_fmt17(got[i].item())}, expected {_fmt17(want[i].item())}")
     return out
+
+
+# gradient inputs ------------------------------------------------------------------------
+# the domains tried in turn until the f64 loss is finite and smooth at the point (finite
+# differences at two step sizes agree): ordinary values away from 0 (the kink of abs and relu),
+# then positive ones (log, sqrt, a power's base), then magnitudes below 1 (asin, acos)
+GRAD_DOMAINS = ("", "positive", "unit")
+
+
+def smooth_values(shape: tuple[int, ...], seed: int, domain: str = "") -> np.ndarray:
+    """f64 values that f32 represents exactly (the f32 and f64 cases see the same point), with
+    magnitudes in [0.1, ~4] ("unit": [0.1, 0.9]); "positive" drops the sign."""
+    rng = np.random.default_rng(seed)
+    n = int(np.prod(shape, dtype=np.int64))
+    mag = rng.uniform(0.1, 0.9, size=n) if domain == "unit" else 0.1 + np.abs(rng.standard_normal(n))
+    sign = np.ones(n) if domain == "positive" else np.where(rng.random(n) < 0.5, -1.0, 1.0)
+    return (sign * mag).astype(np.float32).astype(np.float64).reshape(shape)
