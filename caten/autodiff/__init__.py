@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from caten.autodiff import builder
 from caten.autodiff.views import unbroadcast
 from caten.ir import build as B
-from caten.ir.graph import Node
+from caten.ir.graph import Node, toposort
 from caten.ir.ops import TABLE, Op
 
 __all__ = ["Custom", "GradError", "vjp", "substitute", "unbroadcast"]
@@ -43,22 +43,8 @@ def _srcs(n: Node, custom: Mapping[Node, Custom]) -> tuple[Node, ...]:
 
 
 def _order(outputs: Sequence[Node], custom: Mapping[Node, Custom]) -> list[Node]:
-    """Operands before users over the (custom-rerouted) edges, without recursion."""
-    order: list[Node] = []
-    seen: set[Node] = set()
-    for root in outputs:
-        stack: list[tuple[Node, bool]] = [(root, False)]
-        while stack:
-            n, done = stack.pop()
-            if done:
-                order.append(n)
-                continue
-            if n in seen:
-                continue
-            seen.add(n)
-            stack.append((n, True))
-            stack.extend((s, False) for s in reversed(_srcs(n, custom)) if s not in seen)
-    return order
+    """Operands before users over the (custom-rerouted) edges."""
+    return toposort(outputs, (lambda n: _srcs(n, custom)) if custom else None)
 
 
 def vjp(outputs: Sequence[Node], cotangents: Sequence[Node], wrt: Sequence[Node],

@@ -79,11 +79,14 @@ class Elaborator(Evaluator):
         raise Error(f"unknown name `{sym.name}`", sym.span, f"did you mean `{guess}`?" if guess else None)
 
     # calls ------------------------------------------------------------------------------
-    def _args(self, f: SList, env: Scope) -> tuple[list[Any], dict[str, Any], dict[str, Span]]:
+    def _args(self, f: SList, env: Scope, raw: frozenset[str] = frozenset(),
+              start: int = 1) -> tuple[list[Any], dict[str, Any], dict[str, Span]]:
+        """Positional values, keyword values and keyword spans of a call form; the keywords in
+        `raw` keep their unevaluated form (`:wrt` names parameters)."""
         args: list[Any] = []
         kwargs: dict[str, Any] = {}
         kspans: dict[str, Span] = {}
-        items = f.items[1:]
+        items = f.items[start:]
         i = 0
         while i < len(items):
             x = items[i]
@@ -93,7 +96,8 @@ class Elaborator(Evaluator):
                 if x.name in kwargs:
                     raise Error(f"keyword :{x.name} is given twice", x.span)
                 v = items[i + 1]
-                kwargs[x.name] = v.name if x.name == "op" and isinstance(v, Sym) else self.eval(v, env)
+                kwargs[x.name] = v if x.name in raw else \
+                    v.name if x.name == "op" and isinstance(v, Sym) else self.eval(v, env)
                 kspans[x.name] = x.span
                 i += 2
             else:

@@ -24,7 +24,7 @@ from caten.errors import Error, Span, closest
 from caten.ir import build as B
 from caten.ir.graph import Node
 from caten.read.program import CompositeDef
-from caten.read.sexpr import Form, Kw, SList, Sym
+from caten.read.sexpr import Form, SList, Sym
 
 
 class Elaborator(Protocol):
@@ -35,6 +35,8 @@ class Elaborator(Protocol):
     frames: list[Frame]
 
     def defs(self, name: str) -> list[CompositeDef] | None: ...
+    def _args(self, f: SList, env: Scope, raw: frozenset[str] = frozenset(),
+              start: int = 1) -> tuple[list[Any], dict[str, Any], dict[str, Span]]: ...
     def pick(self, name: str, defs: list[CompositeDef], args: list, span: Span) -> CompositeDef: ...
     def eval(self, f: Form, env: Scope) -> Any: ...
     def eval_body(self, body: list[Form], env: Scope) -> Any: ...
@@ -65,32 +67,14 @@ def call(ev: Elaborator, form: str, f: SList, env: Scope) -> Any:
     if defs is None:
         guess = closest(fname, list(ev.lib) + list(ev.user))
         raise Error(f"unknown composite `{fname}`", items[0].span, f"did you mean `{guess}`?" if guess else None)
-    args: list[Any] = []
-    kwargs: dict[str, Any] = {}
-    kspans: dict[str, Span] = {}
-    wrt: list[tuple[str, Span]] | None = None
-    cot: Any = None
-    i = 1
-    while i < len(items):
-        x = items[i]
-        if isinstance(x, Kw):
-            if i + 1 >= len(items):
-                raise Error(f"keyword :{x.name} has no value", x.span)
-            v = items[i + 1]
-            if x.name == "wrt":
-                wrt = _wrt_names(v, x.span)
-            elif x.name == "cotangent" and form == "vjp":
-                cot = ev.eval(v, env)
-            else:
-                kwargs[x.name] = v.name if x.name == "op" and isinstance(v, Sym) else ev.eval(v, env)
-                kspans[x.name] = x.span
-            i += 2
-            continue
-        v = ev.eval(x, env)
-        if isinstance(v, Ret):
-            raise Error("return must stand at the top of a body", x.span)
-        args.append(v)
-        i += 1
+    args, kwargs, kspans = ev._args(f, env, frozenset({"wrt", "cotangent"}), start=2)
+    wrt = _wrt_names(kwargs.pop("wrt"), kspans.pop("wrt")) if "wrt" in kwargs else None
+    cot = None
+    if "cotangent" in kwargs:
+        if form != "vjp":
+            raise Error(f"`{form}` takes no :cotangent (vjp does)", kspans["cotangent"])
+        cot = ev.eval(kwargs.pop("cotangent"), env)
+        kspans.pop("cotangent")
     if wrt is None:
         raise Error(f"`{form}` needs :wrt NAME (the parameter of `{fname}` to differentiate)", span,
                     f"e.g. ({form} {fname} ... :wrt {ev.pick(fname, defs, args, span).params[0].name})"

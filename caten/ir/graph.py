@@ -11,7 +11,7 @@ import hashlib
 import math
 import struct
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from caten.ir import dims as D
@@ -75,8 +75,9 @@ class Node:
         return self.arg if self.op is Op.VIEW else None
 
 
-def toposort(outputs: Iterable[Node]) -> list[Node]:
-    """Operands before users, iteratively (graphs can be deeper than Python's stack)."""
+def toposort(outputs: Iterable[Node], srcs: Callable[[Node], Sequence[Node]] | None = None) -> list[Node]:
+    """Operands before users, iteratively (graphs can be deeper than Python's stack). `srcs`
+    replaces a node's operands as its edges (autodiff reroutes a custom-gradient node's)."""
     order: list[Node] = []
     seen: set[int] = set()
     for root in outputs:
@@ -90,7 +91,7 @@ def toposort(outputs: Iterable[Node]) -> list[Node]:
                 continue
             seen.add(id(n))
             stack.append((n, True))
-            stack.extend((s, False) for s in reversed(n.src) if id(s) not in seen)
+            stack.extend((s, False) for s in reversed(n.src if srcs is None else srcs(n)) if id(s) not in seen)
     return order
 
 
