@@ -40,7 +40,10 @@ def test_caten_and_torch_train_alike_for_two_epochs():
     _, torch_acc, torch_theta = tm.train_torch(data, theta, 2, 64)
     # every parameter with a gradient must agree (_with_a_gradient says which has none)
     keep = _with_a_gradient()
-    np.testing.assert_allclose(caten_theta[keep], torch_theta[keep], rtol=1e-4, atol=1e-6)
+    # Adam's steps are lr * m / (sqrt(v) + eps): where a gradient is near eps, summation-order
+    # differences (caten's vector width differs between AVX2 and AVX-512 hosts, and from torch's)
+    # move a parameter by a fraction of lr, so agreement is bounded by 1% of lr (3e-5), as on OpenCL
+    np.testing.assert_allclose(caten_theta[keep], torch_theta[keep], rtol=1e-4, atol=3e-5)
     assert abs(caten_hist[-1][1] - torch_acc) <= 1 / 360 + 1e-9  # at most one test image apart
     assert caten_hist[0][0] > caten_hist[1][0]  # the loss falls
 
