@@ -6,7 +6,9 @@ The heavy parts (numpy, lark, llvmlite) load on first use, so `caten --help` sta
 from caten.errors import Error
 from caten.version import __version__
 
-__all__ = ["Error", "load", "loads", "from_torch", "__version__"]
+__all__ = ["Error", "load", "loads", "from_torch", "Tensor", "jit", "trace", "no_grad", "manual_seed",
+           "__version__"]
+_TENSOR = {"Tensor", "jit", "trace", "no_grad", "enable_grad", "manual_seed"}
 
 
 def __getattr__(name: str):
@@ -14,6 +16,10 @@ def __getattr__(name: str):
         from caten import api
 
         return getattr(api, name)
+    if name in _TENSOR:
+        from caten import tensor
+
+        return getattr(tensor, name)
     if name == "from_torch":
         from caten.frontends.torch_export import from_torch
 

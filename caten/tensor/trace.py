@@ -1,0 +1,244 @@
+"""`caten.trace` and `caten.jit`: a Python function over Tensors as one caten composite.
+
+Tracing runs the function once on placeholder inputs with a `Trace` active: operations build
+the graph as usual, `backward` stays lazy, and an optimizer's `assign` and every `.grad` set
+are recorded instead of run. The traced program's inputs are the arguments, then what the
+function captured (parameters, optimizer state, gradients, the seed stream), each read from its
+owner at every call; its outputs are the function's results, then every recorded update.
+`jit` compiles that program once per argument shapes and dtypes and replays it: parameters
+and optimizer state take the program's output arrays as their new storage, so a step copies no
+parameter in or out of Python.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from caten.errors import Error
+from caten.tensor import state
+from caten.tensor.emit import Printer
+from caten.tensor.lazy import INPUT, Node, placeholder
+from caten.tensor.realize import STATS, program, realize
+from caten.tensor.tensor import Tensor, apply
+
+
+class Trace:
+    """What a traced function did besides computing its results."""
+
+    def __init__(self, runtime: str):
+        self.runtime = runtime
+        self.assigned: dict[int, tuple[Tensor, Node]] = {}  # handle -> its node before the trace
+        self.grads: dict[int, tuple[Tensor, Tensor | None]] = {}  # handle -> its .grad before
+        self.seed_node: Node | None = None
+        self.draws = 0
+
+    def assign(self, h: Tensor, node: Node) -> None:
+        self.assigned.setdefault(id(h), (h, h.node))
+        h.node = node
+
+    def read_grad(self, h: Tensor) -> None:
+        self.grads.setdefault(id(h), (h, h._grad))
+
+    def set_grad(self, h: Tensor, g: Tensor | None) -> None:
+        self.read_grad(h)
+
+    def seed(self) -> Node:
+        """The next seed of the stream: the stream's position at the call plus a draw count."""
+        if self.seed_node is None:
+            self.seed_node = placeholder((), "i64")
+        self.draws += 1
+        return apply("+", [Tensor(self.seed_node, runtime=self.runtime), self.draws], {}).node
+
+
+def _flatten(v: Any, out: list[Tensor]) -> Any:
+    """The structure of a result with each Tensor replaced by its index in `out`."""
+    if isinstance(v, Tensor):
+        out.append(v)
+        return ("T", len(out) - 1)
+    if isinstance(v, (list, tuple)):
+        return (type(v), [_flatten(x, out) for x in v])
+    if isinstance(v, dict):
+        return (dict, {k: _flatten(x, out) for k, x in v.items()})
+    return ("V", v)
+
+
+def _rebuild(s: Any, vals: list[Tensor]) -> Any:
+    kind, x = s
+    if kind == "T":
+        return vals[x]
+    if kind == "V":
+        return x
+    if kind is dict:
+        return {k: _rebuild(v, vals) for k, v in x.items()}
+    return kind(_rebuild(v, vals) for v in x)
+
+
+class Traced:
+    """One traced program: its text, where each input comes from and where each output goes."""
+
+    def __init__(self, fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any], runtime: str,
+                 name: str = "f"):
+        self.runtime = runtime
+        phs: list[Node] = []
+        targs: list[Any] = []
+        for a in args:
+            if isinstance(a, (Tensor, np.ndarray)):
+                t = a if isinstance(a, Tensor) else Tensor(a, runtime=runtime)
+                p = placeholder(t.shape, t.dtype)
+                phs.append(p)
+                targs.append(Tensor(p, runtime=runtime))
+            else:
+                targs.append(a)
+        tr = Trace(runtime)
+        state.TRACES.append(tr)
+        try:
+            result = fn(*targs, **kwargs)
+        finally:
+            state.TRACES.pop()
+            # the handles are live again outside the trace: their values come from the program
+            after = {k: h.node for k, (h, _) in tr.assigned.items()}
+            grads_after = {k: h._grad for k, (h, _) in tr.grads.items()}
+            for h, before in tr.assigned.values():
+                h.node = before
+            for h, before in tr.grads.values():
+                h._grad = before
+        outs: list[Tensor] = []
+        self.shape = _flatten(result, outs)
+        self.nres = len(outs)
+        nodes = [t.node for t in outs]
+        self.updates: list[tuple[str, Tensor]] = []
+        for k, (h, _) in tr.assigned.items():
+            nodes.append(after[k])
+            self.updates.append(("node", h))
+        self.grad_none: list[Tensor] = []
+        for k, (h, _) in tr.grads.items():
+            g = grads_after[k]
+            if g is None:
+                self.grad_none.append(h)
+            else:
+                nodes.append(g.node)
+                self.updates.append(("grad", h))
+        self.draws = tr.draws
+        self.text, params = Printer().program(name, nodes, phs)
+        self.slots = [self._slot(p, i, phs, tr) for i, p in enumerate(params)]
+
+    def _slot(self, p: Node, i: int, phs: list[Node], tr: Trace) -> tuple[str, Any]:
+        """Where input `p` comes from at each call."""
+        if i < len(phs):
+            return ("arg", i)
+        if p is tr.seed_node:
+            return ("seed", None)
+        for h, before in tr.assigned.values():
+            if before is p:
+                return ("node", h)
+        for h, before in tr.grads.values():
+            if before is not None and before.node is p:
+                return ("grad", h)
+        h = p.owner() if p.owner is not None else None
+        if h is not None and h.node is p:
+            return ("node", h)
+        if p.op == INPUT and p.value is None:
+            raise Error("a traced function read a tensor created inside another trace")
+        return ("const", p)
+
+    def valid(self) -> bool:
+        """Whether the captured tensors still have the kinds this program was built for."""
+        return all(x._grad is not None for kind, x in self.slots if kind == "grad")
+
+    def inputs(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        xs = []
+        for kind, x in self.slots:
+            if kind == "arg":
+                xs.append(arrays[x])
+            elif kind == "seed":
+                xs.append(np.array(state.SEED[0], dtype=np.int64))
+            elif kind == "const":
+                xs.append(x.value)
+            else:
+                t = x if kind == "node" else x._grad
+                realize([t.node], self.runtime)
+                xs.append(t.node.value)
+        return xs
+
+    def run(self, arrays: list[np.ndarray]) -> Any:
+        fn = program(self.text, self.runtime)
+        outs = fn(*self.inputs(arrays))
+        STATS["runs"] += 1
+        outs = list(outs) if isinstance(outs, tuple) else [outs]
+        state.SEED[0] += self.draws
+        res = [Tensor(Node(INPUT, (), {}, v.shape, _dtype(v), value=v), runtime=self.runtime)
+               for v in outs[:self.nres]]
+        for (kind, h), v in zip(self.updates, outs[self.nres:]):
+            if kind == "node":
+                h.set_value(v)
+            else:
+                h._grad = Tensor(Node(INPUT, (), {}, v.shape, _dtype(v), value=v), runtime=self.runtime)
+        for h in self.grad_none:
+            h._grad = None
+        return _rebuild(self.shape, res)
+
+
+def _dtype(v: np.ndarray) -> str:
+    from caten.tensor.lazy import dtype_name
+
+    return dtype_name(v.dtype)
+
+
+def _key(args: tuple, kwargs: dict) -> tuple:
+    k = []
+    for a in args:
+        if isinstance(a, Tensor):
+            k.append(("T", a.shape, a.dtype, a.runtime))
+        elif isinstance(a, np.ndarray):
+            k.append(("A", a.shape, a.dtype.str))
+        else:
+            k.append(("V", repr(a)))
+    return tuple(k) + tuple(sorted((n, repr(v)) for n, v in kwargs.items()))
+
+
+class Jit:
+    """`caten.jit(fn)`: traced once per argument shapes and dtypes, then replayed."""
+
+    def __init__(self, fn: Callable[..., Any], runtime: str | None = None):
+        self.fn, self.runtime = fn, runtime
+        self.programs: dict[tuple, Traced] = {}
+        self.traces = 0
+        self.__doc__ = getattr(fn, "__doc__", None)
+        self.__name__ = getattr(fn, "__name__", "jitted")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if state.trace() is not None:
+            return self.fn(*args, **kwargs)  # inside another trace: part of it
+        key = _key(args, kwargs)
+        tp = self.programs.get(key)
+        if tp is None or not tp.valid():
+            rt = self.runtime or next((a.runtime for a in args if isinstance(a, Tensor)), state.RUNTIME[0])
+            tp = self.programs[key] = Traced(self.fn, list(args), kwargs, rt)
+            self.traces += 1
+        arrays = [a.numpy() if isinstance(a, Tensor) else a for a in args if isinstance(a, (Tensor, np.ndarray))]
+        return tp.run(arrays)
+
+    def source(self, *args: Any, **kwargs: Any) -> str:
+        """The caten text of the program these arguments run."""
+        tp = self.programs.get(_key(args, kwargs))
+        if tp is None:
+            raise Error("jit: no program was traced for arguments of these shapes", hint="call the function first")
+        return tp.text
+
+
+def jit(fn: Callable[..., Any] | None = None, *, runtime: str | None = None) -> Any:
+    """Trace `fn` once per argument shapes and dtypes and replay the compiled program."""
+    if fn is None:
+        return lambda f: Jit(f, runtime)
+    return Jit(fn, runtime)
+
+
+def trace(fn: Callable[..., Any], *examples: Any, name: str = "f", runtime: str | None = None) -> str:
+    """The caten source of `fn` on arguments shaped like `examples`: one composite `name`
+    (after any gradient helpers) whose parameters are the arguments, then the tensors `fn`
+    captured; its outputs are fn's results, then the values it assigned."""
+    rt = runtime or next((a.runtime for a in examples if isinstance(a, Tensor)), state.RUNTIME[0])
+    return Traced(fn, list(examples), {}, rt, name=name).text
