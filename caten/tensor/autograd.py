@@ -17,6 +17,7 @@ from caten.errors import Error
 from caten.tensor import state
 from caten.tensor.lazy import GRAD, INPUT, NTH, Node, toposort
 from caten.tensor.realize import realize
+from caten.tensor.tensor import Tensor
 
 
 def _cut(n: Node) -> bool:
@@ -48,10 +49,8 @@ def grad_node(loss: Node, cotangent: Node | None) -> tuple[Node, list[Node], lis
     return g, leaves, [Node(NTH, (g, i), {}, s, d) for i, (s, d) in enumerate(outs)]
 
 
-def backward(t: Any, gradient: Any = None) -> None:
+def backward(t: Tensor, gradient: Any = None) -> None:
     """Accumulate d(t)/d(leaf) into each leaf's `.grad` (torch's Tensor.backward)."""
-    from caten.tensor.tensor import Tensor
-
     if not t.requires_grad:
         raise Error("backward: this tensor does not require gradients",
                     hint="no input of its computation has requires_grad=True (or it ran under no_grad)")

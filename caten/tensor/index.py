@@ -9,11 +9,10 @@ from typing import Any
 import numpy as np
 
 from caten.errors import Error
+from caten.tensor.tensor import Tensor, apply
 
 
-def getitem(t: Any, idx: Any) -> Any:
-    from caten.tensor.tensor import Tensor, apply
-
+def getitem(t: Tensor, idx: Any) -> Tensor:
     if isinstance(idx, (Tensor, np.ndarray, list)):
         ix = idx if isinstance(idx, Tensor) else Tensor(np.asarray(idx, dtype=np.int64), runtime=t.runtime)
         return apply("take", [t, ix], {"axis": 0})

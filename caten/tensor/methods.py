@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 
 from caten.errors import Error
+from caten.tensor.autograd import backward
+from caten.tensor.index import getitem
 from caten.tensor.lazy import dtype_name
 from caten.tensor.tensor import FLOATS, Tensor, apply
 
@@ -145,3 +147,5 @@ def install() -> None:
     Tensor.__invert__ = lambda self: apply("not", [self], {})
     Tensor.__abs__ = lambda self: apply("abs", [self], {})
     Tensor.__pos__ = lambda self: self
+    Tensor.__getitem__ = getitem
+    Tensor.backward = backward

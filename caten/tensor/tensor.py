@@ -3,8 +3,8 @@
 Operations build nodes and run nothing; `.numpy()`, `.item()` and `.realize()` compile the
 pending graph through the pipeline and run it. A Tensor is a handle so that an optimizer can
 give a parameter its new value in place (`assign`): graphs built before keep the node they read.
-The library's composites become methods in `caten.tensor.methods`; this module holds what is
-not a library call (construction, Python's operators, indexing, reading values).
+The library's composites, Python's operators, indexing (`index`) and `backward` (`autograd`)
+are attached by `caten.tensor.methods`; this module holds construction and reading values.
 """
 
 from __future__ import annotations
@@ -191,11 +191,6 @@ class Tensor:
         self.node = Node(INPUT, (), {}, self.node.shape, self.node.dtype, rg, value=value)
         self.node.owner = weakref.ref(self)
 
-    def backward(self, gradient: Any = None) -> None:
-        from caten.tensor.autograd import backward
-
-        backward(self, gradient)
-
     # construction ------------------------------------------------------------------------------
     @staticmethod
     def zeros(shape: Sequence[int], dtype: Any = "f32", requires_grad: bool = False, runtime: str | None = None):
@@ -258,11 +253,6 @@ class Tensor:
 
     def float(self) -> Tensor:
         return self.cast("f32")
-
-    def __getitem__(self, idx: Any) -> Tensor:
-        from caten.tensor.index import getitem
-
-        return getitem(self, idx)
 
 
 def _seed(seed: Any) -> Any:
