@@ -64,6 +64,39 @@
 
 (composite conv2d ((X{T}[...] Wt{T}[...]) -> (Y{T}[...]) &key (stride 1) (padding 0) (dilation 1) (groups 1))
   "2-D convolution, NCHW input, OIHW weights"
+  ;; the expansion's own gradient of X transposes the overlapping windows into one GEMM per
+  ;; window position and a sum of placed slices; this one is the usual transposed convolution:
+  ;; dY with stride-1 zeros between its elements, padded by dilation*(K-1) - padding (and the
+  ;; rows the forward's stride left unread), convolved with the flipped kernel whose in and out
+  ;; channels trade places within each group -- a convolution, so it runs as the forward does.
+  ;; dW is the windows of the padded X against dY, summed over the batch and the positions.
+  :vjp ((dY)
+        (let ((p (pair padding)) (s (pair stride)) (dl (pair dilation))
+              (N (dim X 0)) (C (dim X 1)) (H (dim X 2)) (W (dim X 3))
+              (O (dim Wt 0)) (CG (dim Wt 1)) (KH (dim Wt 2)) (KW (dim Wt 3))
+              (OG (idiv O groups)) (OH (dim dY 2)) (OW (dim dY 3))
+              (SH (nth s 0)) (SW (nth s 1))
+              (xp (VIEW X :pad [[0 0] [0 0] [(nth p 0) (nth p 0)] [(nth p 1) (nth p 1)]]))
+              (win (windows xp :kernel [KH KW] :stride stride :dilation dilation :groups groups))
+              (dw (sum (MUL (VIEW dY :reshape [N groups OG 1 OH OW 1 1]) (VIEW win :unsqueeze 2)) :axis [0 4 5]))
+              (dys (if (and (= SH 1) (= SW 1)) dY
+                       (VIEW (VIEW (VIEW (VIEW dY :reshape [N O OH 1 OW 1])
+                                         :pad [[0 0] [0 0] [0 0] [0 (- SH 1)] [0 0] [0 (- SW 1)]])
+                                   :reshape [N O (* OH SH) (* OW SW)])
+                             :shrink [[0 N] [0 O] [0 (+ (* (- OH 1) SH) 1)] [0 (+ (* (- OW 1) SW) 1)]])))
+              (lh (- (* (nth dl 0) (- KH 1)) (nth p 0)))
+              (lw (- (* (nth dl 1) (- KW 1)) (nth p 1)))
+              (hh (+ lh (- (+ H (* 2 (nth p 0))) (* (nth dl 0) (- KH 1)) 1 (* (- OH 1) SH))))
+              (hw (+ lw (- (+ W (* 2 (nth p 1))) (* (nth dl 1) (- KW 1)) 1 (* (- OW 1) SW))))
+              (padded (VIEW dys :pad [[0 0] [0 0] [(if (< lh 0) 0 lh) (if (< hh 0) 0 hh)]
+                                      [(if (< lw 0) 0 lw) (if (< hw 0) 0 hw)]]))
+              (dyp (VIEW padded :shrink [[0 N] [0 O]
+                                         [(if (< lh 0) (- 0 lh) 0) (- (dim padded 2) (if (< hh 0) (- 0 hh) 0))]
+                                         [(if (< lw 0) (- 0 lw) 0) (- (dim padded 3) (if (< hw 0) (- 0 hw) 0))]]))
+              (wt (VIEW (VIEW (VIEW Wt :reshape [groups OG CG KH KW]) :permute [0 2 1 3 4])
+                        :reshape [C OG KH KW]))
+              (dx (conv2d dyp (VIEW wt :flip [2 3]) :dilation dilation :groups groups)))
+          (return dx (VIEW dw :reshape [O CG KH KW]))))
   (assert (= (rank X) 4) "conv2d needs an [N C H W] input")
   (assert (= (rank Wt) 4) "conv2d needs [O C/groups KH KW] weights")
   (assert (same-dim? (dim X 1) (* groups (dim Wt 1))) "conv2d: input channels differ from weights' C * groups")

@@ -142,15 +142,19 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
             kl.ranges[e] = (0, D.add(size, -1))
         return Aff.of(e)
 
-    def kcoords(kk: X) -> None:
-        rem = L.iadd(L.imul(kcv, L.const(kc)), kk)
-        if len(plan.red) == 1:
-            coord[plan.red[0]] = exact(rem, plan.K)
-            return
-        for a in reversed(plan.red):
+    def split(rem: X, axes: tuple[int, ...], total: Dim) -> dict[int, Aff]:
+        """The coordinates along `axes` (outermost first) of a merged index in [0, total)."""
+        if len(axes) == 1:
+            return {axes[0]: exact(rem, total)}
+        out = {}
+        for a in reversed(axes):
             d = src.shape[a]
-            coord[a] = exact(X.make("imod", L.IDX, (rem, L.dim(d))), d)
+            out[a] = exact(X.make("imod", L.IDX, (rem, L.dim(d))), d)
             rem = X.make("idiv", L.IDX, (rem, L.dim(d)))
+        return out
+
+    def kcoords(kk: X) -> None:
+        coord.update(split(L.iadd(L.imul(kcv, L.const(kc)), kk), plan.red, plan.K))
 
     def operand(node: Node, at: dict[int, Aff]) -> X:
         c = Coords(src.shape, axes=[at.get(a, coord.get(a, Aff())) for a in range(src.rank)])
@@ -163,7 +167,7 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     jb = L.iadd(j0, L.imul(jp, L.const(nr)))
     cv = L.imin(L.const(nr), _sub(N, jb))
     bbase = L.iadd(poff_b, L.iadd(L.imul(jp, L.const(kc * nr)), L.imul(kk, L.const(nr))))
-    bval = operand(opb, {plan.j: exact(L.iadd(jb, cc), plan.N)} | ({plan.i: Aff()} if plan.i is not None else {}))
+    bval = operand(opb, split(L.iadd(jb, cc), plan.js, plan.N) | ({plan.i: Aff()} if plan.i is not None else {}))
     pack_b = [L.Loop(jp.arg, npj, [L.Loop(kk.arg, klen, [
         L.Loop(cc.arg, cv, [L.Store(pb, L.iadd(bbase, cc), bval)]),
         L.Loop(cz.arg, _sub(L.const(nr), cv), [L.Store(pb, L.iadd(bbase, L.iadd(cv, cz)), zero)], "cold")])])]
@@ -175,7 +179,7 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     ib = L.iadd(i0, L.imul(ip, L.const(mr)))
     rv = L.imin(L.const(mr), _sub(m_hi, ib))
     kcoords(ka)
-    at = {plan.j: Aff()}
+    at = {a: Aff() for a in plan.js}
     if plan.i is not None:
         at[plan.i] = exact(L.iadd(ib, rr), plan.M)
     aval = operand(opa, at)
@@ -195,9 +199,11 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     for a in range(n.rank):
         if a < off or oshape[a - off] == 1:
             continue
-        s = L.dim(ostr[a - off])  # the j axis is innermost: its stride is 1
+        s = L.dim(ostr[a - off])  # the j axes are innermost and contiguous: the merged one has stride 1
         if a == plan.j:
             ooff = L.iadd(ooff, L.imul(j0, s))
+        elif a in plan.js:
+            continue
         elif a == plan.i:
             ooff = L.iadd(ooff, L.imul(i0, s))
         elif a in coord:

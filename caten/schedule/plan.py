@@ -57,9 +57,13 @@ def _axis_deps(n: Node, memo: dict) -> Visit[frozenset]:
 class GemmPlan:
     """A contraction sum_k a[.., i, k] * b[.., k, j] run as a packed, register-tiled GEMM.
     Axes index the REDUCE's source; `a`/`b` pick the MUL operand (0 or 1); block sizes are in
-    elements: micro-tile mr x nr, K blocks of kc, M blocks of mc, N blocks of nc."""
+    elements: micro-tile mr x nr, K blocks of kc, M blocks of mc, N blocks of nc. `js`: the
+    kept axes merged into the GEMM's columns -- the innermost kept axis and the kept axes before
+    it that only b reads (a convolution's output rows and columns, so that one GEMM covers the
+    whole image, not one GEMM per output row repacking a each time); they are contiguous in the
+    output, so a merged column index is a linear offset there."""
     i: int | None
-    j: int
+    js: tuple[int, ...]
     a: int
     b: int
     batch: tuple[int, ...]
@@ -72,6 +76,11 @@ class GemmPlan:
     kc: int
     mc: int
     nc: int
+
+    @property
+    def j(self) -> int:
+        """The innermost column axis."""
+        return self.js[-1]
 
     @property
     def lead(self) -> int:
@@ -125,10 +134,13 @@ def _gemm_plan(n: Node, vbytes: int) -> GemmPlan | None:
         return None
     ai, bi = (1, 0) if j in d0 else (0, 1)
     da, db = (d0, d1) if ai == 0 else (d1, d0)
-    i = next((x for x in reversed(kept[:-1]) if x in da and x not in db), None)
-    batch = tuple(x for x in range(src.rank) if x not in axes and x not in (i, j))
+    js = [j]
+    while len(js) < len(kept) and kept[-len(js) - 1] in db and kept[-len(js) - 1] not in da:
+        js.insert(0, kept[-len(js) - 1])
+    i = next((x for x in reversed(kept[:-len(js)]) if x in da and x not in db), None)
+    batch = tuple(x for x in range(src.rank) if x not in axes and x != i and x not in js)
     M = src.shape[i] if i is not None else 1
-    N, K = src.shape[j], D.prod([src.shape[a] for a in axes])
+    N, K = D.prod([src.shape[a] for a in js]), D.prod([src.shape[a] for a in axes])
     item = n.dtype.itemsize
     mr, nr = (6, 2 * vbytes // item) if i is not None else (1, 4 * vbytes // item)
     if isinstance(K, int):
@@ -141,7 +153,7 @@ def _gemm_plan(n: Node, vbytes: int) -> GemmPlan | None:
     nc = 1024 if item == 4 else 512
     if isinstance(N, int):
         nc = min(nc, _roundup(N, nr))
-    return GemmPlan(i, j, ai, bi, batch, axes, M, N, K, mr, nr, kc, mc, nc)
+    return GemmPlan(i, tuple(js), ai, bi, batch, axes, M, N, K, mr, nr, kc, mc, nc)
 
 
 def tiled(n: Node) -> bool:
