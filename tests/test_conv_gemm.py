@@ -92,3 +92,23 @@ def test_conv_vjp_matches_torch(cfg):
         gx, gw = caten.loads(src, runtime=rt).gr(x, wt, dy)
         np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(gw, tw.grad.numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("n,c,h,w,o,g,s", [(1, 3, 4, 4, 8, 1, 1), (2, 4, 5, 3, 6, 2, 1), (3, 16, 4, 4, 32, 1, 1),
+                                           (7, 2, 6, 7, 5, 1, 2), (5, 6, 3, 9, 4, 2, 2)])
+def test_small_image_conv_packs_weights_once(n, c, h, w, o, g, s):
+    """Few output columns and weights that no batch axis changes: the GEMM runs the batch loop
+    itself (shared among the threads, an odd batch too) and packs the weights once."""
+    torch = pytest.importorskip("torch")
+    src = f"""(composite conv ((X{{f32}}[{n}, {c}, {h}, {w}]) (Wt{{f32}}[{o}, {c // g}, 3, 3]) -> (Y{{f32}}[...]))
+  (conv2d X Wt :padding 1 :stride {s} :groups {g}))"""
+    want_src = src.replace("(Y{f32}[...])", "(Y{f32}[{}])")
+    rng = np.random.default_rng(n * 100 + c)
+    x = rng.random((n, c, h, w), dtype=np.float32)
+    wt = rng.random((o, c // g, 3, 3), dtype=np.float32) - 0.5
+    want = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(wt), padding=1, stride=s, groups=g).numpy()
+    text = want_src.replace("{}", ", ".join(map(str, want.shape)))
+    plans = _gemms(text, "conv")
+    assert plans and all(p.a_batch_free == (g == 1 and n > 1) for p in plans), plans
+    for rt in ("llvm", "c"):
+        np.testing.assert_allclose(caten.loads(text, runtime=rt).conv(x, wt), want, rtol=1e-5, atol=1e-5)

@@ -16,7 +16,7 @@ from caten.lower.empty import zeros_if_empty
 from caten.lower.index import Aff, Coords, contiguous_strides
 from caten.lower.loopir import X
 from caten.lower.reduce import identity
-from caten.schedule.plan import GemmPlan
+from caten.schedule.plan import GemmPlan, axis_deps
 
 if TYPE_CHECKING:
     from caten.lower import KernelLowerer
@@ -94,6 +94,7 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     mr, nr, kc, mc, nc = plan.mr, plan.nr, plan.kc, plan.mc, plan.nc
     M, N, K = L.dim(plan.M), L.dim(plan.N), L.dim(plan.K)
     loops: list[tuple[X, X]] = []
+    baxes: list[int] = []  # the batch axes these loops walk
     coord: dict[int, Aff] = {}
     for a in plan.batch:
         if a < p:
@@ -104,27 +105,42 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
             v = kl.newvar(f"s{si}g{a}", src.shape[a])
             coord[a] = Aff.of(v)
             loops.append((v, L.dim(src.shape[a])))
+            baxes.append(a)
 
     def var(hint: str, ext: Dim) -> X:
         return kl.newvar(f"s{si}{hint}", ext)
 
-    # rows [m_lo, m_hi) of this thread: M split in multiples of mr over `teff` threads, each
-    # with its own packed panels (B is packed once per thread; that is K*N against M*N*K/T)
+    # the threads split the rows M in multiples of mr, each thread with its own packed panels
+    # (B is packed once per thread; that is K*N against M*N*K/T) -- or, when M is too short to
+    # share (a convolution's output channels) and a batch loop is long enough, that loop
     T_ = kl.threads
     tid = var("tid", T_) if T_ > 1 else None
     m_lo: X = L.const(0)
     m_hi: X = M
     poff_a: X = L.const(0)
     poff_b: X = L.const(0)
+    by_batch = tid is not None and isinstance(plan.M, int) and plan.M < 4 * mr * T_ and bool(loops) \
+        and isinstance(src.shape[baxes[0]], int) and src.shape[baxes[0]] >= T_
     if tid is not None:
         work = L.imul(L.imul(M, N), K)
         for _, e in loops:
             work = L.imul(work, e)
-        small = L.alu(Op.OR, T.bool_, L.icmplt(work, L.const(GEMM_THREAD_MIN)), L.icmplt(M, L.const(4 * mr * T_)))
+        small = L.icmplt(work, L.const(GEMM_THREAD_MIN))
+        if not by_batch:
+            small = L.alu(Op.OR, T.bool_, small, L.icmplt(M, L.const(4 * mr * T_)))
         teff = L.alu(Op.WHERE, L.IDX, small, L.const(1), L.const(T_))
-        chunk = L.imul(_ceil(X.make("idiv", L.IDX, (L.iadd(M, _sub(teff, L.const(1))), teff)), mr), L.const(mr))
-        m_lo = L.imin(M, L.imul(tid, chunk))
-        m_hi = L.imin(M, L.iadd(m_lo, chunk))
+        if by_batch:  # batch indices [tid*chunk, ...) of the first batch loop
+            a0, (v0, e0) = baxes[0], loops[0]
+            bchunk = X.make("idiv", L.IDX, (L.iadd(e0, _sub(teff, L.const(1))), teff))
+            start = L.imul(tid, bchunk)
+            u = var("bu", src.shape[a0])
+            coord[a0] = exact_range(kl, L.iadd(start, u), src.shape[a0])
+            loops[0] = (u, _nonneg(L.imin(bchunk, _sub(e0, start))))
+        else:
+            chunk = L.imul(_ceil(X.make("idiv", L.IDX, (L.iadd(M, _sub(teff, L.const(1))), teff)), mr),
+                           L.const(mr))
+            m_lo = L.imin(M, L.imul(tid, chunk))
+            m_hi = L.imin(M, L.iadd(m_lo, chunk))
         poff_a, poff_b = L.imul(tid, L.const(mc * kc)), L.imul(tid, L.const(kc * nc))
     nkc = _ceil(K, kc)
     jc, kcv = var("jc", D.floordiv(D.add(plan.N, nc - 1), nc)), var("kc", D.floordiv(D.add(plan.K, kc - 1), kc))
@@ -213,14 +229,33 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     tiles = [L.MacroMM(f"s{si}_{kl.nvar}", dt, mr, nr, klen, pa, poff_a, kc * mr, pb, poff_b, kc * nr, buf,
                        ooff, ostride, npi, npj, _sub(m_hi, i0), _sub(N, j0), beta)]
     kl.nvar += 1
-    body = [L.Loop(ic.arg, _ceil(_sub(m_hi, m_lo), mc), pack_a + tiles)]
-    body = [L.Loop(jc.arg, _ceil(N, nc), [L.Loop(kcv.arg, nkc, pack_b + body)])]
+    # a that no batch loop changes, in one M block and one K block (a convolution's weights), is
+    # packed once, before the batch loops, not once per image
+    hoist = bool(loops) and nkc.op == "const" and nkc.arg == 1 and isinstance(plan.M, int) and plan.M <= mc \
+        and not (axis_deps(opa) & set(baxes))
+    if hoist:
+        body = [L.Loop(jc.arg, _ceil(N, nc), pack_b + tiles)]
+    else:
+        body = [L.Loop(ic.arg, _ceil(_sub(m_hi, m_lo), mc), pack_a + tiles)]
+        body = [L.Loop(jc.arg, _ceil(N, nc), [L.Loop(kcv.arg, nkc, pack_b + body)])]
     for v, e in reversed(loops):
         body = [L.Loop(v.arg, e, body)]
+    if hoist:  # ic and kc take their one value 0 around the whole nest
+        body = [L.Loop(ic.arg, L.const(1), [L.Loop(kcv.arg, L.const(1), pack_a + body)])]
     if tid is not None:
         body = [L.Parallel(tid.arg, teff, body, most=T_)]
     kl.done.add(n)
     return zeros_if_empty(kl, n, si, buf, plan.K, Coords) + body
+
+
+def exact_range(kl: KernelLowerer, e: X, size: Dim) -> Aff:
+    """A coordinate known to lie in [0, size) (a thread's share of a loop stops at its end)."""
+    kl.ranges[e] = (0, D.add(size, -1))
+    return Aff.of(e)
+
+
+def _nonneg(a: X) -> X:
+    return L.alu(Op.WHERE, L.IDX, L.icmplt(a, L.const(0)), L.const(0), a)
 
 
 def _sub(a: X, b: X) -> X:

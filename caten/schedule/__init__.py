@@ -28,6 +28,7 @@ _TRANSC = TRANSCENDENTAL
 MAX_STAGES = 32  # stages per kernel: fusing is checked by lowering the group (quadratic in its size),
 #                  and one huge function is superlinear to optimize; longer runs start a new kernel
 BODY_MAX = 1024  # ops in one loop body: a longer chain is stored in parts (LLVM's time per body is superlinear)
+OVERLAP_MIN = 3  # ops a value read through overlapping windows may cost before it is stored first
 INLINE_MAX = 64  # ops an inlined value may cost before several readers get it from memory instead
 
 
@@ -124,6 +125,19 @@ def _expands(n: Node) -> bool:
     return any(s == 0 and d != 1 for s, d in zip(v.strides, v.shape))
 
 
+def _overlaps(n: Node) -> bool:
+    """A view that reads some element of its source more than once: overlapping sliding windows
+    (a convolution's, or its transpose's). Symbolic strides or sizes: not known, so no."""
+    v = n.arg
+    reach = 0
+    for st, d in sorted((abs(st), d) for st, d in zip(v.strides, v.shape)
+                        if isinstance(st, int) and isinstance(d, int) and d > 1 and st != 0):
+        if st <= reach:
+            return True
+        reach += st * (d - 1)
+    return False
+
+
 def cone_size(n: Node, realized: set[Node], cap: int) -> int:
     """Ops computed when n is: n and its operands' cone up to realized nodes, each counted once
     (or `cap` if that is more: the walk stops there, so the check costs at most cap steps)."""
@@ -177,6 +191,8 @@ def realize_set(outputs: list[Node]) -> tuple[list[Node], set[Node]]:
         vus = view_users.get(n, [])
         if (len(vus) >= 2 or any(_expands(v) for v in vus)) and heavy[n]:
             realized.add(n)
+        elif cost[n] >= OVERLAP_MIN and any(_overlaps(v) for v in vus):
+            realized.add(n)  # each window would compute it again: KH*KW times for a convolution's transpose
         elif n.op in _TRANSC and len(users.get(n, ())) >= 2 and any(u.op is Op.REDUCE for u in users[n]):
             realized.add(n)  # e.g. softmax's exp: computed once into a row-local scratch buffer
         elif cost[n] > INLINE_MAX and readers[n] >= 2 and cone_size(n, realized, INLINE_MAX + 1) > INLINE_MAX:

@@ -53,6 +53,9 @@ def _axis_deps(n: Node, memo: dict) -> Visit[frozenset]:
     return r
 
 
+HOIST_COLS = 512  # GEMM columns below which a batch-free a is packed once for all batch loops
+
+
 @dataclass(frozen=True)
 class GemmPlan:
     """A contraction sum_k a[.., i, k] * b[.., k, j] run as a packed, register-tiled GEMM.
@@ -76,6 +79,7 @@ class GemmPlan:
     kc: int
     mc: int
     nc: int
+    a_batch_free: bool = False
 
     @property
     def j(self) -> int:
@@ -84,7 +88,11 @@ class GemmPlan:
 
     @property
     def lead(self) -> int:
-        """How many leading source axes are batch axes (the most outer loops it can share)."""
+        """How many leading source axes are batch axes (the most outer loops it can share). None
+        when a reads no batch axis and the columns are few (a convolution's weights): the GEMM then runs its batch loops
+        itself, packing a once for all of them and sharing them among the threads."""
+        if self.a_batch_free:
+            return 0
         q = 0
         while q in self.batch:
             q += 1
@@ -153,7 +161,11 @@ def _gemm_plan(n: Node, vbytes: int) -> GemmPlan | None:
     nc = 1024 if item == 4 else 512
     if isinstance(N, int):
         nc = min(nc, _roundup(N, nr))
-    return GemmPlan(i, tuple(js), ai, bi, batch, axes, M, N, K, mr, nr, kc, mc, nc)
+    # packing a costs ~10 multiply-adds an element: worth hoisting out of the batch loops when
+    # the columns are few (a small image); a large one keeps the shared loops (epilogue fusion)
+    free = any(src.shape[x] != 1 for x in batch) and not (da & set(batch)) and isinstance(N, int) \
+        and N < HOIST_COLS
+    return GemmPlan(i, tuple(js), ai, bi, batch, axes, M, N, K, mr, nr, kc, mc, nc, free)
 
 
 def tiled(n: Node) -> bool:
