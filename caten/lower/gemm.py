@@ -130,7 +130,7 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
             small = L.alu(Op.OR, T.bool_, small, L.icmplt(M, L.const(4 * mr * T_)))
         teff = L.alu(Op.WHERE, L.IDX, small, L.const(1), L.const(T_))
         if by_batch:  # batch indices [tid*chunk, ...) of the first batch loop
-            a0, (v0, e0) = baxes[0], loops[0]
+            a0, e0 = baxes[0], loops[0][1]
             bchunk = X.make("idiv", L.IDX, (L.iadd(e0, _sub(teff, L.const(1))), teff))
             start = L.imul(tid, bchunk)
             u = var("bu", src.shape[a0])
