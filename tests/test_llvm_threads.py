@@ -155,3 +155,29 @@ def test_results_do_not_depend_on_the_thread_count(threads):
         outs.append(caten.loads(MM, runtime="llvm", use_cache=False).mm(a, b).copy())
     np.testing.assert_array_equal(outs[0], outs[1])
     np.testing.assert_array_equal(outs[0], outs[2])
+
+
+SHORT_M = """
+(composite wide ((A{f32}[5, 3000]) (B{f32}[3000, 400]) -> (C{f32}[5, 400])) (matmul A B))
+(composite shared ((W{f32}[7, 3000]) (X{f32}[9, 3000, 40]) -> (Y{f32}[9, 7, 40])) (matmul W X))
+"""
+
+
+@pytest.mark.parametrize("nthreads", [1, 2, 3, 5])
+def test_short_m_splits_columns_or_batches(threads, nthreads):
+    """Too few rows to share (a weight gradient's output channels, a convolution's): the
+    threads take whole column panels, or the batch loop when the weights are batch-free."""
+    threads(nthreads)
+    mod = caten.loads(SHORT_M, runtime="llvm", use_cache=False)
+    rng = np.random.default_rng(nthreads)
+    a, b = rng.standard_normal((5, 3000), dtype=np.float32), rng.standard_normal((3000, 400), dtype=np.float32)
+    np.testing.assert_allclose(mod.wide(a, b), _ref(a, b), rtol=2e-4, atol=2e-4 * np.sqrt(3000))
+    w, x = rng.standard_normal((7, 3000), dtype=np.float32), rng.standard_normal((9, 3000, 40), dtype=np.float32)
+    np.testing.assert_allclose(mod.shared(w, x), np.einsum("mk,qkn->qmn", w.astype(np.float64), x),
+                               rtol=2e-4, atol=2e-4 * np.sqrt(3000))
+    if nthreads > 1:
+        from caten.runtimes.llvm_rt import RUNTIME
+
+        for name in ("wide", "shared"):
+            prog = getattr(mod, name).program({})[0]
+            assert "call i32 @pthread_create(" in pipeline.emit(RUNTIME, prog, "source", Options())[".ll"], name

@@ -119,14 +119,17 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     m_hi: X = M
     poff_a: X = L.const(0)
     poff_b: X = L.const(0)
-    by_batch = tid is not None and isinstance(plan.M, int) and plan.M < 4 * mr * T_ and bool(loops) \
-        and isinstance(src.shape[baxes[0]], int) and src.shape[baxes[0]] >= T_
+    n_lo: X = L.const(0)
+    n_hi: X = N
+    short = tid is not None and isinstance(plan.M, int) and plan.M < 4 * mr * T_
+    by_batch = short and bool(loops) and isinstance(src.shape[baxes[0]], int) and src.shape[baxes[0]] >= T_
+    by_cols = short and not by_batch and isinstance(plan.N, int) and plan.N >= 2 * nr * T_
     if tid is not None:
         work = L.imul(L.imul(M, N), K)
         for _, e in loops:
             work = L.imul(work, e)
         small = L.icmplt(work, L.const(GEMM_THREAD_MIN))
-        if not by_batch:
+        if not (by_batch or by_cols):
             small = L.alu(Op.OR, T.bool_, small, L.icmplt(M, L.const(4 * mr * T_)))
         teff = L.alu(Op.WHERE, L.IDX, small, L.const(1), L.const(T_))
         if by_batch:  # batch indices [tid*chunk, ...) of the first batch loop
@@ -136,6 +139,11 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
             u = var("bu", src.shape[a0])
             coord[a0] = exact_range(kl, L.iadd(start, u), src.shape[a0])
             loops[0] = (u, _nonneg(L.imin(bchunk, _sub(e0, start))))
+        elif by_cols:  # columns [n_lo, n_hi) in whole panels: a dW's few output channels
+            chunk = L.imul(_ceil(X.make("idiv", L.IDX, (L.iadd(N, _sub(teff, L.const(1))), teff)), nr),
+                           L.const(nr))
+            n_lo = L.imin(N, L.imul(tid, chunk))
+            n_hi = L.imin(N, L.iadd(n_lo, chunk))
         else:
             chunk = L.imul(_ceil(X.make("idiv", L.IDX, (L.iadd(M, _sub(teff, L.const(1))), teff)), mr),
                            L.const(mr))
@@ -145,8 +153,8 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     nkc = _ceil(K, kc)
     jc, kcv = var("jc", D.floordiv(D.add(plan.N, nc - 1), nc)), var("kc", D.floordiv(D.add(plan.K, kc - 1), kc))
     klen = L.imin(L.const(kc), _sub(K, L.imul(kcv, L.const(kc))))
-    j0 = L.imul(jc, L.const(nc))
-    npj = _ceil(L.imin(L.const(nc), _sub(N, j0)), nr)
+    j0 = L.imul(jc, L.const(nc)) if not by_cols else L.iadd(n_lo, L.imul(jc, L.const(nc)))
+    npj = _ceil(L.imin(L.const(nc), _sub(n_hi, j0)), nr)
 
     def exact(e: X, size: Dim) -> Aff:
         """A coordinate known to lie in [0, size) (loops stop at the valid part of a block)."""
@@ -181,7 +189,7 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     jp, kk, cc, cz = var("jp", nc // nr), var("bk", kc), var("bc", nr), var("bz", nr)
     kcoords(kk)
     jb = L.iadd(j0, L.imul(jp, L.const(nr)))
-    cv = L.imin(L.const(nr), _sub(N, jb))
+    cv = L.imin(L.const(nr), _sub(n_hi, jb))
     bbase = L.iadd(poff_b, L.iadd(L.imul(jp, L.const(kc * nr)), L.imul(kk, L.const(nr))))
     bval = operand(opb, split(L.iadd(jb, cc), plan.js, plan.N) | ({plan.i: Aff()} if plan.i is not None else {}))
     pack_b = [L.Loop(jp.arg, npj, [L.Loop(kk.arg, klen, [
@@ -227,17 +235,17 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     ostride = L.dim(ostr[plan.i - off]) if plan.i is not None and plan.i >= off else L.const(0)
     beta = L.const(False, T.bool_) if nkc.op == "const" and nkc.arg == 1 else L.icmplt(L.const(0), kcv)
     tiles = [L.MacroMM(f"s{si}_{kl.nvar}", dt, mr, nr, klen, pa, poff_a, kc * mr, pb, poff_b, kc * nr, buf,
-                       ooff, ostride, npi, npj, _sub(m_hi, i0), _sub(N, j0), beta)]
+                       ooff, ostride, npi, npj, _sub(m_hi, i0), _sub(n_hi, j0), beta)]
     kl.nvar += 1
     # a that no batch loop changes, in one M block and one K block (a convolution's weights), is
     # packed once, before the batch loops, not once per image
     hoist = bool(loops) and nkc.op == "const" and nkc.arg == 1 and isinstance(plan.M, int) and plan.M <= mc \
         and not (axis_deps(opa) & set(baxes))
     if hoist:
-        body = [L.Loop(jc.arg, _ceil(N, nc), pack_b + tiles)]
+        body = [L.Loop(jc.arg, _ceil(_sub(n_hi, n_lo), nc), pack_b + tiles)]
     else:
         body = [L.Loop(ic.arg, _ceil(_sub(m_hi, m_lo), mc), pack_a + tiles)]
-        body = [L.Loop(jc.arg, _ceil(N, nc), [L.Loop(kcv.arg, nkc, pack_b + body)])]
+        body = [L.Loop(jc.arg, _ceil(_sub(n_hi, n_lo), nc), [L.Loop(kcv.arg, nkc, pack_b + body)])]
     for v, e in reversed(loops):
         body = [L.Loop(v.arg, e, body)]
     if hoist:  # ic and kc take their one value 0 around the whole nest
@@ -261,6 +269,8 @@ def _nonneg(a: X) -> X:
 def _sub(a: X, b: X) -> X:
     if a.op == "const" and b.op == "const":
         return L.const(a.arg - b.arg)
+    if b.op == "const" and b.arg == 0:
+        return a
     return L.iadd(a, L.imul(b, L.const(-1)))
 
 
