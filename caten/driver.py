@@ -6,6 +6,7 @@ One place that strings the stages together, used by both the Python API and the 
 from __future__ import annotations
 
 from caten.errors import Error
+from caten.ir import verify
 from caten.ir.dtypes import DType
 from caten.ir.empty import add_nonempty_constraints
 from caten.ir.program import Program
@@ -41,11 +42,17 @@ def compile_program(src: Source, cdef: CompositeDef, types: dict[str, DType], di
     `options.fast_math`; the program's own `defoptimizer` rules and the user rule files
     (`options.rules`) run at every level. Rules with `:runtime R` apply only when
     `options.runtime` is R. `options.explain`, when given (a caten.rewrite.Explain), collects what
-    each rule did."""
+    each rule did. `options.debug` checks the graph after each stage (caten.ir.verify)."""
+    o = options or Options(runtime="numpy")
+    with verify.checking(o.debug):
+        return _compile_program(src, cdef, types, dims, o)
+
+
+def _compile_program(src: Source, cdef: CompositeDef, types: dict[str, DType], dims: dict[str, int],
+                     o: Options) -> Program:
     from caten import rewrite
     from caten.elaborate.elaborator import Elaborator  # imported here: a cached program never needs it
 
-    o = options or Options(runtime="numpy")
     files = list(o.rules) + ([rewrite.FAST_MATH] if o.fast_math else [])
     user = {k: v for k, v in src.by_name.items()}
     rules_list = rewrite.rules_for(src.unit.rules, o.opt_level, files, rewrite.library_names() | set(user))

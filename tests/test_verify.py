@@ -89,18 +89,30 @@ def test_a_malformed_replacement_is_caught_when_the_graph_leaves_the_rewriter(mo
     caten.loads(src, runtime="numpy", opt_level=0, use_cache=False).f(np.ones(3, np.float32))  # off: unchecked
 
 
-def test_debug_flag_sets_the_verifier_on(monkeypatch, tmp_path):
+def test_debug_flag_turns_the_verifier_on_for_its_compile(monkeypatch, tmp_path):
+    """`--debug` is `Options.debug`: the graph is checked during that compile (the elaborator's
+    and the rewrite engine's checks run), without it not, and the environment is left alone."""
+    import os
+
     from click.testing import CliRunner
 
     from caten.cli.main import cli
+    from caten.ir import verify as V
 
     monkeypatch.delenv("CATEN_VERIFY")
     monkeypatch.setenv("CATEN_CACHE_DIR", str(tmp_path / "cache"))
+    stages: list[str] = []
+    real = V.verify
+    monkeypatch.setattr(V, "verify", lambda nodes, stage: (stages.append(stage), real(nodes, stage)))
     (tmp_path / "p.lisp").write_text("(composite f ((X{f32}[N]) -> (Y{f32}[N])) (return (exp X)))\n")
-    assert not enabled()
-    r = CliRunner().invoke(cli, ["compile", str(tmp_path / "p.lisp"), "-r", "numpy", "--debug", "--emit", "ir"])
+    r = CliRunner().invoke(cli, ["compile", str(tmp_path / "p.lisp"), "-r", "numpy", "--emit", "ir", "--no-cache"])
     assert r.exit_code == 0, r.output
-    assert enabled()
+    assert stages == []
+    r = CliRunner().invoke(cli, ["compile", str(tmp_path / "p.lisp"), "-r", "numpy", "--debug", "--emit", "ir",
+                                 "--no-cache"])
+    assert r.exit_code == 0, r.output
+    assert any("elaborating `f`" in s for s in stages), stages
+    assert not enabled() and "CATEN_VERIFY" not in os.environ
 
 
 def test_every_library_composite_of_one_tensor_builds_a_well_formed_graph():

@@ -83,22 +83,16 @@ class CatenGroup(click.Group):
         return super().parse_args(ctx, args)
 
 
-def _set_cpu(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
-    """`--cpu` is CATEN_CPU for this process: every stage that compiles for a CPU reads the target there."""
+def _check_cpu(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A bad `--cpu` spec is a usage error now, before anything is read."""
     if value:
         from caten import target
 
         try:
-            target.parse(value)  # a bad spec is a usage error now, before anything is read
+            target.parse(value)
         except Error as e:
             raise click.BadParameter(f"{e.message} ({e.hint})" if e.hint else e.message) from None
-        os.environ["CATEN_CPU"] = value
-
-
-def _set_debug(ctx: click.Context, param: click.Parameter, value: bool) -> None:
-    """`--debug` is CATEN_VERIFY=1 for this process: each stage's graph is checked (caten.ir.verify)."""
-    if value:
-        os.environ["CATEN_VERIFY"] = "1"
+    return value
 
 
 def compile_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -115,11 +109,11 @@ def compile_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--plugin", type=click.Path(), help="load a runtime plugin from a Python file"),
         click.option("-v", "--verbose", is_flag=True, help="say what each stage did"),
         click.option("--explain-rules", is_flag=True, help="report each rewrite rule that fired, where and how often"),
-        click.option("--cpu", "cpu", metavar="NAME[,+FEAT,-FEAT]", expose_value=False, callback=_set_cpu,
+        click.option("--cpu", "cpu", metavar="NAME[,+FEAT,-FEAT]", callback=_check_cpu,
                      help="CPU to compile for (llvm, c): host (default), znver3, rocketlake, x86-64-v3...; "
-                          "same as CATEN_CPU"),
-        click.option("--debug", is_flag=True, expose_value=False, callback=_set_debug,
-                     help="check the graph between stages (dtypes, shapes, args; same as CATEN_VERIFY=1)"),
+                          "without it, CATEN_CPU"),
+        click.option("--debug", is_flag=True,
+                     help="check the graph between stages (dtypes, shapes, args; also CATEN_VERIFY=1)"),
     ]
     for o in reversed(opts):
         fn = o(fn)
@@ -127,7 +121,8 @@ def compile_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def options(runtime: str, defines: tuple[str, ...], opt: int, rules: tuple[str, ...], fast_math: bool,
-            no_cache: bool, plugin: str | None, verbose: bool, explain_rules: bool) -> Options:
+            no_cache: bool, plugin: str | None, verbose: bool, explain_rules: bool, cpu: str | None,
+            debug: bool) -> Options:
     """The Options of the flags `compile_options` declares."""
     explain = None
     if explain_rules:
@@ -135,7 +130,8 @@ def options(runtime: str, defines: tuple[str, ...], opt: int, rules: tuple[str, 
 
         explain = Explain()
     return Options(runtime=runtime, defines=parse_defines(defines), opt_level=opt, rules=tuple(rules),
-                   fast_math=fast_math, use_cache=not no_cache, plugin=plugin, verbose=verbose, explain=explain)
+                   fast_math=fast_math, use_cache=not no_cache, plugin=plugin, verbose=verbose, explain=explain,
+                   target=cpu or "", debug=debug)
 
 
 def parse_defines(defines: tuple[str, ...]) -> dict[str, str]:
@@ -173,12 +169,13 @@ def cli() -> None:
 @diagnostics
 def compile_cmd(file: str, runtime: str, defines: tuple[str, ...], opt: int, rules: tuple[str, ...],
                 fast_math: bool, no_cache: bool, plugin: str | None, verbose: bool, explain_rules: bool,
-                output: str | None, asm: bool, emit: str | None, entry: tuple[str, ...]) -> None:
+                cpu: str | None, debug: bool, output: str | None, asm: bool, emit: str | None,
+                entry: tuple[str, ...]) -> None:
     """Compile FILE."""
     from caten.cli.compile import compile_file
 
-    compile_file(file, options(runtime, defines, opt, rules, fast_math, no_cache, plugin, verbose, explain_rules),
-                 output, asm, emit, list(entry))
+    compile_file(file, options(runtime, defines, opt, rules, fast_math, no_cache, plugin, verbose, explain_rules,
+                               cpu, debug), output, asm, emit, list(entry))
 
 
 @cli.command("run", epilog=EXAMPLES)
@@ -193,12 +190,12 @@ def compile_cmd(file: str, runtime: str, defines: tuple[str, ...], opt: int, rul
 @diagnostics
 def run_cmd(file: str, inputs: tuple[str, ...], runtime: str, defines: tuple[str, ...], opt: int,
             rules: tuple[str, ...], fast_math: bool, no_cache: bool, plugin: str | None, verbose: bool,
-            explain_rules: bool, entry: str | None, output: str | None, check_bounds: bool | None,
-            weights: str | None) -> None:
+            explain_rules: bool, cpu: str | None, debug: bool, entry: str | None, output: str | None,
+            check_bounds: bool | None, weights: str | None) -> None:
     """Run a composite of FILE on .npy inputs given as NAME=PATH.npy."""
     from caten.cli.run import run_file
 
-    opts = options(runtime, defines, opt, rules, fast_math, no_cache, plugin, verbose, explain_rules)
+    opts = options(runtime, defines, opt, rules, fast_math, no_cache, plugin, verbose, explain_rules, cpu, debug)
     run_file(file, list(inputs), opts.but(check_bounds=check_bounds or None), entry, output, weights)
 
 

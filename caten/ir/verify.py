@@ -6,14 +6,17 @@ dtypes, or the dtype its arg names) and its shape (a rule per op group below). A
 a malformed node (a rewrite rule, the elaborator, a frontend) is caught where it happened rather
 than as a wrong kernel three stages later.
 
-`check(nodes, stage)` runs when the CATEN_VERIFY environment variable is set (`caten --debug`
-sets it; the test suite sets it for every test, tests/conftest.py); `verify` always runs.
+`check(nodes, stage)` runs under `Options.debug` (`caten --debug`, `caten.load(..., debug=True)`)
+or when the CATEN_VERIFY environment variable is set (the test suite sets it for every test,
+tests/conftest.py); `verify` always runs.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -31,8 +34,23 @@ class VerifyError(Error):
     """A malformed graph: a compiler bug (or a plugin's), never a user's mistake."""
 
 
+_ON: contextvars.ContextVar[bool] = contextvars.ContextVar("caten_verify", default=False)
+
+
 def enabled() -> bool:
-    return os.environ.get("CATEN_VERIFY", "").strip().lower() not in ("", "0", "false", "no", "off")
+    """Checking is on: `Options.debug` (`caten --debug`) for the compile running, or CATEN_VERIFY."""
+    return _ON.get() or os.environ.get("CATEN_VERIFY", "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+@contextlib.contextmanager
+def checking(on: bool) -> Iterator[None]:
+    """Within it, `check` verifies when `on` (the driver and the pipeline enter it with
+    `Options.debug`, so the option travels with the compile, not through the environment)."""
+    tok = _ON.set(_ON.get() or on)
+    try:
+        yield
+    finally:
+        _ON.reset(tok)
 
 
 def check(nodes: Iterable[Node], stage: str) -> None:

@@ -31,6 +31,7 @@ from caten.errors import Error
 from caten.ir import dims as D
 from caten.ir.dtypes import DType
 from caten.ir.program import Program, c_symbol
+from caten.ir.verify import checking as verify_checking
 from caten.ir.verify import enabled as verify_enabled
 from caten.lower import bounds as B
 from caten.lower import loopir as L
@@ -112,7 +113,7 @@ class Lowered:
             self.verify("the decompose pass")
 
     def verify(self, stage: str) -> None:
-        """Check the loop IR (caten.lower.verify) when CATEN_VERIFY is set."""
+        """Check the loop IR (caten.lower.verify) under `Options.debug` or CATEN_VERIFY."""
         if not verify_enabled():
             return
         found = [p for k in self.kernels for p in loop_problems(k)]
@@ -247,7 +248,8 @@ def compile(runtime: Runtime, program: Program, options: Options | None = None):
     with _memo_lock:
         memo = runtime.__dict__.setdefault("_pipeline_memo", {})
         if key not in memo:
-            memo[key] = _build(runtime, program, t, options)
+            with verify_checking(options.debug):
+                memo[key] = _build(runtime, program, t, options)
         return memo[key]
 
 
@@ -284,6 +286,12 @@ def emit(runtime: Runtime, programs: Program | Sequence[Program], kind: str,
     options = options or Options()
     if not runtime.renders and kind not in ("schedule", "loops"):
         return runtime.emit(programs, kind, options)
+    with verify_checking(options.debug):
+        return _emit(runtime, programs, kind, options)
+
+
+def _emit(runtime: Runtime, programs: Program | Sequence[Program], kind: str,
+          options: Options) -> dict[str, bytes | str]:
     t = target.resolve(options.target)
     tm = Timings()
     lowered = lower_all(runtime, programs, t, timings=tm, decomposed=kind != "loops")
