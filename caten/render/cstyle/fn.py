@@ -21,6 +21,19 @@ from caten.lower.loopir import X
 from caten.render.cstyle.prims import PRIMS
 from caten.render.cstyle.targets import Target, ctype, idx_lit, int_lit, stype, uty
 
+# the spellings of the ALU ops, by the class of the result ({0}, {1}, {2}: the operands)
+ANY = {Op.WHERE: "({0} ? {1} : {2})", Op.CMPLT: "({0} < {1})", Op.CMPNE: "({0} != {1})"}
+FLOAT = {Op.ADD: "({0} + {1})", Op.MUL: "({0} * {1})", Op.NEG: "(-{0})", Op.RECIP: "({one} / {0})",
+         Op.FDIV: "({0} / {1})", Op.SQRT: "{sqrt}({0})",
+         Op.MAX: "(({0} >= {1} || {0} != {0}) ? {0} : {1})"}  # nan propagates from either side
+BOOL = {Op.NOT: "(!{0})", Op.AND: "(({0} & {1}) != 0)", Op.OR: "(({0} | {1}) != 0)", Op.XOR: "(({0} ^ {1}) != 0)",
+        Op.MAX: "(({0} | {1}) != 0)", Op.ADD: "(({0} | {1}) != 0)", Op.MUL: "(({0} & {1}) != 0)"}
+# integers wrap: through the unsigned type of their width ({ut}), cast back to theirs ({n})
+INT = {Op.ADD: "(({n})(({ut}){0} + ({ut}){1}))", Op.MUL: "(({n})(({ut}){0} * ({ut}){1}))",
+       Op.NEG: "(({n})(({ut})0 - ({ut}){0}))", Op.NOT: "(({n})~{0})", Op.AND: "(({n})({0} & {1}))",
+       Op.OR: "(({n})({0} | {1}))", Op.XOR: "(({n})({0} ^ {1}))", Op.MAX: "({0} > {1} ? {0} : {1})"}
+INT64 = INT | {Op.ADD: "({0} + {1})", Op.MUL: "({0} * {1})"}  # index math (and i64 data): plain, wraps in practice
+
 
 class Fn:
     """Renders one function body; values are C expressions over named temporaries."""
@@ -220,54 +233,25 @@ class Fn:
         return self.round(dst, v)
 
     def alu(self, op: Op, dt: DType, sdt: DType, s: list[str]) -> str:
-        """An ALU op over operand expressions (names or literals: each may appear twice)."""
-        if op is Op.WHERE:
-            return f"({s[0]} ? {s[1]} : {s[2]})"
-        if op is Op.CMPLT:
-            return f"({s[0]} < {s[1]})"
-        if op is Op.CMPNE:
-            return f"({s[0]} != {s[1]})"
+        """An ALU op over operand expressions (names or literals: each may appear twice), spelled
+        from the tables below by the class of its result; f16/bf16 results rounded to their dtype."""
+        if op in ANY:
+            return ANY[op].format(*s)
         if dt.is_float:
-            return self.round(dt, self.falu(op, dt, s))
+            if op not in FLOAT:
+                raise NotImplementedError(f"{op} on floats: the C-style renderer spells EXP2/LOG2/SIN/IDIV/MOD "
+                                          "only as the decompose pass's primitives; declare "
+                                          "Capabilities(native=frozenset())")
+            one, sqrt = ("1.0f" if ctype(dt) == "f32" else "1.0"), self.fmath("sqrt", dt)
+            return self.round(dt, FLOAT[op].format(*s, one=one, sqrt=sqrt))
         if dt.is_bool:
-            if op is Op.NOT:
-                return f"(!{s[0]})"
-            sym = {Op.AND: "&", Op.OR: "|", Op.XOR: "^", Op.MAX: "|", Op.ADD: "|", Op.MUL: "&"}[op]
-            return f"(({s[0]} {sym} {s[1]}) != 0)"
+            return BOOL[op].format(*s)
         n, ut = dt.name, uty(dt)
-        if op in (Op.ADD, Op.MUL) and n == "i64":  # index math (and i64 data): plain, wraps in practice
-            return f"({s[0]} {'+' if op is Op.ADD else '*'} {s[1]})"
-        if op in (Op.ADD, Op.MUL):
-            return f"(({n})(({ut}){s[0]} {'+' if op is Op.ADD else '*'} ({ut}){s[1]}))"
-        if op is Op.NEG:
-            return f"(({n})(({ut})0 - ({ut}){s[0]}))"
-        if op is Op.NOT:
-            return f"(({n})~{s[0]})"
-        if op in (Op.AND, Op.OR, Op.XOR):
-            return f"(({n})({s[0]} {({Op.AND: '&', Op.OR: '|', Op.XOR: '^'})[op]} {s[1]}))"
-        if op is Op.MAX:
-            return f"({s[0]} > {s[1]} ? {s[0]} : {s[1]})"
-        raise NotImplementedError(f"{op} on {dt}: the C-style renderer spells IDIV/MOD only as the decompose pass's "
-                                  "primitives; declare Capabilities(native=frozenset())")
-
-    def falu(self, op: Op, dt: DType, s: list[str]) -> str:
-        ty = ctype(dt)
-        if op is Op.ADD:
-            return f"({s[0]} + {s[1]})"
-        if op is Op.MUL:
-            return f"({s[0]} * {s[1]})"
-        if op is Op.NEG:
-            return f"(-{s[0]})"
-        if op is Op.RECIP:
-            return f"({'1.0f' if ty == 'f32' else '1.0'} / {s[0]})"
-        if op is Op.FDIV:
-            return f"({s[0]} / {s[1]})"
-        if op is Op.MAX:
-            return f"(({s[0]} >= {s[1]} || {s[0]} != {s[0]}) ? {s[0]} : {s[1]})"
-        if op is Op.SQRT:
-            return f"{self.fmath('sqrt', dt)}({s[0]})"
-        raise NotImplementedError(f"{op} on floats: the C-style renderer spells EXP2/LOG2/SIN/IDIV/MOD only as the "
-                                  "decompose pass's primitives; declare Capabilities(native=frozenset())")
+        table = INT64 if n == "i64" else INT
+        if op not in table:
+            raise NotImplementedError(f"{op} on {dt}: the C-style renderer spells IDIV/MOD only as the decompose "
+                                      "pass's primitives; declare Capabilities(native=frozenset())")
+        return table[op].format(*s, n=n, ut=ut)
 
     # statements ----------------------------------------------------------------------------------
     def declare_acc(self, s: L.Acc) -> None:
