@@ -85,6 +85,14 @@ class Module:
                 raise Error(f"load_state_dict: `{k}` has shape {list(v.shape)}, the module's {list(p.shape)}")
             p.set_value(np.array(v, dtype=p.numpy().dtype, order="C"))
 
+    def to(self, runtime: str) -> Module:
+        """Run this module's tensors on `runtime` (values stay where they are: host arrays)."""
+        for m in self.modules():
+            for _, v in m._children():
+                if isinstance(v, Tensor):
+                    v.runtime = runtime
+        return self
+
     def train(self, mode: bool = True) -> Module:
         for m in self.modules():
             m.training = mode

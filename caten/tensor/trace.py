@@ -20,7 +20,7 @@ import numpy as np
 from caten.errors import Error
 from caten.tensor import state
 from caten.tensor.emit import Printer
-from caten.tensor.lazy import INPUT, Node, placeholder
+from caten.tensor.lazy import INPUT, Node, np_dtype, placeholder
 from caten.tensor.realize import STATS, program, realize
 from caten.tensor.tensor import Tensor, apply
 
@@ -32,6 +32,10 @@ class Trace:
         self.runtime = runtime
         self.assigned: dict[int, tuple[Tensor, Node]] = {}  # handle -> its node before the trace
         self.grads: dict[int, tuple[Tensor, Tensor | None]] = {}  # handle -> its .grad before
+        self.grad_was_none: dict[int, tuple[Tensor, bool]] = {}  # .grad read before the fn set it
+        self.grad_set: set[int] = set()
+        self.lives: list[tuple[Node, Callable[[], Any]]] = []
+        self.guards: list[tuple[Callable[[], Any], Any]] = []
         self.seed_node: Node | None = None
         self.draws = 0
 
@@ -40,10 +44,15 @@ class Trace:
         h.node = node
 
     def read_grad(self, h: Tensor) -> None:
+        """`h.grad` read: whether it was None decides what the function did (backward accumulates
+        or not, an optimizer skips it), so the program is replayed only while that still holds."""
         self.grads.setdefault(id(h), (h, h._grad))
+        if id(h) not in self.grad_set:
+            self.grad_was_none.setdefault(id(h), (h, h._grad is None))
 
     def set_grad(self, h: Tensor, g: Tensor | None) -> None:
-        self.read_grad(h)
+        self.grads.setdefault(id(h), (h, h._grad))
+        self.grad_set.add(id(h))
 
     def seed(self) -> Node:
         """The next seed of the stream: the stream's position at the call plus a draw count."""
@@ -51,6 +60,26 @@ class Trace:
             self.seed_node = placeholder((), "i64")
         self.draws += 1
         return apply("+", [Tensor(self.seed_node, runtime=self.runtime), self.draws], {}).node
+
+
+def live(read: Callable[[], Any], dtype: str, runtime: str) -> Tensor:
+    """A scalar read afresh at every call of a jitted function (an optimizer's lr): outside a
+    trace a leaf holding `read()` now; inside one an input of the program, so a new value
+    neither recompiles nor is baked into a replayed program."""
+    tr = state.trace()
+    if tr is None:
+        return Tensor(np.asarray(read(), dtype=np_dtype(dtype)), runtime=runtime)
+    n = placeholder((), dtype)
+    tr.lives.append((n, read))
+    return Tensor(n, runtime=runtime)
+
+
+def guard(read: Callable[[], Any]) -> None:
+    """Inside a trace: the program is replayed only while `read()` equals what it gives now
+    (a module's training flag, an optimizer's momentum); otherwise `caten.jit` traces again."""
+    tr = state.trace()
+    if tr is not None:
+        tr.guards.append((read, read()))
 
 
 def _flatten(v: Any, out: list[Tensor]) -> Any:
@@ -122,6 +151,8 @@ class Traced:
                 nodes.append(g.node)
                 self.updates.append(("grad", h))
         self.draws = tr.draws
+        self.guards = tr.guards
+        self.grad_was_none = list(tr.grad_was_none.values())
         self.text, params = Printer().program(name, nodes, phs)
         self.slots = [self._slot(p, i, phs, tr) for i, p in enumerate(params)]
 
@@ -131,6 +162,9 @@ class Traced:
             return ("arg", i)
         if p is tr.seed_node:
             return ("seed", None)
+        for n, read in tr.lives:
+            if n is p:
+                return ("live", (read, p.dtype))
         for h, before in tr.assigned.values():
             if before is p:
                 return ("node", h)
@@ -145,8 +179,10 @@ class Traced:
         return ("const", p)
 
     def valid(self) -> bool:
-        """Whether the captured tensors still have the kinds this program was built for."""
-        return all(x._grad is not None for kind, x in self.slots if kind == "grad")
+        """Whether the captured state is still what this program was traced with: each `.grad`
+        the function read is None exactly when it was, and every guard reads the same value."""
+        return all((h._grad is None) == was for h, was in self.grad_was_none) and \
+            all(read() == v for read, v in self.guards)
 
     def inputs(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         xs = []
@@ -157,6 +193,8 @@ class Traced:
                 xs.append(np.array(state.SEED[0], dtype=np.int64))
             elif kind == "const":
                 xs.append(x.value)
+            elif kind == "live":
+                xs.append(np.asarray(x[0](), dtype=np_dtype(x[1])))
             else:
                 t = x if kind == "node" else x._grad
                 realize([t.node], self.runtime)
@@ -200,11 +238,12 @@ def _key(args: tuple, kwargs: dict) -> tuple:
 
 
 class Jit:
-    """`caten.jit(fn)`: traced once per argument shapes and dtypes, then replayed."""
+    """`caten.jit(fn)`: traced once per argument shapes and dtypes (and captured state: which
+    gradients exist, guarded flags), then replayed. `traces` counts the tracings."""
 
     def __init__(self, fn: Callable[..., Any], runtime: str | None = None):
         self.fn, self.runtime = fn, runtime
-        self.programs: dict[tuple, Traced] = {}
+        self.programs: dict[tuple, list[Traced]] = {}
         self.traces = 0
         self.__doc__ = getattr(fn, "__doc__", None)
         self.__name__ = getattr(fn, "__name__", "jitted")
@@ -213,17 +252,19 @@ class Jit:
         if state.trace() is not None:
             return self.fn(*args, **kwargs)  # inside another trace: part of it
         key = _key(args, kwargs)
-        tp = self.programs.get(key)
-        if tp is None or not tp.valid():
+        tps = self.programs.setdefault(key, [])
+        tp = next((t for t in tps if t.valid()), None)
+        if tp is None:
             rt = self.runtime or next((a.runtime for a in args if isinstance(a, Tensor)), state.RUNTIME[0])
-            tp = self.programs[key] = Traced(self.fn, list(args), kwargs, rt)
+            tp = Traced(self.fn, list(args), kwargs, rt)
+            tps.append(tp)
             self.traces += 1
         arrays = [a.numpy() if isinstance(a, Tensor) else a for a in args if isinstance(a, (Tensor, np.ndarray))]
         return tp.run(arrays)
 
     def source(self, *args: Any, **kwargs: Any) -> str:
         """The caten text of the program these arguments run."""
-        tp = self.programs.get(_key(args, kwargs))
+        tp = next((t for t in self.programs.get(_key(args, kwargs), []) if t.valid()), None)
         if tp is None:
             raise Error("jit: no program was traced for arguments of these shapes", hint="call the function first")
         return tp.text
