@@ -18,6 +18,8 @@ import numpy as np
 from caten.errors import Error
 from caten.tensor import Tensor
 from caten.tensor import state as _state
+from caten.tensor.lazy import np_dtype
+from caten.tensor.trace import guard
 
 
 def _uniform(shape: tuple[int, ...], bound: float) -> Tensor:
@@ -46,9 +48,17 @@ class Module:
                         yield f"{k}.{i}" if k != "layers" else str(i), x
 
     def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
+        """Each parameter once (a shared one under its first name, as torch)."""
+        seen: set[int] = set()
+        for k, v in self._named(prefix):
+            if id(v) not in seen:
+                seen.add(id(v))
+                yield k, v
+
+    def _named(self, prefix: str) -> Iterator[tuple[str, Tensor]]:
         for k, v in self._children():
             if isinstance(v, Module):
-                yield from v.named_parameters(prefix + k + ".")
+                yield from v._named(prefix + k + ".")
             elif v.requires_grad:
                 yield prefix + k, v
 
@@ -69,21 +79,25 @@ class Module:
         np.savez(path, **self.state_dict())
 
     def load_state_dict(self, sd: Any) -> None:
-        """Load values from a dict of arrays (or torch tensors) or an `.npz` path."""
+        """Load values from a dict of arrays (or torch tensors) or an `.npz` path. Every key and
+        shape is checked before any parameter changes, so a failed load leaves the module as is."""
         if isinstance(sd, (str, bytes)) or hasattr(sd, "__fspath__"):
-            with np.load(sd) as f:
-                sd = {k: f[k] for k in f.files}
+            sd = _read_npz(sd)
         params = dict(self.named_parameters())
         missing = sorted(set(params) - set(sd))
         extra = sorted(set(sd) - set(params))
         if missing or extra:
-            raise Error(f"load_state_dict: missing {missing}, unexpected {extra}")
+            raise Error(f"load_state_dict: missing {missing}, unexpected {extra}",
+                        hint=f"the module's keys are {sorted(params)}")
+        new = {}
         for k, p in params.items():
             v = sd[k]
             v = v.detach().cpu().numpy() if hasattr(v, "detach") else np.asarray(v)
             if tuple(v.shape) != p.shape:
                 raise Error(f"load_state_dict: `{k}` has shape {list(v.shape)}, the module's {list(p.shape)}")
-            p.set_value(np.array(v, dtype=p.numpy().dtype, order="C"))
+            new[k] = np.array(v, dtype=np_dtype(p.dtype), order="C", copy=True)
+        for k, p in params.items():
+            p.set_value(new[k])
 
     def to(self, runtime: str) -> Module:
         """Run this module's tensors on `runtime` (values stay where they are: host arrays)."""
@@ -100,6 +114,17 @@ class Module:
 
     def eval(self) -> Module:
         return self.train(False)
+
+
+def _read_npz(path: Any) -> dict[str, np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            if not hasattr(f, "files"):
+                raise ValueError("it holds one array, not a state dict")
+            return {k: f[k] for k in f.files}
+    except (OSError, ValueError, EOFError) as e:
+        raise Error(f"load_state_dict: cannot read {str(path)!r}: {e}",
+                    hint="give a file written by Module.save (an .npz of arrays by name)") from None
 
 
 class Linear(Module):
@@ -148,7 +173,8 @@ class LayerNorm(Module):
         self.bias = Tensor(np.zeros(shape, np.float32), requires_grad=elementwise_affine)
 
     def forward(self, x: Tensor) -> Tensor:
-        return x.layernorm(self.weight, self.bias, axis=-self.axes, eps=self.eps)
+        axis = -1 if self.axes == 1 else list(range(-self.axes, 0))  # every normalized axis, not only the first
+        return x.layernorm(self.weight, self.bias, axis=axis, eps=self.eps)
 
 
 class Embedding(Module):
@@ -168,8 +194,8 @@ class Sequential(Module):
     def __init__(self, *layers: Module | Callable[[Tensor], Tensor]):
         self.layers = list(layers)
 
-    def __getitem__(self, i: int) -> Any:
-        return self.layers[i]
+    def __getitem__(self, i: int | slice) -> Any:
+        return Sequential(*self.layers[i]) if isinstance(i, slice) else self.layers[i]
 
     def __len__(self) -> int:
         return len(self.layers)
@@ -220,6 +246,7 @@ class Dropout(Module):
         self.p = p
 
     def forward(self, x: Tensor) -> Tensor:
+        guard(lambda: (self.training, self.p))  # a jitted step replays only in the mode it was traced in
         if not self.training or self.p == 0:
             return x
         from caten.tensor.tensor import _seed
