@@ -12,6 +12,8 @@ parameter in or out of Python.
 
 from __future__ import annotations
 
+import sys
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -151,6 +153,8 @@ class Traced:
                 nodes.append(g.node)
                 self.updates.append(("grad", h))
         self.draws = tr.draws
+        self.out_specs = [(n.shape, n.dtype) for n in nodes]
+        self._gens: deque[list[np.ndarray]] = deque(maxlen=2)  # the outputs of the last two calls
         self.guards = tr.guards
         self.grad_was_none = list(tr.grad_was_none.values())
         self.text, params = Printer().program(name, nodes, phs)
@@ -201,11 +205,27 @@ class Traced:
                 xs.append(t.node.value)
         return xs
 
+    def _out_arrays(self) -> list[np.ndarray]:
+        """This call's output arrays: each output of the call before last that nothing holds any
+        more (a parameter has moved on to last call's array), else a fresh one. A training step
+        then alternates two sets of arrays (ping-pong) and allocates nothing; an array anyone
+        still references (a Tensor, a numpy view of it) is never written under them."""
+        old = self._gens[0] if len(self._gens) == 2 else None
+        outs = []
+        for i, (shape, dt) in enumerate(self.out_specs):
+            # referenced only by `old` and getrefcount's argument: free to write again
+            if old is not None and sys.getrefcount(old[i]) <= 2:
+                outs.append(old[i])
+            else:
+                outs.append(np.empty(shape, np_dtype(dt)))
+        return outs
+
     def run(self, arrays: list[np.ndarray]) -> Any:
         fn = program(self.text, self.runtime)
-        outs = fn(*self.inputs(arrays))
+        outs = self._out_arrays()
+        fn(*self.inputs(arrays), out=outs)
+        self._gens.append(outs)
         STATS["runs"] += 1
-        outs = list(outs) if isinstance(outs, tuple) else [outs]
         state.SEED[0] += self.draws
         res = [Tensor(Node(INPUT, (), {}, v.shape, _dtype(v), value=v), runtime=self.runtime)
                for v in outs[:self.nres]]
