@@ -149,11 +149,15 @@ def test_dropout_in_a_jitted_step_advances_the_seed_stream():
     assert f.traces == 2
 
 
-@pytest.mark.parametrize("read", ["item", "numpy", "bool", "float"])
+@pytest.mark.parametrize("read", ["item", "numpy", "bool", "float", "captured"])
 def test_reading_a_value_inside_a_jitted_function_is_an_error(read):
+    w = Tensor(np.ones(3, np.float32))
+
     def f(x):
         y = (x * 2).sum()
-        if read == "item":
+        if read == "captured":  # a value read while tracing would be stale in every replay
+            y = y * float(w.numpy().sum())
+        elif read == "item":
             y.item()
         elif read == "numpy":
             y.numpy()
@@ -248,8 +252,8 @@ def test_traced_training_step_compiles_with_loads(runtime):
     outs = caten.loads(tp.text, runtime=runtime).f(*inputs)
     loss = step(x, y)  # eager
     np.testing.assert_allclose(outs[0], loss.numpy(), rtol=1e-5)
-    params = {id(h): h for _, h in tp.updates}
-    got = {id(h): v for (kind, h), v in zip(tp.updates, outs[1:]) if kind == "node"}
+    params = {id(ref[1]): ref[1] for _, ref in tp.updates}
+    got = {id(ref[1]): v for (kind, ref), v in zip(tp.updates, outs[1:]) if kind == "node"}
     for p in m.parameters():
         assert id(p) in params
         np.testing.assert_allclose(got[id(p)], p.numpy(), rtol=1e-5, atol=1e-7)
@@ -276,3 +280,52 @@ def test_traced_step_compiles_from_the_command_line(tmp_path, runtime, ext):
         p = subprocess.run([nvcc, "-ptx", "-arch=compute_80", "k.cu", "-o", "k.ptx"], cwd=tmp_path,
                            capture_output=True, text=True, timeout=300)
         assert p.returncode == 0, p.stderr
+
+
+def test_tensors_in_lists_and_keywords_are_inputs():
+    """Tensors inside list arguments and keyword arguments are program inputs, not baked values:
+    two tensors that print alike (numpy elides the middle of large arrays) still differ."""
+    f = caten.jit(lambda xs, scale=None: (xs[0] + xs[1]) * scale)
+    a = np.zeros(100, np.float32)
+    b = a.copy()
+    b[50] = 1
+    s = Tensor(np.full(100, 2, np.float32))
+    r1 = f([Tensor(a), Tensor(a)], scale=s).numpy().copy()
+    r2 = f([Tensor(a), Tensor(b)], scale=s).numpy().copy()
+    r3 = f([Tensor(a), Tensor(b)], scale=Tensor(np.full(100, 3, np.float32))).numpy()
+    np.testing.assert_array_equal(r1, np.zeros(100))
+    np.testing.assert_array_equal(r2, 2 * b)
+    np.testing.assert_array_equal(r3, 3 * b)
+    assert f.traces == 1
+    f([Tensor(a), a], scale=s)  # a numpy array where a Tensor was: another program
+    assert f.traces == 2
+
+
+def test_gradients_of_tensor_arguments():
+    """backward inside a jitted function gives the grads to the tensors of *that* call."""
+    f = caten.jit(lambda a: ((a * a).sum() * 0.5).backward())
+    xs = [Tensor(np.arange(3, dtype=np.float32) + i, requires_grad=True) for i in range(3)]
+    for x in xs:
+        f(x)
+    for x in xs:
+        np.testing.assert_array_equal(x.grad.numpy(), x.numpy())
+    f(xs[0])  # accumulates, as eager backward
+    np.testing.assert_array_equal(xs[0].grad.numpy(), 2 * xs[0].numpy())
+    assert f.traces == 2
+
+
+def test_function_without_results_and_methods():
+    f = caten.jit(lambda a: None)
+    assert f(Tensor(np.ones(2, np.float32))) is None
+    with pytest.raises(caten.Error, match="computes nothing"):
+        caten.trace(lambda a: None, Tensor(np.ones(2, np.float32)))
+
+    class M:
+        def __init__(self):
+            self.w = Tensor(np.full(2, 3, np.float32))
+
+        @caten.jit
+        def __call__(self, x):
+            return x * self.w
+
+    np.testing.assert_array_equal(M()(Tensor(np.ones(2, np.float32))).numpy(), [3, 3])
