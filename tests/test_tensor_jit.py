@@ -11,6 +11,7 @@ parameters the program's output arrays as their storage. `caten.trace` text comp
 from __future__ import annotations
 
 import importlib
+import json
 import shutil
 import subprocess
 import sys
@@ -19,7 +20,7 @@ import numpy as np
 import pytest
 
 import caten
-from caten import Tensor, nn, optim
+from caten import Tensor, nn, optim, plugin
 from caten.tensor.realize import stats
 
 T = importlib.import_module("caten.tensor.trace")  # the module (caten.tensor.trace is also the function)
@@ -268,18 +269,53 @@ def _caten_cli(tmp_path, *args):
 
 @pytest.mark.parametrize("runtime,ext", [("cuda", "cu"), ("opencl", "cl")])
 def test_traced_step_compiles_from_the_command_line(tmp_path, runtime, ext):
+    """`caten -r cuda -S` / `-r opencl -S` on the traced step; the CUDA source through nvcc and
+    ptxas, the OpenCL source through the OpenCL driver (PoCL here), when they are installed."""
     _, _, step = _traced_step()
     (tmp_path / "step.lisp").write_text(caten.trace(step, *_batch(8, 0)))
     _caten_cli(tmp_path, "-r", runtime, "-S", "step.lisp", "-o", f"k.{ext}")
     src = (tmp_path / f"k.{ext}").read_text()
-    assert "__global__" in src if runtime == "cuda" else "__kernel" in src
+    manifest = json.loads((tmp_path / "k.json").read_text())
+    assert [p["name"] for p in manifest["programs"]] == ["grad0", "f"]  # the helper and the step
+    assert all(p["launches"] for p in manifest["programs"])
     if runtime == "cuda":
-        nvcc = shutil.which("nvcc")
+        assert "__global__" in src
+        nvcc, ptxas = shutil.which("nvcc"), shutil.which("ptxas")
         if nvcc is None:
             pytest.skip("nvcc is not on PATH (CUDA toolkit absent): the source was written, not compiled")
         p = subprocess.run([nvcc, "-ptx", "-arch=compute_80", "k.cu", "-o", "k.ptx"], cwd=tmp_path,
                            capture_output=True, text=True, timeout=300)
         assert p.returncode == 0, p.stderr
+        if ptxas is not None:
+            p = subprocess.run([ptxas, "-arch=sm_80", "k.ptx", "-o", "k.cubin"], cwd=tmp_path,
+                               capture_output=True, text=True, timeout=300)
+            assert p.returncode == 0, p.stderr
+    else:
+        assert "__kernel" in src
+        ok, why = plugin.get("opencl").available()
+        if not ok:
+            pytest.skip(f"no OpenCL device to build the source with: {why}")
+        import pyopencl as cl
+
+        ctx = cl.Context([cl.get_platforms()[0].get_devices()[0]])
+        prog = cl.Program(ctx, src).build()
+        names = {ln["kernel"] for p in manifest["programs"] for ln in p["launches"]}
+        assert names <= set(prog.get_info(cl.program_info.KERNEL_NAMES).split(";"))
+
+
+def test_jitted_step_on_opencl_matches_llvm():
+    ok, why = plugin.get("opencl").available()
+    if not ok:
+        pytest.skip(f"runtime opencl unavailable: {why}")
+    ml, mo = _model(2), _model(2).to("opencl")
+    sl = caten.jit(_stepper(ml, optim.AdamW(ml.parameters(), lr=0.05)))
+    so = caten.jit(_stepper(mo, optim.AdamW(mo.parameters(), lr=0.05)))
+    for i in range(3):
+        x, y = _batch(8, i)
+        lo = so(Tensor(x.numpy(), runtime="opencl"), Tensor(y.numpy(), runtime="opencl"))
+        np.testing.assert_allclose(lo.item(), sl(x, y).item(), rtol=1e-5)
+        assert lo.runtime == "opencl"
+    _same_params(ml, mo, rtol=1e-4, atol=1e-6)
 
 
 def test_tensors_in_lists_and_keywords_are_inputs():

@@ -238,3 +238,84 @@ def test_shared_parameter_listed_once():
     m = nn.Sequential(lin, nn.ReLU(), lin)
     assert [k for k, _ in m.named_parameters()] == ["0.weight", "0.bias"]
     assert len(m.parameters()) == 2
+
+
+def test_conv2d_same_and_valid_padding():
+    _check(torch.nn.Conv2d(2, 3, 3, padding="same", dilation=2), nn.Conv2d(2, 3, 3, padding="same", dilation=2),
+           _x(1, 2, 7, 6), rtol=1e-4, atol=1e-5)
+    _check(torch.nn.Conv2d(2, 3, (1, 3), padding="valid"), nn.Conv2d(2, 3, (1, 3), padding="valid"), _x(1, 2, 5, 6),
+           rtol=1e-4, atol=1e-5)
+    for bad in [dict(padding="same", stride=2), dict(padding="full")]:
+        with pytest.raises(caten.Error):
+            nn.Conv2d(2, 3, 3, **bad)
+    with pytest.raises(caten.Error):
+        nn.Conv2d(2, 3, 2, padding="same")
+
+
+def test_flatten_dims_and_dropout_p():
+    x = _x(2, 3, 4, 5)
+    for a, b in [(1, -1), (0, 1), (1, 2), (2, 3)]:
+        np.testing.assert_array_equal(nn.Flatten(a, b)(Tensor(x)).numpy(),
+                                      torch.nn.Flatten(a, b)(torch.from_numpy(x)).numpy())
+    for p in (-0.1, 1.5):
+        with pytest.raises(caten.Error):
+            nn.Dropout(p)
+
+
+def test_frozen_parameters_and_buffers_stay_in_the_state_dict():
+    """torch's state_dict: frozen parameters too; parameters() only what an optimizer updates."""
+    m = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))
+    m[0].requires_grad_(False)
+    assert [k for k, _ in m.named_parameters()] == ["1.weight", "1.bias"]
+    assert list(m.state_dict()) == ["0.weight", "0.bias", "1.weight", "1.bias"]
+    m2 = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))
+    m2.load_state_dict(m.state_dict())
+    np.testing.assert_array_equal(m2[0].weight.numpy(), m[0].weight.numpy())
+    assert m2[0].weight.requires_grad and not m[0].weight.requires_grad
+    t = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2))
+    t[0].requires_grad_(False)
+    assert list(t.state_dict()) == list(m.state_dict())
+    assert list(torch.nn.LayerNorm(3, elementwise_affine=False).state_dict()) == \
+        list(nn.LayerNorm(3, elementwise_affine=False).state_dict()) == []
+
+
+def test_module_lists_are_named_as_torch():
+    class Net(nn.Module):
+        def __init__(self):
+            self.blocks = [nn.Linear(2, 2), nn.Linear(2, 2)]
+            self.scale = Tensor(np.ones(2, np.float32))  # a buffer: state, not a parameter
+            self._cache = Tensor(np.zeros(2, np.float32))  # private: neither
+
+        def forward(self, x):
+            for b in self.blocks:
+                x = b(x)
+            return x * self.scale
+
+    class TNet(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = torch.nn.ModuleList([torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)])
+            self.register_buffer("scale", torch.ones(2))
+
+        def forward(self, x):
+            for b in self.blocks:
+                x = b(x)
+            return x * self.scale
+
+    n, t = Net(), TNet()
+    assert list(n.state_dict()) == list(t.state_dict()) == ["scale", "blocks.0.weight", "blocks.0.bias",
+                                                            "blocks.1.weight", "blocks.1.bias"]
+    assert [k for k, _ in n.named_parameters()] == [k for k, _ in t.named_parameters()]
+    with torch.no_grad():
+        t.scale.copy_(torch.tensor([2.0, 3.0]))
+    _check(t, n, _x(3, 2))
+    assert len(list(nn.Sequential(n, n).modules())) == 4  # shared modules once
+
+
+def test_module_to_a_runtime():
+    m = nn.Sequential(nn.Embedding(5, 3), nn.LayerNorm(3, elementwise_affine=False)).to("c")
+    t = torch.nn.Sequential(torch.nn.Embedding(5, 3), torch.nn.LayerNorm(3, elementwise_affine=False))
+    m.load_state_dict(t.state_dict())
+    y = m([[0, 4], [2, 2]])
+    assert y.runtime == "c"
+    np.testing.assert_allclose(y.numpy(), t(torch.tensor([[0, 4], [2, 2]])).detach().numpy(), rtol=1e-5, atol=1e-6)
