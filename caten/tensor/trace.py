@@ -2,12 +2,29 @@
 
 Tracing runs the function once on placeholder inputs with a `Trace` active: operations build
 the graph as usual, `backward` stays lazy, and an optimizer's `assign` and every `.grad` set
-are recorded instead of run. The traced program's inputs are the arguments, then what the
-function captured (parameters, optimizer state, gradients, the seed stream), each read from its
+are recorded instead of run. The traced program's inputs are the tensor arguments (anywhere in
+lists, tuples, dicts and keywords), then what the function captured (parameters, optimizer
+state, gradients, the seed stream, `live` scalars such as a learning rate), each read from its
 owner at every call; its outputs are the function's results, then every recorded update.
-`jit` compiles that program once per argument shapes and dtypes and replays it: parameters
-and optimizer state take the program's output arrays as their new storage, so a step copies no
-parameter in or out of Python.
+Reading a value (`.numpy()`, `.item()`, `bool(t)`) inside a trace is an error: it would be
+baked into every replay.
+
+`jit` compiles that program once per argument shapes and dtypes and replays it while the state
+it was traced in holds (which `.grad`s were None, `guard`ed flags such as a module's training
+mode or an optimizer's momentum); otherwise it traces again.
+
+Runtime-owned buffers: a replay copies no parameter in or out of Python. The program's output
+arrays become the new storage of the parameters, gradients and optimizer state (`set_value`
+keeps the array as is; `.numpy()` is a read-only view of it), and the next call reads them
+directly as inputs. The program writes into arrays it is given (`out=`): those of the call
+before last, when nothing references them any more (a parameter has moved on), so a training
+step alternates two sets of arrays (ping-pong) and allocates nothing in the steady state. An
+array anyone still holds (a Tensor, a numpy view) is never reused under them.
+
+Not guarded: rebinding a captured attribute to a new Tensor object (`model.w = Tensor(...)`)
+after tracing: the program keeps reading the old object; give values with `assign` or
+`load_state_dict` (in place) instead. A jitted function's results are leaves: call `backward`
+inside the function, not on its result.
 """
 
 from __future__ import annotations
