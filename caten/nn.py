@@ -36,7 +36,7 @@ class Module:
         return self.forward(*args, **kwargs)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError(f"{type(self).__name__} has no forward")
+        raise Error(f"{type(self).__name__} has no forward", hint="define forward(self, x) in the subclass")
 
     def _children(self) -> Iterator[tuple[str, Any]]:
         """(name, Tensor or Module) in attribute order; lists and tuples name their items
@@ -237,8 +237,14 @@ class Embedding(Module):
         self.weight = Tensor(v, requires_grad=True)
 
     def forward(self, idx: Any) -> Tensor:
-        ix = idx if isinstance(idx, Tensor) else Tensor(np.asarray(idx, np.int64), runtime=self.weight.runtime)
-        return self.weight.take(ix, axis=0)
+        if not isinstance(idx, Tensor):
+            arr = np.asarray(idx)
+            n = self.weight.shape[0]
+            if arr.dtype.kind not in "iu" or (arr.size and (arr.min() < 0 or arr.max() >= n)):
+                raise Error(f"Embedding({n}, ...): indices must be integers in [0, {n})",
+                            hint=f"got {arr.dtype} values from {arr.min()} to {arr.max()}")
+            idx = Tensor(arr.astype(np.int64), runtime=self.weight.runtime)
+        return self.weight.take(idx, axis=0)
 
 
 class Sequential(Module):

@@ -53,7 +53,9 @@ class Optimizer:
         seen = {id(p) for g in self.param_groups for p in g["params"]}
         if any(id(p) in seen for p in ps):
             raise Error("a parameter appears in more than one param group")
-        self.param_groups.append({**self.defaults, **group, "params": ps})
+        g = {**self.defaults, **group, "params": ps}
+        _check_hyper(type(self).__name__, g)
+        self.param_groups.append(g)
 
     @property
     def params(self) -> list[Tensor]:
@@ -94,6 +96,16 @@ class Optimizer:
 
     def _update(self, p: Tensor, grad: Tensor, lr: Tensor, g: dict[str, Any]) -> list[tuple[Tensor, Tensor]]:
         raise NotImplementedError
+
+
+def _check_hyper(name: str, g: dict[str, Any]) -> None:
+    """torch's checks: lr, momentum, weight_decay, eps >= 0; betas in [0, 1)."""
+    for k in ("lr", "momentum", "weight_decay", "eps"):
+        if k in g and not g[k] >= 0:
+            raise Error(f"{name}: invalid {k} {g[k]!r} (must be >= 0)")
+    for b in g.get("betas", ()):
+        if not 0 <= b < 1:
+            raise Error(f"{name}: invalid beta {b!r} (must lie in [0, 1))")
 
 
 class SGD(Optimizer):

@@ -319,3 +319,13 @@ def test_module_to_a_runtime():
     y = m([[0, 4], [2, 2]])
     assert y.runtime == "c"
     np.testing.assert_allclose(y.numpy(), t(torch.tensor([[0, 4], [2, 2]])).detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_embedding_index_checks_and_module_without_forward():
+    e = nn.Embedding(3, 2)
+    for bad in ([5], [-1], np.array([0.5])):
+        with pytest.raises(caten.Error):
+            e(bad)
+    assert e(np.array([2, 0], np.int32)).shape == (2, 2)
+    with pytest.raises(caten.Error):
+        nn.Module()(Tensor(np.ones(1, np.float32)))

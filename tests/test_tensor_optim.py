@@ -185,3 +185,16 @@ def test_bad_arguments():
         optim.SGD([Tensor(np.ones(3, np.float32), requires_grad=True)], lr=0.1, nesterov=True)
     with pytest.raises(caten.Error):
         optim.Adam([{"lr": 0.1}])  # a group without params
+
+
+@pytest.mark.parametrize("name,kw", [("SGD", dict(lr=-1.0)), ("SGD", dict(lr=0.1, momentum=-0.5)),
+                                     ("Adam", dict(betas=(0.9, 1.0))), ("AdamW", dict(eps=-1e-8)),
+                                     ("Adam", dict(weight_decay=-0.1))])
+def test_invalid_hyperparameters_as_torch(name, kw):
+    p = Tensor(np.ones(3, np.float32), requires_grad=True)
+    with pytest.raises(ValueError):
+        getattr(torch.optim, name)([torch.nn.Parameter(torch.ones(3))], **kw)
+    with pytest.raises(caten.Error):
+        getattr(optim, name)([p], **kw)
+    with pytest.raises(caten.Error):  # a param group's own value is checked too
+        getattr(optim, name)([{"params": [p], **kw}])
