@@ -239,6 +239,7 @@ class Embedding(Module):
     def forward(self, idx: Any) -> Tensor:
         if not isinstance(idx, Tensor):
             arr = np.asarray(idx)
+            arr = arr if arr.size else arr.astype(np.int64)  # [] is no indices, not floats
             n = self.weight.shape[0]
             if arr.dtype.kind not in "iu" or (arr.size and (arr.min() < 0 or arr.max() >= n)):
                 raise Error(f"Embedding({n}, ...): indices must be integers in [0, {n})",

@@ -327,5 +327,6 @@ def test_embedding_index_checks_and_module_without_forward():
         with pytest.raises(caten.Error):
             e(bad)
     assert e(np.array([2, 0], np.int32)).shape == (2, 2)
+    assert e([]).shape == (0, 2)
     with pytest.raises(caten.Error):
         nn.Module()(Tensor(np.ones(1, np.float32)))
