@@ -198,3 +198,15 @@ def test_invalid_hyperparameters_as_torch(name, kw):
         getattr(optim, name)([p], **kw)
     with pytest.raises(caten.Error):  # a param group's own value is checked too
         getattr(optim, name)([{"params": [p], **kw}])
+
+
+def test_lr_given_as_a_tensor():
+    tm, cm = _models()
+    topt = torch.optim.SGD(tm.parameters(), lr=torch.tensor(0.1), momentum=0.9)
+    copt = optim.SGD(cm.parameters(), lr=Tensor(np.array(0.1, np.float32)), momentum=0.9)
+    for x, y in _batches()[:2]:
+        topt.zero_grad()
+        ((tm(torch.from_numpy(x)) - torch.from_numpy(y)) ** 2).mean().backward()
+        topt.step()
+        _one_step(cm, copt, x, y)
+    _compare(tm, cm)

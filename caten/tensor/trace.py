@@ -89,10 +89,20 @@ def live(read: Callable[[], Any], dtype: str, runtime: str) -> Tensor:
     neither recompiles nor is baked into a replayed program."""
     tr = state.trace()
     if tr is None:
-        return Tensor(np.asarray(read(), dtype=np_dtype(dtype)), runtime=runtime)
+        return Tensor(_scalar(read(), dtype), runtime=runtime)
     n = placeholder((), dtype)
     tr.lives.append((n, read))
     return Tensor(n, runtime=runtime)
+
+
+def _scalar(v: Any, dtype: str) -> np.ndarray:
+    """A live value as a 0-d array (a number, or a one-element Tensor/array as torch allows)."""
+    if isinstance(v, Tensor):
+        v = v.numpy()
+    a = np.asarray(v, dtype=np_dtype(dtype))
+    if a.size != 1:
+        raise Error(f"a live scalar (such as an optimizer's lr) has {a.size} elements")
+    return a.reshape(())
 
 
 def guard(read: Callable[[], Any]) -> None:
@@ -264,7 +274,7 @@ class Traced:
             elif kind == "const":
                 xs.append(x.value)
             elif kind == "live":
-                xs.append(np.asarray(x[0](), dtype=np_dtype(x[1])))
+                xs.append(_scalar(x[0](), x[1]))
             else:
                 h = self._handle(x, tensors)
                 t = h if kind == "node" else h._grad
