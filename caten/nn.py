@@ -18,6 +18,8 @@ import numpy as np
 from caten.errors import Error
 from caten.tensor import Tensor
 from caten.tensor import state as _state
+from caten.tensor.lazy import np_dtype
+from caten.tensor.trace import guard
 
 
 def _uniform(shape: tuple[int, ...], bound: float) -> Tensor:
@@ -34,56 +36,103 @@ class Module:
         return self.forward(*args, **kwargs)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError(f"{type(self).__name__} has no forward")
+        raise Error(f"{type(self).__name__} has no forward", hint="define forward(self, x) in the subclass")
 
     def _children(self) -> Iterator[tuple[str, Any]]:
+        """(name, Tensor or Module) in attribute order; lists and tuples name their items
+        `attr.i` (torch's ModuleList); names starting with `_` are private, not state."""
         for k, v in vars(self).items():
+            if k.startswith("_"):
+                continue
             if isinstance(v, (Tensor, Module)):
                 yield k, v
             elif isinstance(v, (list, tuple)):
                 for i, x in enumerate(v):
                     if isinstance(x, (Tensor, Module)):
-                        yield f"{k}.{i}" if k != "layers" else str(i), x
+                        yield f"{k}.{i}", x
+
+    def named_tensors(self, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
+        """Every Tensor attribute once, parameters and buffers (a shared one under its first name)."""
+        seen: set[int] = set()
+        for k, v in self._named(prefix):
+            if id(v) not in seen:
+                seen.add(id(v))
+                yield k, v
+
+    def _named(self, prefix: str) -> Iterator[tuple[str, Tensor]]:
+        """A module's own tensors, then its sub-modules' (torch's order)."""
+        kids = list(self._children())
+        for k, v in kids:
+            if isinstance(v, Tensor):
+                yield prefix + k, v
+        for k, v in kids:
+            if isinstance(v, Module):
+                yield from v._named(prefix + k + ".")
 
     def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
-        for k, v in self._children():
-            if isinstance(v, Module):
-                yield from v.named_parameters(prefix + k + ".")
-            elif v.requires_grad:
-                yield prefix + k, v
+        """The Tensors that require gradients: what an optimizer updates."""
+        return ((k, v) for k, v in self.named_tensors(prefix) if v.requires_grad)
 
     def parameters(self) -> list[Tensor]:
         return [p for _, p in self.named_parameters()]
 
     def modules(self) -> Iterator[Module]:
-        yield self
-        for _, v in self._children():
-            if isinstance(v, Module):
-                yield from v.modules()
+        """This module and every sub-module once."""
+        seen: set[int] = set()
+        stack: list[Module] = [self]
+        while stack:
+            m = stack.pop(0)
+            if id(m) in seen:
+                continue
+            seen.add(id(m))
+            yield m
+            stack[:0] = [v for _, v in m._children() if isinstance(v, Module)]
+
+    def zero_grad(self) -> None:
+        for p in self.parameters():
+            p.grad = None
+
+    def requires_grad_(self, requires_grad: bool = True) -> Module:
+        """Freeze (False) or unfreeze every parameter; frozen ones stay in the state_dict."""
+        for _, t in self.named_tensors():
+            if t.dtype in ("f16", "bf16", "f32", "f64"):
+                t.requires_grad = requires_grad
+        return self
 
     def state_dict(self) -> dict[str, np.ndarray]:
-        """Every parameter's value by dotted name (torch's names for torch's layers)."""
-        return {k: np.array(p.numpy()) for k, p in self.named_parameters()}
+        """Every tensor's value (parameters, frozen or not, and buffers) by dotted name, copied:
+        torch's names and layouts for torch's layers."""
+        return {k: np.array(p.numpy()) for k, p in self.named_tensors()}
 
     def save(self, path: str) -> None:
         np.savez(path, **self.state_dict())
 
     def load_state_dict(self, sd: Any) -> None:
-        """Load values from a dict of arrays (or torch tensors) or an `.npz` path."""
+        """Load values from a dict of arrays (or torch tensors) or an `.npz` path. Every key and
+        shape is checked before any parameter changes, so a failed load leaves the module as is."""
         if isinstance(sd, (str, bytes)) or hasattr(sd, "__fspath__"):
-            with np.load(sd) as f:
-                sd = {k: f[k] for k in f.files}
-        params = dict(self.named_parameters())
+            sd = _read_npz(sd)
+        params = dict(self.named_tensors())
         missing = sorted(set(params) - set(sd))
         extra = sorted(set(sd) - set(params))
         if missing or extra:
-            raise Error(f"load_state_dict: missing {missing}, unexpected {extra}")
+            raise Error(f"load_state_dict: missing {missing}, unexpected {extra}",
+                        hint=f"the module's keys are {sorted(params)}")
+        new = {}
         for k, p in params.items():
             v = sd[k]
             v = v.detach().cpu().numpy() if hasattr(v, "detach") else np.asarray(v)
             if tuple(v.shape) != p.shape:
                 raise Error(f"load_state_dict: `{k}` has shape {list(v.shape)}, the module's {list(p.shape)}")
-            p.set_value(np.array(v, dtype=p.numpy().dtype, order="C"))
+            new[k] = np.array(v, dtype=np_dtype(p.dtype), order="C", copy=True)
+        for k, p in params.items():
+            p.set_value(new[k])
+
+    def to(self, runtime: str) -> Module:
+        """Run this module's tensors on `runtime` (values stay where they are: host arrays)."""
+        for _, t in self.named_tensors():
+            t.runtime = runtime
+        return self
 
     def train(self, mode: bool = True) -> Module:
         for m in self.modules():
@@ -92,6 +141,17 @@ class Module:
 
     def eval(self) -> Module:
         return self.train(False)
+
+
+def _read_npz(path: Any) -> dict[str, np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            if not hasattr(f, "files"):
+                raise ValueError("it holds one array, not a state dict")
+            return {k: f[k] for k in f.files}
+    except (OSError, ValueError, EOFError) as e:
+        raise Error(f"load_state_dict: cannot read {str(path)!r}: {e}",
+                    hint="give a file written by Module.save (an .npz of arrays by name)") from None
 
 
 class Linear(Module):
@@ -113,6 +173,8 @@ class Conv2d(Module):
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
                  dilation: Any = 1, groups: int = 1, bias: bool = True):
         kh, kw = (kernel_size, kernel_size) if isinstance(kernel_size, int) else tuple(kernel_size)
+        if isinstance(padding, str):
+            padding = _same_padding(padding, (kh, kw), stride, dilation)
         if in_channels % groups or out_channels % groups:
             raise Error(f"Conv2d: channels {in_channels} -> {out_channels} are not divisible by groups={groups}")
         fan_in = in_channels // groups * kh * kw
@@ -126,6 +188,24 @@ class Conv2d(Module):
         return Tensor.conv2d(*args, **self.kw)
 
 
+def _same_padding(mode: str, kernel: tuple[int, int], stride: Any, dilation: Any) -> Any:
+    """torch's padding="valid" (none) and "same" (stride 1; symmetric, so an even extent is refused)."""
+    if mode == "valid":
+        return 0
+    if mode != "same":
+        raise Error(f"Conv2d: padding {mode!r} is not 'same', 'valid' or a number",
+                    hint="padding='same' or 1 or (1, 2)")
+    if _pair(stride) not in (1, [1, 1]):
+        raise Error("Conv2d: padding='same' needs stride 1 (as torch's)")
+    dl = _pair(dilation)
+    dh, dw = (dl, dl) if isinstance(dl, int) else dl
+    total = [dh * (kernel[0] - 1), dw * (kernel[1] - 1)]
+    if any(t % 2 for t in total):
+        raise Error("Conv2d: padding='same' with an even kernel extent would pad one side more",
+                    hint="give the padding explicitly")
+    return [total[0] // 2, total[1] // 2]
+
+
 def _pair(v: Any) -> Any:
     return list(v) if isinstance(v, (list, tuple)) else v
 
@@ -135,12 +215,18 @@ class LayerNorm(Module):
 
     def __init__(self, normalized_shape: Any, eps: float = 1e-5, elementwise_affine: bool = True):
         shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-        self.eps, self.axes = eps, len(shape)
-        self.weight = Tensor(np.ones(shape, np.float32), requires_grad=elementwise_affine)
-        self.bias = Tensor(np.zeros(shape, np.float32), requires_grad=elementwise_affine)
+        self.eps, self.shape = eps, shape
+        self.weight = Tensor(np.ones(shape, np.float32), requires_grad=True) if elementwise_affine else None
+        self.bias = Tensor(np.zeros(shape, np.float32), requires_grad=True) if elementwise_affine else None
 
     def forward(self, x: Tensor) -> Tensor:
-        return x.layernorm(self.weight, self.bias, axis=-self.axes, eps=self.eps)
+        if x.shape[x.ndim - len(self.shape):] != self.shape:
+            raise Error(f"LayerNorm{list(self.shape)}: input of shape {list(x.shape)} does not end in it")
+        w = self.weight if self.weight is not None else Tensor.ones(list(self.shape), x.dtype, runtime=x.runtime)
+        b = self.bias if self.bias is not None else Tensor.zeros(list(self.shape), x.dtype, runtime=x.runtime)
+        k = len(self.shape)
+        axis = -1 if k == 1 else list(range(-k, 0))  # every normalized axis, not only the first
+        return x.layernorm(w, b, axis=axis, eps=self.eps)
 
 
 class Embedding(Module):
@@ -151,7 +237,15 @@ class Embedding(Module):
         self.weight = Tensor(v, requires_grad=True)
 
     def forward(self, idx: Any) -> Tensor:
-        return self.weight.take(idx if isinstance(idx, Tensor) else Tensor(np.asarray(idx, np.int64)), axis=0)
+        if not isinstance(idx, Tensor):
+            arr = np.asarray(idx)
+            arr = arr if arr.size else arr.astype(np.int64)  # [] is no indices, not floats
+            n = self.weight.shape[0]
+            if arr.dtype.kind not in "iu" or (arr.size and (arr.min() < 0 or arr.max() >= n)):
+                raise Error(f"Embedding({n}, ...): indices must be integers in [0, {n})",
+                            hint=f"got {arr.dtype} values from {arr.min()} to {arr.max()}")
+            idx = Tensor(arr.astype(np.int64), runtime=self.weight.runtime)
+        return self.weight.take(idx, axis=0)
 
 
 class Sequential(Module):
@@ -160,11 +254,17 @@ class Sequential(Module):
     def __init__(self, *layers: Module | Callable[[Tensor], Tensor]):
         self.layers = list(layers)
 
-    def __getitem__(self, i: int) -> Any:
-        return self.layers[i]
+    def __getitem__(self, i: int | slice) -> Any:
+        return Sequential(*self.layers[i]) if isinstance(i, slice) else self.layers[i]
 
     def __len__(self) -> int:
         return len(self.layers)
+
+    def _children(self) -> Iterator[tuple[str, Any]]:
+        """Layers by position, torch's `0.weight`."""
+        for i, x in enumerate(self.layers):
+            if isinstance(x, (Tensor, Module)):
+                yield str(i), x
 
     def forward(self, x: Tensor) -> Tensor:
         for f in self.layers:
@@ -198,20 +298,28 @@ class Sigmoid(_Fn):
 class Flatten(Module):
     """Flattens every axis from `start_dim` (1: keeps the batch axis)."""
 
-    def __init__(self, start_dim: int = 1):
-        self.start_dim = start_dim
+    def __init__(self, start_dim: int = 1, end_dim: int = -1):
+        self.start_dim, self.end_dim = start_dim, end_dim
 
     def forward(self, x: Tensor) -> Tensor:
-        return x.flatten(self.start_dim)
+        if x.ndim == 0:
+            return x.reshape([1])
+        a, b = self.start_dim % x.ndim, self.end_dim % x.ndim
+        if a > b:
+            raise Error(f"Flatten: start_dim {self.start_dim} comes after end_dim {self.end_dim} for rank {x.ndim}")
+        return x.reshape(list(x.shape[:a]) + [-1] + list(x.shape[b + 1:]))
 
 
 class Dropout(Module):
     """Zeroes elements with probability p while training (seeds from the stream)."""
 
     def __init__(self, p: float = 0.5):
+        if not 0 <= p <= 1:
+            raise Error(f"Dropout: p must lie in [0, 1], got {p}")
         self.p = p
 
     def forward(self, x: Tensor) -> Tensor:
+        guard(lambda: (self.training, self.p))  # a jitted step replays only in the mode it was traced in
         if not self.training or self.p == 0:
             return x
         from caten.tensor.tensor import _seed

@@ -147,7 +147,7 @@ class Tensor:
 
     def numpy(self) -> np.ndarray:
         """The value as a read-only numpy array (no copy)."""
-        if state.trace() is not None and self.node.value is None:
+        if state.trace() is not None:  # even a captured tensor's value: a replay would reuse it stale
             raise Error("a traced function cannot read a tensor's value",
                         hint="return the tensor from the function instead of calling .numpy()/.item() on it")
         self.realize()
