@@ -16,6 +16,10 @@ def __getattr__(name: str):
         from caten import api
 
         return getattr(api, name)
+    if name in ("nn", "optim", "functional", "tensor"):  # `caten.nn` without importing it first
+        import importlib
+
+        return importlib.import_module(f"caten.{name}")
     if name in _TENSOR:
         from caten import tensor
 

@@ -53,7 +53,8 @@ def backward(t: Tensor, gradient: Any = None) -> None:
     """Accumulate d(t)/d(leaf) into each leaf's `.grad` (torch's Tensor.backward)."""
     if not t.requires_grad:
         raise Error("backward: this tensor does not require gradients",
-                    hint="no input of its computation has requires_grad=True (or it ran under no_grad)")
+                    hint="no input of its computation has requires_grad=True, it ran under no_grad, or it is "
+                         "a result of a caten.jit function (those are leaves: call backward inside the function)")
     cot = None
     if gradient is not None or t.shape != ():
         if gradient is None:

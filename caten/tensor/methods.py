@@ -47,11 +47,28 @@ def make(name: str, defs: list[Any]) -> Callable[..., Any]:
                 raise TypeError(f"{pyname(name)}() got an unexpected keyword argument {k!r}"
                                 + (f" (it takes {takes})" if keys else ""))
             kw[lk] = v.node if isinstance(v, Tensor) else v
+        if name in CLASS_TARGETS and len(args) == 2:
+            args = (args[0], _one_hot(args[0], args[1]))
         return apply(name, list(args), kw)
 
     fn.__name__ = fn.__qualname__ = pyname(name)
     fn.__doc__ = "\n".join(_sig(d) + ("\n    " + d.doc if d.doc else "") for d in defs)
     return fn
+
+
+CLASS_TARGETS = {"cross-entropy", "nll-loss"}  # these take class indices too, as torch's do
+
+
+def _one_hot(logits: Any, target: Any) -> Any:
+    """Integer class indices (one rank less than the logits) as the one-hot rows the library's
+    losses take; anything else as given."""
+    if not isinstance(logits, Tensor) or not isinstance(target, (Tensor, np.ndarray)):
+        return target
+    t = target if isinstance(target, Tensor) else Tensor(target, runtime=logits.runtime)
+    if t.dtype in FLOATS or t.dtype == "bool" or t.ndim != logits.ndim - 1:
+        return target
+    classes = Tensor.arange(logits.shape[-1], dtype=t.dtype, runtime=logits.runtime)
+    return (t.reshape(list(t.shape) + [1]) == classes).cast(logits.dtype)
 
 
 def _sig(d: Any) -> str:
