@@ -236,6 +236,7 @@ class CUDARuntime(Runtime):
     name = "cuda"
     renders = True
     artifact_kind = "ptx"
+    checks_bounds = True  # the shared device host reads the error record back, as OpenCL's does
     description = "CUDA C from the shared C-style renderer -> PTX (NVRTC or nvcc), run with cuda-bindings"
 
     def device(self) -> str:

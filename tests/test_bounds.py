@@ -5,6 +5,7 @@ index and extent; programs that stay in bounds give the reference's values uncha
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import numpy as np
 import pytest
@@ -153,8 +154,32 @@ def test_environment_variable_turns_it_on(monkeypatch):
 
 
 def test_runtime_without_the_mode_says_so():
-    with pytest.raises(caten.Error, match="runtime 'cuda' has no bounds-checked mode"):
-        caten.loads(SLICE_STORE, runtime="cuda", check_bounds=True)
+    """A plugin runtime that does not declare `checks_bounds` refuses the option."""
+    from caten import plugin as R
+
+    rt = R.load_plugin(os.path.join(os.path.dirname(__file__), "plugins", "broken_add.py"))
+    assert not rt.checks_bounds
+    with pytest.raises(caten.Error, match="runtime 'broken-add' has no bounds-checked mode"):
+        caten.loads(SLICE_STORE, runtime="broken-add", check_bounds=True)
+
+
+def test_cuda_checked_code_assembles():
+    """CUDA has the mode through the shared C-style renderer and device host: the checked kernel
+    records into the error buffer and its PTX assembles (ptxas; no GPU is needed to compile)."""
+    import shutil
+
+    from caten.runtimes import cuda_rt
+
+    if shutil.which("ptxas") is None or (cuda_rt.nvrtc_version() is None and shutil.which("nvcc") is None):
+        pytest.skip("needs ptxas and NVRTC or nvcc (the cuda extra)")
+    m = caten.loads(SLICE_STORE, runtime="cuda", check_bounds=True, use_cache=False)
+    prog, exe = m.f.program({})
+    assert _table(exe) is not None
+    from caten import pipeline
+    from caten.plugin import Options
+
+    src = pipeline.emit(cuda_rt.RUNTIME, prog, "source", Options(runtime="cuda", check_bounds=True))[".cu"]
+    assert "caten_bcheck(" in src, src[:2000]
 
 
 def test_cli_flag(tmp_path, monkeypatch):

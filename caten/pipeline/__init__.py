@@ -294,7 +294,10 @@ def _emit(runtime: Runtime, programs: Program | Sequence[Program], kind: str,
           options: Options) -> dict[str, bytes | str]:
     t = target.resolve(options.target)
     tm = Timings()
-    lowered = lower_all(runtime, programs, t, timings=tm, decomposed=kind != "loops")
+    # a device runtime's checked code records into a buffer its manifest names (CPU AOT code would
+    # call back into the Python process that compiled it: not for files)
+    checked = bool(options.check_bounds) and runtime.checks_bounds and runtime.capabilities(t).device
+    lowered = lower_all(runtime, programs, t, check_bounds=checked, timings=tm, decomposed=kind != "loops")
     if kind == "schedule":
         text = "\n\n".join(lw.sched.dump() for lw in lowered)
         return {".txt": f"{text}\n\ntarget {t.describe()}\n"}
