@@ -1,0 +1,216 @@
+"""Every library composite through `caten.Tensor` / `caten.functional` against the reference.
+
+The cases are the conformance suite's own (caten/conformance/cases.py): for each composite row
+its variants (operand layouts incl. broadcasting and a transposed, strided view; compile-time
+arguments; each keyword), the dtype it applies to, its input generator (values.generate at the
+middle sizes of cases.SIZES) and its reference (the numpy runtime on the case's own source;
+runner._reference drops variants the reference rejects). Each variant's source expression
+is translated into the Python call a user writes: `(softmax X :axis 0)` becomes
+`functional.softmax(x, axis=0)`, a principal-op operator row `(+ a b)` becomes `a + b`, and the
+VIEW wrap of the "view" layout becomes `x.permute([1, 0])[1:-1:2]`. A row's calls are realized
+by one program (on llvm; a few rows also on c) and compared with the reference under the
+conformance suite's own ULP bounds. A composite added to `ops/` is covered with no edit here.
+"""
+
+from __future__ import annotations
+
+import operator
+from functools import cache
+from typing import Any
+
+import numpy as np
+import pytest
+
+from caten import Tensor, functional
+from caten.conformance import cases as C
+from caten.conformance import runner as R
+from caten.conformance.values import NEAR_ONE, ORDINARY, compare, generate, seed_of
+from caten.elaborate.library import composites
+from caten.ir import dims as D
+from caten.ir import dtypes as T
+from caten.ir.graph import toposort
+from caten.ir.ops import Op
+from caten.plugin import get as get_runtime
+from caten.read.reader import read
+from caten.read.sexpr import Kw, Num, SList, Sym
+from caten.tensor.methods import OPERATORS, pyname
+from caten.tensor.realize import realize
+
+CALL = 1  # the sizes of cases.SIZES[1]: M=7 N=13 K=5, B=2 C=3 H=9 W=11 (small, nothing of size 1)
+# the first dtype a row's cases elaborate for is tested: f32, else an int, bool, then any
+PREFERRED = ("f32", "i32", "bool", "f64")
+
+# Python's operator for each row that is an operator rather than a function of caten.functional
+PY_OPERATORS = {"+": operator.add, "-/2": operator.sub, "-/1": operator.neg, "*": operator.mul,
+                "/": operator.truediv, "<": operator.lt, "<=": operator.le, ">": operator.gt,
+                ">=": operator.ge, "=": operator.eq, "!=": operator.ne}
+# ... and the method of the right operand that computes the same (the swapped comparison)
+REFLECTED = {"+": "__radd__", "-/2": "__rsub__", "*": "__rmul__", "/": "__rtruediv__", "<": "__gt__",
+             "<=": "__ge__", ">": "__lt__", ">=": "__le__", "=": "__eq__", "!=": "__ne__"}
+
+# rows not run here, each with its reason (none today: every composite has a case)
+EXCLUDED: dict[str, str] = {}
+
+# rows also run on the c runtime (one of each kind: elementwise math, reduction, view, nn, optimizer)
+ON_C = ("exp", "sum", "transpose", "conv2d/2", "adam-update", "+")
+
+
+def composite_rows() -> list[str]:
+    return [r.name for r in C.rows() if r.kind == "composite"]
+
+
+@cache
+def _rows() -> dict[str, C.Row]:
+    return {r.name: r for r in C.rows() if r.kind == "composite"}
+
+
+def _py(form: Any, env: dict[str, Any]) -> Any:
+    """A form of a case's expression as a Python value: operands become Tensors, dim symbols
+    their sizes, `T` the dtype under test, `[...]` lists; a call becomes the Tensor call."""
+    if isinstance(form, Num):
+        return form.value
+    if isinstance(form, Sym):
+        if form.name in env:
+            return env[form.name]
+        if form.name in ("true", "false"):
+            return form.name == "true"
+        if form.name == "nil":
+            return None
+        if T.lookup(form.name) is not None:
+            return form.name
+        raise AssertionError(f"cannot translate the symbol {form.name}")
+    assert isinstance(form, SList), form
+    if form.bracket:
+        return [_py(x, env) for x in form.items]
+    return _call(form, env)
+
+
+def _call(form: SList, env: dict[str, Any]) -> Any:
+    head = form.items[0].name
+    args: list[Any] = []
+    kw: dict[str, Any] = {}
+    items = form.items[1:]
+    i = 0
+    while i < len(items):
+        if isinstance(items[i], Kw):
+            kw[items[i].name.replace("-", "_")] = _py(items[i + 1], env)
+            i += 2
+        else:
+            args.append(_py(items[i], env))
+            i += 1
+    if head == "VIEW":  # the "view" layout: a transposed, strided view, as a user writes one
+        (x,) = args
+        ((key, val),) = kw.items()
+        if key == "permute":
+            return x.permute(val)
+        assert key == "slice", key
+        return x[tuple(slice(*s) for s in val)]
+    if head in OPERATORS:
+        row = env["__row__"]
+        if not env["__method__"]:
+            return PY_OPERATORS[row](*args)
+        if row not in REFLECTED:
+            raise NoMethod
+        a, b = args  # the reflected form, called on the right operand: b.__radd__(a) is a + b
+        return getattr(b, REFLECTED[row])(a)
+    if env["__method__"]:
+        if not args or not isinstance(args[0], Tensor):
+            raise NoMethod
+        return getattr(args[0], pyname(head))(*args[1:], **kw)
+    return getattr(functional, pyname(head))(*args, **kw)
+
+
+class NoMethod(Exception):
+    """The call's first argument is not a tensor: it has no method form."""
+
+
+def _case(name: str) -> tuple[Any, list[C.Variant], Any] | None:
+    """(dtype, the variants the reference accepts at every size, the reference module)."""
+    row = C.build(_rows()[name])
+    if not row.variants:
+        return None
+    rr = R.RowRunner(row, get_runtime("llvm"))
+    order = sorted(C.DTYPES, key=lambda d: PREFERRED.index(d.name) if d.name in PREFERRED else len(PREFERRED))
+    for dt in order:
+        sub = rr.subset(dt)
+        refd = None if sub is None else R._reference(rr, sub, dt)
+        if refd is not None:
+            variants, ref = refd[0], refd[1]
+            return dt, variants, ref
+    return None
+
+
+def _inputs(name: str, dt: Any, variants: list[C.Variant], prog: Any) -> dict[str, np.ndarray]:
+    """Ordinary values (magnitudes near 1 under a product), not the edge values: where inf meets
+    an underflowed product (inf * 0) the result depends on the order of accumulation, which
+    belongs to the program's schedule, not to the Tensor API under test."""
+    product = any(n.op is Op.REDUCE and n.arg[0] == "mul" for n in toposort(prog.nodes))
+    domains = {p.name: p.domain for v in variants for p in v.params}
+    sizes = C.SIZES[CALL]
+    return {spec.name: generate(spec.dtype, tuple(D.evaluate(d, sizes) for d in spec.shape),
+                                seed_of("tensor", name, dt.name, spec.name), NEAR_ONE if product else ORDINARY,
+                                domains.get(spec.name, ""))
+            for spec in prog.inputs}
+
+
+def check(name: str, runtime: str) -> None:
+    case = _case(name)
+    assert case is not None, f"{name}: the conformance cases give no case to run"
+    dt, variants, ref = case
+    prog = ref.all.elaborate({"T": dt})
+    arrays = _inputs(name, dt, variants, prog)
+    args = [arrays[s.name] for s in prog.inputs]
+    wants = ref.all(*args)
+    wants = wants if isinstance(wants, tuple) else (wants,)
+    first = 0
+    results: list[tuple[Tensor, int, str]] = []  # (tensor, index of its reference output, how it was called)
+    for v in variants:
+        for method in (False, True):
+            env: dict[str, Any] = {k: int(n) for k, n in C.SIZES[CALL].items()}
+            env.update({"T": dt.name, "__row__": name, "__method__": method})
+            env.update({p.name: Tensor(arrays[p.name], runtime=runtime) for p in v.params})
+            try:
+                out = _py(read(v.expr, "<case>")[0], env)
+            except NoMethod:
+                continue
+            outs = out if isinstance(out, tuple) else (out,)
+            assert len(outs) == len(v.outs), f"{v.expr}: {len(outs)} outputs, the reference has {len(v.outs)}"
+            how = f"{v.expr} ({v.label}{', as a method' if method else ''}) on {runtime}"
+            results += [(t, first + j, how) for j, t in enumerate(outs)]
+        first += len(v.outs)
+    assert results, f"{name}: no call was made"
+    realize([t.node for t, _, _ in results], runtime)  # the row's calls: one program
+    kinds = [R.graph_kind([n]) for n in prog.nodes]
+    precs = [R.precision([n]) for n in prog.nodes]
+    mags = R._magnitudes(ref, args) if "reduce" in kinds else None
+    n_in = max((int(np.size(a)) for a in args), default=1)
+    for t, j, how in results:
+        w = wants[j]
+        odt = T.from_numpy(np.asarray(w).dtype) or dt
+        o = compare(t.numpy(), w, odt, kinds[j], precs[j], None if mags is None else mags[j],
+                    max(1, n_in // max(1, int(np.size(w)))))
+        assert o.ok, f"{how}: {o.reason}"
+
+
+@pytest.mark.parametrize("name", [r for r in composite_rows() if r not in EXCLUDED])
+def test_composite_through_tensor(name):
+    check(name, "llvm")
+
+
+@pytest.mark.parametrize("name", ON_C)
+def test_composite_through_tensor_on_c(name):
+    check(name, "c")
+
+
+def test_every_composite_is_a_row_and_a_function():
+    """The rows are every composite of the library (overloads by arity), and each is callable
+    from Python: a function of caten.functional, or an operator."""
+    lib = composites()
+    want = {n if len(d) == 1 else f"{n}/{x.arity}" for n, d in lib.items() for x in d}
+    assert set(composite_rows()) == want
+    for n in lib:
+        if n in OPERATORS:
+            assert any(r == n or r.startswith(n + "/") for r in PY_OPERATORS)
+        else:
+            assert callable(getattr(functional, pyname(n)))
+    assert set(EXCLUDED) <= want
