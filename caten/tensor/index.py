@@ -22,10 +22,9 @@ def getitem(t: Tensor, idx: Any) -> Tensor:
     used = sum(1 for i in items if i is not None and i is not Ellipsis)
     if used > t.ndim:
         raise Error(f"too many indices ({used}) for a tensor of rank {t.ndim}")
-    if Ellipsis in items:
-        k = items.index(Ellipsis)
-        items[k:k + 1] = [slice(None)] * (t.ndim - used)
-    items += [slice(None)] * (t.ndim - used - sum(1 for i in items if i is Ellipsis))
+    # `...` stands for the axes no index names; without one they follow the last index
+    k = next((j for j, i in enumerate(items) if i is Ellipsis), len(items))
+    items[k:k + 1] = [slice(None)] * (t.ndim - used)
     specs: list[list[int]] = []
     final: list[int] = []
     axis = 0

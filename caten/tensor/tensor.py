@@ -47,8 +47,8 @@ class Tensor:
         arr = np.asarray(data)
         if dtype is not None:
             arr = arr.astype(np_dtype(_dt(dtype)))
-        elif arr.dtype == np.float64 and not isinstance(data, np.ndarray):
-            arr = arr.astype(np.float32)  # Python floats are f32, as torch's default dtype
+        elif arr.dtype == np.float64 and not isinstance(data, (np.ndarray, np.generic)):
+            arr = arr.astype(np.float32)  # Python floats are f32, as torch's default dtype (numpy's keep theirs)
         dt = dtype_name(arr.dtype)
         if dt is None:
             raise Error(f"caten has no dtype for numpy's {arr.dtype}")
