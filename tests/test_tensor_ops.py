@@ -233,6 +233,25 @@ def test_integer_array_indexing_takes_rows_as_numpy():
     same(Tensor(a)[Tensor(np.array([2, 2, 0]))], a[[2, 2, 0]])
 
 
+def test_numpy_bool_mask_indexing_as_numpy():
+    """A numpy mask is known when the graph is built: numpy's selection over the leading axes."""
+    a = quarters((4, 3, 2), 2)
+    for m in (a[:, 0, 0] > 0, a[:, :, 0] > 0, a > 0, np.zeros(4, bool), [True, False, True, True]):
+        same(Tensor(a)[m], a[np.asarray(m)])
+    same(Tensor(a)[[]], a[[]])
+
+
+def test_a_bool_tensor_mask_is_an_error_not_a_take():
+    """The mask's values are not known while the graph is built, so the shape is not either (it
+    used to be read as the indices 0 and 1)."""
+    t = Tensor(np.arange(6, dtype=np.float32).reshape(3, 2))
+    with pytest.raises(caten.Error, match="bool Tensor cannot index"):
+        t[t > 2]
+    for bad in (np.ones(2, bool), np.array([0.5])):
+        with pytest.raises(caten.Error):
+            t[bad]
+
+
 def test_index_errors():
     t = Tensor(np.zeros((2, 3), np.float32))
     for idx, msg in ((2, "out of range"), ((0, -4), "out of range"), ((0, 0, 0), "too many indices"),
@@ -276,6 +295,10 @@ def test_creation_as_torch():
     for args in ((5,), (2, 11, 3), (10, 2, -3), (3, 3), (-4, 4, 2), (0, 1, 5)):
         same(Tensor.arange(*args), torch.arange(*args))
     same(Tensor.arange(5, dtype="f32"), torch.arange(5, dtype=torch.float32))
+    for args in ((0, 1, 0.25), (0.5, 3), (1, -1, -0.3), (2.5,), (-3, 7, 0.7)):
+        same(Tensor.arange(*args), torch.arange(*args))  # f32, start + i * step rounded once, as torch
+    with pytest.raises(caten.Error, match="step"):
+        Tensor.arange(0, 5, 0)
     same(Tensor.arange(1, 4, dtype=np.int32) * 2, torch.arange(1, 4, dtype=torch.int32) * 2)
 
 
