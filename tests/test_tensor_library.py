@@ -15,7 +15,6 @@ conformance suite's own ULP bounds. A composite added to `ops/` is covered with 
 from __future__ import annotations
 
 import operator
-from functools import cache
 from typing import Any
 
 import numpy as np
@@ -59,7 +58,6 @@ def composite_rows() -> list[str]:
     return [r.name for r in C.rows() if r.kind == "composite"]
 
 
-@cache
 def _rows() -> dict[str, C.Row]:
     return {r.name: r for r in C.rows() if r.kind == "composite"}
 
@@ -214,3 +212,25 @@ def test_every_composite_is_a_row_and_a_function():
         else:
             assert callable(getattr(functional, pyname(n)))
     assert set(EXCLUDED) <= want
+
+
+def test_a_new_composite_is_covered(monkeypatch):
+    """A composite added to the library becomes a row, a function and a method (what importing
+    caten.functional and caten.tensor does), and the same machinery checks it: no edit here."""
+    from caten.elaborate import elaborator as elab_mod
+    from caten.elaborate import library
+    from caten.read.program import parse_forms
+    from caten.tensor.methods import functions
+
+    src = '(composite cube-plus ((X{T}[...]) -> (Y{T}[...]) &key (c 1)) "x*x*x + c" (ADD (MUL X (MUL X X)) c))'
+    comps = dict(library.composites())
+    comps["cube-plus"] = parse_forms(read(src, "<ops>/extra.lisp"), "extra.lisp", True).composites
+    monkeypatch.setattr(library, "composites", lambda: comps)
+    monkeypatch.setattr(elab_mod, "library_composites", lambda: comps)
+    fn = functions()["cube_plus"]
+    monkeypatch.setattr(functional, "cube_plus", fn, raising=False)
+    monkeypatch.setattr(Tensor, "cube_plus", fn, raising=False)
+    assert "cube-plus" in composite_rows()
+    check("cube-plus", "llvm")
+    x = np.array([1.5, -2.0], np.float32)
+    np.testing.assert_array_equal(Tensor(x).cube_plus(c=2).numpy(), x ** 3 + 2)

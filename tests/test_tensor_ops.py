@@ -2,9 +2,9 @@
 with broadcasting, reversed operands and scalars, torch's dtype promotion, indexing, views,
 creation, reading values, casts, runtimes, and the errors a user meets.
 
-Tolerances: exact for integers, bools, movement and arithmetic whose f32 result is exactly
-rounded (+ - * / of values with few significant bits); where the library computes through
-exp2/log2 (pow) the bound is the conformance suite's 64 f32 ULPs (rtol 64 * 2**-23 ~ 8e-6).
+Tolerances: exact for integers, bools, movement, and + - * @ // % on f32 values of a 0.25 grid
+(their results are exact in f32, in any order); a quotient within 2 ULPs; where the library
+computes through exp2/log2 (pow, softmax) the conformance suite's 64 f32 ULPs (rtol ~ 8e-6).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ TORCH = {"bool": torch.bool, "u8": torch.uint8, "i8": torch.int8, "i16": torch.i
          "f64": torch.float64}
 NAME = {v: k for k, v in TORCH.items()}
 F32_MATH = 64 * 2.0 ** -23  # the conformance suite's bound for f32 graphs through exp2/log2
+F32_DIV = 2 * 2.0 ** -23  # its "basic" bound: a quotient within 2 ULPs (a * (1/b) on some targets)
 
 
 def quarters(shape, seed, lo=-8, hi=8):
@@ -73,7 +74,7 @@ def test_binary_float_operators_broadcast_as_torch(sym, op):
         a, b = quarters(sa, i), quarters(sb, 100 + i)
         if sym in ("/", "//", "%"):
             b = np.where(b == 0, np.float32(1.5), b)
-        same(op(Tensor(a), Tensor(b)), op(torch.tensor(a), torch.tensor(b)), rtol=1e-7 if sym == "/" else 0)
+        same(op(Tensor(a), Tensor(b)), op(torch.tensor(a), torch.tensor(b)), rtol=F32_DIV if sym == "/" else 0)
 
 
 @pytest.mark.parametrize("sym,op", BINARY + [("&", operator.and_), ("|", operator.or_), ("^", operator.xor)],
@@ -81,7 +82,7 @@ def test_binary_float_operators_broadcast_as_torch(sym, op):
 def test_binary_integer_operators_as_torch(sym, op):
     """Integer floor division and remainder follow Python's signs, as torch's; / is true division in f32."""
     a, b = ints((3, 1, 4), 1), ints((5, 4), 2, nonzero=True)
-    same(op(Tensor(a), Tensor(b)), op(torch.tensor(a), torch.tensor(b)), rtol=1e-7 if sym == "/" else 0)
+    same(op(Tensor(a), Tensor(b)), op(torch.tensor(a), torch.tensor(b)), rtol=F32_DIV if sym == "/" else 0)
 
 
 @pytest.mark.parametrize("sym,op", [("+", operator.add), ("-", operator.sub), ("*", operator.mul),
@@ -94,8 +95,8 @@ def test_scalars_and_reversed_operands(sym, op):
     xi = ints((2, 3), 8, nonzero=True)
     for arr in (x, xi):
         for s in (3, 2.5, -2):
-            same(op(Tensor(arr), s), op(torch.tensor(arr), s), rtol=1e-7)
-            same(op(s, Tensor(arr)), op(s, torch.tensor(arr)), rtol=1e-7)
+            same(op(Tensor(arr), s), op(torch.tensor(arr), s), rtol=F32_DIV)
+            same(op(s, Tensor(arr)), op(s, torch.tensor(arr)), rtol=F32_DIV)
 
 
 def test_numpy_arrays_mix_with_tensors_on_either_side():
@@ -105,8 +106,8 @@ def test_numpy_arrays_mix_with_tensors_on_either_side():
     for op in (operator.add, operator.sub, operator.mul, operator.truediv):
         got = op(y, Tensor(x))
         assert isinstance(got, Tensor)
-        same(got, op(torch.tensor(y), torch.tensor(x)), rtol=1e-7)
-        same(op(Tensor(x), y), op(torch.tensor(x), torch.tensor(y)), rtol=1e-7)
+        same(got, op(torch.tensor(y), torch.tensor(x)), rtol=F32_DIV)
+        same(op(Tensor(x), y), op(torch.tensor(x), torch.tensor(y)), rtol=F32_DIV)
     m = quarters((3, 4), 3)
     same(x @ Tensor(m), torch.tensor(x) @ torch.tensor(m))
 
@@ -202,7 +203,7 @@ def test_promoted_values_match_torch():
              (Tensor(xi) + Tensor(np.float64(0.5)), torch.tensor(xi) + torch.tensor(np.float64(0.5))),
              (Tensor(xh) + Tensor(np.float64(0.5)), torch.tensor(xh) + torch.tensor(np.float64(0.5)))]
     for got, want in cases:
-        same(got, want, rtol=1e-3 if want.dtype == torch.float16 else 1e-7)
+        same(got, want, rtol=1e-3 if want.dtype == torch.float16 else F32_DIV)
 
 
 def test_construction_dtypes_are_torchs():
@@ -335,7 +336,7 @@ def test_seed_determinism():
     before = stats()["programs"]
     for _ in range(3):  # a fresh draw is a new seed input, not a new program
         Tensor.rand([64]).numpy()
-    assert stats()["programs"] - before <= 1
+    assert stats()["programs"] == before
 
 
 # reading values, casts, runtimes ------------------------------------------------------------------
