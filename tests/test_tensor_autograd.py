@@ -196,6 +196,10 @@ def test_backward_errors():
         (w * 2).backward(gradient=np.ones((3, 2), np.float32))
     with pytest.raises(caten.Error, match="does not require gradients"):
         Tensor(np.ones(3, np.float32)).sum().backward()
+    loss = (Tensor(np.ones(3, np.float32), requires_grad=True) * 2).sum()  # its only leaf is gone
+    assert loss.requires_grad
+    with pytest.raises(caten.Error, match="no leaf tensor"):
+        loss.backward()
     assert w.grad is None  # nothing was accumulated by the failed calls
 
 
