@@ -352,8 +352,9 @@ def test_reading_values():
     assert isinstance(s.item(), float) and s.item() == pytest.approx(float((a * 2).sum()), abs=0)
     assert Tensor(np.array([[7]], np.int32)).item() == 7 and isinstance(Tensor(np.int64(7)).item(), int)
     assert float(Tensor(2.5)) == 2.5 and int(Tensor(3)) == 3 and bool(Tensor(True)) is True
-    a[0, 0] = 100  # Tensor copied its input
-    assert Tensor(a).numpy()[0, 0] == 100 and v[0, 0] != 200
+    leaf = Tensor(a)
+    a[0, 0] = 100  # Tensor copied its input: neither the leaf nor a value computed from it changes
+    assert leaf.numpy()[0, 0] != 100 and (leaf * 1).numpy()[0, 0] != 100 and Tensor(a).numpy()[0, 0] == 100
 
 
 def test_item_of_a_non_scalar_is_an_error():
