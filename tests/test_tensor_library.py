@@ -111,6 +111,9 @@ def _call(form: SList, env: dict[str, Any]) -> Any:
             raise NoMethod
         a, b = args  # the reflected form, called on the right operand: b.__radd__(a) is a + b
         return getattr(b, REFLECTED[row])(a)
+    defaults = {k.replace("-", "_"): d for c in composites()[head] for k, d, _ in c.keys}
+    if "seed" in defaults and "seed" not in kw:  # the case's draw: the library's default seed,
+        kw["seed"] = _py(defaults["seed"], env)  # where Python draws from caten's seed stream
     if env["__method__"]:
         if not args or not isinstance(args[0], Tensor):
             raise NoMethod

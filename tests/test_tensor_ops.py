@@ -339,6 +339,26 @@ def test_seed_determinism():
     assert stats()["programs"] == before
 
 
+def test_library_random_composites_draw_from_the_seed_stream():
+    """`x.dropout(p)` and `functional.rand(shape)` without a seed take the next seed of the stream,
+    as torch's global generator: a fresh mask each step (the library's fixed default seed gave the
+    same mask every time), reproducible under caten.manual_seed, an input rather than a recompile."""
+    x = Tensor(np.ones(4096, np.float32))
+    caten.manual_seed(7)
+    m1 = x.dropout(0.5).numpy()
+    before = stats()["programs"]
+    m2 = x.dropout(0.5).numpy()
+    assert stats()["programs"] == before
+    assert not np.array_equal(m1, m2)
+    assert set(np.unique(m1)) == {0.0, 2.0} and abs(np.mean(m1 == 0) - 0.5) < 6 * np.sqrt(0.25 / 4096)
+    r1 = functional.rand([64]).numpy()
+    caten.manual_seed(7)
+    np.testing.assert_array_equal(x.dropout(0.5).numpy(), m1)
+    np.testing.assert_array_equal(functional.dropout(x, 0.5).numpy(), m2)
+    np.testing.assert_array_equal(functional.rand([64]).numpy(), r1)
+    np.testing.assert_array_equal(x.dropout(0.5, seed=3).numpy(), x.dropout(0.5, seed=3).numpy())
+
+
 # reading values, casts, runtimes ------------------------------------------------------------------
 def test_reading_values():
     a = quarters((2, 3), 1)

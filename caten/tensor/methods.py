@@ -3,7 +3,8 @@
 Each library composite becomes one Python function (dashes become underscores, `&key`
 arguments keyword arguments, the composite's doc line its docstring) and, where its first
 parameter is a tensor, a Tensor method; a composite added to `ops/` appears here with no other
-edit. Python's operators map to the library's arithmetic with torch's type promotion.
+edit. A `:seed` not given is the next of the seed stream (`caten.manual_seed`). Python's
+operators map to the library's arithmetic with torch's type promotion.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from caten.errors import Error
 from caten.tensor.autograd import backward
 from caten.tensor.index import getitem
 from caten.tensor.lazy import dtype_name
-from caten.tensor.tensor import FLOATS, Tensor, apply
+from caten.tensor.tensor import FLOATS, Tensor, _seed, apply
 
 OPERATORS = {"+", "-", "*", "/", "<", "<=", ">", ">=", "=", "!="}
 
@@ -47,6 +48,10 @@ def make(name: str, defs: list[Any]) -> Callable[..., Any]:
                 raise TypeError(f"{pyname(name)}() got an unexpected keyword argument {k!r}"
                                 + (f" (it takes {takes})" if keys else ""))
             kw[lk] = v.node if isinstance(v, Tensor) else v
+        if "seed" in keys and "seed" not in kw:
+            # a fresh draw from the seed stream, as Tensor.rand's and torch's global generator:
+            # the library's fixed default would give `x.dropout(p)` the same mask at every step
+            kw["seed"] = _seed(None)
         return apply(name, list(args), kw)
 
     fn.__name__ = fn.__qualname__ = pyname(name)
