@@ -24,7 +24,7 @@ from caten import Tensor, functional
 from caten.conformance import cases as C
 from caten.conformance import runner as R
 from caten.conformance.values import NEAR_ONE, ORDINARY, compare, generate, seed_of
-from caten.elaborate.library import composites
+from caten.elaborate import library
 from caten.ir import dims as D
 from caten.ir import dtypes as T
 from caten.ir.graph import toposort
@@ -111,7 +111,7 @@ def _call(form: SList, env: dict[str, Any]) -> Any:
             raise NoMethod
         a, b = args  # the reflected form, called on the right operand: b.__radd__(a) is a + b
         return getattr(b, REFLECTED[row])(a)
-    defaults = {k.replace("-", "_"): d for c in composites()[head] for k, d, _ in c.keys}
+    defaults = {k.replace("-", "_"): d for c in library.composites()[head] for k, d, _ in c.keys}
     if "seed" in defaults and "seed" not in kw:  # the case's draw: the library's default seed,
         kw["seed"] = _py(defaults["seed"], env)  # where Python draws from caten's seed stream
     if env["__method__"]:
@@ -206,7 +206,7 @@ def test_composite_through_tensor_on_c(name):
 def test_every_composite_is_a_row_and_a_function():
     """The rows are every composite of the library (overloads by arity), and each is callable
     from Python: a function of caten.functional, or an operator."""
-    lib = composites()
+    lib = library.composites()
     want = {n if len(d) == 1 else f"{n}/{x.arity}" for n, d in lib.items() for x in d}
     assert set(composite_rows()) == want
     for n in lib:
@@ -221,7 +221,6 @@ def test_a_new_composite_is_covered(monkeypatch):
     """A composite added to the library becomes a row, a function and a method (what importing
     caten.functional and caten.tensor does), and the same machinery checks it: no edit here."""
     from caten.elaborate import elaborator as elab_mod
-    from caten.elaborate import library
     from caten.read.program import parse_forms
     from caten.tensor import lazy
     from caten.tensor.methods import functions
