@@ -54,12 +54,13 @@ EXCLUDED: dict[str, str] = {}
 ON_C = ("exp", "sum", "transpose", "conv2d/2", "adam-update", "+")
 
 
-def composite_rows() -> list[str]:
-    return [r.name for r in C.rows() if r.kind == "composite"]
-
-
 def _rows() -> dict[str, C.Row]:
+    """The conformance rows of the library's composites (overloads as name/ARITY), by name."""
     return {r.name: r for r in C.rows() if r.kind == "composite"}
+
+
+def composite_rows() -> list[str]:
+    return list(_rows())
 
 
 def _py(form: Any, env: dict[str, Any]) -> Any:
