@@ -9,7 +9,10 @@ is translated into the Python call a user writes: `(softmax X :axis 0)` becomes
 `functional.softmax(x, axis=0)`, a principal-op operator row `(+ a b)` becomes `a + b`, and the
 VIEW wrap of the "view" layout becomes `x.permute([1, 0])[1:-1:2]`. A row's calls are realized
 by one program (on llvm; a few rows also on c) and compared with the reference under the
-conformance suite's own ULP bounds. A composite added to `ops/` is covered with no edit here.
+conformance suite's own ULP bounds; for f32 rows also with torch in f64 on the same inputs (the
+truth, rounded to f32), through the conformance suite's torch interpreter (torchref.py), for the
+82 of the 108 rows torch has a counterpart for. A composite added to `ops/` is covered with no
+edit here (test_a_new_composite_is_covered).
 """
 
 from __future__ import annotations
@@ -46,6 +49,10 @@ PY_OPERATORS = {"+": operator.add, "-/2": operator.sub, "-/1": operator.neg, "*"
 # ... and the method of the right operand that computes the same (the swapped comparison)
 REFLECTED = {"+": "__radd__", "-/2": "__rsub__", "*": "__rmul__", "/": "__rtruediv__", "<": "__gt__",
              "<=": "__ge__", ">": "__lt__", ">=": "__le__", "=": "__eq__", "!=": "__ne__"}
+
+TORCH_DTYPES = {"bool": "bool", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "u8": "uint8",
+                "u16": "uint16", "u32": "uint32", "u64": "uint64", "f16": "float16", "bf16": "bfloat16",
+                "f32": "float32", "f64": "float64"}
 
 # rows not run here, each with its reason (none today: every composite has a case)
 EXCLUDED: dict[str, str] = {}
@@ -155,7 +162,9 @@ def _inputs(name: str, dt: Any, variants: list[C.Variant], prog: Any) -> dict[st
             for spec in prog.inputs}
 
 
-def check(name: str, runtime: str) -> None:
+def check(name: str, runtime: str) -> int:
+    """Run the row's cases through Tensor on `runtime` against the numpy reference, and against
+    torch where it has the op; the number of outputs torch checked."""
     case = _case(name)
     assert case is not None, f"{name}: the conformance cases give no case to run"
     dt, variants, ref = case
@@ -186,12 +195,69 @@ def check(name: str, runtime: str) -> None:
     precs = [R.precision([n]) for n in prog.nodes]
     mags = R._magnitudes(ref, args) if "reduce" in kinds else None
     n_in = max((int(np.size(a)) for a in args), default=1)
+    truths = _torch_outputs(variants, arrays) if dt.name == "f32" else {}
     for t, j, how in results:
-        w = wants[j]
-        odt = T.from_numpy(np.asarray(w).dtype) or dt
-        o = compare(t.numpy(), w, odt, kinds[j], precs[j], None if mags is None else mags[j],
-                    max(1, n_in // max(1, int(np.size(w)))))
-        assert o.ok, f"{how}: {o.reason}"
+        for oracle, w in (("the numpy reference", wants[j]), ("torch in f64", truths.get(j))):
+            if w is None:
+                continue
+            odt = T.from_numpy(np.asarray(wants[j]).dtype) or dt
+            o = compare(t.numpy(), np.asarray(w).astype(wants[j].dtype), odt, kinds[j], precs[j],
+                        None if mags is None else mags[j], max(1, n_in // max(1, int(np.size(wants[j])))))
+            assert o.ok, f"{how} against {oracle}: {o.reason}"
+    return len(truths)
+
+
+def _more_torch(torch: Any) -> dict[str, Any]:
+    """torch counterparts of rows torchref.py (a gradient oracle) leaves out: no gradient, or a
+    cast to any dtype (torchref's knows f64 and bool only). Not take/take-along-axis: their cases
+    index with floats and out-of-range values (caten truncates, and reads 0 out of range)."""
+    F = torch.nn.functional
+
+    def arg(fn: Any) -> Any:
+        def go(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+            if axis is None:  # of the flattened tensor; keepdims keeps every axis as 1 (numpy's)
+                return fn(x).reshape([1] * x.dim() if keepdims else [])
+            return fn(x, axis, keepdim=keepdims)
+        return go
+
+    def bcast(fn: Any) -> Any:  # a loss over the broadcast of its operands (torch's wants equal shapes)
+        return lambda a, b: fn(*torch.broadcast_tensors(a, b))
+
+    return {"cast": lambda x, d: x.to(getattr(torch, TORCH_DTYPES[d])),
+            "<": torch.lt, "<=": torch.le, ">": torch.gt, ">=": torch.ge, "=": torch.eq, "!=": torch.ne,
+            "idiv": torch.floor_divide, "argmax": arg(torch.argmax), "argmin": arg(torch.argmin),
+            "l1-loss": bcast(F.l1_loss), "bce-with-logits": bcast(F.binary_cross_entropy_with_logits),
+            "kl-div": bcast(lambda logp, q: F.kl_div(logp, q, reduction="batchmean"))}
+
+
+def _torch_outputs(variants: list[C.Variant], arrays: dict[str, np.ndarray]) -> dict[int, np.ndarray]:
+    """A second, independent oracle: each variant's expression evaluated by torch in f64 on the
+    same inputs (the conformance suite's torch interpreter, caten/conformance/torchref.py), by the
+    index of its output; variants whose op has no torch counterpart there are left out."""
+    from caten.conformance import torchref
+
+    if not torchref.available():
+        return {}
+    import torch
+
+    ops = {**torchref._ops(), **_more_torch(torch)}
+    out: dict[int, np.ndarray] = {}
+    first = 0
+    for v in variants:
+        env: dict[str, Any] = {k: int(n) for k, n in C.SIZES[CALL].items()}
+        for p in v.params:
+            a = torch.tensor(arrays[p.name])
+            env[p.name] = a.double() if a.is_floating_point() else a
+        try:
+            y = torchref._eval(read(v.expr, "<torch>")[0], env, ops)
+        except torchref._Missing:
+            y = None
+        if y is not None:
+            ys = y if isinstance(y, (tuple, list)) else (y,)
+            out.update({first + j: r.detach().double().numpy() if r.is_floating_point() else r.numpy()
+                        for j, r in enumerate(ys)})
+        first += len(v.outs)
+    return out
 
 
 @pytest.mark.parametrize("name", [r for r in composite_rows() if r not in EXCLUDED])
