@@ -11,7 +11,7 @@ VIEW wrap of the "view" layout becomes `x.permute([1, 0])[1:-1:2]`. A row's call
 by one program (on llvm; a few rows also on c) and compared with the reference under the
 conformance suite's own ULP bounds; for f32 rows also with torch in f64 on the same inputs (the
 truth, rounded to f32), through the conformance suite's torch interpreter (torchref.py), for the
-82 of the 108 rows torch has a counterpart for. A composite added to `ops/` is covered with no
+rows torch has a counterpart for (82 of 108 today). A composite added to `ops/` is covered with no
 edit here (test_a_new_composite_is_covered).
 """
 
