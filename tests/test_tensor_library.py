@@ -7,7 +7,9 @@ middle sizes of cases.SIZES) and its reference (the numpy runtime on the case's 
 runner._reference drops variants the reference rejects). Each variant's source expression
 is translated into the Python call a user writes: `(softmax X :axis 0)` becomes
 `functional.softmax(x, axis=0)`, a principal-op operator row `(+ a b)` becomes `a + b`, and the
-VIEW wrap of the "view" layout becomes `x.permute([1, 0])[1:-1:2]`. A row's calls are realized
+VIEW wrap of the "view" layout becomes `x.permute([1, 0])[1:-1:2]`; each call whose first
+argument is a tensor is made a second time as a Tensor method (`x.softmax(axis=0)`), each binary
+operator as the right operand's reflected one (`b.__radd__(a)`). A row's calls are realized
 by one program (on llvm; a few rows also on c) and compared with the reference under the
 conformance suite's own ULP bounds; for f32 rows also with torch in f64 on the same inputs (the
 truth, rounded to f32), through the conformance suite's torch interpreter (torchref.py), for the
