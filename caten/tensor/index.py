@@ -14,18 +14,16 @@ from caten.tensor.tensor import Tensor, apply
 
 def getitem(t: Tensor, idx: Any) -> Tensor:
     if isinstance(idx, (Tensor, np.ndarray, list)):
-        ix = idx if isinstance(idx, Tensor) else Tensor(np.asarray(idx, dtype=np.int64), runtime=t.runtime)
-        return apply("take", [t, ix], {"axis": 0})
+        return _take(t, idx)
     items = list(idx) if isinstance(idx, tuple) else [idx]
     if sum(1 for i in items if i is Ellipsis) > 1:
         raise Error("an index can have only one `...`")
     used = sum(1 for i in items if i is not None and i is not Ellipsis)
     if used > t.ndim:
         raise Error(f"too many indices ({used}) for a tensor of rank {t.ndim}")
-    if Ellipsis in items:
-        k = items.index(Ellipsis)
-        items[k:k + 1] = [slice(None)] * (t.ndim - used)
-    items += [slice(None)] * (t.ndim - used - sum(1 for i in items if i is Ellipsis))
+    # `...` stands for the axes no index names; without one they follow the last index
+    k = next((j for j, i in enumerate(items) if i is Ellipsis), len(items))
+    items[k:k + 1] = [slice(None)] * (t.ndim - used)
     specs: list[list[int]] = []
     final: list[int] = []
     axis = 0
@@ -56,3 +54,27 @@ def getitem(t: Tensor, idx: Any) -> Tensor:
     if list(out.shape) != final:
         out = out.reshape(final)
     return out
+
+
+def _take(t: Tensor, idx: Any) -> Tensor:
+    """`t[idx]` for an integer array (rows, numpy.take along the first axis) or a numpy bool mask
+    over the leading axes (numpy's: the selected elements in order). A mask Tensor would make the
+    shape depend on values not computed yet, which a lazy graph cannot have."""
+    if isinstance(idx, Tensor):
+        if idx.dtype == "bool":
+            raise Error("a bool Tensor cannot index a lazy tensor: the result's shape depends on its values",
+                        hint="use functional.where(mask, x, 0), or index with mask.numpy()")
+        return apply("take", [t, idx], {"axis": 0})
+    arr = np.asarray(idx)
+    if arr.size == 0 and arr.dtype.kind == "f":  # `t[[]]`: numpy reads an empty list as no rows
+        arr = arr.astype(np.int64)
+    if arr.dtype == np.bool_:
+        k = arr.ndim
+        if k == 0 or k > t.ndim or arr.shape != t.shape[:k]:
+            raise Error(f"a bool mask of shape {list(arr.shape)} for a tensor of shape {list(t.shape)}",
+                        hint="the mask's shape must be the tensor's leading axes")
+        flat = t.reshape([-1] + list(t.shape[k:])) if k != 1 else t
+        return apply("take", [flat, Tensor(np.flatnonzero(arr).astype(np.int64), runtime=t.runtime)], {"axis": 0})
+    if arr.dtype.kind not in "iu":
+        raise Error(f"cannot index a tensor with an array of {arr.dtype}", hint="use integers or a bool mask")
+    return apply("take", [t, Tensor(arr.astype(np.int64), runtime=t.runtime)], {"axis": 0})

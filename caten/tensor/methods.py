@@ -3,7 +3,8 @@
 Each library composite becomes one Python function (dashes become underscores, `&key`
 arguments keyword arguments, the composite's doc line its docstring) and, where its first
 parameter is a tensor, a Tensor method; a composite added to `ops/` appears here with no other
-edit. Python's operators map to the library's arithmetic with torch's type promotion.
+edit. A `:seed` not given is the next of the seed stream (`caten.manual_seed`). Python's
+operators map to the library's arithmetic with torch's type promotion.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from caten.errors import Error
 from caten.tensor.autograd import backward
 from caten.tensor.index import getitem
 from caten.tensor.lazy import dtype_name
-from caten.tensor.tensor import FLOATS, Tensor, apply
+from caten.tensor.tensor import FLOATS, Tensor, _seed, apply
 
 OPERATORS = {"+", "-", "*", "/", "<", "<=", ">", ">=", "=", "!="}
 
@@ -49,6 +50,10 @@ def make(name: str, defs: list[Any]) -> Callable[..., Any]:
             kw[lk] = v.node if isinstance(v, Tensor) else v
         if name in CLASS_TARGETS and len(args) == 2:
             args = (args[0], _one_hot(args[0], args[1]))
+        if "seed" in keys and "seed" not in kw:
+            # a fresh draw from the seed stream, as Tensor.rand's and torch's global generator:
+            # the library's fixed default would give `x.dropout(p)` the same mask at every step
+            kw["seed"] = _seed(None)
         return apply(name, list(args), kw)
 
     fn.__name__ = fn.__qualname__ = pyname(name)
@@ -83,30 +88,63 @@ def functions() -> dict[str, Callable[..., Any]]:
 
 
 # operators -------------------------------------------------------------------------------------
+def _category(dt: str) -> int:
+    return 0 if dt == "bool" else 2 if dt in FLOATS else 1
+
+
+def promote_types(a: str, b: str) -> str:
+    """torch.promote_types on caten's dtypes: a float meets an integer or bool at the float;
+    f16 and bf16 meet at f32; otherwise numpy's common type (integers of mixed signedness
+    widen, as torch's u8 + i8 -> i16; torch has no rule for the wider unsigned types)."""
+    from caten.tensor.lazy import np_dtype
+
+    if a == b:
+        return a
+    ca, cb = _category(a), _category(b)
+    if ca != cb:
+        return a if ca > cb else b
+    if {a, b} == {"f16", "bf16"}:
+        return "f32"
+    common = dtype_name(np.promote_types(np_dtype(a), np_dtype(b)))
+    if common is None or _category(common) != ca:
+        raise Error(f"no common dtype of {a} and {b}", hint="cast one of them first (.cast(dtype))")
+    return common
+
+
+def result_type(tensors: list[Tensor], scalar: Any = None) -> str:
+    """torch.result_type of tensors and at most one Python scalar: tensors with dimensions
+    decide the dtype; a 0-d tensor only where its category (bool < integer < float) is higher,
+    and a Python scalar only so (a float makes an integer tensor f32, an int a bool tensor i64)."""
+    dims = [t.dtype for t in tensors if t.ndim]
+    zeros = [t.dtype for t in tensors if not t.ndim]
+    out = None
+    for group in (dims, zeros):
+        if not group:
+            continue
+        r = group[0]
+        for d in group[1:]:
+            r = promote_types(r, d)
+        if out is None or _category(r) > _category(out):
+            out = r
+    if scalar is not None and not isinstance(scalar, (bool, np.bool_)):
+        sc = 2 if isinstance(scalar, (float, np.floating)) else 1
+        if out is None or sc > _category(out):
+            out = "f32" if sc == 2 else "i64"
+    assert out is not None
+    return out
+
+
 def _promote(a: Tensor, b: Any) -> tuple[Tensor, Any]:
-    """torch's promotion: two tensors meet at numpy's common type; a Python float makes an
-    integer tensor f32; a Python int keeps the tensor's dtype."""
+    """Both operands at torch's result dtype (`result_type`); a numpy array is a tensor."""
     if isinstance(b, np.ndarray):
         b = Tensor(b, runtime=a.runtime)
     if isinstance(b, Tensor):
-        if a.dtype != b.dtype:
-            from caten.tensor.lazy import np_dtype
-
-            common = dtype_name(np.promote_types(np_dtype(a.dtype), np_dtype(b.dtype)))
-            if common is None:
-                raise Error(f"no common dtype of {a.dtype} and {b.dtype}")
-            a = a if a.dtype == common else a.cast(common)
-            b = b if b.dtype == common else b.cast(common)
-        return a, b
-    if isinstance(b, (bool, np.bool_)):
-        return a, b
-    if isinstance(b, (float, np.floating)) and a.dtype not in FLOATS:
-        return a.cast("f32"), float(b)
-    if isinstance(b, (int, np.integer)) and a.dtype == "bool":
-        return a.cast("i64"), int(b)
-    if isinstance(b, (int, float, np.integer, np.floating)):
-        return a, b
-    return a, b
+        common = result_type([a, b])
+        return (a if a.dtype == common else a.cast(common)), (b if b.dtype == common else b.cast(common))
+    common = result_type([a], b)
+    if isinstance(b, (bool, np.bool_)) and common != "bool":
+        b = int(b) if common not in FLOATS else float(b)
+    return (a if a.dtype == common else a.cast(common)), b
 
 
 def _binary(op: str, reverse: bool = False) -> Callable[[Tensor, Any], Tensor]:
@@ -114,13 +152,34 @@ def _binary(op: str, reverse: bool = False) -> Callable[[Tensor, Any], Tensor]:
         if not isinstance(other, (Tensor, np.ndarray, int, float, bool, np.generic)):
             return NotImplemented
         a, b = _promote(self, other)
-        return apply(op, [b, a] if reverse else [a, b], {})
+        name = _BOOL_OPS.get(op, op) if a.dtype == "bool" else op
+        return apply(name, [b, a] if reverse else [a, b], {})
+    return f
+
+
+# on bools, torch's + and * are logical or and and (the language's arithmetic takes no bools)
+_BOOL_OPS = {"+": "or", "*": "and"}
+
+
+def _div(reverse: bool) -> Callable[[Tensor, Any], Tensor]:
+    """True division: integers and bools divide in f32, as torch's `/`."""
+    def f(self: Tensor, other: Any) -> Tensor:
+        if not isinstance(other, (Tensor, np.ndarray, int, float, bool, np.generic)):
+            return NotImplemented
+        a, b = _promote(self, other)
+        if a.dtype not in FLOATS:
+            a = a.cast("f32")
+            b = b.cast("f32") if isinstance(b, Tensor) else float(b)
+        return apply("/", [b, a] if reverse else [a, b], {})
     return f
 
 
 def _pow(self: Tensor, e: Any) -> Tensor:
     if isinstance(e, (int, float)) and not isinstance(e, bool) and e == 2 and self.dtype in FLOATS:
         return self * self  # exact, as torch's x ** 2
+    if isinstance(e, (int, np.integer)) and not isinstance(e, bool) and e < 0 and self.dtype not in FLOATS:
+        raise Error(f"an integer tensor ({self.dtype}) to a negative integer power ({e})",
+                    hint="cast the tensor to a float dtype first, as torch requires")
     a, b = _promote(self, e)
     return apply("pow", [a, b], {})
 
@@ -137,16 +196,6 @@ _ROPS = {"__radd__": "+", "__rsub__": "-", "__rmul__": "*", "__rtruediv__": "/",
          "__rmod__": "mod", "__rmatmul__": "matmul", "__rand__": "and", "__ror__": "or", "__rxor__": "xor"}
 
 
-def _true_div(self: Tensor, other: Any) -> Tensor:
-    a = self if self.dtype in FLOATS else self.cast("f32")
-    return _binary("/")(a, other)
-
-
-def _rtrue_div(self: Tensor, other: Any) -> Tensor:
-    a = self if self.dtype in FLOATS else self.cast("f32")
-    return _binary("/", True)(a, other)
-
-
 def install() -> None:
     """Attach the library's composites and Python's operators to Tensor."""
     for n, f in functions().items():
@@ -156,8 +205,8 @@ def install() -> None:
         setattr(Tensor, dunder, _binary(op))
     for dunder, op in _ROPS.items():
         setattr(Tensor, dunder, _binary(op, reverse=True))
-    Tensor.__truediv__ = _true_div
-    Tensor.__rtruediv__ = _rtrue_div
+    Tensor.__truediv__ = _div(False)
+    Tensor.__rtruediv__ = _div(True)
     Tensor.__pow__ = _pow
     Tensor.__rpow__ = _rpow
     Tensor.__neg__ = lambda self: apply("neg", [self], {})

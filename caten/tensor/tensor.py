@@ -9,6 +9,7 @@ are attached by `caten.tensor.methods`; this module holds construction and readi
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -47,8 +48,8 @@ class Tensor:
         arr = np.asarray(data)
         if dtype is not None:
             arr = arr.astype(np_dtype(_dt(dtype)))
-        elif arr.dtype == np.float64 and not isinstance(data, np.ndarray):
-            arr = arr.astype(np.float32)  # Python floats are f32, as torch's default dtype
+        elif arr.dtype == np.float64 and not isinstance(data, (np.ndarray, np.generic)):
+            arr = arr.astype(np.float32)  # Python floats are f32, as torch's default dtype (numpy's keep theirs)
         dt = dtype_name(arr.dtype)
         if dt is None:
             raise Error(f"caten has no dtype for numpy's {arr.dtype}")
@@ -206,14 +207,26 @@ class Tensor:
         return _creation("full", [list(shape), value], {"dtype": _dt(dtype)}, requires_grad, runtime)
 
     @staticmethod
-    def arange(start: int, stop: int | None = None, step: int = 1, dtype: Any = "i64", runtime: str | None = None):
+    def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None, runtime: str | None = None):
+        """torch.arange: i64, or f32 where an argument is a float; start + i * step."""
         if stop is None:
             start, stop = 0, start
-        n = max(0, -(-(stop - start) // step))
-        t = _creation("arange", [n], {"dtype": _dt(dtype)}, False, runtime)
-        if step != 1:
-            t = t * step
-        return t + start if start else t
+        if step == 0:
+            raise Error("arange: the step must not be 0")
+        if dtype is None:
+            dtype = "f32" if any(isinstance(v, (float, np.floating)) for v in (start, stop, step)) else "i64"
+        if all(isinstance(v, (int, np.integer)) for v in (start, stop, step)):
+            n = max(0, -(-(stop - start) // step))  # exact for any integers
+        else:
+            n = max(0, math.ceil((stop - start) / step))
+        dt = _dt(dtype)
+        if step == 1 and start == 0:
+            return _creation("arange", [int(n)], {"dtype": dt}, False, runtime)
+        # start + i * step in f64, rounded once to a float dtype (torch's values, not f32 arithmetic's)
+        wide = "f64" if dt in FLOATS else dt
+        t = _creation("arange", [int(n)], {"dtype": wide}, False, runtime)
+        t = (t * step if step != 1 else t) + start
+        return t.cast(dt) if wide != dt else t
 
     @staticmethod
     def rand(shape: Sequence[int], dtype: Any = "f32", seed: Any = None, requires_grad: bool = False,
