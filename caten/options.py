@@ -25,6 +25,7 @@ class Options:
     verbose: bool = False  # -v: what each stage did and how long it took
     target: str = ""  # --cpu / CATEN_CPU for the CPU runtimes; "" = CATEN_CPU or the host
     check_bounds: bool | None = None  # check every load and store; None = CATEN_CHECK_BOUNDS
+    profile: bool = False  # llvm: time each kernel call (`caten profile`); part of the compile key
     debug: bool = False  # --debug: check the graph and the loop IR between stages (also CATEN_VERIFY=1)
     plugin: str | None = None  # a runtime plugin file to load first (--plugin)
     explain: Any = None  # a caten.rewrite.Explain collecting what each rule did (--explain-rules)

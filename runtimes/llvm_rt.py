@@ -122,9 +122,28 @@ def optimize(ir_text: str, opt: int = 3, t: Target | None = None):
 class LLVMExecutable:
     """One lowered program's JIT-compiled entry, called with a per-thread cached arena."""
 
-    def __init__(self, lowered, fn) -> None:
+    def __init__(self, lowered, fn, profile: bool = False) -> None:
         self.program, self.sched, self.bounds, self.fn = lowered.program, lowered.sched, lowered.bounds, fn
         self.arenas = Arenas()
+        self.kernel_names = [k for k, _, _ in lowered.plan.calls]
+        self._prof = f"{lowered.name}__prof" if profile else None
+
+    def kernel_cycles(self, reset: bool = True) -> list[int]:
+        """Cycles each kernel took over the calls since the last reset (compiled with
+        Options.profile; `caten profile` reads this)."""
+        if self._prof is None:
+            raise Error("this program was not compiled with Options(profile=True)")
+        n = len(self.kernel_names)
+        arr = (ctypes.c_int64 * max(1, n)).from_address(_engine().get_global_value_address(self._prof))
+        out = list(arr)[:n]
+        if reset:
+            ctypes.memset(ctypes.addressof(arr), 0, ctypes.sizeof(arr))
+        return out
+
+    def cycles(self) -> int:
+        """The cycle counter now (to calibrate it against the wall clock)."""
+        addr = _engine().get_function_address(self._prof[:-len("__prof")] + "__cycles")
+        return ctypes.CFUNCTYPE(ctypes.c_int64)(addr)()
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], env: dict[str, int]) -> None:
         env = {**self.program.defines, **env}
@@ -176,7 +195,7 @@ class LLVMRuntime(Runtime):
         for lw in lowered:
             for k in lw.kernels:
                 mod.kernel(k, lw.defines)
-            entry_functions(mod, lw.plan, lw.defines)
+            entry_functions(mod, lw.plan, lw.defines, options.profile)
         return mod.text()
 
     def compile_source(self, source: str, t: Target, options: Options) -> bytes:
@@ -196,7 +215,7 @@ class LLVMRuntime(Runtime):
         prog = lowered.program
         nptr = len(prog.inputs) + len(prog.outputs) + 1
         proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * nptr), *([ctypes.c_int64] * len(prog.dims)))
-        return LLVMExecutable(lowered, proto(addr))
+        return LLVMExecutable(lowered, proto(addr), options.profile)
 
     def artifacts(self, source: str, kind: str, lowered, t: Target,
                   options: Options) -> dict[str, bytes | str]:

@@ -199,6 +199,27 @@ def run_cmd(file: str, inputs: tuple[str, ...], runtime: str, defines: tuple[str
     run_file(file, list(inputs), opts.but(check_bounds=check_bounds or None), entry, output, weights)
 
 
+@cli.command("profile", epilog=EXAMPLES)
+@click.argument("file", type=click.Path())
+@click.argument("inputs", nargs=-1)
+@compile_options
+@click.option("-e", "--entry", help="composite to profile (default: the last one in the file)")
+@click.option("--reps", type=click.IntRange(1, 10000), default=10, show_default=True, help="calls timed")
+@click.option("--svg", type=click.Path(), help="write the roofline plot with the kernels on it")
+@click.option("--remeasure", is_flag=True, help="measure this machine's peak FLOP/s and bandwidth again")
+@diagnostics
+def profile_cmd(file: str, inputs: tuple[str, ...], runtime: str, defines: tuple[str, ...], opt: int,
+                rules: tuple[str, ...], fast_math: bool, no_cache: bool, plugin: str | None, verbose: bool,
+                explain_rules: bool, cpu: str | None, debug: bool, entry: str | None, reps: int,
+                svg: str | None, remeasure: bool) -> None:
+    """Time each kernel of a composite of FILE (llvm) against this machine's roofline: inputs as
+    NAME=PATH.npy, the others random (-D binds symbolic sizes)."""
+    from caten.cli.profile import profile_file
+
+    opts = options(runtime, defines, opt, rules, fast_math, no_cache, plugin, verbose, explain_rules, cpu, debug)
+    profile_file(file, list(inputs), opts, entry, reps, svg, remeasure)
+
+
 @cli.command("test-runtime")
 @click.option("-r", "--runtime", default="llvm", show_default=True, help="runtime to test")
 @click.option("-o", "output", type=click.Path(), help="report path (default reports/RUNTIME.md)")

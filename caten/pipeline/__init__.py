@@ -226,7 +226,7 @@ def code_fingerprint(runtime: Runtime) -> str:
 def cache_key(runtime: Runtime, lowered: Sequence[Lowered], t: Target, options: Options) -> str:
     """The one compile-cache key: loop IR + entry plans, runtime, target, options, versions."""
     return key_of("caten-code/1", runtime.name, runtime.toolchain(t), code_fingerprint(runtime), *map(str, t.key()),
-                  str(options.opt_level), str(bool(options.check_bounds)),
+                  str(options.opt_level), str(bool(options.check_bounds)), str(bool(options.profile)),
                   *(lw.loops(canon=True) for lw in lowered))
 
 
@@ -244,7 +244,7 @@ def compile(runtime: Runtime, program: Program, options: Options | None = None):
         return ExternSplit(program, lambda p: compile(runtime, p, options))
     target.check_runnable(t)
     key = (program.key(), tuple(program.dims), tuple(program.derived), t.key(), runtime.capabilities(t),
-           options.opt_level, options.check_bounds)
+           options.opt_level, options.check_bounds, options.profile)
     with _memo_lock:
         memo = runtime.__dict__.setdefault("_pipeline_memo", {})
         if key not in memo:

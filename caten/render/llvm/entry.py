@@ -13,17 +13,32 @@ from caten.render.llvm.fn import FnGen
 from caten.render.llvm.module import Module
 
 
-def entry_functions(mod: Module, plan, defines: dict[str, D.Dim]) -> None:
+def entry_functions(mod: Module, plan, defines: dict[str, D.Dim], profile: bool = False) -> None:
     """`NAME__impl(in..., out..., arena, dims...)` and the C ABI `int32_t NAME(in..., out..., dims...)`
-    of an entry plan (`caten.pipeline.EntryPlan`)."""
+    of an entry plan (`caten.pipeline.EntryPlan`). `profile`: each kernel call adds the cycles it
+    took (the CPU's cycle counter) to `NAME__prof[k]`, and `NAME__cycles()` reads the counter, so
+    `caten profile` can calibrate it."""
     io = [b for b, _ in plan.inputs + plan.outputs]
     g = FnGen(mod, list(plan.dims), defines)
     ptrs = {b: f"%b_{b}" for b in io}
     for b, _, off in plan.temps:
         ptrs[b] = g.ins(f"getelementptr inbounds i8, ptr %arena, i64 {g.dimval(off)}")
-    for k, bufs, ds in plan.calls:
+    if profile:
+        nk = max(1, len(plan.calls))
+        mod.funcs.append(f"@{plan.name}__prof = global [{nk} x i64] zeroinitializer, align 8")
+        mod.funcs.append(f"define i64 @{plan.name}__cycles() #0 {{\n  %c = call i64 @llvm.readcyclecounter()\n"
+                         "  ret i64 %c\n}")
+        mod.declare("llvm.readcyclecounter", "i64", [])
+    for i, (k, bufs, ds) in enumerate(plan.calls):
         args = [f"ptr {ptrs[b]}" for b in bufs] + [f"i64 %d_{d}" for d in ds]
+        c0 = g.ins("call i64 @llvm.readcyclecounter()") if profile else None
         g.emit(f"call void @{k}({', '.join(args)})")
+        if profile:
+            took = g.ins(f"sub i64 {g.ins('call i64 @llvm.readcyclecounter()')}, {c0}")
+            slot = g.ins(f"getelementptr inbounds [{max(1, len(plan.calls))} x i64], ptr @{plan.name}__prof, "
+                         f"i64 0, i64 {i}")
+            old = g.ins(f"load i64, ptr {slot}")
+            g.emit(f"store i64 {g.ins(f'add i64 {old}, {took}')}, ptr {slot}")
     params = [f"ptr %b_{b}" for b in io] + ["ptr %arena"] + [f"i64 %d_{d}" for d in plan.dims]
     mod.funcs.append(g.text(f"define void @{plan.name}__impl({', '.join(params)}) #0 {{"))
 

@@ -1,0 +1,129 @@
+"""`caten profile FILE [NAME=PATH.npy ...]`: time each kernel of a composite against the roofline.
+
+Inputs not given are random arrays of the signature's shapes (`-D` binds symbolic dims). The
+table shows per kernel its time, share, GF/s, GB/s, arithmetic intensity and how close it comes
+to the roofline bound at that intensity; `--svg` draws the roofline with the kernels on it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from caten.errors import Error
+from caten.options import Options
+from caten.run.profile import KernelStat, Roofline
+
+
+def profile_file(file: str, inputs: list[str], options: Options, entry: str | None, reps: int,
+                 svg: str | None, remeasure: bool = False) -> tuple[list[KernelStat], float, Roofline]:
+    from caten.api import module
+    from caten.cli.run import _load_array
+    from caten.read.source import read_source
+    from caten.run.profile import profile, roofline
+
+    if options.runtime != "llvm":
+        raise Error(f"caten profile times kernels of the llvm runtime, not '{options.runtime}'", hint="use -r llvm")
+    mod = module(read_source(file), options.but(profile=True))
+    src = mod.source
+    if not src.names:
+        raise Error(f"{file} defines no composite")
+    name = entry or src.names[-1]
+    cdef = src.entry(name)
+    given: dict[str, np.ndarray] = {}
+    for arg in inputs:
+        if "=" not in arg:
+            raise Error(f"inputs are NAME=PATH.npy, got {arg!r}")
+        k, v = arg.split("=", 1)
+        given[k] = _load_array(v)
+    arrays = [given[p.name] if p.name in given else _random(p, mod.dims, name) for p in cdef.params]
+    stats, wall = profile(getattr(mod, name.replace("-", "_")), arrays, reps)
+    roof = roofline(refresh=remeasure)
+    _print(name, stats, wall, roof)
+    if svg:
+        with open(svg, "w", encoding="utf-8") as f:
+            f.write(roofline_svg(stats, roof, name))
+    return stats, wall, roof
+
+
+def _random(p: Any, dims: dict[str, int], name: str) -> np.ndarray:
+    from caten.ir import dtypes as T
+    from caten.read.sexpr import Num, Sym
+
+    shape = []
+    for d in p.dims or []:
+        if isinstance(d, Num):
+            shape.append(int(d.value))
+        elif isinstance(d, Sym) and d.name in dims:
+            shape.append(int(dims[d.name]))
+        else:
+            raise Error(f"input `{p.name}` of `{name}` has a symbolic size; bind it with -D or give the input as "
+                        f"{p.name}=PATH.npy")
+    dt = T.lookup(p.dtype)
+    if dt is None:
+        raise Error(f"input `{p.name}` has type variable {p.dtype}; bind it with -D {p.dtype}=f32")
+    rng = np.random.default_rng(0)
+    if dt.is_float:
+        return rng.standard_normal(shape).astype(dt.np)
+    if dt.is_bool:
+        return rng.random(shape) < 0.5
+    return rng.integers(0, 8, shape).astype(dt.np)
+
+
+def _print(name: str, stats: list[KernelStat], wall: float, roof: Roofline) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    total = sum(s.seconds for s in stats) or 1e-12
+    t = Table(title=f"{name}: {wall * 1e3:.3f} ms a call, kernels {total * 1e3:.3f} ms "
+                    f"(roofline: {roof.peak_gflops:.0f} GF/s, {roof.bandwidth_gbs:.1f} GB/s on {roof.cpu})")
+    for col in ("kernel", "ms", "share", "GF/s", "GB/s", "flop/byte", "of roofline"):
+        t.add_column(col, justify="left" if col == "kernel" else "right")
+    for s in sorted(stats, key=lambda s: -s.seconds):
+        bound = roof.attainable(s.intensity)
+        t.add_row(s.name, f"{s.seconds * 1e3:.3f}", f"{100 * s.seconds / total:.1f}%", f"{s.gflops:.1f}",
+                  f"{s.gbytes:.1f}", f"{s.intensity:.2f}", f"{100 * s.gflops / bound:.0f}%" if bound else "-")
+    Console(width=140).print(t)
+
+
+def roofline_svg(stats: list[KernelStat], roof: Roofline, title: str) -> str:
+    """A log-log roofline plot (arithmetic intensity against GF/s) with one dot per kernel."""
+    w, h, m = 640, 420, 60
+    pts = [s for s in stats if s.flops > 0 and s.bytes > 0 and s.seconds > 0]
+    xs = [s.intensity for s in pts] + [roof.peak_gflops / roof.bandwidth_gbs]
+    ys = [s.gflops for s in pts] + [roof.peak_gflops]
+    x0, x1 = math.log10(max(min(xs) / 4, 1e-3)), math.log10(max(xs) * 4)
+    y0, y1 = math.log10(max(min(ys) / 4, 1e-3)), math.log10(roof.peak_gflops * 2)
+
+    def px(x: float) -> float:
+        return m + (math.log10(x) - x0) / (x1 - x0) * (w - 2 * m)
+
+    def py(y: float) -> float:
+        return h - m - (math.log10(max(y, 1e-9)) - y0) / (y1 - y0) * (h - 2 * m)
+
+    ridge = roof.peak_gflops / roof.bandwidth_gbs
+    xa = 10 ** x0
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" '
+             f'font-size="11">',
+             f'<text x="{w / 2}" y="20" text-anchor="middle" font-size="14">{_esc(title)}: roofline '
+             f'({roof.peak_gflops:.0f} GF/s, {roof.bandwidth_gbs:.1f} GB/s)</text>',
+             f'<rect x="{m}" y="{m}" width="{w - 2 * m}" height="{h - 2 * m}" fill="none" stroke="#888"/>',
+             f'<polyline class="roof" fill="none" stroke="#c00" stroke-width="2" points="{px(xa):.1f},'
+             f'{py(xa * roof.bandwidth_gbs):.1f} {px(ridge):.1f},{py(roof.peak_gflops):.1f} '
+             f'{px(10 ** x1):.1f},{py(roof.peak_gflops):.1f}"/>',
+             f'<text x="{w / 2}" y="{h - 15}" text-anchor="middle">arithmetic intensity (flop/byte)</text>',
+             f'<text x="15" y="{h / 2}" transform="rotate(-90 15 {h / 2})" text-anchor="middle">GF/s</text>']
+    for s in pts:
+        parts.append(f'<circle class="kernel" cx="{px(s.intensity):.1f}" cy="{py(s.gflops):.1f}" r="4" '
+                     f'fill="#06c"><title>{_esc(s.name)}: {s.seconds * 1e3:.3f} ms, {s.gflops:.1f} GF/s'
+                     f'</title></circle>')
+        parts.append(f'<text x="{px(s.intensity) + 6:.1f}" y="{py(s.gflops) - 4:.1f}" font-size="9">'
+                     f'{_esc(s.name.rsplit("__", 1)[-1])}</text>')
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"
+
+
+def _esc(s: str) -> str:
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -1,0 +1,171 @@
+"""Where a compiled composite spends its time, kernel by kernel, against the machine's roofline.
+
+The llvm runtime compiled with `Options(profile=True)` adds each kernel call's cycles to a
+counter (caten.render.llvm.entry); the counter is calibrated against the wall clock. A kernel's
+work comes from its schedule: FLOPs are the ops of each stage's loop body times its iteration
+space (a contraction's multiply and add: 2 per point), bytes are the buffers it reads and writes
+(each once: a lower bound of its traffic). The roofline -- peak FLOP/s (numpy's BLAS SGEMM on
+every core) and memory bandwidth (numpy copying 64 MiB) -- is measured once per host CPU and
+cached, as `caten profile` promises.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from caten.errors import Error
+from caten.ir import dims as D
+from caten.ir.ops import FREE, Op
+
+
+@dataclass
+class KernelStat:
+    name: str
+    seconds: float  # per call
+    flops: float
+    bytes: float
+
+    @property
+    def gflops(self) -> float:
+        return self.flops / self.seconds / 1e9 if self.seconds > 0 else 0.0
+
+    @property
+    def gbytes(self) -> float:
+        return self.bytes / self.seconds / 1e9 if self.seconds > 0 else 0.0
+
+    @property
+    def intensity(self) -> float:
+        return self.flops / self.bytes if self.bytes else float("inf")
+
+
+@dataclass
+class Roofline:
+    cpu: str
+    peak_gflops: float
+    bandwidth_gbs: float
+
+    def attainable(self, intensity: float) -> float:
+        """GF/s a kernel of this arithmetic intensity can reach at best."""
+        return min(self.peak_gflops, intensity * self.bandwidth_gbs)
+
+
+def _cone_ops(n: Any, stop: set) -> int:
+    """Ops computed per point of n's loop: n and its operands up to stored values (views free)."""
+    seen, stack, count = {n}, [n], 0
+    while stack:
+        x = stack.pop()
+        count += x.op not in FREE
+        for s in x.src:
+            if s not in seen and s not in stop:
+                seen.add(s)
+                stack.append(s)
+    return count
+
+
+def kernel_work(sched: Any, env: dict[str, int]) -> list[tuple[float, float]]:
+    """(FLOPs, bytes) of each kernel of a schedule at the dims `env`."""
+    stored = set(sched.node_buf)
+
+    def size(shape: Any) -> float:
+        return float(np.prod([D.evaluate(d, env) for d in shape], dtype=np.float64))
+
+    out = []
+    for k in sched.kernels:
+        flops = 0.0
+        for st in k.stages:
+            n = st.node
+            if n.op is Op.REDUCE and st.plan is not None and st.plan.gemm is not None:
+                flops += 2 * size(n.src[0].shape)  # a packed GEMM: its operands are computed once each, not per point
+            elif n.op is Op.REDUCE:
+                src = n.src[0]
+                flops += size(src.shape) * (_cone_ops(src, stored) + 1) if src not in stored else size(src.shape)
+            else:
+                flops += size(n.shape) * max(1, _cone_ops(n, stored) - (n.op in FREE))
+        nbytes = sum(float(D.evaluate(sched.buffers[b].nbytes, env)) for b in set(k.reads) | set(k.writes)
+                     if b in sched.buffers)
+        out.append((flops, nbytes))
+    return out
+
+
+def profile(composite: Any, arrays: list[np.ndarray], reps: int = 10) -> tuple[list[KernelStat], float]:
+    """Per-kernel time of `composite` (compiled with Options(profile=True)) on `arrays`, and the
+    wall time of one call: means over `reps` calls after a warm-up call (means of the same calls,
+    so the kernels' times add up to at most the wall time)."""
+    from caten.run.module import check_shapes
+
+    types = composite._bind_types(arrays)
+    prog, exe = composite.program(types)
+    if not hasattr(exe, "kernel_cycles"):
+        raise Error(f"runtime '{composite.module.runtime.name}' cannot time kernels", hint="profile with -r llvm")
+    env = {**prog.defines, **check_shapes(prog, arrays)}
+    composite(*arrays)
+    hz = _calibrate(exe)
+    exe.kernel_cycles(reset=True)
+    walls = []
+    for _ in range(max(1, reps)):
+        t = time.perf_counter()
+        composite(*arrays)
+        walls.append(time.perf_counter() - t)
+    cycles = exe.kernel_cycles(reset=True)
+    work = kernel_work(exe.sched, env)
+    if len(work) != len(cycles):
+        work = [(0.0, 0.0)] * len(cycles)
+    label = composite.cdef.name
+    stats = [KernelStat(f"{label}__k{i}", c / hz / max(1, reps), f, b)
+             for i, (c, (f, b)) in enumerate(zip(cycles, work))]
+    return stats, float(np.mean(walls))
+
+
+def _calibrate(exe: Any, seconds: float = 0.05) -> float:
+    """Cycles per second of the counter the kernels read."""
+    c0, t0 = exe.cycles(), time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        pass
+    return (exe.cycles() - c0) / (time.perf_counter() - t0)
+
+
+def roofline(refresh: bool = False) -> Roofline:
+    """This host's peak FLOP/s and memory bandwidth, measured once per CPU and cached (`refresh`:
+    measure again, e.g. after a first measurement on a busy machine)."""
+    from caten import target
+    from caten.cache import default_cache, key_of
+
+    cpu = target.host().describe()
+    store = default_cache()
+    key = key_of("roofline/1", cpu)
+    blob = None if refresh else store.get(key, "roofline")
+    if blob is not None:
+        try:
+            d = json.loads(blob)
+            return Roofline(cpu, float(d["peak_gflops"]), float(d["bandwidth_gbs"]))
+        except (ValueError, KeyError, TypeError):
+            pass
+    r = Roofline(cpu, _peak_gflops(), _bandwidth())
+    store.put(key, "roofline", json.dumps({"peak_gflops": r.peak_gflops, "bandwidth_gbs": r.bandwidth_gbs}).encode())
+    return r
+
+
+def _best(fn: Any, reps: int = 5) -> float:
+    fn()
+    best = float("inf")
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def _peak_gflops(n: int = 2048) -> float:
+    a = np.random.default_rng(0).random((n, n), dtype=np.float32)
+    return 2 * n ** 3 / _best(lambda: a @ a) / 1e9
+
+
+def _bandwidth(nbytes: int = 64 << 20) -> float:
+    a = np.ones(nbytes // 4, np.float32)
+    b = np.empty_like(a)
+    return 2 * nbytes / _best(lambda: np.copyto(b, a)) / 1e9

@@ -1,0 +1,81 @@
+"""`caten profile`: per-kernel times of the llvm runtime against the roofline, and the SVG plot.
+
+The kernel times come from cycle counters compiled into the entry (Options.profile); they are
+checked against the wall clock of the same calls (the kernels run inside the call: their sum
+cannot exceed it by more than the timer's noise, and a program of real work is most of it), and
+the FLOP counts against the known count of a matmul."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import caten
+from caten.cli.main import cli
+from caten.run.profile import Roofline, kernel_work, profile
+
+MM = "(composite mm ((A{f32}[256, 128]) (B{f32}[128, 192]) -> (C{f32}[256, 192])) (relu (matmul A B)))"
+
+
+@pytest.fixture(autouse=True)
+def fixed_roofline(monkeypatch):
+    """A fixed roofline: measuring the machine's takes seconds and is not what is tested here."""
+    import caten.run.profile as P
+
+    monkeypatch.setattr(P, "roofline", lambda refresh=False: Roofline("test cpu", 100.0, 10.0))
+
+
+def test_kernel_times_add_up_to_the_call():
+    m = caten.loads(MM, profile=True, use_cache=False)
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((256, 128), dtype=np.float32), rng.standard_normal((128, 192), dtype=np.float32)
+    stats, wall = profile(m.mm, [a, b], reps=20)
+    total = sum(s.seconds for s in stats)
+    assert stats and all(s.seconds >= 0 for s in stats)
+    assert 0.3 * wall < total < 1.5 * wall, (total, wall)
+    assert sum(s.flops for s in stats) >= 2 * 256 * 128 * 192  # the contraction's multiply-adds at least
+    np.testing.assert_allclose(m.mm(a, b), np.maximum(a @ b, 0), rtol=1e-4, atol=1e-4)  # still right
+
+
+def test_work_of_a_gemm_is_two_flops_per_point():
+    m = caten.loads(MM, profile=True, use_cache=False)
+    prog, exe = m.mm.program({})
+    work = kernel_work(exe.sched, {})
+    assert sum(f for f, _ in work) == pytest.approx(2 * 256 * 128 * 192, rel=0.05)
+    assert sum(b for _, b in work) >= 4 * (256 * 128 + 128 * 192 + 256 * 192)
+
+
+def test_unprofiled_code_has_no_counters():
+    m = caten.loads(MM, use_cache=False)
+    _, exe = m.mm.program({})
+    with pytest.raises(caten.Error, match="profile=True"):
+        exe.kernel_cycles()
+
+
+def test_cli_prints_the_table_and_writes_the_roofline_svg(tmp_path):
+    src = tmp_path / "mixer.lisp"
+    src.write_text((Path(__file__).resolve().parent.parent / "examples" / "mlp_mixer.lisp").read_text())
+    svg = tmp_path / "roof.svg"
+    r = CliRunner().invoke(cli, ["profile", str(src), "-e", "mixer-block", "-D", "B=2", "-D", "T=16", "-D", "C=32",
+                                 "-D", "DT=16", "-D", "DC=64", "--reps", "3", "--svg", str(svg), "--no-cache"])
+    assert r.exit_code == 0, r.output
+    assert "mixer-block__k0" in r.output and "GF/s" in r.output and "of roofline" in r.output
+    root = ET.parse(svg).getroot()
+    ns = "{http://www.w3.org/2000/svg}"
+    assert root.findall(f".//{ns}polyline[@class='roof']")
+    assert len(root.findall(f".//{ns}circle[@class='kernel']")) >= 1
+
+
+def test_cli_needs_llvm_and_bound_sizes(tmp_path):
+    src = tmp_path / "f.lisp"
+    src.write_text("(composite f ((X{f32}[N]) -> (Y{f32}[N])) (* X 2))")
+    r = CliRunner().invoke(cli, ["profile", str(src), "-r", "c"])
+    assert r.exit_code == 1 and "-r llvm" in r.output
+    r = CliRunner().invoke(cli, ["profile", str(src)])
+    assert r.exit_code == 1 and "-D" in r.output
+    r = CliRunner().invoke(cli, ["profile", str(src), "-D", "N=1000", "--reps", "2"])
+    assert r.exit_code == 0 and "f__k0" in r.output, r.output
