@@ -38,7 +38,8 @@ def profile_file(file: str, inputs: list[str], options: Options, entry: str | No
             raise Error(f"inputs are NAME=PATH.npy, got {arg!r}")
         k, v = arg.split("=", 1)
         given[k] = _load_array(v)
-    arrays = [given[p.name] if p.name in given else _random(p, mod.dims, name) for p in cdef.params]
+    dims = _where_dims(cdef, dict(mod.dims))
+    arrays = [given[p.name] if p.name in given else _random(p, dims, name) for p in cdef.params]
     stats, wall = profile(getattr(mod, name.replace("-", "_")), arrays, reps)
     roof = roofline(refresh=remeasure)
     _print(name, stats, wall, roof)
@@ -46,6 +47,25 @@ def profile_file(file: str, inputs: list[str], options: Options, entry: str | No
         with open(svg, "w", encoding="utf-8") as f:
             f.write(roofline_svg(stats, roof, name))
     return stats, wall, roof
+
+
+def _where_dims(cdef: Any, dims: dict[str, int]) -> dict[str, int]:
+    """The -D dims and the `where` dims they determine (NP = (+ (* 32 P) ...))."""
+    from caten.elaborate.elaborator import Elaborator
+    from caten.elaborate.evaluate import Scope
+    from caten.elaborate.values import Lit
+
+    el = Elaborator({})
+    for w in cdef.wheres:
+        if w.name in dims:
+            continue
+        try:
+            v = el.eval_dim(w.expr, Scope(None, {k: Lit(x, "dim") for k, x in dims.items()}))
+        except Error:
+            continue
+        if isinstance(v, int):
+            dims[w.name] = v
+    return dims
 
 
 def _random(p: Any, dims: dict[str, int], name: str) -> np.ndarray:

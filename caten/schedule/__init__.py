@@ -20,7 +20,7 @@ from caten.ir.dims import Dim
 from caten.ir.graph import Node, toposort
 from caten.ir.ops import FREE, HEAVY, TRANSCENDENTAL, Op
 from caten.ir.program import Program
-from caten.schedule.plan import ReducePlan, max_outer, plan_reduce
+from caten.schedule.plan import ReducePlan, gemm_plan, max_outer, plan_reduce
 
 ALIGN = 64
 _HEAVY = HEAVY  # the op table's cost classes
@@ -28,6 +28,7 @@ _TRANSC = TRANSCENDENTAL
 MAX_STAGES = 32  # stages per kernel: fusing is checked by lowering the group (quadratic in its size),
 #                  and one huge function is superlinear to optimize; longer runs start a new kernel
 BODY_MAX = 1024  # ops in one loop body: a longer chain is stored in parts (LLVM's time per body is superlinear)
+OPERAND_MAX = 4  # ops a packed GEMM operand may cost before it is stored first
 OVERLAP_MIN = 3  # ops a value read through overlapping windows may cost before it is stored first
 INLINE_MAX = 64  # ops an inlined value may cost before several readers get it from memory instead
 
@@ -172,6 +173,13 @@ def realize_set(outputs: list[Node]) -> tuple[list[Node], set[Node]]:
             realized.add(n)
         if n.op is Op.VIEW:
             view_users.setdefault(n.src[0], []).append(n)
+    operands: set[Node] = set()  # what a packed GEMM reads (through views): its packing loop computes it
+    for n in order:
+        if n.op is Op.REDUCE and gemm_plan(n) is not None:
+            for x in n.src[0].src:
+                while x.op is Op.VIEW:
+                    x = x.src[0]
+                operands.add(x)
     readers: dict[Node, int] = {}  # consumers, counting through views (reverse order: users first)
     for n in reversed(order):
         readers[n] = sum(readers[u] if u.op is Op.VIEW else 1 for u in users.get(n, ()))
@@ -191,6 +199,8 @@ def realize_set(outputs: list[Node]) -> tuple[list[Node], set[Node]]:
         vus = view_users.get(n, [])
         if (len(vus) >= 2 or any(_expands(v) for v in vus)) and heavy[n]:
             realized.add(n)
+        elif n in operands and (heavy[n] or cost[n] >= OPERAND_MAX):
+            realized.add(n)  # packing loops run scalar: a costly operand is computed in a (vector) loop of its own
         elif cost[n] >= OVERLAP_MIN and any(_overlaps(v) for v in vus):
             realized.add(n)  # each window would compute it again: KH*KW times for a convolution's transpose
         elif n.op in _TRANSC and len(users.get(n, ())) >= 2 and any(u.op is Op.REDUCE for u in users[n]):
