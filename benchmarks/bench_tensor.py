@@ -1,6 +1,6 @@
 """caten.Tensor training speed against torch eager and tinygrad, in ONE run, as ratios.
 
-    python benchmarks/bench_tensor.py [--reps 50] [--only mlp,cnn,overhead]
+    python benchmarks/bench_tensor.py [--reps 50] [--threads N] [--only mlp,cnn,parts,overhead]
 
 - mlp, cnn: one Adam training step (forward, cross-entropy, backward, update) of
   examples/mnist_tensor.py's models at batch 64 on the digits: caten's step under `caten.jit`
@@ -10,6 +10,9 @@
   excluded; the systems alternate in rounds, so drift on a shared machine hits all alike; medians.
   For caten the step is also timed in layers: the compiled module's call on the step's arrays,
   and the native code alone, so the table shows where a step's time goes.
+- parts: the pieces of the CNN step (its two convolutions, their gradients, max-pool's gradient),
+  each compiled as its own program, against torch eager on the same piece: where the step's
+  kernel time goes.
 - overhead: microseconds per op of building a lazy 100-op elementwise chain (nothing runs), and
   the time to realize it again when its program is cached (printing the graph, the cache lookup
   and the call), against the program call alone and torch eager running the same 100 ops.
@@ -242,10 +245,66 @@ def bench_overhead(reps: int) -> list[tuple[str, float]]:
     return rows
 
 
+# the CNN step's pieces, each as its own program: (name, caten text of `f`, input shapes, torch thunk maker)
+CONV2 = "(composite c ((x{f32}[64,16,4,4]) (w{f32}[32,16,3,3]) -> (y{f32}[64,32,4,4])) (conv2d x w :padding 1))\n"
+PARTS = [
+    ("conv1 forward 64x1x8x8 -> 16ch",
+     "(composite f ((x{f32}[64,1,8,8]) (w{f32}[16,1,3,3]) -> (y{f32}[64,16,8,8])) (conv2d x w :padding 1))",
+     [(64, 1, 8, 8), (16, 1, 3, 3)], lambda F, x, w: lambda: F.conv2d(x, w, padding=1)),
+    ("conv2 forward 64x16x4x4 -> 32ch",
+     CONV2.replace("(composite c", "(composite f"), [(64, 16, 4, 4), (32, 16, 3, 3)],
+     lambda F, x, w: lambda: F.conv2d(x, w, padding=1)),
+    ("conv2 input gradient (vjp)",
+     CONV2 + "(composite f ((x{f32}[64,16,4,4]) (w{f32}[32,16,3,3]) (g{f32}[64,32,4,4]) -> (y{f32}[64,16,4,4]))"
+     " (vjp c x w :wrt x :cotangent g))", [(64, 16, 4, 4), (32, 16, 3, 3), (64, 32, 4, 4)],
+     lambda F, x, w, g: lambda: _tgrad(lambda a: F.conv2d(a, w, padding=1), x, g)),
+    ("conv2 weight gradient (vjp)",
+     CONV2 + "(composite f ((x{f32}[64,16,4,4]) (w{f32}[32,16,3,3]) (g{f32}[64,32,4,4]) -> (y{f32}[32,16,3,3]))"
+     " (vjp c x w :wrt w :cotangent g))", [(64, 16, 4, 4), (32, 16, 3, 3), (64, 32, 4, 4)],
+     lambda F, x, w, g: lambda: _tgrad(lambda a: F.conv2d(x, a, padding=1), w, g)),
+    ("max-pool 2x2 backward 64x16x8x8 (vjp)",
+     "(composite c ((x{f32}[64,16,8,8]) -> (y{f32}[64,16,4,4])) (max-pool2d x :kernel 2))\n"
+     "(composite f ((x{f32}[64,16,8,8]) (g{f32}[64,16,4,4]) -> (y{f32}[64,16,8,8])) (vjp c x :wrt x :cotangent g))",
+     [(64, 16, 8, 8), (64, 16, 4, 4)], lambda F, x, g: lambda: _tgrad(lambda a: F.max_pool2d(a, 2), x, g)),
+    ("input gradient of maxpool(relu(conv2(x))) (vjp)",
+     "(composite c ((x{f32}[64,16,4,4]) (w{f32}[32,16,3,3]) -> (y{f32}[64,32,2,2]))"
+     " (max-pool2d (relu (conv2d x w :padding 1)) :kernel 2))\n"
+     "(composite f ((x{f32}[64,16,4,4]) (w{f32}[32,16,3,3]) (g{f32}[64,32,2,2]) -> (y{f32}[64,16,4,4]))"
+     " (vjp c x w :wrt x :cotangent g))", [(64, 16, 4, 4), (32, 16, 3, 3), (64, 32, 2, 2)],
+     lambda F, x, w, g: lambda: _tgrad(lambda a: F.max_pool2d(F.relu(F.conv2d(a, w, padding=1)), 2), x, g)),
+]
+
+
+def _tgrad(f, x, g):
+    import torch
+
+    x = x.detach().requires_grad_()
+    return torch.autograd.grad(f(x), x, g)[0]
+
+
+def bench_cnn_parts(reps: int) -> list[tuple[str, float, float | None]]:
+    """(piece, caten ms, torch eager ms) for each piece of the CNN step as its own program."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for name, text, shapes, tmake in PARTS:
+        arrays = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+        fn = caten.loads(text).f
+        fns = {"caten": lambda fn=fn, arrays=arrays: fn(*arrays)}
+        try:
+            import torch
+
+            fns["torch"] = tmake(torch.nn.functional, *[torch.tensor(a) for a in arrays])
+        except ImportError:
+            pass
+        r = rounds(fns, reps)
+        rows.append((name, r["caten"], r.get("torch")))
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=50)
-    ap.add_argument("--only", default="mlp,cnn,overhead")
+    ap.add_argument("--only", default="mlp,cnn,parts,overhead")
     ap.add_argument("--threads", type=int, default=None,
                     help="threads for caten's GEMMs (CATEN_NUM_THREADS) and torch (set_num_threads); "
                          "default: each its own (the usable CPUs)")
@@ -292,6 +351,12 @@ def main() -> None:
         print("(module call: the compiled program's Python call on the step's arrays; native code: the "
               "compiled entry alone;\n the rest of `caten jit` is the jit's Python: reading inputs from "
               "their Tensors, giving outputs back)")
+    if "parts" in args.only:
+        print("\nthe CNN step's pieces, each its own program (median ms; ratio = torch's time / caten's)")
+        print("| piece | caten | torch eager | ratio |\n|---|---|---|---|")
+        for what, c, t in bench_cnn_parts(args.reps):
+            cells = f"{t * 1e3:.3f} | {t / c:.2f}x" if t is not None else "- | -"
+            print(f"| {what} | {c * 1e3:.3f} | {cells} |")
     if "overhead" in args.only:
         print("\nPython overhead of building and realizing lazy Tensors (64x64 f32, median µs)")
         print("| what | µs |\n|---|---|")
