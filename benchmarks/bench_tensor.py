@@ -80,8 +80,10 @@ def caten_step(name: str, x: np.ndarray, y: np.ndarray):
     from caten.tensor.realize import program
 
     traced = next(iter(step.programs.values()))
+    if isinstance(traced, list):  # later versions keep several programs per argument shapes
+        traced = traced[0]
     fn = program(traced.text, traced.runtime)
-    inputs = traced.inputs([xt.numpy(), yt.numpy()])
+    inputs = traced.inputs([xt.numpy(), yt.numpy()])  # arrays for the arguments: both versions take them
     layers = {"module call": lambda: fn(*inputs)}
     prog, exe = fn.program(fn._bind_types(inputs))
     if hasattr(exe, "fn") and hasattr(exe, "arenas"):  # the llvm runtime's executable
