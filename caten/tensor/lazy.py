@@ -99,13 +99,25 @@ def dtype_name(d: Any) -> str | None:
     """The caten name of a dtype given as a caten name, a numpy dtype or a numpy scalar type."""
     if isinstance(d, str) and (d in _NP or d == "bf16"):
         return d
+    if isinstance(d, np.dtype):  # the common case (every realized array): one dict lookup
+        hit = _BY_NP.get(d)
+        if hit is None:
+            hit = _BY_NP[d] = _np_name(d)
+        return hit or None
+    return _np_name(d) or None
+
+
+_BY_NP: dict[np.dtype, str] = {}
+
+
+def _np_name(d: Any) -> str:
     try:
         nd = np.dtype(d)
     except TypeError:
-        return None
+        return ""
     if nd.name == "bfloat16":
         return "bf16"
-    return _FROM_NP.get(nd.name)
+    return _FROM_NP.get(nd.name, "")
 
 
 def np_dtype(d: str) -> np.dtype:

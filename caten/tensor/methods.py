@@ -79,7 +79,8 @@ def _one_hot(logits: Any, target: Any) -> Any:
 def _sig(d: Any) -> str:
     from caten.elaborate.signature import sig_text
 
-    return f"({d.name} {sig_text(d)})"
+    text = sig_text(d)
+    return text if text.startswith(f"({d.name} ") else f"({d.name} {text})"
 
 
 def functions() -> dict[str, Callable[..., Any]]:
