@@ -242,7 +242,8 @@ def test_readme_first_command_runs(tmp_path):
 
 def test_readme_second_command_is_the_test_suite():
     cmd = _blocks(_readme(), "sh")[1].strip()
-    assert cmd.startswith("pip install -e \".[dev") and cmd.endswith("python3 -m pytest -q")
+    assert cmd.startswith("pip install -e \".[dev") and cmd.endswith("python3 -m pytest -q -n auto")
+    assert cmd.split(" && ")[1] in (ROOT / ".ci" / "run").read_text(encoding="utf-8")  # CI runs exactly it
 
 
 @pytest.mark.parametrize("line", _tour_lines(), ids=lambda s: s.split("#")[0].strip()[:60])
