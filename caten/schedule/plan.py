@@ -143,13 +143,17 @@ def _gemm_plan(n: Node, vbytes: int) -> GemmPlan | None:
     ai, bi = (1, 0) if j in d0 else (0, 1)
     da, db = (d0, d1) if ai == 0 else (d1, d0)
     js = [j]
-    while len(js) < len(kept) and kept[-len(js) - 1] in db and kept[-len(js) - 1] not in da:
+    item = n.dtype.itemsize
+    nr_cols = (2 if kept[:-1] else 4) * vbytes // item
+    # short rows (a small image's) are merged; rows of two micro-tiles or more already fill the
+    # tiles, and their packing stays a contiguous copy (merged, each column needs a division)
+    while len(js) < len(kept) and kept[-len(js) - 1] in db and kept[-len(js) - 1] not in da \
+            and not (isinstance(src.shape[j], int) and src.shape[j] >= 2 * nr_cols):
         js.insert(0, kept[-len(js) - 1])
     i = next((x for x in reversed(kept[:-len(js)]) if x in da and x not in db), None)
     batch = tuple(x for x in range(src.rank) if x not in axes and x != i and x not in js)
     M = src.shape[i] if i is not None else 1
     N, K = D.prod([src.shape[a] for a in js]), D.prod([src.shape[a] for a in axes])
-    item = n.dtype.itemsize
     mr, nr = (6, 2 * vbytes // item) if i is not None else (1, 4 * vbytes // item)
     if isinstance(K, int):
         kc = max(1, K) if K <= 384 else -(-K // -(-K // 320))
@@ -164,7 +168,7 @@ def _gemm_plan(n: Node, vbytes: int) -> GemmPlan | None:
     # packing a costs ~10 multiply-adds an element: worth hoisting out of the batch loops when
     # the columns are few (a small image); a large one keeps the shared loops (epilogue fusion)
     free = any(src.shape[x] != 1 for x in batch) and not (da & set(batch)) and isinstance(N, int) \
-        and N < HOIST_COLS
+        and N < HOIST_COLS and isinstance(K, int) and K <= kc and isinstance(M, int) and M <= mc
     return GemmPlan(i, tuple(js), ai, bi, batch, axes, M, N, K, mr, nr, kc, mc, nc, free)
 
 
