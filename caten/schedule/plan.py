@@ -146,9 +146,10 @@ def _gemm_plan(n: Node, vbytes: int) -> GemmPlan | None:
     item = n.dtype.itemsize
     nr_cols = (2 if kept[:-1] else 4) * vbytes // item
     # short rows (a small image's) are merged; rows of two micro-tiles or more already fill the
-    # tiles, and their packing stays a contiguous copy (merged, each column needs a division)
+    # tiles, and their packing stays a contiguous copy (merged, each column needs a division:
+    # by a runtime value when the row's length is symbolic, so those are never merged)
     while len(js) < len(kept) and kept[-len(js) - 1] in db and kept[-len(js) - 1] not in da \
-            and not (isinstance(src.shape[j], int) and src.shape[j] >= 2 * nr_cols):
+            and isinstance(src.shape[j], int) and src.shape[j] < 2 * nr_cols:
         js.insert(0, kept[-len(js) - 1])
     i = next((x for x in reversed(kept[:-len(js)]) if x in da and x not in db), None)
     batch = tuple(x for x in range(src.rank) if x not in axes and x != i and x not in js)
