@@ -193,22 +193,8 @@ def _evaluate(op: str, form: str, types: list[tuple[tuple[int, ...], str]]) -> A
 
 
 def toposort(roots: list[Node], stop: Any) -> list[Node]:
-    """The nodes `roots` reach, sources first; `stop(n)` nodes are listed but not entered.
-    Iterative: a graph of 10,000 ops is as easy as one of ten."""
-    order: list[Node] = []
-    seen: set[int] = set()
-    stack: list[tuple[Node, bool]] = [(r, False) for r in reversed(roots)]
-    while stack:
-        n, done = stack.pop()
-        if done:
-            order.append(n)
-            continue
-        if id(n) in seen:
-            continue
-        seen.add(id(n))
-        stack.append((n, True))
-        if not stop(n):
-            for s in reversed(n.deps()):
-                if id(s) not in seen:
-                    stack.append((s, False))
-    return order
+    """The nodes `roots` reach, sources first; `stop(n)` nodes are listed but not entered
+    (the IR's iterative walk, with a node's deps as its edges)."""
+    from caten.ir.graph import toposort as walk
+
+    return walk(roots, srcs=lambda n: () if stop(n) else n.deps())
