@@ -157,10 +157,11 @@ def source(wl: str) -> str:
 
 def rounds(fns: dict, reps: int, max_s: float, burst: int = 3, settle: float = 0.3) -> dict:
     """Median seconds of each callable over `reps` rounds; in each round every system, in turn,
-    gets a pause of `settle` seconds and then `burst` timed calls. Rounds spread drift on this
-    shared machine over all systems; the pause lets the previous system's worker threads go
-    idle (OpenBLAS keeps its threads spinning ~0.1 s after a call, which would take the second
-    core from whoever runs next)."""
+    gets a pause of `settle` seconds, one untimed call and then `burst` timed calls. Rounds
+    spread drift on this shared machine over all systems; the pause lets the previous system's
+    worker threads go idle (OpenBLAS keeps its threads spinning ~0.1 s after a call, which would
+    take the second core from whoever runs next); the untimed call takes the slow first call
+    after a pause, which this VM shows for every system (a Mixer block: 1.5x its steady time)."""
     for f in fns.values():
         f()
     ts: dict = {k: [] for k in fns}
@@ -168,6 +169,7 @@ def rounds(fns: dict, reps: int, max_s: float, burst: int = 3, settle: float = 0
     for i in range(reps):
         for k, f in fns.items():
             time.sleep(settle)
+            f()
             for _ in range(burst):
                 t0 = time.perf_counter()
                 f()

@@ -18,12 +18,14 @@ from caten.ir.graph import Node
 from caten.ir.ops import REDUCERS, Op
 from caten.ir.walk import Visit, drive
 from caten.lower import loopir as L
+from caten.lower.chunks import Chunk, chunk, threads_for
 from caten.lower.gemm import gemm, tiled
 from caten.lower.index import Aff, Coords, flatten
 from caten.lower.loopir import X
 from caten.lower.reduce import Blocked, identity
 from caten.schedule import Schedule, Unfusable
 from caten.schedule.plan import LOWP, ReducePlan
+from caten.schedule.split import stagewise, work
 
 _REDUCE_ALU = REDUCERS
 
@@ -52,7 +54,8 @@ class _Ranges(dict):
 class KernelLowerer:
     def __init__(self, name: str, members: list[Node], outer: int, realized: set[Node],
                  bufname: Callable[[Node], str | None], plan: Callable[[Node], ReducePlan],
-                 local: set[Node] | None = None, scratch: dict[Node, tuple] | None = None, threads: int = 1):
+                 local: set[Node] | None = None, scratch: dict[Node, tuple] | None = None, threads: int = 1,
+                 split: tuple[int, Dim] = (1, 0), stagewise: bool = False):
         self.name, self.members, self.p, self.realized = name, members, outer, realized
         self.threads = threads
         self.scratch = scratch or {}
@@ -68,6 +71,42 @@ class KernelLowerer:
         shape = members[0].src[0].shape if members[0].op is Op.REDUCE else members[0].shape
         self.outer_shape = tuple(shape[:outer])
         self.outer_vars = [self.newvar(f"o{i}", d) for i, d in enumerate(self.outer_shape)]
+        self.par: tuple[int, Chunk, X] | None = None
+        self.stage_threads = 1  # > 1: store stages split their first loop (a kernel with a GEMM)
+        if split[0] > 1 and outer > 0:
+            if stagewise:
+                self.stage_threads = split[0]
+            else:
+                self._split(*split)
+
+    def _split(self, most: int, work: Dim) -> None:
+        """Chunks of the first non-unit outer loop on up to `most` threads (caten.schedule.split):
+        that loop's coordinate becomes the thread's start + u, and each thread's local scratch is
+        its own slice (`index`)."""
+        a = next(a for a, d in enumerate(self.outer_shape) if d != 1)
+        ch = chunk(self.newvar("tid", most), L.dim(self.outer_shape[a]), threads_for(work, most))
+        u = self.newvar(f"o{a}u", self.outer_shape[a])
+        self.outer_vars[a] = self._at(L.iadd(ch.start, u), self.outer_shape[a])
+        self.par = (a, ch, u)
+
+    def _at(self, e: X, extent: Dim) -> X:
+        """Index e, known to lie in [0, extent)."""
+        self.ranges[e] = (0, D.add(extent, -1))
+        return e
+
+    def _reads_scalars(self, n: Node) -> bool:
+        """Whether computing n reads a register reduction's value (an accumulator of this thread)."""
+        stack, seen = list(n.src), set()
+        while stack:
+            m = stack.pop()
+            if m in seen:
+                continue
+            seen.add(m)
+            if m in self.scalars:
+                return True
+            if m not in self.done and m not in self.realized:
+                stack.extend(m.src)
+        return False
 
     def newvar(self, hint: str, extent: Dim) -> X:
         v = L.var(f"{hint}_{self.nvar}")
@@ -86,7 +125,10 @@ class KernelLowerer:
 
     def index(self, n: Node, c: Coords) -> X:
         if n in self.local:
-            return flatten(c.axes(self.ranges)[self.p:], n.shape[self.p:]).expr()
+            idx = flatten(c.axes(self.ranges)[self.p:], n.shape[self.p:]).expr()
+            if self.par is not None:  # one slice per thread
+                idx = L.iadd(idx, L.imul(self.par[1].tid, L.dim(D.prod(n.shape[self.p:]))))
+            return idx
         return c.flat().expr()
 
     def load(self, n: Node, c: Coords) -> X:
@@ -192,13 +234,24 @@ class KernelLowerer:
         p = self.p
         if n.op is not Op.REDUCE:
             inner = list(range(p, n.rank))
-            vs = [self.newvar(f"s{si}a{a}", n.shape[a]) for a in inner]
+            shapes = [n.shape[a] for a in inner]
+            ch = None
+            if self.stage_threads > 1 and inner and shapes[0] != 1 and not self._reads_scalars(n):
+                ch = chunk(self.newvar(f"s{si}tid", self.stage_threads), L.dim(shapes[0]),
+                           threads_for(D.prod(shapes), self.stage_threads))
+                u = self.newvar(f"s{si}a{p}u", shapes[0])
+            vs = [self.newvar(f"s{si}a{a}", n.shape[a]) for a in inner[bool(ch):]]
+            if ch:
+                vs.insert(0, self._at(L.iadd(ch.start, u), shapes[0]))
             c = Coords(n.shape, axes=[Aff.of(v) for v in self.outer_vars + vs])
             val = self.val(n, c, root=True)
             buf = self.bufname(n)
             self.bufs[buf] = n.dtype
             self.done.add(n)
-            return self.nest(vs, [n.shape[a] for a in inner], [L.Store(buf, self.index(n, c), val)])
+            store = [L.Store(buf, self.index(n, c), val)]
+            if ch:
+                return ch.wrap(u, self.nest(vs[1:], shapes[1:], store), self.stage_threads)
+            return self.nest(vs, shapes, store)
         src = n.src[0]
         rop, axes = n.arg
         plan = self.plan(n)
@@ -232,7 +285,8 @@ class KernelLowerer:
         red = [a for a in range(p, src.rank) if a in axes]
         kvs = [self.newvar(f"s{si}k{a}", src.shape[a]) for a in keep]
         cut = plan.block
-        blocked = Blocked(self, si, red, [src.shape[a] for a in red], cut) if cut else None
+        part = self.scratch.get(n, (None,))[0]  # the thread partials of a split full sum
+        blocked = Blocked(self, si, red, [src.shape[a] for a in red], cut, part) if cut else None
         rvs = blocked.vars if blocked else [self.newvar(f"s{si}r{a}", src.shape[a]) for a in red]
         vmap = dict(zip(range(p), self.outer_vars)) | dict(zip(keep, kvs)) | \
             (blocked.coords if blocked else dict(zip(red, rvs)))
@@ -265,7 +319,11 @@ class KernelLowerer:
         body: list = []
         for si, n in enumerate(self.members):
             body += self.stage(n, si)
-        return self.nest(self.outer_vars, list(self.outer_shape), body)
+        if self.par is None:
+            return self.nest(self.outer_vars, list(self.outer_shape), body)
+        a, ch, u = self.par
+        body = ch.wrap(u, self.nest(self.outer_vars[a + 1:], list(self.outer_shape[a + 1:]), body), self.threads)
+        return self.nest(self.outer_vars[:a], list(self.outer_shape[:a]), body)
 
 
 def lower(sched: Schedule) -> list[L.Kernel]:
@@ -277,7 +335,8 @@ def lower(sched: Schedule) -> list[L.Kernel]:
         local = {s.node for s in k.stages if s.buffer and sched.buffers[s.buffer].local >= 0}
         scratch = {s.node: s.scratch for s in k.stages if s.scratch}
         kl = KernelLowerer(k.name, [s.node for s in k.stages], k.outer, realized,
-                           lambda n: sched.node_buf.get(n), plans.__getitem__, local, scratch, sched.threads)
+                           lambda n: sched.node_buf.get(n), plans.__getitem__, local, scratch,
+                           sched.threads, (k.split, work(k)), stagewise(k))
         body = kl.lower()
         params = [L.BufParam(b, sched.buffers[b].dtype, sched.buffers[b].role) for b in kl.bufs if b is not None]
         out.append(L.Kernel(k.name, params, list(sched.program.dims), body))

@@ -102,7 +102,7 @@ def _extent(b, program) -> D.Dim:
     if b.role in ("in", "out"):
         shape = (program.inputs if b.role == "in" else program.outputs)[b.index].shape
     else:
-        shape = b.shape[b.local:] if b.local >= 0 else b.shape
+        return b.elements
     return D.prod(shape)
 
 

@@ -12,6 +12,7 @@ from caten.ir.dims import Dim
 from caten.ir.graph import Node
 from caten.ir.ops import Op
 from caten.lower import loopir as L
+from caten.lower.chunks import chunk
 from caten.lower.empty import zeros_if_empty
 from caten.lower.index import Aff, Coords, contiguous_strides
 from caten.lower.loopir import X
@@ -87,7 +88,10 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     src = n.src[0]
     p, dt = kl.p, n.dtype
     opa, opb = src.src[plan.a], src.src[plan.b]
-    pa, pb = kl.scratch.get(n, ("pa", "pb"))
+    pa, pb, *whole = kl.scratch.get(n, ("pa", "pb"))
+    once = plan.b_once and bool(whole)
+    if once:
+        pb = whole[0]
     kl.bufs[pa] = dt
     kl.bufs[pb] = dt
     kl.bufs[buf] = dt
@@ -234,6 +238,10 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
             ooff = L.iadd(ooff, L.imul(coord[a].expr(), s))
     ostride = L.dim(ostr[plan.i - off]) if plan.i is not None and plan.i >= off else L.const(0)
     beta = L.const(False, T.bool_) if nkc.op == "const" and nkc.arg == 1 else L.icmplt(L.const(0), kcv)
+    if once:  # the block's panels in the whole packed b: [K block][column panel][k][nr]
+        npg = _ceil(N, nr)
+        poff_b = L.imul(L.iadd(L.imul(kcv, npg), X.make("idiv", L.IDX, (j0, L.const(nr)))), L.const(kc * nr))
+        pack_b = []
     tiles = [L.MacroMM(f"s{si}_{kl.nvar}", dt, mr, nr, klen, pa, poff_a, kc * mr, pb, poff_b, kc * nr, buf,
                        ooff, ostride, npi, npj, _sub(m_hi, i0), _sub(n_hi, j0), beta)]
     kl.nvar += 1
@@ -252,8 +260,49 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
         body = [L.Loop(ic.arg, L.const(1), [L.Loop(kcv.arg, L.const(1), pack_a + body)])]
     if tid is not None:
         body = [L.Parallel(tid.arg, teff, body, most=T_)]
+    if once:
+        body = pack_whole_b(kl, si, plan, pb, lambda at: operand(opb, at), split, teff if tid is not None else None) \
+            + body
     kl.done.add(n)
     return zeros_if_empty(kl, n, si, buf, plan.K, Coords) + body
+
+
+def pack_whole_b(kl: KernelLowerer, si: int, plan: GemmPlan, pw: str, bval, split, teff: X | None) -> list:
+    """b packed whole, [K block][column panel][k][nr] zero-padded, its panels shared among the
+    threads (which pack them), at the first iteration of the kernel's outer loops (b reads
+    none of them: `GemmPlan.b_once`)."""
+    kc, nr = plan.kc, plan.nr
+    N, K = L.dim(plan.N), L.dim(plan.K)
+    npg = _ceil(N, nr)
+
+    def var(hint: str, ext: Dim) -> X:
+        return kl.newvar(f"s{si}{hint}", ext)
+
+    kb = var("wkc", D.floordiv(D.add(plan.K, kc - 1), kc))
+    jp = var("wjp", D.floordiv(D.add(plan.N, nr - 1), nr))
+    kk, cc, cz = var("wk", kc), var("wc", nr), var("wz", nr)
+    ch = chunk(var("wtid", kl.threads), npg, teff) if teff is not None else None  # column panels per thread
+    g = L.iadd(ch.start, jp) if ch else jp
+    kl.ranges[g] = (0, D.add(D.floordiv(D.add(plan.N, nr - 1), nr), -1))
+    col = L.imul(g, L.const(nr))
+    cv = L.imin(L.const(nr), _sub(N, col))
+    klen = L.imin(L.const(kc), _sub(K, L.imul(kb, L.const(kc))))
+    at = split(L.iadd(col, cc), plan.js, plan.N) | split(L.iadd(L.imul(kb, L.const(kc)), kk), plan.red, plan.K)
+    at |= {a: Aff() for a in plan.batch} | ({plan.i: Aff()} if plan.i is not None else {})
+    base = L.iadd(L.imul(L.iadd(L.imul(kb, npg), g), L.const(kc * nr)), L.imul(kk, L.const(nr)))
+    zero = L.const(0.0, kl.bufs[pw])
+    body = [L.Loop(kk.arg, klen, [
+        L.Loop(cc.arg, cv, [L.Store(pw, L.iadd(base, cc), bval(at))]),
+        L.Loop(cz.arg, _sub(L.const(nr), cv), [L.Store(pw, L.iadd(base, L.iadd(cv, cz)), zero)], "cold")])]
+    body = [L.Loop(kb.arg, _ceil(K, kc), body)]
+    body = ch.wrap(jp, body, kl.threads) if ch else [L.Loop(jp.arg, npg, body)]
+    first = None
+    for v, d in zip(kl.outer_vars, kl.outer_shape):
+        if d != 1:
+            first = L.land(first, L.icmplt(v, L.const(1)))
+    if first is not None:  # once for all iterations of the outer loops
+        body = [L.Loop(var("wonce", 1).arg, L.alu(Op.WHERE, L.IDX, first, L.const(1), L.const(0)), body, "cold")]
+    return body
 
 
 def exact_range(kl: KernelLowerer, e: X, size: Dim) -> Aff:

@@ -27,6 +27,7 @@ from caten.ir.dims import Dim
 from caten.ir.dtypes import DType
 from caten.ir.ops import REDUCERS, TABLE, Op
 from caten.lower import loopir as L
+from caten.lower.chunks import chunk, threads_for
 from caten.lower.loopir import X
 
 if TYPE_CHECKING:
@@ -41,18 +42,29 @@ class Blocked:
     """The reduced loops of one register reduction, cut by `block_plan`: `coords` maps each
     reduced axis to its index (the cut axis q to b*c + r, known to lie in [0, d))."""
 
-    def __init__(self, kl: KernelLowerer, si: int, red: Sequence[int], extents: Sequence[Dim], plan: tuple[int, int]):
+    def __init__(self, kl: KernelLowerer, si: int, red: Sequence[int], extents: Sequence[Dim], plan: tuple[int, int],
+                 part: str | None = None):
         self.q, self.c = plan
         self.extents = list(extents)
         self.vars = [kl.newvar(f"s{si}r{a}", d) for a, d in zip(red, extents)]
         dq = extents[self.q]
-        self.b = kl.newvar(f"s{si}rb{red[self.q]}", D.floordiv(D.add(dq, self.c - 1), self.c))
+        self.nb = D.floordiv(D.add(dq, self.c - 1), self.c)
+        self.b = kl.newvar(f"s{si}rb{red[self.q]}", self.nb)
+        self.block: X = self.b  # the block index (a thread's start + b when split)
+        self.part = part
+        if part is not None:  # the blocks split over threads (caten.schedule.split.sum_split)
+            self._split(kl, si, D.prod(extents))
         r = self.vars[self.q]
         kl.ranges[r] = (0, self.c - 1)
-        e = L.iadd(L.imul(self.b, L.const(self.c)), r)
+        e = L.iadd(L.imul(self.block, L.const(self.c)), r)
         kl.ranges[e] = (0, D.add(dq, -1))
         self.kl = kl
         self.coords = dict(zip(red, self.vars)) | {red[self.q]: e}
+
+    def _split(self, kl: KernelLowerer, si: int, size: Dim) -> None:
+        self.chunk = chunk(kl.newvar(f"s{si}tid", kl.threads), L.dim(self.nb), threads_for(size, kl.threads))
+        self.block = L.iadd(self.chunk.start, self.b)
+        kl.ranges[self.block] = (0, D.add(self.nb, -1))
 
     def body(self, acc: str, acc_dt: DType, init: X, upd: X) -> tuple[list, X]:
         """Statements summing `upd` (an update of `acc`) over the reduced loops, and the sum."""
@@ -63,14 +75,23 @@ class Blocked:
         if isinstance(dq, int) and dq % self.c == 0:
             ext = L.const(self.c)
         else:
-            ext = L.imin(L.const(self.c), L.iadd(L.dim(dq), L.imul(self.b, L.const(-self.c))))
+            ext = L.imin(L.const(self.c), L.iadd(L.dim(dq), L.imul(self.block, L.const(-self.c))))
         part = L.var(acc, acc_dt)
+        wsum = outer if self.part is None else f"{acc}p"  # a thread's own partial
         block = [L.Acc(acc, acc_dt, init), L.Loop(self.vars[q].arg, ext, inner),
-                 L.SetAcc(outer, L.alu(Op.ADD, w, L.var(outer, w), part if w == acc_dt else L.alu(Op.CAST, w, part),
-                                       arg="acc"))]
-        loops = kl.nest(self.vars[:q] + [self.b], self.extents[:q] + [D.floordiv(D.add(dq, self.c - 1), self.c)],
-                        block)
-        return [L.Acc(outer, w, L.const(0.0, w))] + loops, L.var(outer, w)
+                 L.SetAcc(wsum, L.alu(Op.ADD, w, L.var(wsum, w), part if w == acc_dt else L.alu(Op.CAST, w, part),
+                                      arg="acc"))]
+        if self.part is None:
+            loops = kl.nest(self.vars[:q] + [self.b], self.extents[:q] + [self.nb], block)
+            return [L.Acc(outer, w, L.const(0.0, w))] + loops, L.var(outer, w)
+        kl.bufs[self.part] = w
+        t = kl.newvar(f"{acc}t", kl.threads)
+        ch = self.chunk
+        thread = [L.Acc(wsum, w, L.const(0.0, w)), L.Loop(self.b.arg, ch.count, block),
+                  L.Store(self.part, ch.tid, L.var(wsum, w))]
+        total = L.alu(Op.ADD, w, L.var(outer, w), L.load(self.part, t, w), arg="acc")
+        return [L.Parallel(ch.tid.arg, ch.teff, thread, most=kl.threads), L.Acc(outer, w, L.const(0.0, w)),
+                L.Loop(t.arg, ch.teff, [L.SetAcc(outer, total)])], L.var(outer, w)
 
 
 def identity(op: str, dtype) -> X:

@@ -16,11 +16,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from caten.ir import dims as D
+from caten.ir import dtypes as T
 from caten.ir.dims import Dim
 from caten.ir.graph import Node, toposort
 from caten.ir.ops import FREE, HEAVY, TRANSCENDENTAL, Op
 from caten.ir.program import Program
 from caten.schedule.plan import ReducePlan, gemm_plan, max_outer, plan_reduce
+from caten.schedule.split import outer_split, stagewise, sum_split
 
 ALIGN = 64
 _HEAVY = HEAVY  # the op table's cost classes
@@ -44,11 +46,18 @@ class Buffer:
     first: int = -1  # kernel that writes it
     last: int = -1  # last kernel that reads it
     local: int = -1  # >= 0: only read inside its kernel; holds one slice past the first `local` axes
+    copies: int = 1  # local: one slice per thread of its kernel's split outer loop
+
+    @property
+    def elements(self) -> Dim:
+        """Its length in elements (a local temp: its slices)."""
+        if self.local < 0:
+            return D.prod(self.shape)
+        return D.mul(D.prod(self.shape[self.local:]), self.copies)
 
     @property
     def nbytes(self) -> Dim:
-        shape = self.shape[self.local:] if self.local >= 0 else self.shape
-        return D.mul(D.prod(shape), self.dtype.itemsize)
+        return D.mul(self.elements, self.dtype.itemsize)
 
 
 @dataclass
@@ -73,6 +82,7 @@ class Kernel:
     stages: list[Stage] = field(default_factory=list)
     reads: list[str] = field(default_factory=list)
     writes: list[str] = field(default_factory=list)
+    split: int = 1  # threads its outer loops are split over (caten.schedule.split)
 
 
 @dataclass
@@ -94,12 +104,13 @@ class Schedule:
                  + (f", GEMMs on up to {self.threads} threads" if self.threads > 1 else "")]
         for k in self.kernels:
             lines.append(f"kernel {k.name}: outer [{' '.join(map(str, k.outer_shape))}]"
-                         f" reads {' '.join(k.reads) or '-'} writes {' '.join(k.writes) or '-'}")
+                         + (f" on up to {k.split} threads" if k.split > 1 else "")
+                         + f" reads {' '.join(k.reads) or '-'} writes {' '.join(k.writes) or '-'}")
             for s in k.stages:
                 n = s.node
                 what = f"reduce-{n.arg[0]} axes {list(n.arg[1])} ({s.mode})" if s.kind == "reduce" else "store"
                 if s.scratch:
-                    what += f" packed via {' '.join(s.scratch)}"
+                    what += f" {'packed via' if s.mode == 'tiled' else 'thread partials in'} {' '.join(s.scratch)}"
                 lines.append(f"  {what} {n.op.value} {n.dtype} [{' '.join(map(str, n.shape))}] -> "
                              f"{s.buffer or 'register'}")
         lines.append("buffers:")
@@ -335,10 +346,24 @@ def schedule(program: Program, check: Callable | None, threads: int = 1) -> Sche
                         ntemp += 1
                         buffers[name] = Buffer(name, n.dtype, (0,), "temp")
                         names.append(name)
-                for name, size in zip(names, plan.pack_sizes()):
+                pa_size, pb_size = plan.pack_sizes()
+                for name, size in zip(names, (pa_size, 0 if plan.b_once else pb_size)):  # (once: its own b)
                     buffers[name].shape = (max(buffers[name].shape[0], size * threads),)
                 st.scratch = tuple(names)
+                if plan.b_once:  # b packed whole: kept across the kernel's outer loops, so its own buffer
+                    name = f"t{ntemp}"
+                    ntemp += 1
+                    buffers[name] = Buffer(name, n.dtype, (plan.whole_b(),), "temp")
+                    st.scratch += (name,)
             k.stages.append(st)
+        if threads > 1 and p == 0:  # full sums: a wide partial per thread
+            for st in k.stages:
+                if sum_split(st):
+                    name = f"t{ntemp}"
+                    ntemp += 1
+                    buffers[name] = Buffer(name, T.f64, (threads,), "temp")  # (a block sum's wide dtype)
+                    st.scratch = (name,)
+                    k.split = threads
         kernels.append(k)
     pos = {n: i for i, n in enumerate(order)}
     for gi, (members, _) in enumerate(groups):
@@ -359,6 +384,12 @@ def schedule(program: Program, check: Callable | None, threads: int = 1) -> Sche
             buf.last = max(buf.last, gi)
         for b in k.reads:
             buffers[b].last = max(buffers[b].last, gi)
+    for k in kernels:
+        if k.outer > 0:
+            k.split = outer_split(k, threads)
+        for s in k.stages:
+            if s.buffer and buffers[s.buffer].local >= 0 and not stagewise(k):
+                buffers[s.buffer].copies = k.split
     arena, peak = plan_arena([b for b in buffers.values() if b.role == "temp"])
     return Schedule(program, kernels, buffers, node_buf, arena, peak, outs, threads)
 

@@ -80,6 +80,7 @@ class GemmPlan:
     mc: int
     nc: int
     a_batch_free: bool = False
+    b_once: bool = False  # b reads no batch axis: packed whole, once per call, shared by the threads
 
     @property
     def j(self) -> int:
@@ -100,6 +101,11 @@ class GemmPlan:
 
     def pack_sizes(self) -> tuple[Dim, Dim]:
         return self.mc * self.kc, self.kc * self.nc
+
+    def whole_b(self) -> Dim:
+        """Elements of b packed whole (`b_once`): every K block's column panels, zero-padded."""
+        kb = D.mul(D.floordiv(D.add(self.K, self.kc - 1), self.kc), self.kc)
+        return D.mul(kb, D.mul(D.floordiv(D.add(self.N, self.nr - 1), self.nr), self.nr))
 
 
 def _roundup(x: int, m: int) -> int:
@@ -170,7 +176,10 @@ def _gemm_plan(n: Node, vbytes: int) -> GemmPlan | None:
     # the columns are few (a small image); a large one keeps the shared loops (epilogue fusion)
     free = any(src.shape[x] != 1 for x in batch) and not (da & set(batch)) and isinstance(N, int) \
         and N < HOIST_COLS and isinstance(K, int) and K <= kc and isinstance(M, int) and M <= mc
-    return GemmPlan(i, tuple(js), ai, bi, batch, axes, M, N, K, mr, nr, kc, mc, nc, free)
+    # b that no batch axis changes (a linear layer's weights under batch and token loops) is packed
+    # whole once, not once per batch index and thread (its packing is K*N of M*N*K work a batch)
+    once = any(src.shape[x] != 1 for x in batch) and not (db & set(batch)) and not free
+    return GemmPlan(i, tuple(js), ai, bi, batch, axes, M, N, K, mr, nr, kc, mc, nc, free, once)
 
 
 def tiled(n: Node) -> bool:

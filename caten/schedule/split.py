@@ -1,0 +1,74 @@
+"""Splitting a kernel's loops over threads. The iterations of a kernel's shared outer
+loops are independent: every stage reads the others only at the same outer coordinates
+(`KernelLowerer.check_outer` vetoes any other fusion), and memory reductions accumulate into
+their own output slab. So a row softmax, a layernorm or an elementwise kernel runs chunks of
+its first outer loop on the CPU's cores, as its GEMMs already do; its kernel-local scratch then
+holds one slice per thread. In a kernel with a GEMM (which splits its own rows), the store
+stages split their first loop instead (a GEMM's bias and activation epilogue; not a stage that
+reads a register reduction's value, which lives in one thread). A kernel without outer loops
+splits the block loop of each full float sum instead (`sum_split`): each thread adds its
+blocks into a wide partial of its own, and the partials are added in thread order (so a result
+depends only on the thread count). Small loops stay on one thread (starting one costs ~20 us)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from caten.ir import dims as D
+from caten.ir.dims import Dim
+from caten.ir.ops import Op
+
+if TYPE_CHECKING:
+    from caten.schedule import Kernel, Stage
+
+SPLIT_MIN = 1 << 17  # elements a kernel's stages touch below which it stays on one thread
+
+
+def split_axis(k: Kernel) -> int | None:
+    """The outer loop that is split: the first whose extent is not 1."""
+    return next((a for a, d in enumerate(k.outer_shape) if d != 1), None)
+
+
+def work(k: Kernel) -> Dim:
+    """Elements the kernel's stages touch: its outer iterations times each stage's inner loops."""
+    inner: Dim = 0
+    for s in k.stages:
+        shape = s.node.src[0].shape if s.node.op is Op.REDUCE else s.node.shape
+        inner = D.add(inner, D.prod(shape[k.outer:]))
+    return D.mul(D.prod(k.outer_shape), inner)
+
+
+def outer_split(k: Kernel, threads: int) -> int:
+    """How many threads kernel k's outer loops may be split over (1: not split); when its size
+    is symbolic, the lowering still keeps a small call on one thread (`work` at run time)."""
+    if threads < 2 or k.outer == 0:
+        return 1
+    if stagewise(k):
+        big = any(s.kind == "store" and len(s.node.shape) > k.outer and not _small(D.prod(s.node.shape[k.outer:]))
+                  for s in k.stages)
+        return threads if big else 1
+    a = split_axis(k)
+    if a is None or (isinstance(k.outer_shape[a], int) and k.outer_shape[a] < 2):
+        return 1
+    return 1 if _small(work(k)) else threads
+
+
+def stagewise(k: Kernel) -> bool:
+    """Kernel k splits its store stages' first loops, not its outer loops (it has a GEMM)."""
+    return any(s.mode == "tiled" for s in k.stages)
+
+
+def _small(size: Dim) -> bool:
+    return isinstance(size, int) and size < SPLIT_MIN
+
+
+def sum_split(st: Stage) -> bool:
+    """Stage st of a kernel without outer loops is a full float sum whose blocks may be split:
+    every source axis reduced, cut at the first (`block_plan`), big enough unless symbolic."""
+    n = st.node
+    if st.kind != "reduce" or st.mode != "register" or st.plan.block is None or st.plan.block[0] != 0:
+        return False
+    if len(n.arg[1]) != n.src[0].rank:
+        return False
+    size = D.prod(n.src[0].shape)
+    return not (isinstance(size, int) and size < SPLIT_MIN)
