@@ -1,7 +1,7 @@
 """GEMMs split over threads (llvm runtime): rows divided in multiples of the micro-tile over
-pthreads started by the generated code, each thread with its own packed panels. Checked
-against numpy at several thread counts, including uneven splits and a C program linked
-against the AOT library."""
+the worker threads of the generated code's pool (caten.render.llvm.pool), each thread with its
+own packed panels. Checked against numpy at several thread counts, including uneven splits and
+a C program linked against the AOT library."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def test_threaded_code_and_schedule(threads):
 
     prog = caten.loads(MM, runtime="llvm", use_cache=False).mm.program({})[0]
     ir = pipeline.emit(RUNTIME, prog, "source", Options())[".ll"]
-    assert "call i32 @pthread_create(" in ir and "call i32 @pthread_join(" in ir
+    assert "call i32 @pthread_create(" in ir and "call void @caten_pool_run(" in ir
     sched = pipeline.emit(RUNTIME, prog, "schedule", Options())[".txt"]
     assert "GEMMs on up to 3 threads" in sched
     threads(1)

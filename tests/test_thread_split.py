@@ -142,3 +142,30 @@ def test_plans_and_schedules_say_so(mods):
         src = pipeline.emit(RUNTIME, mods[2].total.program({})[0], "source", Options())[".ll"]
     assert "outer [R] on up to 2 threads" in sm, sm
     assert "thread partials in" in tot and "call i32 @pthread_create(" in src, tot
+
+
+def test_pool_through_idle_exits_and_concurrent_callers(mods):
+    """The module's worker pool: workers exit after ~0.1 s without work and start again; callers
+    on several Python threads share it (one loop at a time; the others run their iterations
+    themselves). Every result must stay exact."""
+    import concurrent.futures
+    import time
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((300, 1000), dtype=np.float32)
+    v = rng.random((1 << 20) + 7, dtype=np.float32)
+    want_sm, want_total = mods[2].sm(x).copy(), mods[2].total(v).copy()
+    for pause in (0.0, 0.25, 0.0, 0.3):
+        time.sleep(pause)
+        for _ in range(5):
+            np.testing.assert_array_equal(mods[2].sm(x), want_sm)
+            np.testing.assert_array_equal(mods[2].total(v), want_total)
+
+    def work(i: int) -> bool:
+        ok = True
+        for _ in range(20):
+            ok &= bool(np.array_equal(mods[2].sm(x), want_sm)) and bool(np.array_equal(mods[2].total(v), want_total))
+        return ok
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(work, range(4)))

@@ -22,6 +22,7 @@ from caten.lower.chunks import Chunk, chunk, threads_for
 from caten.lower.gemm import gemm, tiled
 from caten.lower.index import Aff, Coords, flatten
 from caten.lower.loopir import X
+from caten.lower.masksplit import split_masks
 from caten.lower.reduce import Blocked, identity
 from caten.schedule import Schedule, Unfusable
 from caten.schedule.plan import LOWP, ReducePlan
@@ -337,7 +338,7 @@ def lower(sched: Schedule) -> list[L.Kernel]:
         kl = KernelLowerer(k.name, [s.node for s in k.stages], k.outer, realized,
                            lambda n: sched.node_buf.get(n), plans.__getitem__, local, scratch,
                            sched.threads, (k.split, work(k)), stagewise(k))
-        body = kl.lower()
+        body = split_masks(kl.lower())
         params = [L.BufParam(b, sched.buffers[b].dtype, sched.buffers[b].role) for b in kl.bufs if b is not None]
         out.append(L.Kernel(k.name, params, list(sched.program.dims), body))
     return out

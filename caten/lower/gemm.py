@@ -89,7 +89,9 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     p, dt = kl.p, n.dtype
     opa, opb = src.src[plan.a], src.src[plan.b]
     pa, pb, *whole = kl.scratch.get(n, ("pa", "pb"))
-    once = plan.b_once and bool(whole)
+    a_once, once = plan.a_once and bool(whole), plan.b_once and bool(whole)
+    if a_once:
+        pa = whole[0]
     if once:
         pb = whole[0]
     kl.bufs[pa] = dt
@@ -175,10 +177,11 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
         if len(axes) == 1:
             return {axes[0]: exact(rem, total)}
         out = {}
-        for a in reversed(axes):
+        for a in reversed(axes[1:]):
             d = src.shape[a]
             out[a] = exact(X.make("imod", L.IDX, (rem, L.dim(d))), d)
             rem = X.make("idiv", L.IDX, (rem, L.dim(d)))
+        out[axes[0]] = exact(rem, src.shape[axes[0]])  # (what is left is below the outermost size)
         return out
 
     def kcoords(kk: X) -> None:
@@ -196,9 +199,8 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     cv = L.imin(L.const(nr), _sub(n_hi, jb))
     bbase = L.iadd(poff_b, L.iadd(L.imul(jp, L.const(kc * nr)), L.imul(kk, L.const(nr))))
     bval = operand(opb, split(L.iadd(jb, cc), plan.js, plan.N) | ({plan.i: Aff()} if plan.i is not None else {}))
-    pack_b = [L.Loop(jp.arg, npj, [L.Loop(kk.arg, klen, [
-        L.Loop(cc.arg, cv, [L.Store(pb, L.iadd(bbase, cc), bval)]),
-        L.Loop(cz.arg, _sub(L.const(nr), cv), [L.Store(pb, L.iadd(bbase, L.iadd(cv, cz)), zero)], "cold")])])]
+    pack_b = [L.Loop(jp.arg, npj, [L.Loop(kk.arg, klen, _panel(cc, cz, cv, nr, L.Store(pb, L.iadd(bbase, cc), bval),
+                                                               L.Store(pb, L.iadd(bbase, L.iadd(cv, cz)), zero)))])]
     # pack A: panels of mr rows, k-major, zero-padded past M
     ic = var("ic", D.floordiv(D.add(plan.M, mc - 1), mc))
     i0 = L.iadd(m_lo, L.imul(ic, L.const(mc)))
@@ -239,16 +241,20 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     ostride = L.dim(ostr[plan.i - off]) if plan.i is not None and plan.i >= off else L.const(0)
     beta = L.const(False, T.bool_) if nkc.op == "const" and nkc.arg == 1 else L.icmplt(L.const(0), kcv)
     if once:  # the block's panels in the whole packed b: [K block][column panel][k][nr]
-        npg = _ceil(N, nr)
-        poff_b = L.imul(L.iadd(L.imul(kcv, npg), X.make("idiv", L.IDX, (j0, L.const(nr)))), L.const(kc * nr))
+        poff_b = L.imul(L.iadd(L.imul(kcv, _ceil(N, nr)), X.make("idiv", L.IDX, (j0, L.const(nr)))),
+                        L.const(kc * nr))
         pack_b = []
+    if a_once:  # likewise a: [K block][row panel][k][mr]
+        poff_a = L.imul(L.iadd(L.imul(kcv, _ceil(M, mr)), X.make("idiv", L.IDX, (i0, L.const(mr)))),
+                        L.const(kc * mr))
+        pack_a = []
     tiles = [L.MacroMM(f"s{si}_{kl.nvar}", dt, mr, nr, klen, pa, poff_a, kc * mr, pb, poff_b, kc * nr, buf,
                        ooff, ostride, npi, npj, _sub(m_hi, i0), _sub(n_hi, j0), beta)]
     kl.nvar += 1
     # a that no batch loop changes, in one M block and one K block (a convolution's weights), is
     # packed once, before the batch loops, not once per image
     hoist = bool(loops) and nkc.op == "const" and nkc.arg == 1 and isinstance(plan.M, int) and plan.M <= mc \
-        and not (axis_deps(opa) & set(baxes))
+        and not (axis_deps(opa) & set(baxes)) and not a_once
     if hoist:
         body = [L.Loop(jc.arg, _ceil(_sub(n_hi, n_lo), nc), pack_b + tiles)]
     else:
@@ -260,49 +266,66 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
         body = [L.Loop(ic.arg, L.const(1), [L.Loop(kcv.arg, L.const(1), pack_a + body)])]
     if tid is not None:
         body = [L.Parallel(tid.arg, teff, body, most=T_)]
-    if once:
-        body = pack_whole_b(kl, si, plan, pb, lambda at: operand(opb, at), split, teff if tid is not None else None) \
-            + body
+    if once or a_once:
+        side, node, pw = ("b", opb, pb) if once else ("a", opa, pa)
+        body = pack_whole(kl, si, plan, side, pw, lambda at: operand(node, at), split,
+                          teff if tid is not None else None) + body
     kl.done.add(n)
     return zeros_if_empty(kl, n, si, buf, plan.K, Coords) + body
 
 
-def pack_whole_b(kl: KernelLowerer, si: int, plan: GemmPlan, pw: str, bval, split, teff: X | None) -> list:
-    """b packed whole, [K block][column panel][k][nr] zero-padded, its panels shared among the
-    threads (which pack them), at the first iteration of the kernel's outer loops (b reads
-    none of them: `GemmPlan.b_once`)."""
-    kc, nr = plan.kc, plan.nr
-    N, K = L.dim(plan.N), L.dim(plan.K)
-    npg = _ceil(N, nr)
+def pack_whole(kl: KernelLowerer, si: int, plan: GemmPlan, side: str, pw: str, value, split,
+               teff: X | None) -> list:
+    """Operand `side` packed whole, [K block][panel][k][width] zero-padded (panels of mr rows of
+    a, or of nr columns of b), shared among the threads (which pack its panels), at the first
+    iteration of the kernel's outer loops (it reads none of them: `GemmPlan.a_once`, `b_once`)."""
+    kc = plan.kc
+    width, size, axes = (plan.mr, plan.M, (plan.i,)) if side == "a" else (plan.nr, plan.N, plan.js)
+    ext, K = L.dim(size), L.dim(plan.K)
+    npanels = _ceil(ext, width)
 
-    def var(hint: str, ext: Dim) -> X:
-        return kl.newvar(f"s{si}{hint}", ext)
+    def var(hint: str, d: Dim) -> X:
+        return kl.newvar(f"s{si}{hint}", d)
 
     kb = var("wkc", D.floordiv(D.add(plan.K, kc - 1), kc))
-    jp = var("wjp", D.floordiv(D.add(plan.N, nr - 1), nr))
-    kk, cc, cz = var("wk", kc), var("wc", nr), var("wz", nr)
-    ch = chunk(var("wtid", kl.threads), npg, teff) if teff is not None else None  # column panels per thread
+    jp = var("wp", D.floordiv(D.add(size, width - 1), width))
+    kk, cc, cz = var("wk", kc), var("wc", width), var("wz", width)
+    ch = chunk(var("wtid", kl.threads), npanels, teff) if teff is not None else None  # panels per thread
     g = L.iadd(ch.start, jp) if ch else jp
-    kl.ranges[g] = (0, D.add(D.floordiv(D.add(plan.N, nr - 1), nr), -1))
-    col = L.imul(g, L.const(nr))
-    cv = L.imin(L.const(nr), _sub(N, col))
+    kl.ranges[g] = (0, D.add(D.floordiv(D.add(size, width - 1), width), -1))
+    first = L.imul(g, L.const(width))
+    cv = L.imin(L.const(width), _sub(ext, first))
     klen = L.imin(L.const(kc), _sub(K, L.imul(kb, L.const(kc))))
-    at = split(L.iadd(col, cc), plan.js, plan.N) | split(L.iadd(L.imul(kb, L.const(kc)), kk), plan.red, plan.K)
-    at |= {a: Aff() for a in plan.batch} | ({plan.i: Aff()} if plan.i is not None else {})
-    base = L.iadd(L.imul(L.iadd(L.imul(kb, npg), g), L.const(kc * nr)), L.imul(kk, L.const(nr)))
+    at = split(L.iadd(first, cc), axes, size) | split(L.iadd(L.imul(kb, L.const(kc)), kk), plan.red, plan.K)
+    zeroed = set(plan.batch) | set(plan.js if side == "a" else ()) | ({plan.i} if side == "b" and plan.i is not None
+                                                                      else set())
+    at |= {a: Aff() for a in zeroed}
+    base = L.iadd(L.imul(L.iadd(L.imul(kb, npanels), g), L.const(kc * width)), L.imul(kk, L.const(width)))
     zero = L.const(0.0, kl.bufs[pw])
-    body = [L.Loop(kk.arg, klen, [
-        L.Loop(cc.arg, cv, [L.Store(pw, L.iadd(base, cc), bval(at))]),
-        L.Loop(cz.arg, _sub(L.const(nr), cv), [L.Store(pw, L.iadd(base, L.iadd(cv, cz)), zero)], "cold")])]
+    body = [L.Loop(kk.arg, klen, _panel(cc, cz, cv, width, L.Store(pw, L.iadd(base, cc), value(at)),
+                                        L.Store(pw, L.iadd(base, L.iadd(cv, cz)), zero)))]
     body = [L.Loop(kb.arg, _ceil(K, kc), body)]
-    body = ch.wrap(jp, body, kl.threads) if ch else [L.Loop(jp.arg, npg, body)]
-    first = None
+    body = ch.wrap(jp, body, kl.threads) if ch else [L.Loop(jp.arg, npanels, body)]
+    once = None
     for v, d in zip(kl.outer_vars, kl.outer_shape):
         if d != 1:
-            first = L.land(first, L.icmplt(v, L.const(1)))
-    if first is not None:  # once for all iterations of the outer loops
-        body = [L.Loop(var("wonce", 1).arg, L.alu(Op.WHERE, L.IDX, first, L.const(1), L.const(0)), body, "cold")]
+            once = L.land(once, L.icmplt(v, L.const(1)))
+    if once is not None:  # once for all iterations of the outer loops
+        body = [L.Loop(var("wonce", 1).arg, L.alu(Op.WHERE, L.IDX, once, L.const(1), L.const(0)), body, "cold")]
     return body
+
+
+def _panel(cc: X, cz: X, cv: X, width: int, store: L.Store, zero: L.Store) -> list:
+    """One k row of a packed panel: `store` for its cv valid lanes, `zero` for the rest; a full
+    panel (the common case) runs a loop of constant length `width` (a renderer unrolls it into
+    vector moves, where a variable count becomes a call of memcpy)."""
+    full = L.alu(Op.NOT, T.bool_, L.icmplt(cv, L.const(width)))
+    cp = L.var(f"{cc.arg}p")  # (a loop variable is bound once in a kernel)
+    part = L.Store(store.buf, L.subst(store.idx, cc, cp), L.subst(store.value, cc, cp))
+    return [L.Loop(f"{cc.arg}_full", L.alu(Op.WHERE, L.IDX, full, L.const(1), L.const(0)),
+                   [L.Loop(cc.arg, L.const(width), [store])]),
+            L.Loop(f"{cc.arg}_part", L.alu(Op.WHERE, L.IDX, full, L.const(0), L.const(1)),
+                   [L.Loop(cp.arg, cv, [part]), L.Loop(cz.arg, _sub(L.const(width), cv), [zero], "cold")])]
 
 
 def exact_range(kl: KernelLowerer, e: X, size: Dim) -> Aff:

@@ -269,6 +269,20 @@ class MacroMM:
         return [Loop(jt.arg, self.nj, [Loop(it.arg, self.ni, [tile])])]
 
 
+def subst(e: X, v: X, by: X) -> X:
+    """e with every occurrence of v replaced by `by`."""
+    memo: dict[int, X] = {}
+
+    def go(x: X) -> X:
+        if x is v:
+            return by
+        hit = memo.get(id(x))
+        if hit is None:
+            hit = memo[id(x)] = X.make(x.op, x.dtype, tuple(go(s) for s in x.src), x.arg) if x.src else x
+        return hit
+    return go(e)
+
+
 def imin(a: X, b: X) -> X:
     if a.op == "const" and b.op == "const":
         return const(min(a.arg, b.arg))

@@ -34,6 +34,7 @@ class Composite:
         self._variants: dict[tuple, tuple[Program, Any]] = {}
         self._programs: dict[tuple, Program] = {}
         self._pool = OutputPool()
+        self._envs: dict[tuple, tuple[Program, dict[str, int]]] = {}  # (program, shapes) -> checked dims
         self.__doc__ = cdef.doc or None
 
     def __repr__(self) -> str:
@@ -101,7 +102,15 @@ class Composite:
             raise Error(f"runtime '{self.module.runtime.name}' cannot run here: {why}",
                         hint="install what it names, or choose another runtime (`caten runtimes` lists them)")
         prog, exe = self.program(self._bind_types(arrays))
-        env = check_shapes(prog, arrays)
+        key = (id(prog), tuple(a.shape for a in arrays))
+        hit = self._envs.get(key)
+        if hit is not None and hit[0] is prog:  # (a loop calls with the same shapes: checked once)
+            env = hit[1]
+        else:
+            env = check_shapes(prog, arrays)
+            if len(self._envs) >= 256:
+                self._envs.clear()
+            self._envs[key] = (prog, env)  # (the program held: its id names no other while cached)
         outs = [self._output(prog, o, env) for o in prog.outputs] if out is None else \
             self._given(prog, out, env, arrays)
         exe.run([a if a.flags.c_contiguous else np.array(a, order="C") for a in arrays], outs, env)

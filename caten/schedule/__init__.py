@@ -347,13 +347,14 @@ def schedule(program: Program, check: Callable | None, threads: int = 1) -> Sche
                         buffers[name] = Buffer(name, n.dtype, (0,), "temp")
                         names.append(name)
                 pa_size, pb_size = plan.pack_sizes()
-                for name, size in zip(names, (pa_size, 0 if plan.b_once else pb_size)):  # (once: its own b)
+                sizes = (0 if plan.a_once else pa_size, 0 if plan.b_once else pb_size)  # (once: its own)
+                for name, size in zip(names, sizes):
                     buffers[name].shape = (max(buffers[name].shape[0], size * threads),)
                 st.scratch = tuple(names)
-                if plan.b_once:  # b packed whole: kept across the kernel's outer loops, so its own buffer
+                if plan.a_once or plan.b_once:  # packed whole: kept across the outer loops, so its own buffer
                     name = f"t{ntemp}"
                     ntemp += 1
-                    buffers[name] = Buffer(name, n.dtype, (plan.whole_b(),), "temp")
+                    buffers[name] = Buffer(name, n.dtype, (plan.whole("a" if plan.a_once else "b"),), "temp")
                     st.scratch += (name,)
             k.stages.append(st)
         if threads > 1 and p == 0:  # full sums: a wide partial per thread

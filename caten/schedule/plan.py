@@ -81,6 +81,7 @@ class GemmPlan:
     nc: int
     a_batch_free: bool = False
     b_once: bool = False  # b reads no batch axis: packed whole, once per call, shared by the threads
+    a_once: bool = False  # a reads no batch axis (a convolution's weights): likewise
 
     @property
     def j(self) -> int:
@@ -102,10 +103,12 @@ class GemmPlan:
     def pack_sizes(self) -> tuple[Dim, Dim]:
         return self.mc * self.kc, self.kc * self.nc
 
-    def whole_b(self) -> Dim:
-        """Elements of b packed whole (`b_once`): every K block's column panels, zero-padded."""
+    def whole(self, side: str) -> Dim:
+        """Elements of operand `side` ("a" or "b") packed whole (`a_once`, `b_once`): every K
+        block's row (column) panels, zero-padded."""
+        size, w = (self.M, self.mr) if side == "a" else (self.N, self.nr)
         kb = D.mul(D.floordiv(D.add(self.K, self.kc - 1), self.kc), self.kc)
-        return D.mul(kb, D.mul(D.floordiv(D.add(self.N, self.nr - 1), self.nr), self.nr))
+        return D.mul(kb, D.mul(D.floordiv(D.add(size, w - 1), w), w))
 
 
 def _roundup(x: int, m: int) -> int:
@@ -178,8 +181,10 @@ def _gemm_plan(n: Node, vbytes: int) -> GemmPlan | None:
         and N < HOIST_COLS and isinstance(K, int) and K <= kc and isinstance(M, int) and M <= mc
     # b that no batch axis changes (a linear layer's weights under batch and token loops) is packed
     # whole once, not once per batch index and thread (its packing is K*N of M*N*K work a batch)
-    once = any(src.shape[x] != 1 for x in batch) and not (db & set(batch)) and not free
-    return GemmPlan(i, tuple(js), ai, bi, batch, axes, M, N, K, mr, nr, kc, mc, nc, free, once)
+    repeats = any(src.shape[x] != 1 for x in batch)
+    b_once = repeats and not (db & set(batch)) and not free
+    a_once = repeats and not (da & set(batch)) and i is not None and not b_once
+    return GemmPlan(i, tuple(js), ai, bi, batch, axes, M, N, K, mr, nr, kc, mc, nc, free, b_once, a_once)
 
 
 def tiled(n: Node) -> bool:
