@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import time
 
 import numpy as np
+from timing import rounds
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 N_ELEM = 1 << 24
@@ -155,30 +155,6 @@ def source(wl: str) -> str:
     return SOURCES[wl]
 
 
-def rounds(fns: dict, reps: int, max_s: float, burst: int = 3, settle: float = 0.3) -> dict:
-    """Median seconds of each callable over `reps` rounds; in each round every system, in turn,
-    gets a pause of `settle` seconds, one untimed call and then `burst` timed calls. Rounds
-    spread drift on this shared machine over all systems; the pause lets the previous system's
-    worker threads go idle (OpenBLAS keeps its threads spinning ~0.1 s after a call, which would
-    take the second core from whoever runs next); the untimed call takes the slow first call
-    after a pause, which this VM shows for every system (a Mixer block: 1.5x its steady time)."""
-    for f in fns.values():
-        f()
-    ts: dict = {k: [] for k in fns}
-    t_start = time.perf_counter()
-    for i in range(reps):
-        for k, f in fns.items():
-            time.sleep(settle)
-            f()
-            for _ in range(burst):
-                t0 = time.perf_counter()
-                f()
-                ts[k].append(time.perf_counter() - t0)
-        if i >= 2 and time.perf_counter() - t_start > max_s:
-            break
-    return {k: statistics.median(v) for k, v in ts.items()}
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=5, help="rounds of 3 calls per system")
@@ -214,7 +190,7 @@ def main() -> None:
             targs = [torch.from_numpy(a) for a in args]
             tf = torch_impl(k)
             fns["torch"] = lambda: tf(*targs)  # noqa: B023
-        med = rounds(fns, opts.reps, opts.max_s)
+        med = rounds(fns, opts.reps, opts.max_s, burst=3, settle=0.3)
 
         def cell(name, k=k, med=med):
             s = med[name]

@@ -26,7 +26,6 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -38,22 +37,9 @@ from caten.ir import dims as D
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "examples"))
 import mnist_tensor as mt  # noqa: E402
+from timing import rounds  # noqa: E402
 
 BATCH, LR = 64, 1e-2
-
-
-def rounds(fns: dict[str, Callable[[], object]], reps: int, warmup: int = 3) -> dict[str, float]:
-    """Median seconds per call of each function, the systems alternating in each round."""
-    for f in fns.values():
-        for _ in range(warmup):
-            f()
-    times: dict[str, list[float]] = {k: [] for k in fns}
-    for _ in range(reps):
-        for k, f in fns.items():
-            t0 = time.perf_counter()
-            f()
-            times[k].append(time.perf_counter() - t0)
-    return {k: statistics.median(v) for k, v in times.items()}
 
 
 def batch() -> tuple[np.ndarray, np.ndarray]:
@@ -198,7 +184,7 @@ def bench_training(name: str, reps: int, tg: str | None) -> tuple[dict[str, floa
             fns["tinygrad TinyJit"] = tinygrad_step(name, weights, x, y)
         except Exception as e:  # noqa: BLE001 - a tinygrad version whose API differs
             notes.append(f"tinygrad failed: {type(e).__name__}: {str(e)[:100]}")
-    return rounds(fns, reps), notes
+    return rounds(fns, reps, warmup=3), notes
 
 
 def bench_overhead(reps: int) -> list[tuple[str, float]]:
@@ -232,7 +218,7 @@ def bench_overhead(reps: int) -> list[tuple[str, float]]:
 
     text, params = Printer().program("f", [chain(x).node])
     fn, arrays = program(text, "llvm"), arrays_of(params)
-    call = rounds({"call": lambda: fn(*arrays)}, reps)["call"]
+    call = rounds({"call": lambda: fn(*arrays)}, reps, warmup=3)["call"]
     rows = [(f"build one op, first time ({n}-op chain)", first / n * 1e6),
             (f"build one op, shapes known ({n}-op chain)", statistics.median(builds) / n * 1e6),
             (f"realize the {n}-op chain, program cached", statistics.median(realize) * 1e6),
@@ -241,7 +227,7 @@ def bench_overhead(reps: int) -> list[tuple[str, float]]:
         import torch
 
         xt = torch.tensor(base)
-        rows.append((f"torch eager: run the same {n} ops", rounds({"t": lambda: chain(xt)}, reps)["t"] * 1e6))
+        rows.append((f"torch eager: run the same {n} ops", rounds({"t": lambda: chain(xt)}, reps, warmup=3)["t"] * 1e6))
     except ImportError:
         pass
     return rows
@@ -298,7 +284,7 @@ def bench_cnn_parts(reps: int) -> list[tuple[str, float, float | None]]:
             fns["torch"] = tmake(torch.nn.functional, *[torch.tensor(a) for a in arrays])
         except ImportError:
             pass
-        r = rounds(fns, reps)
+        r = rounds(fns, reps, warmup=3)
         rows.append((name, r["caten"], r.get("torch")))
     return rows
 

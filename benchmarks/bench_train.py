@@ -16,12 +16,12 @@ table shows medians in ms.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from timing import rounds
 
 import caten
 
@@ -86,19 +86,6 @@ def torch_mixer(arrays: list[np.ndarray]):
     return fwd, fwd_bwd, block, (x, y, params)
 
 
-def rounds(fns: dict, reps: int) -> dict[str, float]:
-    """Median seconds per call of each function, the systems alternating in each round."""
-    times: dict[str, list[float]] = {k: [] for k in fns}
-    for f in fns.values():
-        f()  # warm-up: compile, allocate
-    for _ in range(reps):
-        for k, f in fns.items():
-            t0 = time.perf_counter()
-            f()
-            times[k].append(time.perf_counter() - t0)
-    return {k: statistics.median(v) for k, v in times.items()}
-
-
 def bench_mixer(reps: int) -> list[tuple[str, float]]:
     arrays = mixer_data()
     mod = caten.loads(MIXER, runtime="llvm", defines={"B": B, "T": T, "C": C, "DT": DT, "DC": DC})
@@ -128,7 +115,7 @@ def bench_mixer(reps: int) -> list[tuple[str, float]]:
             print(f"torch.compile unavailable: {type(e).__name__}: {str(e)[:120]}")
     except ImportError:
         print("torch is not installed: caten only")
-    med = rounds(fns, reps)
+    med = rounds(fns, reps, burst=3, settle=0.3)
     print(f"mixer: caten compile + first call {compile_s:.1f} s")
     return list(med.items())
 

@@ -161,6 +161,9 @@ def _gemm_plan(n: Node, vbytes: int) -> GemmPlan | None:
             and isinstance(src.shape[j], int) and src.shape[j] < 2 * nr_cols:
         js.insert(0, kept[-len(js) - 1])
     i = next((x for x in reversed(kept[:-len(js)]) if x in da and x not in db), None)
+    if i is None and src.rank - 1 in axes:
+        return None  # dot products along the innermost axis (a layernorm gradient's row sums): a
+        #              register reduction reads each element once; a one-row GEMM would pack b
     batch = tuple(x for x in range(src.rank) if x not in axes and x != i and x not in js)
     M = src.shape[i] if i is not None else 1
     N, K = D.prod([src.shape[a] for a in js]), D.prod([src.shape[a] for a in axes])
