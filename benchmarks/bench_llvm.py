@@ -1,8 +1,8 @@
 """caten's LLVM runtime against numpy (and torch eager when installed) in ONE run, on the
 workloads of shared/bench/peers.py (same shapes, float32).
 
-    python benchmarks/bench_llvm.py [--reps 5] [--only a,b,c,d,e1,f,g]
-    CATEN_NUM_THREADS=1 python benchmarks/bench_llvm.py    # caten's GEMMs on one thread
+    python benchmarks/bench_llvm.py [--reps 5] [--only a,b,c,d,e1,f,g] [--runtime c]
+    CATEN_NUM_THREADS=1 python benchmarks/bench_llvm.py    # caten's loops on one thread
 
 Every workload is written in caten's language and compiled through `caten.loads` (the
 Mixer block is examples/mlp_mixer.lisp). Timings alternate the systems in rounds (see
@@ -161,6 +161,7 @@ def main() -> None:
     ap.add_argument("--max-s", type=float, default=20.0, help="per workload, after at least 3 rounds")
     ap.add_argument("--only", default="")
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--runtime", default="llvm", help="caten's runtime (llvm, or c: plain C by the system cc)")
     opts = ap.parse_args()
     import caten  # the installed one (`pip install .` or -e): the checkout's folder is not the package
 
@@ -179,7 +180,7 @@ def main() -> None:
         args = make_data(k)
         ref = numpy_impl(k)
         t0 = time.perf_counter()
-        mod = caten.loads(source(k), use_cache=False)
+        mod = caten.loads(source(k), runtime=opts.runtime, use_cache=False)
         fn = getattr(mod, ENTRY[k])
         got = fn(*args)
         compile_s = time.perf_counter() - t0

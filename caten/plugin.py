@@ -202,3 +202,19 @@ def get(name: str) -> Runtime:
         rt = rt() if isinstance(rt, type) else rt
     _loaded[name] = rt
     return rt
+
+
+def threads() -> int:
+    """How many threads a CPU runtime's parallel loops may use: CATEN_NUM_THREADS, else the CPUs this process
+    may run on, at most 8 (each thread has its own packed panels in the arena)."""
+    env = os.environ.get("CATEN_NUM_THREADS", "").strip()
+    if env:
+        try:
+            return max(1, min(64, int(env)))
+        except ValueError:
+            raise Error(f"CATEN_NUM_THREADS must be a positive integer, not {env!r}") from None
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        n = os.cpu_count() or 1
+    return max(1, min(8, n))

@@ -23,7 +23,7 @@ from caten.cache.store import key_of
 from caten.errors import Error
 from caten.ir import dims as D
 from caten.ir.ops import Op
-from caten.plugin import Capabilities, Options, Runtime
+from caten.plugin import Capabilities, Options, Runtime, threads
 from caten.render import cstyle as CS
 from caten.render.checks import c_slots
 from caten.render.llvm import c_header
@@ -33,8 +33,10 @@ from caten.target import Target
 # -fno-tree-loop-if-convert: GCC 12.2 at -O3 with AVX2 turns a guarded load (a pad's
 # `if (inside) v = in[i]`) into a masked vector load that reads the wrong lanes: (pad X [[2 0] [0 0]])
 # of a 4x2 tensor came back with rows 2-3 zeroed on znver3 (found by `caten fuzz`, seed 153278).
+# -fopenmp: a `Parallel` loop is an OpenMP parallel for (GEMMs split their rows; row kernels and
+# sums their loops), on up to CATEN_NUM_THREADS threads, as on the llvm runtime.
 FLAGS = ["-O3", "-shared", "-fPIC", "-ffp-contract=off", "-fwrapv", "-fno-math-errno",
-         "-fno-trapping-math", "-fno-strict-aliasing", "-fopenmp-simd", "-fno-tree-loop-if-convert"]
+         "-fno-trapping-math", "-fno-strict-aliasing", "-fopenmp", "-fno-tree-loop-if-convert"]
 
 
 def arch_flags(t: Target) -> list[str]:
@@ -155,7 +157,8 @@ class CRuntime(Runtime):
         return op is not Op.EXTERN
 
     def capabilities(self, t: Target) -> Capabilities:
-        return Capabilities(vector_bits=t.vector_bits, native=frozenset())  # the pass decomposes every hard op
+        # (the pass decomposes every hard op)
+        return Capabilities(vector_bits=t.vector_bits, threads=threads(), native=frozenset())
 
     def toolchain(self, t: Target) -> str:
         if "ver" not in self.__dict__:

@@ -25,7 +25,7 @@ from caten.errors import Error
 from caten.ir import dims as D
 from caten.ir.dtypes import DType
 from caten.ir.ops import TABLE, Op
-from caten.plugin import Capabilities, Options, Runtime
+from caten.plugin import Capabilities, Options, Runtime, threads
 from caten.run.arena import Arenas
 from caten.target import Target
 
@@ -78,22 +78,6 @@ def _engine():
         _state["tm"] = tm
         _state["engine"] = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
     return _state["engine"]
-
-
-def threads() -> int:
-    """How many threads a GEMM may split over: CATEN_NUM_THREADS, else the CPUs this process
-    may run on, at most 8 (each thread has its own packed panels in the arena)."""
-    env = os.environ.get("CATEN_NUM_THREADS", "").strip()
-    if env:
-        try:
-            return max(1, min(64, int(env)))
-        except ValueError:
-            raise Error(f"CATEN_NUM_THREADS must be a positive integer, not {env!r}") from None
-    try:
-        n = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        n = os.cpu_count() or 1
-    return max(1, min(8, n))
 
 
 def optimize(ir_text: str, opt: int = 3, t: Target | None = None):

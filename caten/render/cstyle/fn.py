@@ -5,6 +5,7 @@ decomposed into primitives (caten.render.cstyle.prims). Plain C renders a kernel
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 
@@ -18,6 +19,7 @@ from caten.ir.walk import Visit, drive
 from caten.lower import loopir as L
 from caten.lower.dimx import atom_value
 from caten.lower.loopir import X
+from caten.render.cstyle import tiles as T
 from caten.render.cstyle.prims import PRIMS
 from caten.render.cstyle.targets import Target, ctype, idx_lit, int_lit, stype, uty
 
@@ -269,6 +271,8 @@ class Fn:
             self.emit(f"a_{s.var} = {self.v(s.init)};")
         elif isinstance(s, L.SetAcc):
             self.emit(f"a_{s.var} = {self.v(s.value)};")
+        elif isinstance(s, L.TileMM):
+            self.emit(T.tile_call(self, s))
         else:
             raise TypeError(f"unknown loop-IR statement {type(s).__name__}")
 
@@ -282,7 +286,12 @@ class Fn:
         sums = _float_sums(s.body)
         # the reassociation the loop IR allows an "acc" update: partial sums, as LLVM's vector
         # lanes give (far closer to a pairwise sum than one serial chain: 660 ulp off over 33k f32)
-        if sums and self.t.name == "c":
+        if isinstance(s, L.Parallel) and s.most > 1 and self.t.name == "c":
+            # one iteration a thread (OpenMP's pool); what the body accumulates is its own
+            accs = sorted({a.var for a in _accs(s.body)})
+            private = f" private({', '.join(f'a_{a}' for a in accs)})" if accs else ""
+            self.emit(f"#pragma omp parallel for num_threads({s.most}) schedule(static, 1){private}")
+        elif sums and self.t.name == "c":
             self.emit(f"#pragma omp simd reduction(+:{', '.join(f'a_{v}' for v in sums)})")
         elif sums and not step and start == "0":
             self.partial_sums(s, ext, sums)
@@ -315,6 +324,17 @@ class Fn:
 _PARTIALS = 8
 
 
+def _accs(body: list) -> list[L.Acc]:
+    """The accumulators declared in a loop body, at any depth."""
+    out = []
+    for s in body:
+        if isinstance(s, L.Acc):
+            out.append(s)
+        elif isinstance(s, L.Loop):
+            out += _accs(s.body)
+    return out
+
+
 def _float_sums(body: list) -> list[str]:
     """The accumulators of a loop body made only of float `acc` additions, else []."""
     out = []
@@ -327,17 +347,19 @@ def _float_sums(body: list) -> list[str]:
     return out
 
 
-def expand(stmts: list) -> list:
+def expand(stmts: list, tiles: bool = False) -> list:
     """The body with every statement outside the four basic kinds replaced by its `expand()`
-    (e.g. TileMM: a renderer without a special path for it renders the plain loops)."""
+    (e.g. TileMM: a renderer without a special path for it renders the plain loops); `tiles`:
+    float TileMMs stay (the C target calls its register-tile helper: caten.render.cstyle.tiles)."""
     out: list = []
     for s in stmts:
         if isinstance(s, L.Loop):
-            out.append(L.Loop(s.var, s.extent, expand(s.body)))
-        elif isinstance(s, (L.Store, L.Acc, L.SetAcc)):
+            out.append(dataclasses.replace(s, body=expand(s.body, tiles)))  # (a Parallel stays one)
+        elif isinstance(s, (L.Store, L.Acc, L.SetAcc)) or (tiles and isinstance(s, L.TileMM)
+                                                            and T.supports(s.dtype)):
             out.append(s)
         elif hasattr(s, "expand"):
-            out += expand(s.expand())
+            out += expand(s.expand(), tiles)
         else:
             raise TypeError(f"unknown loop-IR statement {type(s).__name__}")
     return out
@@ -346,8 +368,36 @@ def expand(stmts: list) -> list:
 def c_function(k: L.Kernel, target: Target, defines: dict[str, Dim], used: set[str], qual: str | None = None) -> str:
     """A loop-IR kernel as one serial C-style function."""
     fn = Fn(target, k.dims, defines, used)
-    fn.stmts(expand(k.body))
-    return f"{qual or target.kernel} {k.name}({params(k, target)}) {{\n{fn.body()}\n}}"
+    body = expand(k.body, tiles=target.name == "c")
+    fn.stmts(body)
+    qual = qual or target.kernel
+    if target.name == "c" and not _guarded(body):
+        # if-conversion (off for the whole file: c_rt.FLAGS says why) back on where no load is
+        # guarded: without it GCC vectorizes no loop with a select in it (exp's range clamp)
+        qual += ' __attribute__((optimize("tree-loop-if-convert")))'
+    return f"{qual} {k.name}({params(k, target)}) {{\n{fn.body()}\n}}"
+
+
+def _guarded(body: list) -> bool:
+    """Whether statements load under a condition (a `masked` value)."""
+    seen: set[int] = set()
+    stack: list = []
+    for s in body:
+        if isinstance(s, L.Loop):
+            if _guarded(s.body):
+                return True
+            stack.append(s.extent)
+        else:
+            stack += [getattr(s, f) for f in ("idx", "value", "init") if isinstance(getattr(s, f, None), X)]
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if x.op == "masked":
+            return True
+        stack.extend(x.src)
+    return False
 
 
 def params(k: L.Kernel, t: Target) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from caten.render.cstyle.prims import LUT_PREFIX, lut_source
 from caten.render.cstyle.targets import Target
+from caten.render.cstyle.tiles import TILE_PREFIX, tile_source
 
 
 def _helpers(t: Target) -> dict[str, tuple[tuple[str, ...], str]]:
@@ -72,7 +73,8 @@ def helper_source(t: Target, used: set[str]) -> str:
         order.append(n)
 
     for n in sorted(used):
-        if not n.startswith(LUT_PREFIX):
+        if not n.startswith((LUT_PREFIX, TILE_PREFIX)):
             add(n)
     luts = [lut_source(t, n) for n in sorted(used) if n.startswith(LUT_PREFIX)]
-    return "\n".join(luts + [lib[n][1] for n in order])
+    tiles = [tile_source(n) for n in sorted(used) if n.startswith(TILE_PREFIX)]
+    return "\n".join(luts + [lib[n][1] for n in order] + tiles)
