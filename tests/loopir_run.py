@@ -15,15 +15,7 @@ from caten.lower.evaluate import evaluate
 
 
 def _loads(x: L.X, out: set[str]) -> None:
-    stack, seen = [x], set()
-    while stack:
-        e = stack.pop()
-        if id(e) in seen:
-            continue
-        seen.add(id(e))
-        if e.op == "load":
-            out.add(e.arg)
-        stack.extend(e.src)
+    out.update(e.arg for e in L.nodes(x) if e.op == "load")
 
 
 def _vectorizable(s: L.Loop) -> bool:

@@ -33,5 +33,4 @@ class Chunk:
 def chunk(tid: X, extent: X, teff: X) -> Chunk:
     size = X.make("idiv", L.IDX, (L.iadd(extent, L.iadd(teff, L.const(-1))), teff))
     start = L.imul(tid, size)
-    count = L.imin(size, L.iadd(extent, L.imul(start, L.const(-1))))
-    return Chunk(tid, teff, start, L.alu(Op.WHERE, L.IDX, L.icmplt(count, L.const(0)), L.const(0), count))
+    return Chunk(tid, teff, start, L.imax(L.imin(size, L.isub(extent, start)), L.const(0)))

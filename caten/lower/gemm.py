@@ -140,27 +140,27 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
         teff = L.alu(Op.WHERE, L.IDX, small, L.const(1), L.const(T_))
         if by_batch:  # batch indices [tid*chunk, ...) of the first batch loop
             a0, e0 = baxes[0], loops[0][1]
-            bchunk = X.make("idiv", L.IDX, (L.iadd(e0, _sub(teff, L.const(1))), teff))
+            bchunk = X.make("idiv", L.IDX, (L.iadd(e0, L.isub(teff, L.const(1))), teff))
             start = L.imul(tid, bchunk)
             u = var("bu", src.shape[a0])
             coord[a0] = exact_range(kl, L.iadd(start, u), src.shape[a0])
-            loops[0] = (u, _nonneg(L.imin(bchunk, _sub(e0, start))))
+            loops[0] = (u, L.imax(L.imin(bchunk, L.isub(e0, start)), L.const(0)))
         elif by_cols:  # columns [n_lo, n_hi) in whole panels: a dW's few output channels
-            chunk = L.imul(_ceil(X.make("idiv", L.IDX, (L.iadd(N, _sub(teff, L.const(1))), teff)), nr),
+            chunk = L.imul(_ceil(X.make("idiv", L.IDX, (L.iadd(N, L.isub(teff, L.const(1))), teff)), nr),
                            L.const(nr))
             n_lo = L.imin(N, L.imul(tid, chunk))
             n_hi = L.imin(N, L.iadd(n_lo, chunk))
         else:
-            chunk = L.imul(_ceil(X.make("idiv", L.IDX, (L.iadd(M, _sub(teff, L.const(1))), teff)), mr),
+            chunk = L.imul(_ceil(X.make("idiv", L.IDX, (L.iadd(M, L.isub(teff, L.const(1))), teff)), mr),
                            L.const(mr))
             m_lo = L.imin(M, L.imul(tid, chunk))
             m_hi = L.imin(M, L.iadd(m_lo, chunk))
         poff_a, poff_b = L.imul(tid, L.const(mc * kc)), L.imul(tid, L.const(kc * nc))
     nkc = _ceil(K, kc)
     jc, kcv = var("jc", D.floordiv(D.add(plan.N, nc - 1), nc)), var("kc", D.floordiv(D.add(plan.K, kc - 1), kc))
-    klen = L.imin(L.const(kc), _sub(K, L.imul(kcv, L.const(kc))))
+    klen = L.imin(L.const(kc), L.isub(K, L.imul(kcv, L.const(kc))))
     j0 = L.imul(jc, L.const(nc)) if not by_cols else L.iadd(n_lo, L.imul(jc, L.const(nc)))
-    npj = _ceil(L.imin(L.const(nc), _sub(n_hi, j0)), nr)
+    npj = _ceil(L.imin(L.const(nc), L.isub(n_hi, j0)), nr)
 
     def exact(e: X, size: Dim) -> Aff:
         """A coordinate known to lie in [0, size) (loops stop at the valid part of a block)."""
@@ -196,7 +196,7 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     jp, kk, cc, cz = var("jp", nc // nr), var("bk", kc), var("bc", nr), var("bz", nr)
     kcoords(kk)
     jb = L.iadd(j0, L.imul(jp, L.const(nr)))
-    cv = L.imin(L.const(nr), _sub(n_hi, jb))
+    cv = L.imin(L.const(nr), L.isub(n_hi, jb))
     bbase = L.iadd(poff_b, L.iadd(L.imul(jp, L.const(kc * nr)), L.imul(kk, L.const(nr))))
     bval = operand(opb, split(L.iadd(jb, cc), plan.js, plan.N) | ({plan.i: Aff()} if plan.i is not None else {}))
     pack_b = [L.Loop(jp.arg, npj, [L.Loop(kk.arg, klen, _panel(cc, cz, cv, nr, L.Store(pb, L.iadd(bbase, cc), bval),
@@ -204,10 +204,10 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     # pack A: panels of mr rows, k-major, zero-padded past M
     ic = var("ic", D.floordiv(D.add(plan.M, mc - 1), mc))
     i0 = L.iadd(m_lo, L.imul(ic, L.const(mc)))
-    npi = _ceil(L.imin(L.const(mc), _sub(m_hi, i0)), mr)
+    npi = _ceil(L.imin(L.const(mc), L.isub(m_hi, i0)), mr)
     ip, rr, rz, ka, kz = var("ip", mc // mr), var("ar", mr), var("az", mr), var("ak", kc), var("akz", kc)
     ib = L.iadd(i0, L.imul(ip, L.const(mr)))
-    rv = L.imin(L.const(mr), _sub(m_hi, ib))
+    rv = L.imin(L.const(mr), L.isub(m_hi, ib))
     kcoords(ka)
     at = {a: Aff() for a in plan.js}
     if plan.i is not None:
@@ -217,7 +217,7 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     pack_a = [L.Loop(ip.arg, npi, [
         L.Loop(rr.arg, rv, [L.Loop(ka.arg, klen, [
             L.Store(pa, L.iadd(abase, L.iadd(L.imul(ka, L.const(mr)), rr)), aval)], "cold")], "cold"),
-        L.Loop(rz.arg, _sub(L.const(mr), rv), [L.Loop(kz.arg, klen, [
+        L.Loop(rz.arg, L.isub(L.const(mr), rv), [L.Loop(kz.arg, klen, [
             L.Store(pa, L.iadd(abase, L.iadd(L.imul(kz, L.const(mr)), L.iadd(rv, rz))), zero)], "cold")],
                "cold")])]
     # micro-tiles of the block at (i0, j0)
@@ -249,17 +249,17 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
                         L.const(kc * mr))
         pack_a = []
     tiles = [L.MacroMM(f"s{si}_{kl.nvar}", dt, mr, nr, klen, pa, poff_a, kc * mr, pb, poff_b, kc * nr, buf,
-                       ooff, ostride, npi, npj, _sub(m_hi, i0), _sub(n_hi, j0), beta)]
+                       ooff, ostride, npi, npj, L.isub(m_hi, i0), L.isub(n_hi, j0), beta)]
     kl.nvar += 1
     # a that no batch loop changes, in one M block and one K block (a convolution's weights), is
     # packed once, before the batch loops, not once per image
     hoist = bool(loops) and nkc.op == "const" and nkc.arg == 1 and isinstance(plan.M, int) and plan.M <= mc \
         and not (axis_deps(opa) & set(baxes)) and not a_once
     if hoist:
-        body = [L.Loop(jc.arg, _ceil(_sub(n_hi, n_lo), nc), pack_b + tiles)]
+        body = [L.Loop(jc.arg, _ceil(L.isub(n_hi, n_lo), nc), pack_b + tiles)]
     else:
-        body = [L.Loop(ic.arg, _ceil(_sub(m_hi, m_lo), mc), pack_a + tiles)]
-        body = [L.Loop(jc.arg, _ceil(_sub(n_hi, n_lo), nc), [L.Loop(kcv.arg, nkc, pack_b + body)])]
+        body = [L.Loop(ic.arg, _ceil(L.isub(m_hi, m_lo), mc), pack_a + tiles)]
+        body = [L.Loop(jc.arg, _ceil(L.isub(n_hi, n_lo), nc), [L.Loop(kcv.arg, nkc, pack_b + body)])]
     for v, e in reversed(loops):
         body = [L.Loop(v.arg, e, body)]
     if hoist:  # ic and kc take their one value 0 around the whole nest
@@ -294,8 +294,8 @@ def pack_whole(kl: KernelLowerer, si: int, plan: GemmPlan, side: str, pw: str, v
     g = L.iadd(ch.start, jp) if ch else jp
     kl.ranges[g] = (0, D.add(D.floordiv(D.add(size, width - 1), width), -1))
     first = L.imul(g, L.const(width))
-    cv = L.imin(L.const(width), _sub(ext, first))
-    klen = L.imin(L.const(kc), _sub(K, L.imul(kb, L.const(kc))))
+    cv = L.imin(L.const(width), L.isub(ext, first))
+    klen = L.imin(L.const(kc), L.isub(K, L.imul(kb, L.const(kc))))
     at = split(L.iadd(first, cc), axes, size) | split(L.iadd(L.imul(kb, L.const(kc)), kk), plan.red, plan.K)
     zeroed = set(plan.batch) | set(plan.js if side == "a" else ()) | ({plan.i} if side == "b" and plan.i is not None
                                                                       else set())
@@ -325,25 +325,13 @@ def _panel(cc: X, cz: X, cv: X, width: int, store: L.Store, zero: L.Store) -> li
     return [L.Loop(f"{cc.arg}_full", L.alu(Op.WHERE, L.IDX, full, L.const(1), L.const(0)),
                    [L.Loop(cc.arg, L.const(width), [store])]),
             L.Loop(f"{cc.arg}_part", L.alu(Op.WHERE, L.IDX, full, L.const(0), L.const(1)),
-                   [L.Loop(cp.arg, cv, [part]), L.Loop(cz.arg, _sub(L.const(width), cv), [zero], "cold")])]
+                   [L.Loop(cp.arg, cv, [part]), L.Loop(cz.arg, L.isub(L.const(width), cv), [zero], "cold")])]
 
 
 def exact_range(kl: KernelLowerer, e: X, size: Dim) -> Aff:
     """A coordinate known to lie in [0, size) (a thread's share of a loop stops at its end)."""
     kl.ranges[e] = (0, D.add(size, -1))
     return Aff.of(e)
-
-
-def _nonneg(a: X) -> X:
-    return L.alu(Op.WHERE, L.IDX, L.icmplt(a, L.const(0)), L.const(0), a)
-
-
-def _sub(a: X, b: X) -> X:
-    if a.op == "const" and b.op == "const":
-        return L.const(a.arg - b.arg)
-    if b.op == "const" and b.arg == 0:
-        return a
-    return L.iadd(a, L.imul(b, L.const(-1)))
 
 
 def _ceil(a: X, k: int) -> X:

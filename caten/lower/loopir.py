@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -267,6 +268,34 @@ class MacroMM:
                       imin(const(self.rows), iadd(self.mrem, imul(ib, const(-1)))),
                       imin(const(self.cols), iadd(self.nrem, imul(jb, const(-1)))), self.beta)
         return [Loop(jt.arg, self.nj, [Loop(it.arg, self.ni, [tile])])]
+
+
+def isub(a: X, b: X) -> X:
+    if a.op == "const" and b.op == "const":
+        return const(a.arg - b.arg)
+    if b.op == "const" and b.arg == 0:
+        return a
+    return iadd(a, imul(b, const(-1)))
+
+
+def imax(a: X, b: X) -> X:
+    if a.op == "const" and b.op == "const":
+        return const(max(a.arg, b.arg))
+    return alu(Op.WHERE, IDX, icmplt(a, b), b, a)
+
+
+def nodes(*roots: X, seen: set[int] | None = None) -> Iterator[X]:
+    """Each expression node reachable from `roots` once (`seen`: ids already visited, shared by
+    several walks)."""
+    seen = set() if seen is None else seen
+    stack = list(roots)
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        yield x
+        stack.extend(x.src)
 
 
 def subst(e: X, v: X, by: X) -> X:

@@ -7,6 +7,8 @@ around the loops."""
 
 from __future__ import annotations
 
+from functools import reduce
+
 from caten.ir import dtypes as T
 from caten.ir.ops import Op
 from caten.lower import loopir as L
@@ -43,9 +45,9 @@ def _split(loop: L.Loop) -> list:
     if not lows and not highs:
         return [loop]
     ext = loop.extent
-    lo = _clamp(_max_all(lows), ext) if lows else L.const(0)
-    hi = _clamp(_min_all(highs), ext) if highs else ext
-    hi = _max(hi, lo)
+    lo = _clamp(reduce(L.imax, lows), ext) if lows else L.const(0)
+    hi = _clamp(reduce(L.imin, highs), ext) if highs else ext
+    hi = L.imax(hi, lo)
     zero = L.const(False if inner.dtype == T.bool_ else 0 if inner.dtype.is_int else 0.0, inner.dtype)
 
     def part(name: str, start: X, count: X, value: X | None, hint: str) -> L.Loop:
@@ -54,8 +56,8 @@ def _split(loop: L.Loop) -> list:
         val = zero if value is None else L.subst(value, v, at)
         return L.Loop(u.arg, count, [L.Store(st.buf, L.subst(st.idx, v, at), val)], hint)
 
-    split = [part("_lo", L.const(0), lo, None, "cold"), part("_in", lo, _sub(hi, lo), inner, loop.hint),
-             part("_hi", hi, _sub(ext, hi), None, "cold")]
+    split = [part("_lo", L.const(0), lo, None, "cold"), part("_in", lo, L.isub(hi, lo), inner, loop.hint),
+             part("_hi", hi, L.isub(ext, hi), None, "cold")]
     if ext.op == "const":  # all valid (the common case): the loop keeps its constant trip count
         whole = L.alu(Op.AND, T.bool_, L.icmplt(lo, L.const(1)), L.alu(Op.NOT, T.bool_, L.icmplt(hi, ext)))
         split = [L.Loop(f"{loop.var}_all", _if(whole), [L.Loop(loop.var, ext, [L.Store(st.buf, st.idx, inner)],
@@ -86,10 +88,10 @@ def _bound(term: X, v: X) -> tuple[str, X] | None:
     a, b = t.src
     la, lb = _linear(a, v), _linear(b, v)
     if la is not None and lb is None and not _uses(b, v):  # a = v + r
-        return ("lo", _sub(b, la)) if neg else ("hi", _sub(b, la))  # v + r >= b / v + r < b
+        return ("lo", L.isub(b, la)) if neg else ("hi", L.isub(b, la))  # v + r >= b / v + r < b
     if lb is not None and la is None and not _uses(a, v):  # b = v + r
         one = L.const(1)
-        return ("hi", L.iadd(_sub(a, lb), one)) if neg else ("lo", L.iadd(_sub(a, lb), one))
+        return ("hi", L.iadd(L.isub(a, lb), one)) if neg else ("lo", L.iadd(L.isub(a, lb), one))
     return None
 
 
@@ -107,39 +109,9 @@ def _linear(e: X, v: X) -> X | None:
 
 
 def _uses(e: X, v: X) -> bool:
-    seen, stack = set(), [e]
-    while stack:
-        x = stack.pop()
-        if x is v:
-            return True
-        if id(x) not in seen:
-            seen.add(id(x))
-            stack.extend(x.src)
-    return False
-
-
-def _sub(a: X, b: X) -> X:
-    return L.iadd(a, L.imul(b, L.const(-1)))
-
-
-def _max(a: X, b: X) -> X:
-    return L.alu(Op.WHERE, L.IDX, L.icmplt(a, b), b, a)
-
-
-def _max_all(es: list[X]) -> X:
-    out = es[0]
-    for e in es[1:]:
-        out = _max(out, e)
-    return out
-
-
-def _min_all(es: list[X]) -> X:
-    out = es[0]
-    for e in es[1:]:
-        out = L.imin(out, e)
-    return out
+    return any(x is v for x in L.nodes(e))
 
 
 def _clamp(e: X, ext: X) -> X:
     """e within [0, ext]."""
-    return L.imin(_max(e, L.const(0)), ext)
+    return L.imin(L.imax(e, L.const(0)), ext)

@@ -82,7 +82,7 @@ class Kernel:
     stages: list[Stage] = field(default_factory=list)
     reads: list[str] = field(default_factory=list)
     writes: list[str] = field(default_factory=list)
-    split: int = 1  # threads its outer loops are split over (caten.schedule.split)
+    split: int = 1  # threads its loops are split over: outer loops, stages or sum blocks (caten.schedule.split)
 
 
 @dataclass

@@ -380,24 +380,15 @@ def c_function(k: L.Kernel, target: Target, defines: dict[str, Dim], used: set[s
 
 def _guarded(body: list) -> bool:
     """Whether statements load under a condition (a `masked` value)."""
-    seen: set[int] = set()
-    stack: list = []
+    roots: list[X] = []
     for s in body:
         if isinstance(s, L.Loop):
             if _guarded(s.body):
                 return True
-            stack.append(s.extent)
+            roots.append(s.extent)
         else:
-            stack += [getattr(s, f) for f in ("idx", "value", "init") if isinstance(getattr(s, f, None), X)]
-    while stack:
-        x = stack.pop()
-        if id(x) in seen:
-            continue
-        seen.add(id(x))
-        if x.op == "masked":
-            return True
-        stack.extend(x.src)
-    return False
+            roots += [getattr(s, f) for f in ("idx", "value", "init") if isinstance(getattr(s, f, None), X)]
+    return any(x.op == "masked" for x in L.nodes(*roots))
 
 
 def params(k: L.Kernel, t: Target) -> str:

@@ -67,17 +67,11 @@ def uses(stmts: list) -> tuple[set[str], set[str]]:
     seen: set[int] = set()
 
     def x(e: X) -> None:
-        stack = [e]
-        while stack:
-            e = stack.pop()
-            if id(e) in seen:
-                continue
-            seen.add(id(e))
-            if e.op == "var":
-                used.add(e.arg)
-            elif e.op == "load":
-                bufs.add(e.arg)
-            stack.extend(e.src)
+        for n in L.nodes(e, seen=seen):
+            if n.op == "var":
+                used.add(n.arg)
+            elif n.op == "load":
+                bufs.add(n.arg)
 
     def walk(ss: list) -> None:
         for s in ss:
