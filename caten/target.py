@@ -29,6 +29,14 @@ _AVX512 = {"skylake-avx512", "cascadelake", "cooperlake", "cannonlake", "icelake
            "znver4", "znver5", "x86-64-v4"}
 _AVX2 = {"haswell", "broadwell", "skylake", "alderlake", "raptorlake", "meteorlake", "arrowlake", "lunarlake",
          "gracemont", "znver1", "znver2", "znver3", "bdver4", "x86-64-v3"}
+# per-core L2 bytes of the cpu names the project meets (the GEMM's packed B block lives there);
+# others get 512 KiB, a size every x86 core of the last decade has at least half of
+_L2 = {"znver1": 512 << 10, "znver2": 512 << 10, "znver3": 512 << 10, "znver4": 1 << 20, "znver5": 1 << 20,
+       "skylake-avx512": 1 << 20, "cascadelake": 1 << 20, "cooperlake": 1 << 20, "icelake-server": 1280 << 10,
+       "sapphirerapids": 2 << 20, "emeraldrapids": 2 << 20, "graniterapids": 2 << 20, "rocketlake": 512 << 10,
+       "icelake-client": 512 << 10, "tigerlake": 1280 << 10, "alderlake": 1280 << 10, "raptorlake": 2 << 20,
+       "haswell": 256 << 10, "broadwell": 256 << 10, "skylake": 256 << 10}
+L2_DEFAULT = 512 << 10
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _FEAT = re.compile(r"^[+-][A-Za-z0-9_.-]{1,64}$")
 
@@ -41,14 +49,15 @@ class Target:
     features: str
     vector_bits: int
     native: bool = False
+    l2_bytes: int = L2_DEFAULT  # one core's L2 cache: the GEMM sizes its packed B block by it
 
     @property
     def vector_bytes(self) -> int:
         return self.vector_bits // 8
 
-    def key(self) -> tuple[str, str, int]:
+    def key(self) -> tuple[str, str, int, int]:
         """What about the target changes generated code (part of every compile-cache key)."""
-        return (self.cpu, self.features, self.vector_bits)
+        return (self.cpu, self.features, self.vector_bits, self.l2_bytes)
 
     def describe(self) -> str:
         isa = {512: "AVX-512", 256: "AVX2", 128: "SSE"}.get(self.vector_bits, f"{self.vector_bits}-bit")
@@ -69,6 +78,27 @@ def _vector_bits(cpu: str, features: str) -> int:
     return bits
 
 
+def _host_l2(cpu: str) -> int:
+    """This machine's per-core L2 size from sysfs (a VM reports its host's), else by cpu name."""
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for d in sorted(os.listdir(base)):
+            with open(f"{base}/{d}/level") as f:
+                level = f.read().strip()
+            with open(f"{base}/{d}/type") as f:
+                kind = f.read().strip()
+            if level == "2" and kind in ("Unified", "Data"):
+                with open(f"{base}/{d}/size") as f:
+                    size = f.read().strip().upper()
+                mult = {"K": 1 << 10, "M": 1 << 20}.get(size[-1:], 1)
+                n = int(size.rstrip("KM")) * mult
+                if n >= 64 << 10:
+                    return n
+    except (OSError, ValueError):
+        pass
+    return _L2.get(cpu, L2_DEFAULT)
+
+
 _HOST: list[Target] = []
 
 
@@ -86,7 +116,7 @@ def host() -> Target:
             feats = llvm.get_host_cpu_features().flatten()
         except Exception:  # pragma: no cover - a host LLVM cannot describe
             feats = ""
-        _HOST.append(Target(cpu, feats, _vector_bits(cpu, feats), native=True))
+        _HOST.append(Target(cpu, feats, _vector_bits(cpu, feats), native=True, l2_bytes=_host_l2(cpu)))
     return _HOST[0]
 
 
@@ -109,7 +139,7 @@ def parse(spec: str) -> Target:
     h = host()
     if name == h.cpu and not features:
         return h
-    return Target(name, features, _vector_bits(name, features))
+    return Target(name, features, _vector_bits(name, features), l2_bytes=_L2.get(name, L2_DEFAULT))
 
 
 def resolve(spec: str | None = None) -> Target:

@@ -117,8 +117,10 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
         return kl.newvar(f"s{si}{hint}", ext)
 
     # the threads split the rows M in multiples of mr, each thread with its own packed panels
-    # (B is packed once per thread; that is K*N against M*N*K/T) -- or, when M is too short to
-    # share (a convolution's output channels) and a batch loop is long enough, that loop
+    # (B is packed once per thread; that is K*N against M*N*K/T) -- or a batch loop, when B
+    # changes with it (a convolution's image rows: each thread then packs only its own rows'
+    # B, not every thread all of them) or M is too short to share; or the columns, when M is
+    # short and there is no batch loop (a dW's few output channels)
     T_ = kl.threads
     tid = var("tid", T_) if T_ > 1 else None
     m_lo: X = L.const(0)
@@ -128,24 +130,20 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     n_lo: X = L.const(0)
     n_hi: X = N
     short = tid is not None and isinstance(plan.M, int) and plan.M < 4 * mr * T_
-    by_batch = short and bool(loops) and isinstance(src.shape[baxes[0]], int) and src.shape[baxes[0]] >= T_
-    by_cols = short and not by_batch and isinstance(plan.N, int) and plan.N >= 2 * nr * T_
+    by_batch = _by_batch(plan, loops, short, T_) if tid is not None else None
+    by_cols = short and by_batch is None and isinstance(plan.N, int) and plan.N >= 2 * nr * T_
     if tid is not None:
         work = L.imul(L.imul(M, N), K)
         for _, e in loops:
             work = L.imul(work, e)
         small = L.icmplt(work, L.const(GEMM_THREAD_MIN))
-        if not (by_batch or by_cols):
-            small = L.alu(Op.OR, T.bool_, small, L.icmplt(M, L.const(4 * mr * T_)))
+        if not by_cols:  # (rows split only when each thread gets two micro-tiles of them or more)
+            few = L.icmplt(M, L.const(4 * mr * T_))
+            if by_batch is not None:
+                few = L.land(L.alu(Op.NOT, T.bool_, by_batch), few)
+            small = L.alu(Op.OR, T.bool_, small, few)
         teff = L.alu(Op.WHERE, L.IDX, small, L.const(1), L.const(T_))
-        if by_batch:  # batch indices [tid*chunk, ...) of the first batch loop
-            a0, e0 = baxes[0], loops[0][1]
-            bchunk = X.make("idiv", L.IDX, (L.iadd(e0, L.isub(teff, L.const(1))), teff))
-            start = L.imul(tid, bchunk)
-            u = var("bu", src.shape[a0])
-            coord[a0] = exact_range(kl, L.iadd(start, u), src.shape[a0])
-            loops[0] = (u, L.imax(L.imin(bchunk, L.isub(e0, start)), L.const(0)))
-        elif by_cols:  # columns [n_lo, n_hi) in whole panels: a dW's few output channels
+        if by_cols:  # columns [n_lo, n_hi) in whole panels
             chunk = L.imul(_ceil(X.make("idiv", L.IDX, (L.iadd(N, L.isub(teff, L.const(1))), teff)), nr),
                            L.const(nr))
             n_lo = L.imin(N, L.imul(tid, chunk))
@@ -155,6 +153,19 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
                            L.const(mr))
             m_lo = L.imin(M, L.imul(tid, chunk))
             m_hi = L.imin(M, L.iadd(m_lo, chunk))
+        if by_batch is not None:  # batch indices [tid*chunk, ...) of the first batch loop (when by_batch holds)
+            a0, e0 = baxes[0], loops[0][1]
+            bchunk = X.make("idiv", L.IDX, (L.iadd(e0, L.isub(teff, L.const(1))), teff))
+            start = L.imul(tid, bchunk)
+            u = var("bu", src.shape[a0])
+            size = L.imax(L.imin(bchunk, L.isub(e0, start)), L.const(0))
+            if not _is(by_batch, True):
+                start, size = _pick(by_batch, start, L.const(0)), _pick(by_batch, size, e0)
+                m_lo, m_hi = _pick(by_batch, L.const(0), m_lo), _pick(by_batch, M, m_hi)
+            else:
+                m_lo, m_hi = L.const(0), M
+            coord[a0] = exact_range(kl, L.iadd(start, u), src.shape[a0])
+            loops[0] = (u, size)
         poff_a, poff_b = L.imul(tid, L.const(mc * kc)), L.imul(tid, L.const(kc * nc))
     nkc = _ceil(K, kc)
     jc, kcv = var("jc", D.floordiv(D.add(plan.N, nc - 1), nc)), var("kc", D.floordiv(D.add(plan.K, kc - 1), kc))
@@ -326,6 +337,27 @@ def _panel(cc: X, cz: X, cv: X, width: int, store: L.Store, zero: L.Store) -> li
                    [L.Loop(cc.arg, L.const(width), [store])]),
             L.Loop(f"{cc.arg}_part", L.alu(Op.WHERE, L.IDX, full, L.const(0), L.const(1)),
                    [L.Loop(cp.arg, cv, [part]), L.Loop(cz.arg, L.isub(L.const(width), cv), [zero], "cold")])]
+
+
+def _by_batch(plan: GemmPlan, loops: list[tuple[X, X]], short: bool, threads: int) -> X | None:
+    """Whether the threads split the first batch loop rather than the rows: None for never, else
+    a (static or runtime) condition. Worth it when the loop gives every thread some of it and
+    either B changes with it (else each thread would pack every B: a convolution's im2col rows)
+    or M is too short to share."""
+    if not loops or not (short or not plan.b_once):
+        return None
+    e0 = loops[0][1]
+    if e0.op == "const":
+        return L.const(True, T.bool_) if e0.arg >= threads else None
+    return L.alu(Op.NOT, T.bool_, L.icmplt(e0, L.const(threads)))
+
+
+def _is(c: X, value: bool) -> bool:
+    return c.op == "const" and c.arg is value
+
+
+def _pick(c: X, yes: X, no: X) -> X:
+    return L.alu(Op.WHERE, L.IDX, c, yes, no)
 
 
 def exact_range(kl: KernelLowerer, e: X, size: Dim) -> Aff:

@@ -267,7 +267,7 @@ class MacroMM:
                       self.out, iadd(self.ooff, iadd(imul(ib, self.ostride), jb)), self.ostride,
                       imin(const(self.rows), iadd(self.mrem, imul(ib, const(-1)))),
                       imin(const(self.cols), iadd(self.nrem, imul(jb, const(-1)))), self.beta)
-        return [Loop(jt.arg, self.nj, [Loop(it.arg, self.ni, [tile])])]
+        return [Loop(it.arg, self.ni, [Loop(jt.arg, self.nj, [tile])])]
 
 
 def isub(a: X, b: X) -> X:

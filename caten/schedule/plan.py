@@ -83,6 +83,11 @@ class GemmPlan:
     b_once: bool = False  # b reads no batch axis: packed whole, once per call, shared by the threads
     a_once: bool = False  # a reads no batch axis (a convolution's weights): likewise
 
+    def __post_init__(self) -> None:
+        # the packing writes whole micro-panels: a block that is not a whole number of them
+        # would overrun its buffer
+        assert self.mc % self.mr == 0 and self.nc % self.nr == 0, (self.mc, self.mr, self.nc, self.nr)
+
     @property
     def j(self) -> int:
         """The innermost column axis."""
@@ -124,19 +129,20 @@ def gemm_plan(n: Node) -> GemmPlan | None:
     if n.op is not Op.REDUCE or n.arg[0] != "add" or n.dtype.name not in ("f32", "f64"):
         return None
     t = target.current()
-    vbytes = t.vector_bytes if t is not None else 64
-    key = (n, vbytes)
+    vbytes, l2 = (t.vector_bytes, t.l2_bytes) if t is not None else (64, 1 << 20)
+    key = (n, vbytes, l2)
     if key in _PLANS:
         return _PLANS[key]
     if len(_PLANS) > 4096:
         _PLANS.clear()
-    _PLANS[key] = plan = _gemm_plan(n, vbytes)
+    _PLANS[key] = plan = _gemm_plan(n, vbytes, l2)
     return plan
 
 
-def _gemm_plan(n: Node, vbytes: int) -> GemmPlan | None:
+def _gemm_plan(n: Node, vbytes: int, l2: int) -> GemmPlan | None:
     """`vbytes`: the target's vector register width; a micro-tile row is two registers (6x16 f32
-    on AVX2: 12 accumulators of its 16 ymm; 6x32 on AVX-512), a single-row tile four."""
+    on AVX2: 12 accumulators of its 16 ymm; 6x32 on AVX-512), a single-row tile four. `l2`:
+    one core's L2 bytes, which the packed B block fills."""
     src = n.src[0]
     if src.op is not Op.MUL or src.rank < 2:
         return None
@@ -172,10 +178,12 @@ def _gemm_plan(n: Node, vbytes: int) -> GemmPlan | None:
         kc = max(1, K) if K <= 384 else -(-K // -(-K // 320))
     else:
         kc = 256
-    mc = 120 if i is not None else 1
+    mc = 120 // mr * mr  # a whole number of micro-panels: the packing fills them entirely
     if isinstance(M, int):
         mc = min(mc, _roundup(M, mr))
-    nc = 1024 if item == 4 else 512
+    # the tiles run over the B block's panels for each A panel (an A panel stays in L1, B
+    # streams from L2): a kc x nc block of B fills one core's L2
+    nc = max(nr, min(2048, l2 // (256 * item) // nr * nr))
     if isinstance(N, int):
         nc = min(nc, _roundup(N, nr))
     # packing a costs ~10 multiply-adds an element: worth hoisting out of the batch loops when
