@@ -104,3 +104,57 @@ def test_conv_odd_shapes(rt, monkeypatch):
                f"-> (Y{{f32}}[{ys}])) (conv2d X Wt :stride {s} :padding {p} :dilation {d} :groups {g}))")
         got = caten.loads(src, runtime=rt, use_cache=False).cv(x, wt)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.sqrt(c * k * k), err_msg=str((n, c, h, w)))
+
+
+SAME = [  # n, c, h, w, o, k, dilation: stride 1, "same" padding, at symbolic dims (groups need static C)
+    (1, 1, 1, 1, 1, 1, 1), (2, 3, 5, 7, 5, 3, 1), (1, 4, 9, 31, 8, 3, 2), (2, 16, 33, 70, 24, 3, 1),
+    (1, 8, 3, 130, 6, 5, 1), (3, 5, 17, 33, 7, 3, 1),
+]
+
+
+@pytest.mark.parametrize("rt", ["llvm", "c"])
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_conv_symbolic_dims(rt, threads, monkeypatch):
+    """Symbolic image sizes merge the output rows and columns into the GEMM's columns: the
+    packing copies one run per output row a panel touches (a panel may span several short rows,
+    or part of a long one), and the threads split the columns or the rows."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setenv("CATEN_NUM_THREADS", threads)
+    src = ("(composite cv ((X{f32}[N, C, H, W]) (Wt{f32}[O, C, K, K]) -> (Y{f32}[N, O, H, W])) "
+           "(conv2d X Wt :padding P :dilation D))")
+    rng = np.random.default_rng(2)
+    for n, c, h, w, o, k, d in SAME:
+        x = rng.standard_normal((n, c, h, w), dtype=np.float32)
+        wt = rng.standard_normal((o, c, k, k), dtype=np.float32)
+        p = (k - 1) // 2 * d
+        want = torch.nn.functional.conv2d(torch.tensor(x, dtype=torch.float64), torch.tensor(wt, dtype=torch.float64),
+                                          padding=p, dilation=d).numpy()
+        text = src.replace(":padding P", f":padding {p}").replace(":dilation D", f":dilation {d}")
+        got = caten.loads(text, runtime=rt, use_cache=False).cv(x, wt)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.sqrt(c * k * k), err_msg=str((n, c, h, w)))
+
+
+def test_gemm_blocks_follow_the_target_cache():
+    """The packed B block fills one core's L2: the target's size (a table for named cpus, sysfs
+    for the host) picks nc, and mc is a whole number of micro-panels."""
+    from caten import target
+    from caten.driver import compile_program
+    from caten.lower.trial import check_group
+    from caten.options import Options
+    from caten.read.source import read_text
+    from caten.schedule import schedule
+    from caten.schedule.plan import gemm_plan
+
+    assert target.parse("znver3").l2_bytes == 512 << 10 and target.parse("znver4").l2_bytes == 1 << 20
+    assert target.host().l2_bytes >= 64 << 10
+    src = read_text("(composite mm ((A{f32}[1024, 1024]) (B{f32}[1024, 1024]) -> (C{f32}[1024, 1024])) (matmul A B))",
+                    "<t>", False)
+    ncs = {}
+    for cpu in ("znver3", "znver4"):
+        with target.use(target.parse(cpu)):
+            s = schedule(compile_program(src, src.entry("mm"), {}, {}, Options(runtime="llvm")), check=check_group)
+            (plan,) = [gemm_plan(st.node) for k in s.kernels for st in k.stages if st.mode == "tiled"]
+        assert plan.mc % plan.mr == 0 and plan.nc % plan.nr == 0
+        assert plan.kc * plan.nc * 4 <= target.parse(cpu).l2_bytes
+        ncs[cpu] = plan.nc
+    assert ncs["znver4"] > ncs["znver3"], ncs

@@ -131,7 +131,10 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     n_hi: X = N
     short = tid is not None and isinstance(plan.M, int) and plan.M < 4 * mr * T_
     by_batch = _by_batch(plan, loops, short, T_) if tid is not None else None
-    by_cols = short and by_batch is None and isinstance(plan.N, int) and plan.N >= 2 * nr * T_
+    # columns: when M is short, or a is packed once and shared (a convolution's weights: each
+    # thread then packs only its own columns' B and nothing twice)
+    by_cols = (short or plan.a_once) and by_batch is None \
+        and (not isinstance(plan.N, int) or plan.N >= 2 * nr * T_)
     if tid is not None:
         work = L.imul(L.imul(M, N), K)
         for _, e in loops:
@@ -209,9 +212,28 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     jb = L.iadd(j0, L.imul(jp, L.const(nr)))
     cv = L.imin(L.const(nr), L.isub(n_hi, jb))
     bbase = L.iadd(poff_b, L.iadd(L.imul(jp, L.const(kc * nr)), L.imul(kk, L.const(nr))))
-    bval = operand(opb, split(L.iadd(jb, cc), plan.js, plan.N) | ({plan.i: Aff()} if plan.i is not None else {}))
-    pack_b = [L.Loop(jp.arg, npj, [L.Loop(kk.arg, klen, _panel(cc, cz, cv, nr, L.Store(pb, L.iadd(bbase, cc), bval),
-                                                               L.Store(pb, L.iadd(bbase, L.iadd(cv, cz)), zero)))])]
+    no_i = {plan.i: Aff()} if plan.i is not None else {}
+    pad = L.Store(pb, L.iadd(bbase, L.iadd(cv, cz)), zero)
+    if len(plan.js) > 1:
+        # merged columns (a convolution's output rows and columns): one contiguous copy per
+        # row the panel touches, so that a merged index is divided once a row, not per element
+        wd = src.shape[plan.j]
+        wl, rows = L.dim(wd), D.prod([src.shape[a] for a in plan.js[:-1]])
+        r0 = X.make("idiv", L.IDX, (jb, wl))
+        nseg = L.iadd(L.isub(X.make("idiv", L.IDX, (L.iadd(jb, L.isub(cv, L.const(1))), wl)), r0), L.const(1))
+        sg, t = var("bs", rows), var("bt", wd)
+        rw = L.imul(L.iadd(r0, sg), wl)
+        lo = L.imax(L.const(0), L.isub(jb, rw))
+        hi = L.imin(wl, L.isub(L.iadd(jb, cv), rw))
+        w = L.iadd(lo, t)
+        at = split(L.iadd(r0, sg), plan.js[:-1], rows) | {plan.j: exact(w, wd)} | no_i
+        row = [L.Loop(sg.arg, nseg, [L.Loop(t.arg, L.isub(hi, lo), [
+                   L.Store(pb, L.iadd(bbase, L.isub(L.iadd(rw, w), jb)), operand(opb, at))])]),
+               L.Loop(cz.arg, L.isub(L.const(nr), cv), [pad], "cold")]
+    else:
+        bval = operand(opb, split(L.iadd(jb, cc), plan.js, plan.N) | no_i)
+        row = _panel(cc, cz, cv, nr, L.Store(pb, L.iadd(bbase, cc), bval), pad)
+    pack_b = [L.Loop(jp.arg, npj, [L.Loop(kk.arg, klen, row)])]
     # pack A: panels of mr rows, k-major, zero-padded past M
     ic = var("ic", D.floordiv(D.add(plan.M, mc - 1), mc))
     i0 = L.iadd(m_lo, L.imul(ic, L.const(mc)))

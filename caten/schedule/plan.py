@@ -160,11 +160,11 @@ def _gemm_plan(n: Node, vbytes: int, l2: int) -> GemmPlan | None:
     js = [j]
     item = n.dtype.itemsize
     nr_cols = (2 if kept[:-1] else 4) * vbytes // item
-    # short rows (a small image's) are merged; rows of two micro-tiles or more already fill the
-    # tiles, and their packing stays a contiguous copy (merged, each column needs a division:
-    # by a runtime value when the row's length is symbolic, so those are never merged)
+    # short rows (a small image's) are merged, and rows of symbolic length (packing divides a
+    # merged index once per row it touches); static rows of two micro-tiles or more already
+    # fill the tiles and stay apart
     while len(js) < len(kept) and kept[-len(js) - 1] in db and kept[-len(js) - 1] not in da \
-            and isinstance(src.shape[j], int) and src.shape[j] < 2 * nr_cols:
+            and (not isinstance(src.shape[j], int) or src.shape[j] < 2 * nr_cols):
         js.insert(0, kept[-len(js) - 1])
     i = next((x for x in reversed(kept[:-len(js)]) if x in da and x not in db), None)
     if i is None and src.rank - 1 in axes:
@@ -183,7 +183,7 @@ def _gemm_plan(n: Node, vbytes: int, l2: int) -> GemmPlan | None:
         mc = min(mc, _roundup(M, mr))
     # the tiles run over the B block's panels for each A panel (an A panel stays in L1, B
     # streams from L2): a kc x nc block of B fills one core's L2
-    nc = max(nr, min(2048, l2 // (256 * item) // nr * nr))
+    nc = max(nr, min(2048, l2 // (kc * item) // nr * nr))
     if isinstance(N, int):
         nc = min(nc, _roundup(N, nr))
     # packing a costs ~10 multiply-adds an element: worth hoisting out of the batch loops when
