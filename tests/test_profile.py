@@ -79,3 +79,26 @@ def test_cli_needs_llvm_and_bound_sizes(tmp_path):
     assert r.exit_code == 1 and "-D" in r.output
     r = CliRunner().invoke(cli, ["profile", str(src), "-D", "N=1000", "--reps", "2"])
     assert r.exit_code == 0 and "f__k0" in r.output, r.output
+
+
+def test_a_peak_below_a_kernel_is_measured_again(tmp_path, monkeypatch):
+    """A cached peak that a kernel outruns was measured on a busy machine (a test run beside
+    it): profile measures it again rather than print kernels at 500% of the roofline."""
+    import caten.run.profile as P
+    from caten.cli.profile import profile_file
+    from caten.options import Options
+
+    asked = []
+
+    def roof(refresh=False):
+        asked.append(refresh)
+        return Roofline("test cpu", 1e9 if refresh else 1e-6, 10.0)
+
+    monkeypatch.setattr(P, "roofline", roof)
+    src = tmp_path / "mm.lisp"
+    src.write_text(MM)
+    stats, _, r = profile_file(str(src), [], Options(runtime="llvm", use_cache=False), None, 2, None)
+    assert asked == [False, True] and r.peak_gflops == 1e9
+    asked.clear()
+    profile_file(str(src), [], Options(runtime="llvm", use_cache=False), None, 2, None, remeasure=True)
+    assert asked == [True]

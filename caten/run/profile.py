@@ -150,7 +150,8 @@ def roofline(refresh: bool = False) -> Roofline:
     return r
 
 
-def _best(fn: Any, reps: int = 5) -> float:
+def _best(fn: Any, reps: int = 8) -> float:
+    fn()
     fn()
     best = float("inf")
     for _ in range(reps):
