@@ -5,8 +5,8 @@ caten.pipeline schedules and lowers; this plugin renders the loop IR as LLVM IR 
 with both vectorizers (new pass manager; docs/runtimes.md says why O2), emits object code and
 links it into one shared MCJIT engine. Each program exports `NAME__impl(in..., out..., arena, dims...)` (the JIT
 calls it with a per-thread cached arena) and the C ABI entry of LANGUAGE.md
-section 8, `int32_t NAME(const T *in..., T *out..., int64_t dim...)`, which mallocs its
-own arena.
+section 8, `int32_t NAME(const T *in..., T *out..., int64_t dim...)`, which keeps its arena
+from one call to the next (a concurrent call mallocs its own).
 """
 
 from __future__ import annotations
