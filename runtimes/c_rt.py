@@ -3,8 +3,8 @@ system C compiler (`cc -O3 -march=native -shared -fPIC`) and loaded with ctypes.
 
 Each program becomes `NAME__impl(in..., out..., arena, dims...)` (called with a cached
 arena) and the C ABI of LANGUAGE.md section 8, `int32_t NAME(const T *in..., T *out...,
-int64_t dim...)`, which checks the `where` constraints and mallocs its own arena. Compiled
-libraries are kept in the caten cache, keyed by source, compiler and flags.
+int64_t dim...)`, which checks the `where` constraints and keeps its arena for the next
+call. Compiled libraries are kept in the caten cache, keyed by source, compiler and flags.
 """
 
 from __future__ import annotations
@@ -61,11 +61,12 @@ def generate(lowered, t: Target) -> str:
             checks.append(c_slots(lw.bounds))
         funcs += [CS.c_function(k, CS.C, lw.defines, used) for k in lw.kernels]
         funcs.append(entries(lw.plan, lw.defines, used))
-    return "\n".join([CS.C.prelude, "#include <stdlib.h>", CS.helper_source(CS.C, used), *checks, *funcs]) + "\n"
+    head = [CS.C.prelude, "#include <stdlib.h>\n#include <stdatomic.h>", CS.helper_source(CS.C, used)]
+    return "\n".join([*head, *checks, *funcs]) + "\n"
 
 
 def entries(plan, defines: dict, used: set[str]) -> str:
-    """`NAME__impl` (arena given) and the C ABI entry `NAME` (checks, mallocs the arena) of an EntryPlan."""
+    """`NAME__impl` (arena given) and the C ABI entry `NAME` (checks, keeps an arena) of an EntryPlan."""
     g = CS.Fn(CS.C, list(plan.dims), defines, used)
     io = [b for b, _ in plan.inputs + plan.outputs]
     sig = [f"{'const ' if b[:2] == 'in' else ''}{CS.stype(dt)} *b_{b}" for b, dt in plan.inputs + plan.outputs]
@@ -79,13 +80,21 @@ def entries(plan, defines: dict, used: set[str]) -> str:
     g = CS.Fn(CS.C, list(plan.dims), defines, used)
     for lhs, rhs in plan.constraints:
         g.emit(f"if ({g.dimval(lhs)} != {g.dimval(rhs)}) return 1;")
-    g.emit(f"u8 *arena = (u8 *)malloc((size_t){g.dimval(plan.arena_size)} + 64);")
-    g.emit("if (!arena) return 2;")
+    # the last call's arena is kept for the next (as the llvm entry does); a call that finds it in
+    # use (another thread's) mallocs its own
+    keep = f"{name}__arena"
+    g.emit(f"size_t need = (size_t){g.dimval(plan.arena_size)} + 64;")
+    g.emit("int idle = 0, mine = atomic_compare_exchange_strong(&" + keep + ".busy, &idle, 1);")
+    g.emit(f"if (mine && {keep}.cap < need) {{ free({keep}.p); {keep}.p = (u8 *)malloc(need); "
+           f"{keep}.cap = {keep}.p ? need : 0; }}")
+    g.emit(f"u8 *arena = mine ? {keep}.p : (u8 *)malloc(need);")
+    g.emit(f"if (!arena) {{ if (mine) atomic_store(&{keep}.busy, 0); return 2; }}")
     args = [f"b_{b}" for b in io] + ["arena"] + [f"d_{d}" for d in plan.dims]
     g.emit(f"{name}__impl({', '.join(args)});")
-    g.emit("free(arena);")
+    g.emit(f"if (mine) atomic_store(&{keep}.busy, 0); else free(arena);")
     g.emit("return 0;")
-    return impl + f"\nint32_t {name}({', '.join(sig + dims) or 'void'}) {{\n{g.body()}\n}}"
+    return impl + f"\nstatic struct {{ u8 *p; size_t cap; atomic_int busy; }} {keep};\n" \
+        f"int32_t {name}({', '.join(sig + dims) or 'void'}) {{\n{g.body()}\n}}"
 
 
 def build(src: str, out_suffix: str = ".so", extra: Sequence[str] = ()) -> bytes:

@@ -1,4 +1,4 @@
-"""The C ABI entry of an llvm library keeps its scratch arena from one call to the next (a fresh
+"""The C ABI entry of an llvm or c library keeps its scratch arena from one call to the next (a fresh
 malloc of megabytes each call is an mmap whose pages fault in again: 15% of a training step), grows
 it when a call needs more, and gives a call that finds it in use (another thread's) one of its own."""
 
@@ -17,11 +17,11 @@ SRC = """(composite mlp ((X{f32}[B, K]) (W1{f32}[K, H]) (W2{f32}[H, O]) -> (Y{f3
   (matmul (relu (matmul X W1)) W2))"""
 
 
-@pytest.fixture(scope="module")
-def lib(tmp_path_factory):
+@pytest.fixture(scope="module", params=["llvm", "c"])
+def lib(tmp_path_factory, request):
     d = tmp_path_factory.mktemp("aot")
     (d / "mlp.lisp").write_text(SRC)
-    r = CliRunner().invoke(cli, ["-r", "llvm", str(d / "mlp.lisp"), "-e", "mlp", "-o", str(d / "libmlp.so"),
+    r = CliRunner().invoke(cli, ["-r", request.param, str(d / "mlp.lisp"), "-e", "mlp", "-o", str(d / "libmlp.so"),
                                  "--no-cache"])
     assert r.exit_code == 0, r.output
     so = ctypes.CDLL(str(d / "libmlp.so"))
