@@ -103,9 +103,15 @@ class DimExpr:
         return floordiv(self, o)
 
     def __str__(self) -> str:
-        parts = []
-        for m, c in sorted(self.terms.items(), key=lambda mc: (len(mc[0]) == 0, repr(mc[0]))):
+        # each atom printed once: sorting by repr(m) and then printing m again would print a nest
+        # of k idiv atoms 2**k times (the key is repr(m), spelled from the same strings)
+        terms = []
+        for m, c in self.terms.items():
             factors = [str(a) for a in m]
+            key = "(" + ", ".join(factors) + ("," if len(factors) == 1 else "") + ")"
+            terms.append(((not m, key), factors, c))
+        parts = []
+        for _, factors, c in sorted(terms, key=lambda t: t[0]):
             if c != 1 or not factors:
                 factors.insert(0, str(c))
             parts.append(factors[0] if len(factors) == 1 else f"(* {' '.join(factors)})")

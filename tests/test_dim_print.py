@@ -1,0 +1,33 @@
+"""Printing a dim expression is linear in its size (the fuzzer found `(pow N N)` hanging: repeated
+squaring nests one floor division per step, and printing each level twice made 63 levels cost
+2**63); a program that builds such dims compiles and computes integer powers of dims."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import caten
+from caten.ir import dims as D
+
+
+def test_a_deep_nest_of_divisions_prints_once_per_atom():
+    e, want = D.sym("N"), "N"
+    for _ in range(120):  # 2**120 steps if any level were printed twice
+        e = D.floordiv(e, 2)
+        want = f"(idiv {want} 2)"
+    assert str(e) == want
+
+
+def test_terms_print_in_a_stable_order():
+    n, m = D.sym("N"), D.sym("M")
+    x = D.add(D.mul(n, m), D.add(n, D.dmax(n, 3)))
+    assert str(x) == "(+ (max 3 N) (* M N) N)"
+    assert str(D.add(D.mul(x, -2), 7)) == "(+ (* -2 (max 3 N)) (* -2 M N) (* -2 N) 7)"
+
+
+@pytest.mark.parametrize("runtime", ["numpy", "llvm"])
+def test_pow_of_symbolic_dims(runtime):
+    mod = caten.loads("(composite f ((X{f32}[N, M]) -> (Y{i64})) (pow N M))", runtime=runtime)
+    for n, m in ((3, 4), (2, 13), (7, 1)):
+        assert int(np.asarray(mod.f(np.zeros((n, m), np.float32)))) == n ** m
