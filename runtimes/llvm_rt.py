@@ -165,7 +165,8 @@ class LLVMRuntime(Runtime):
                                                    Op.WHERE)
 
     def capabilities(self, t: Target) -> Capabilities:
-        return Capabilities(vector_bits=t.vector_bits, threads=threads(), extern_split=True, native=frozenset())
+        return Capabilities(vector_bits=t.vector_bits, threads=threads(), extern_split=True,
+                            native=frozenset({("round", "f16")}))  # fptrunc to half: F16C, one instruction
 
     def toolchain(self, t: Target) -> str:
         return _llvm_version()

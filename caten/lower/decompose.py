@@ -7,12 +7,16 @@ renderer is a table of spellings of the primitives (caten.lower.loopir lists the
 
 `native` holds ops (`Op.EXP2`, `"rand"`) or (op, class) pairs with class "float" or "int",
 e.g. `(Op.IDIV, "int")` for a target whose integer division already floors. MAX with arg "acc"
-(a reduction update, which renderers spell as their max intrinsic) is never decomposed. A `dim`
-leaf whose expression divides (caten.lower.dimx) always is: it keeps its Dim (host-side sizes,
-the device grid mapping read it) and gets its value in primitives as its one source.
+(a reduction update, which renderers spell as their max intrinsic) is never decomposed. Every
+`dim` leaf but a dynamic dim's is (caten.lower.dimx): it keeps its Dim (host-side sizes, the
+device grid mapping read it) and gets its value in primitives as its one source.
 
-f16/bf16 values are computed in f32 and rounded to their dtype once at the end, as every
-renderer does today (LOG2 of f32 and narrower is computed in f64).
+A second walk writes caten's conversions (caten.lower.numerics_narrow): every op that can leave
+the f16/bf16 grid is computed in f32 and rounded by the pass, unless the target rounds to that
+dtype natively (`("round", "f16")`: LLVM's `fptrunc` to half), and every float->int CAST
+saturates in primitives. So a renderer spells f16/bf16 only as storage (load and store) and
+float->int only as `ftoi` of a value in range. EXP2/LOG2/SIN of f16/bf16 are computed in f32 (LOG2
+of f32 and narrower in f64) and rounded once at the end.
 
 Loop IR is a hash-consed DAG: each distinct expression is rewritten once (memo), with an
 explicit stack (a deep chain of ops must not hit Python's recursion limit).
@@ -28,9 +32,10 @@ from caten.ir.ops import Op
 from caten.lower import loopir as L
 from caten.lower import numerics_float as flt
 from caten.lower import numerics_int as ints
+from caten.lower import numerics_narrow as nar
 from caten.lower import numerics_sin as sine
 from caten.lower import xops as O
-from caten.lower.dimx import dim_value, has_division
+from caten.lower.dimx import dim_leaf
 from caten.lower.loopir import X
 
 DECOMPOSED = (Op.EXP2, Op.LOG2, Op.SIN, Op.IDIV, Op.MOD, Op.MAX, "rand")
@@ -61,6 +66,29 @@ _FLOAT2 = {Op.IDIV: _wide2(lambda a, b: flt.divmod_(a, b, False)),
 _INT2 = {Op.IDIV: lambda a, b: ints.divmod_(a, b, False), Op.MOD: lambda a, b: ints.divmod_(a, b, True)}
 
 
+# ops whose f16/bf16 result can fall between the dtype's values (NEG, MAX and selects cannot)
+ROUNDED = (Op.ADD, Op.MUL, Op.FDIV, Op.RECIP, Op.SQRT)
+
+
+def _native_round(dt: T.DType, native: Collection) -> bool:
+    return ("round", dt.name) in native
+
+
+def _narrow(x: X, src: tuple[X, ...], native: Collection) -> X | None:
+    """x with caten's conversions written in primitives (the second walk), or None to keep it."""
+    op, dt = x.op, x.dtype
+    if op is Op.CAST:
+        s = src[0]
+        if dt.is_int and s.dtype.is_float:
+            return nar.float_to_int(s, dt)
+        if dt in nar.NARROW and s.dtype != dt and not _native_round(dt, native):
+            return nar.round_to(s if s.dtype in nar.NARROW else O.cast(s, T.f32), dt)
+        return None
+    if dt in nar.NARROW and op in ROUNDED and not _native_round(dt, native):
+        return nar.round_to(X.make(op, T.f32, src, x.arg), dt)
+    return None
+
+
 def _expand(x: X, src: tuple[X, ...], native: Collection) -> X | None:
     """x's op written in primitives over the rewritten operands, or None to keep it."""
     op = x.op
@@ -82,9 +110,11 @@ def _expand(x: X, src: tuple[X, ...], native: Collection) -> X | None:
 class Decomposer:
     """Rewrites expressions, remembering every result (one per distinct expression)."""
 
-    def __init__(self, native: Collection = (), defines: Mapping | None = None):
+    def __init__(self, native: Collection = (), defines: Mapping | None = None,
+                 expand: Callable[[X, tuple[X, ...], Collection], X | None] = _expand):
         self.native = frozenset(native)
         self.defines = defines or {}
+        self.expand = expand
         self.memo: dict[X, X] = {}
 
     def x(self, root: X) -> X:
@@ -101,10 +131,10 @@ class Decomposer:
                 continue
             stack.pop()
             src = tuple(memo[s] for s in top.src)
-            if top.op == "dim" and not top.src and has_division(top.arg, self.defines):
-                new = X.make("dim", L.IDX, (dim_value(top.arg, self.defines),), top.arg)
+            if top.op == "dim" and not top.src:
+                new = dim_leaf(top.arg, self.defines)
             else:
-                new = _expand(top, src, self.native)
+                new = self.expand(top, src, self.native)
             if new is None:
                 new = top if src == top.src else X.make(top.op, top.dtype, src, top.arg)
             memo[top] = new
@@ -131,5 +161,7 @@ def decompose(kernels: Sequence[L.Kernel], native: Collection = (),
     """New kernels whose expressions use only primitives and the ops in `native`; the input is
     left unchanged. Shared sub-expressions stay shared across all kernels. `defines`: the
     program's dims given a value (`Program.dim_defines`), expanded inside dim expressions."""
-    d = Decomposer(native, defines)
-    return [dataclasses.replace(k, body=d.stmts(k.body)) for k in kernels]
+    out = list(kernels)
+    for d in (Decomposer(native, defines), Decomposer(native, defines, _narrow)):
+        out = [dataclasses.replace(k, body=d.stmts(k.body)) for k in out]
+    return out

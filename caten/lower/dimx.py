@@ -1,12 +1,14 @@
-"""A dim expression (caten.ir.dims) written as loop-IR primitives, so that its floor division
-and modulo (an `idiv`/`mod` atom: Python's `//` and `%`, 0 for a zero divisor) are computed by
-the same code as the IDIV/MOD ops (caten.lower.numerics_int) and no renderer spells them.
+"""A dim expression (caten.ir.dims) written as loop-IR primitives, so that no renderer reads one:
+its sums and products become index arithmetic, max/min selects, and its floor division and modulo
+(an `idiv`/`mod` atom: Python's `//` and `%`, 0 for a zero divisor) are computed by the same code
+as the IDIV/MOD ops (caten.lower.numerics_int). The derived dims of `where K = (/ N 2)` and the
+values given by `-D` are expanded.
 
-The decompose pass rewrites every `dim` leaf of the loop IR that has such an atom (after the
-derived dims of `where K = (/ N 2)` are expanded) into `dim_value`; a renderer's spelling of a
-dim outside the loop IR (an entry function's arena offsets and `where` checks, a device kernel's
-launch bound) goes through `atom_value` for the same atoms. Dims without one stay `dim` leaves:
-their sums and products of symbols are plain index arithmetic, which every renderer spells.
+The decompose pass rewrites every `dim` leaf of the loop IR into `dim_leaf`: a dynamic dim stays a
+bare leaf (the renderer's one spelling of a dim: the entry function's argument), any other keeps
+its Dim (host-side sizes and the device grid mapping read it) with its value as its one source. A
+renderer's dims outside the loop IR (an entry function's arena offsets and `where` checks, a
+device kernel's launch bound) go through `dim_leaf` too.
 """
 
 from __future__ import annotations
@@ -24,27 +26,29 @@ from caten.lower.loopir import X
 _DIVIDES = ("idiv", "mod")
 
 
-def has_division(d: Dim, defines: Mapping[str, Dim]) -> bool:
-    """Whether d, with its derived dims expanded, holds a floor division or modulo."""
+def bare(d: Dim) -> str | None:
+    """The name of d when d is one symbol (coefficient 1), else None."""
+    if isinstance(d, int) or len(d.terms) != 1:
+        return None
+    (m, c), = d.terms.items()
+    return m[0].args[0] if c == 1 and len(m) == 1 and m[0].op == "sym" else None
+
+
+def dim_leaf(d: Dim, defines: Mapping[str, Dim]) -> X:
+    """The loop-IR leaf of dim d: a constant, a dynamic dim's bare `dim` leaf, or a `dim` leaf
+    holding d whose one source is its value in primitives."""
     if isinstance(d, int):
-        return False
-    for m in d.terms:
-        for a in m:
-            if a.op in _DIVIDES:
-                return True
-            if a.op == "sym":
-                v = defines.get(a.args[0])
-                if v is not None and has_division(v, defines):
-                    return True
-            elif any(has_division(s, defines) for s in a.args):
-                return True
-    return False
+        return L.const(d)
+    name = bare(d)
+    if name is not None and name not in defines:
+        return X.make("dim", L.IDX, (), d)
+    return X.make("dim", L.IDX, (dim_value(d, defines),), d)
 
 
 def dim_value(d: Dim, defines: Mapping[str, Dim]) -> X:
-    """d as loop IR: sums and products of dim leaves, its divisions in primitives."""
-    if not has_division(d, defines):
-        return L.dim(d)
+    """d as loop IR: sums and products of dynamic dims' leaves, the rest in primitives."""
+    if isinstance(d, int):
+        return L.const(d)
     total: X | None = None
     for m, c in sorted(d.terms.items(), key=lambda mc: repr(mc[0])):
         term = L.const(c)
@@ -58,7 +62,9 @@ def atom_value(a: Atom, defines: Mapping[str, Dim]) -> X:
     """One atom of a dim expression as loop IR."""
     if a.op == "sym":
         v = defines.get(a.args[0])
-        return L.dim(D.sym(a.args[0])) if v is None else dim_value(v, defines)
+        if v is None:
+            return X.make("dim", L.IDX, (), D.sym(a.args[0]))
+        return L.const(int(v)) if isinstance(v, int) else dim_value(v, defines)
     x, y = (dim_value(s, defines) for s in a.args)
     if a.op in _DIVIDES:
         num, den = a.args

@@ -178,6 +178,8 @@ def _one(x: X, a: list[Arr], env: Mapping[str, Arr], buffers: Mapping[str, Arr])
     if op == "ftoi":  # callers keep the value in range
         return np.trunc(a[0]).astype(dt.np)
     if op == "bitcast":
+        if dt.is_float and dt.bits == 16:  # u32 bits of an f16/bf16 register (an f32), exact
+            return a[0].astype(np.uint32).view(np.float32).astype(dt.np)
         return a[0].copy().view(dt.np)
     if op == "lut":
         return np.array(x.arg, dtype=dt.np)[a[0]]

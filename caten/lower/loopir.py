@@ -6,8 +6,9 @@ reference does.
 
 Expression ops (`X.op`):
   "const" arg=value | "dim" arg=Dim (i64) | "var" arg=name | "load" arg=buffer, src=(idx,)
-  "dim" arg=Dim src=(value,): after the decompose pass, a dim whose expression divides, its value
-    written in primitives (caten.lower.dimx); renderers spell the value, sizes read the Dim
+  "dim" arg=Dim src=(value,): after the decompose pass, every dim but a dynamic one (a bare
+    symbol: the function's argument), its value written in primitives (caten.lower.dimx);
+    renderers spell the value, sizes read the Dim
   "masked" src=(cond, value): value if cond else 0, value evaluated only under cond
   "rand" arg=seed src=(ctr i64,) or (ctr i64, key u64: a runtime seed XORed into the key) -> u32
   | an `Op` (ALU, CAST, WHERE)
@@ -15,9 +16,11 @@ Expression ops (`X.op`):
     unsigned by that dtype; b is never 0, nor -1 with a the minimum (index math: a >= 0, b > 0).
   An `Op.ADD/MUL/MAX` with arg "acc" is a reduction update that may be reassociated.
 The primitives the decompose pass (caten.lower.decompose) writes EXP2, LOG2, SIN, IDIV, MOD,
-NaN-propagating MAX and "rand" in, for renderers that lack those ops natively:
+NaN-propagating MAX, "rand", f16/bf16 rounding and float->int casts in, for renderers that lack
+those ops natively:
   "bitcast" src=(x,): x's bits read as another dtype of the same width (exponent and mantissa
-    fields for exp2/log2/Payne-Hanek; fabs and copysign are bit masks through it)
+    fields for exp2/log2/Payne-Hanek; fabs and copysign are bit masks through it); u32 to
+    f16/bf16 reads the bits of the f32 register such a value lives in (a rounded value)
   "shl"/"shr" src=(a, n): shift by 0 <= n < bits, n of a's dtype; "shr" is arithmetic for signed
     dtypes, logical for unsigned ones (exponent fields, 32-bit limbs, threefry's rotations)
   "floor"/"rint" src=(x,): round down / to nearest, ties to even (exp2's and sin's range

@@ -109,8 +109,8 @@ def cast(a: X, dt: DType) -> X:
 
 
 def ftoi(a: X, dt: DType) -> X:
-    """A float known to hold an integer in dt's range, converted (one instruction, where CAST
-    would also saturate and map nan to 0)."""
+    """A float whose truncation toward zero is in dt's range, converted (one instruction; CAST
+    saturates and maps nan to 0 in primitives: caten.lower.numerics_narrow)."""
     return X.make("ftoi", dt, (a,))
 
 

@@ -185,12 +185,14 @@ def lower_all(runtime: Runtime, programs: Program | Sequence[Program], t: Target
     the hard ops the runtime lacks written in primitives (what it renders)."""
     progs, names = named_programs(programs)
     caps = runtime.capabilities(t)
+    timings = timings or Timings()
     out = [lower_program(p, n, None if caps.device else t, caps.threads, timings) for p, n in zip(progs, names)]
-    for lw in out:
-        if decomposed:
-            lw.decompose(caps.native)
+    for lw in out:  # bounds first: its checks read buffer extents, dims that the pass then writes
         if check_bounds:
             lw.check_bounds(caps.device)
+        if decomposed:
+            with timings.stage("decompose"):
+                lw.decompose(caps.native)
     return out
 
 
@@ -211,7 +213,8 @@ def code_fingerprint(runtime: Runtime) -> str:
         if builtin is not None and getattr(builtin, "__file__", None):
             files += sorted(glob.glob(os.path.join(os.path.dirname(builtin.__file__), "*.py")))
         files += [os.path.join(here, "lower", f) for f in ("bounds.py", "decompose.py", "dimx.py", "numerics_float.py",
-                                                          "numerics_int.py", "numerics_sin.py", "xops.py")]
+                                                          "numerics_int.py", "numerics_narrow.py", "numerics_sin.py",
+                                                          "xops.py")]
         code = next((f.__code__ for f in vars(type(runtime)).values() if hasattr(f, "__code__")), None)
         if code is not None and os.path.isfile(code.co_filename):  # the plugin's own file, wherever it is
             files.append(code.co_filename)
@@ -259,10 +262,10 @@ def _build(runtime: Runtime, program: Program, t: Target, options: Options):
     lw = lower_program(program, PLACEHOLDER, None if caps.device else t, caps.threads, tm)
     key = cache_key(runtime, [lw], t, options)
     lw.rename(f"caten_{key[:16]}")  # unique per code: JIT engines share one symbol table
+    if options.check_bounds:  # before decompose: its checks read buffer extents, dims it writes
+        lw.check_bounds(caps.device)
     with tm.stage("decompose"):
         lw.decompose(caps.native)
-    if options.check_bounds:
-        lw.check_bounds(caps.device)
     store = default_cache() if options.use_cache else None
     art = store.get(key, runtime.artifact_kind) if store else None
     hit = art is not None

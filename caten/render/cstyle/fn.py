@@ -17,7 +17,7 @@ from caten.ir.dtypes import DType
 from caten.ir.ops import Op
 from caten.ir.walk import Visit, drive
 from caten.lower import loopir as L
-from caten.lower.dimx import atom_value
+from caten.lower.dimx import bare, dim_leaf
 from caten.lower.loopir import X
 from caten.render.cstyle import tiles as T
 from caten.render.cstyle.prims import PRIMS
@@ -105,29 +105,9 @@ class Fn:
         return f"{self.t.bits[1]}({bits}U)"
 
     def dimval(self, d: Dim) -> str:
-        if isinstance(d, int):
-            return idx_lit(d)
-        terms = []
-        for m, c in sorted(d.terms.items(), key=lambda mc: repr(mc[0])):
-            fs = [self.atom(a) for a in m]
-            if c != 1 or not fs:
-                fs.insert(0, idx_lit(c))
-            terms.append(" * ".join(fs))
-        return "(" + " + ".join(terms) + ")"
-
-    def atom(self, a) -> str:
-        if a.op == "sym":
-            name = a.args[0]
-            if name in self.defines:  # an int (-D), or a derived dim's expression (where K = (/ N 2))
-                v = self.defines[name]
-                return idx_lit(int(v)) if isinstance(v, int) else self.dimval(v)
-            if name not in self.dims:
-                raise KeyError(f"dimension {name} is neither a dynamic dim nor defined")
-            return f"d_{name}"
-        if a.op in ("idiv", "mod"):  # outside the loop IR (launch bounds, entry checks): the same primitives
-            return self.v(atom_value(a, self.defines))
-        x, y = (self.dimval(s) for s in a.args)
-        return f"(({x}) {'>' if a.op == 'max' else '<'} ({y}) ? ({x}) : ({y}))"
+        """The i64 value of a dim outside the loop IR (entry checks, arena offsets, launch
+        bounds): its loop-IR leaf (caten.lower.dimx)."""
+        return self.v(dim_leaf(d, self.defines))
 
     # values --------------------------------------------------------------------------------------
     def v(self, x: X) -> str:
@@ -153,9 +133,12 @@ class Fn:
     def _v(self, x: X) -> Visit[str]:
         op = x.op
         if op == "dim":
-            if x.src:  # a dividing dim: its value in primitives (the decompose pass)
+            if x.src:  # its value in primitives (caten.lower.dimx)
                 return (yield self._vis(x.src[0]))
-            return self.tmp("i64", self.dimval(x.arg))
+            name = bare(x.arg)  # a dynamic dim: the function's argument
+            if name not in self.dims:
+                raise KeyError(f"dimension {x.arg} is not an argument of this function")
+            return f"d_{name}"
         if op == "load":
             return self.tmp(ctype(x.dtype), self.load(x.arg, (yield self._vis(x.src[0])), x.dtype))
         if op == "masked":
@@ -207,14 +190,9 @@ class Fn:
             val = f"{self.helper('caten_f2bf')}({val})"
         self.emit(f"{self.ref(buf, idx)} = {val};")
 
-    def round(self, dt: DType, e: str) -> str:
-        if dt.name == "f16":
-            return f"{self.helper('caten_rh')}({e})"
-        if dt.name == "bf16":
-            return f"{self.helper('caten_rbf')}({e})"
-        return e
-
     def cast(self, v: str, src: DType, dst: DType) -> str:
+        """A CAST with nothing left to decide: the decompose pass wrote float->int saturation and
+        every rounding to f16/bf16 in primitives (an f16/bf16 value lives in an f32 register)."""
         if src == dst:
             return v
         if dst.is_bool:
@@ -223,20 +201,13 @@ class Fn:
             return f"({v} ? {self.lit(1, dst)} : {self.lit(0, dst)})"
         if src.is_int and dst.is_int:
             return f"(({dst.name}){v})"
-        if src.is_int and dst.is_float:
-            return self.round(dst, f"(({ctype(dst)}){v})")
-        if src.is_float and dst.is_int:
-            fn = self.helper("caten_f2u64" if dst.kind == "uint" else "caten_f2i64")
-            return f"(({dst.name}){fn}((fw){v}))"
-        if ctype(src) == "f32" and ctype(dst) == "f64":
-            return f"((f64){v})"
-        if ctype(src) == "f64":
-            v = f"((f32){v})"
-        return self.round(dst, v)
+        if (src.is_float and dst.is_int) or (dst.is_float and dst.bits < 32):
+            raise NotImplementedError(f"CAST {src} -> {dst} reaches the C-style renderer undecomposed")
+        return f"(({ctype(dst)}){v})"
 
     def alu(self, op: Op, dt: DType, sdt: DType, s: list[str]) -> str:
         """An ALU op over operand expressions (names or literals: each may appear twice), spelled
-        from the tables below by the class of its result; f16/bf16 results rounded to their dtype."""
+        from the tables below by the class of its result (f16/bf16 ones are rounded by the pass)."""
         if op in ANY:
             return ANY[op].format(*s)
         if dt.is_float:
@@ -245,7 +216,7 @@ class Fn:
                                           "only as the decompose pass's primitives; declare "
                                           "Capabilities(native=frozenset())")
             one, sqrt = ("1.0f" if ctype(dt) == "f32" else "1.0"), self.fmath("sqrt", dt)
-            return self.round(dt, FLOAT[op].format(*s, one=one, sqrt=sqrt))
+            return FLOAT[op].format(*s, one=one, sqrt=sqrt)
         if dt.is_bool:
             return BOOL[op].format(*s)
         n, ut = dt.name, uty(dt)

@@ -1,7 +1,8 @@
-"""The C helper functions a rendered kernel may call (f16/bf16 conversions and rounding,
-saturating float->int) and the constant tables of `lut`, per target,
-emitted only when used. The numerics of EXP2/LOG2/SIN, IDIV/MOD (of values and of dims), MAX and `rand` are not here:
-the decompose pass (caten.lower.decompose) writes them in primitives (cstyle.prims)."""
+"""The C helper functions a rendered kernel may call (f16/bf16 storage: a value's 16 bits to and
+from its f32 register) and the constant tables of `lut`, per target, emitted only when used. The
+numerics of EXP2/LOG2/SIN, IDIV/MOD (of values and of dims), MAX, `rand`, f16/bf16 rounding and
+float->int casts are not here: the decompose pass (caten.lower.decompose) writes them in
+primitives (cstyle.prims)."""
 
 from __future__ import annotations
 
@@ -32,27 +33,8 @@ def _helpers(t: Target) -> dict[str, tuple[tuple[str, ...], str]]:
   else {{ u32 odd = (x >> 13) & 1U; x += 0xc8000fffU + odd; o = x >> 13; }}
   return (u16)(o | (sign >> 16));
 }}"""),
-        "caten_rh": (("caten_h2f", "caten_f2h"), f"{fn} f32 caten_rh(f32 f) {{ return caten_h2f(caten_f2h(f)); }}"),
         "caten_bf2f": ((), f"{fn} f32 caten_bf2f(u16 b) {{ return {u2f}(((u32)b) << 16); }}"),
         "caten_f2bf": ((), f"{fn} u16 caten_f2bf(f32 f) {{ return (u16)({f2u}(f) >> 16); }}"),
-        "caten_rbf": ((), f"""{fn} f32 caten_rbf(f32 f) {{
-  u32 b = {f2u}(f);
-  u32 r = (b + 0x7fffU + ((b >> 16) & 1U)) & 0xffff0000U;
-  if (f != f) r = (b | 0x400000U) & 0xffff0000U;
-  return {u2f}(r);
-}}"""),
-        "caten_f2i64": ((), f"""{fn} i64 caten_f2i64(fw x) {{
-  if (!(x - x == (fw)0)) return 0;
-  if (x >= (fw)9223372036854775808.0) return 9223372036854775807L;
-  if (x < (fw)-9223372036854775808.0) return -9223372036854775807L - 1L;
-  return (i64)x;
-}}"""),
-        "caten_f2u64": (("caten_f2i64",), f"""{fn} u64 caten_f2u64(fw x) {{
-  if (!(x - x == (fw)0)) return 0UL;
-  if (x < (fw)0) return (u64)caten_f2i64(x);
-  if (x >= (fw)18446744073709551616.0) return 18446744073709551615UL;
-  return (u64)x;
-}}"""),
     }
     return h
 

@@ -10,6 +10,7 @@ import hashlib
 from collections.abc import Callable
 from typing import Protocol
 
+from caten.ir import dtypes as T
 from caten.ir.dtypes import DType
 from caten.lower.loopir import X
 from caten.render.cstyle.targets import Target, ctype, int_lit, uty
@@ -38,6 +39,8 @@ def _bitcast(f: Fn, x: X, s: list[str]) -> str:
     if src.is_int and dst.is_int:
         return f"(({dst.name}){s[0]})"
     f2u, u2f, d2u, u2d = f.t.bits
+    if src == T.u32 and dst.is_float and dst.bits == 16:  # the rounded bits of an f16/bf16's f32 register
+        return f"{u2f}({s[0]})"
     for dt in (src, dst):
         if dt.is_float and dt.bits not in (32, 64):  # f16/bf16 live in f32 registers: no bits to read
             raise NotImplementedError(f"bitcast of {src} to {dst}")

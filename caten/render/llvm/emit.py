@@ -20,7 +20,7 @@ class Emitter:
         self.mod, self.dims, self.defines = mod, list(dims), defines
         self.lines: list[str | None] = []
         self.entry: list[str | None] = []  # hoisted into the entry block (dim values)
-        self.dimmemo: dict = {}
+        self.dimmemo: dict = {}  # values computed in the entry block, by expression
         self.allocas: list[str] = []
         self.n = 0
         self.cur = "entry"

@@ -5,14 +5,11 @@ renders values, memory, casts, the ALU and loops, and dispatches."""
 
 from __future__ import annotations
 
-import math
-
-from caten.ir import dims as D
 from caten.ir.dtypes import DType
 from caten.ir.ops import Op
 from caten.ir.walk import Visit, drive
 from caten.lower import loopir as L
-from caten.lower.dimx import atom_value
+from caten.lower.dimx import bare, dim_leaf
 from caten.lower.loopir import X
 from caten.render.llvm import gemm, threads
 from caten.render.llvm.emit import Emitter
@@ -43,55 +40,26 @@ class FnGen(Emitter):
         return r
 
     def dimval(self, d) -> str:
-        """The i64 value of a dim expression: computed once per function, in its entry block
-        (it reads only dim arguments, so the value dominates every use)."""
-        if isinstance(d, int):
-            return str(d)
-        key = D._key(d)
-        hit = self.dimmemo.get(key)
-        if hit is None:
-            body, self.lines = self.lines, self.entry
-            try:
-                hit = self.dimmemo[key] = self._dimval(d)
-            finally:
-                self.lines = body
-        return hit
-
-    def _dimval(self, d) -> str:
-        total = None
-        for m, c in sorted(d.terms.items(), key=lambda mc: repr(mc[0])):
-            term = str(c)
-            for a in m:
-                av = self.atom(a)
-                term = av if term == "1" else self.ins(f"mul i64 {term}, {av}")
-            total = term if total is None else self.ins(f"add i64 {total}, {term}")
-        return total or "0"
-
-    def atom(self, a) -> str:
-        if a.op == "sym":
-            name = a.args[0]
-            if name in self.defines:  # an int (-D), or a derived dim's expression (where K = (/ N 2))
-                v = self.defines[name]
-                return str(int(v)) if isinstance(v, int) else self.dimval(v)
-            if name not in self.dims:
-                raise KeyError(f"dimension {name} is neither a dynamic dim nor defined")
-            return f"%d_{name}"
-        if a.op in ("idiv", "mod"):  # outside the loop IR (entry checks, arena offsets): the same primitives
-            return self.v(atom_value(a, self.defines))
-        x, y = (self.dimval(s) for s in a.args)
-        c = self.icmp("sgt" if a.op == "max" else "slt", "i64", x, y)
-        return self.select(c, "i64", x, y)
+        """The i64 value of a dim outside the loop IR (entry checks, arena offsets): its loop-IR
+        leaf (caten.lower.dimx), computed in the entry block."""
+        return self.v(dim_leaf(d, self.defines))
 
     def _v(self, x: X) -> Visit[str]:
         op = x.op
         if op == "dim":
-            if x.src:  # a dividing dim: its value in primitives (the decompose pass), of dims and
-                body, self.lines = self.lines, self.entry  # constants only: computed in the entry block
-                try:
-                    return (yield self._vis(x.src[0]))
-                finally:
-                    self.lines = body
-            return self.dimval(x.arg)
+            if not x.src:  # a dynamic dim: the function's argument
+                name = bare(x.arg)
+                if name not in self.dims:
+                    raise KeyError(f"dimension {x.arg} is not an argument of this function")
+                return f"%d_{name}"
+            # any other dim: its value in primitives, of dim arguments and constants only, computed
+            # once in the entry block from entry-block values alone (so it dominates every use)
+            body, self.lines = self.lines, self.entry
+            scopes, self.scopes = self.scopes, [self.dimmemo]
+            try:
+                return (yield self._vis(x.src[0]))
+            finally:
+                self.lines, self.scopes = body, scopes
         if op == "var":
             return f"%v_{x.arg}"
         if op == "load":
@@ -179,19 +147,15 @@ class FnGen(Emitter):
 
     # rounding and casts -----------------------------------------------------------------------
     def round(self, dt: DType, v: str) -> str:
+        """f32 value v rounded to f16 (this target's native rounding: `fptrunc` to half and back).
+        The decompose pass writes every other rounding to a narrow float in primitives: a bf16 op
+        that reaches the renderer is one whose result is exact (NEG, MAX)."""
         if dt.name == "f16":
             return self.conv("fpext", "half", self.conv("fptrunc", "float", v, "half"), "float")
-        if dt.name == "bf16":
-            b = self.conv("bitcast", "float", v, "i32")
-            lsb = self.ins(f"and i32 {self.ins(f'lshr i32 {b}, 16')}, 1")
-            r = self.ins(f"add i32 {b}, {self.ins(f'add i32 {lsb}, 32767')}")
-            r = self.ins(f"and i32 {r}, -65536")
-            q = self.ins(f"and i32 {self.ins(f'or i32 {b}, 4194304')}, -65536")
-            r = self.select(self.fcmp("uno", "float", v, v), "i32", q, r)
-            return self.conv("bitcast", "i32", r, "float")
         return v
 
     def cast(self, v: str, src: DType, dst: DType) -> str:
+        """A CAST left by the decompose pass (which writes float->int saturation in primitives)."""
         fs, ts = rty(src), rty(dst)
         if src == dst:
             return v
@@ -212,15 +176,8 @@ class FnGen(Emitter):
         if src.is_int and dst.is_float:
             r = self.conv("sitofp" if src.kind == "int" else "uitofp", fs, v, ts)
             return self.round(dst, r)
-        if src.is_float and dst.is_int:
-            a = self.intr("fabs", fs, v)
-            fin = self.fcmp("one", fs, a, self.fc(math.inf, fs))
-            xs = self.select(fin, fs, v, self.fc(0.0, fs))
-            s = self.call(f"llvm.fptosi.sat.i64.{'f64' if fs == 'double' else 'f32'}", "i64", [(fs, xs)])
-            if dst.kind == "uint":
-                u = self.call(f"llvm.fptoui.sat.i64.{'f64' if fs == 'double' else 'f32'}", "i64", [(fs, xs)])
-                s = self.select(self.fcmp("olt", fs, xs, self.fc(0.0, fs)), "i64", s, u)
-            return s if dst.bits == 64 else self.conv("trunc", "i64", s, ts)
+        if (src.is_float and dst.is_int) or dst.name == "bf16":
+            raise NotImplementedError(f"CAST {src} -> {dst} reaches the LLVM renderer undecomposed")
         # float -> float
         if fs == "float" and ts == "double":
             return self.conv("fpext", "float", v, "double")
