@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import caten
 from caten.ir import dims as D
@@ -31,3 +33,32 @@ def test_pow_of_symbolic_dims(runtime):
     mod = caten.loads("(composite f ((X{f32}[N, M]) -> (Y{i64})) (pow N M))", runtime=runtime)
     for n, m in ((3, 4), (2, 13), (7, 1)):
         assert int(np.asarray(mod.f(np.zeros((n, m), np.float32)))) == n ** m
+
+
+_STEPS = st.lists(st.tuples(st.sampled_from(["idiv", "mod", "max", "min", "add"]),
+                            st.sampled_from([2, 3, 7, "N", "M"])), min_size=1, max_size=18)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_STEPS)
+def test_property_printing_visits_each_atom_a_bounded_number_of_times(steps):
+    """A chain of dim operations (what a `dotimes` over dims builds) prints with a number of atom
+    visits linear in the chain's length: the class of the (pow N N) hang, where each nesting
+    level doubled the visits."""
+    ops = {"idiv": D.floordiv, "mod": D.mod, "max": D.dmax, "min": D.dmin, "add": D.add}
+    e = D.sym("N")
+    for op, arg in steps:
+        e = ops[op](e, D.sym(arg) if isinstance(arg, str) else arg)
+    calls = [0]
+    orig = D.Atom.__str__
+
+    def counted(self):
+        calls[0] += 1
+        return orig(self)
+
+    D.Atom.__str__ = counted
+    try:
+        text = str(e)
+    finally:
+        D.Atom.__str__ = orig
+    assert calls[0] <= 4 * (len(steps) + 2), (calls[0], text)
