@@ -74,7 +74,7 @@ def _native_round(dt: T.DType, native: Collection) -> bool:
     return ("round", dt.name) in native
 
 
-def _narrow(x: X, src: tuple[X, ...], native: Collection) -> X | None:
+def _narrow(x: X, src: tuple[X, ...], native: Collection, defines: Mapping) -> X | None:
     """x with caten's conversions written in primitives (the second walk), or None to keep it."""
     op, dt = x.op, x.dtype
     if op is Op.CAST:
@@ -82,16 +82,19 @@ def _narrow(x: X, src: tuple[X, ...], native: Collection) -> X | None:
         if dt.is_int and s.dtype.is_float:
             return nar.float_to_int(s, dt)
         if dt in nar.NARROW and s.dtype != dt and not _native_round(dt, native):
-            return nar.round_to(s if s.dtype in nar.NARROW else O.cast(s, T.f32), dt)
+            return nar.round_to(O.cast(s, T.f32), dt)  # (f64 rounds through f32, as the reference does)
         return None
     if dt in nar.NARROW and op in ROUNDED and not _native_round(dt, native):
         return nar.round_to(X.make(op, T.f32, src, x.arg), dt)
     return None
 
 
-def _expand(x: X, src: tuple[X, ...], native: Collection) -> X | None:
-    """x's op written in primitives over the rewritten operands, or None to keep it."""
+def _expand(x: X, src: tuple[X, ...], native: Collection, defines: Mapping) -> X | None:
+    """x's op written in primitives over the rewritten operands (a dim leaf as its value,
+    caten.lower.dimx), or None to keep it."""
     op = x.op
+    if op == "dim" and not x.src:
+        return dim_leaf(x.arg, defines)
     if op not in DECOMPOSED or op in native:
         return None
     if op == "rand":
@@ -111,7 +114,7 @@ class Decomposer:
     """Rewrites expressions, remembering every result (one per distinct expression)."""
 
     def __init__(self, native: Collection = (), defines: Mapping | None = None,
-                 expand: Callable[[X, tuple[X, ...], Collection], X | None] = _expand):
+                 expand: Callable[[X, tuple[X, ...], Collection, Mapping], X | None] = _expand):
         self.native = frozenset(native)
         self.defines = defines or {}
         self.expand = expand
@@ -131,10 +134,7 @@ class Decomposer:
                 continue
             stack.pop()
             src = tuple(memo[s] for s in top.src)
-            if top.op == "dim" and not top.src:
-                new = dim_leaf(top.arg, self.defines)
-            else:
-                new = self.expand(top, src, self.native)
+            new = self.expand(top, src, self.native, self.defines)
             if new is None:
                 new = top if src == top.src else X.make(top.op, top.dtype, src, top.arg)
             memo[top] = new

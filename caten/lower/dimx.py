@@ -41,7 +41,7 @@ def dim_leaf(d: Dim, defines: Mapping[str, Dim]) -> X:
         return L.const(d)
     name = bare(d)
     if name is not None and name not in defines:
-        return X.make("dim", L.IDX, (), d)
+        return L.dim(d)
     return X.make("dim", L.IDX, (dim_value(d, defines),), d)
 
 
@@ -62,9 +62,7 @@ def atom_value(a: Atom, defines: Mapping[str, Dim]) -> X:
     """One atom of a dim expression as loop IR."""
     if a.op == "sym":
         v = defines.get(a.args[0])
-        if v is None:
-            return X.make("dim", L.IDX, (), D.sym(a.args[0]))
-        return L.const(int(v)) if isinstance(v, int) else dim_value(v, defines)
+        return L.dim(D.sym(a.args[0])) if v is None else dim_value(v, defines)
     x, y = (dim_value(s, defines) for s in a.args)
     if a.op in _DIVIDES:
         num, den = a.args

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from caten.ir import dtypes as T
 from caten.ir.dtypes import DType
+from caten.lower import loopir as L
 from caten.lower import xops as O
 from caten.lower.loopir import X
 
@@ -26,8 +27,8 @@ _U = T.u32
 
 
 def register(v: X) -> X:
-    """v as an f32-typed value when it is an f16/bf16 one (its register already is f32)."""
-    return O.cast(v, T.f32) if v.dtype in NARROW else v
+    """v typed as its register (an f16/bf16 value as the f32 it already is)."""
+    return O.cast(v, L.register(v.dtype))
 
 
 def round_to(v: X, dt: DType) -> X:

@@ -52,15 +52,14 @@ def _expr_problem(x: X, scope: dict[str, object], params: dict[str, L.BufParam])
     if x.op in ("floor", "rint", "fma", "fmod"):
         ok = x.dtype.is_float and all(s.dtype == x.dtype for s in x.src)
         return None if ok else f"{x.op} of {[s.dtype for s in x.src]} into {x.dtype}"
-    if x.op == "bitcast" and x.src[0].dtype.itemsize != x.dtype.itemsize \
-            and not (x.src[0].dtype == T.u32 and x.dtype in (T.f16, T.bf16)):  # an f16/bf16 register's bits
+    if x.op == "bitcast" and L.register(x.src[0].dtype).itemsize != L.register(x.dtype).itemsize:
         return f"bitcast of {x.src[0].dtype} to {x.dtype}"
     return None
 
 
 def _widened(have: T.DType, want: T.DType) -> bool:
     """f16/bf16 values live in registers as f32 (loopir's module docstring)."""
-    return {have, want} <= {T.f32, T.f16, T.bf16}
+    return L.register(have) == L.register(want) == T.f32
 
 
 def problems(kernel: L.Kernel) -> list[str]:

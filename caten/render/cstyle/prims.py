@@ -10,8 +10,8 @@ import hashlib
 from collections.abc import Callable
 from typing import Protocol
 
-from caten.ir import dtypes as T
 from caten.ir.dtypes import DType
+from caten.lower import loopir as L
 from caten.lower.loopir import X
 from caten.render.cstyle.targets import Target, ctype, int_lit, uty
 
@@ -35,15 +35,12 @@ _LUT_QUAL = {"c": "static const", "opencl": "__constant", "cuda": "__constant__ 
 def _bitcast(f: Fn, x: X, s: list[str]) -> str:
     """Same-width reinterpretation, through the target's float<->unsigned bit casts
     (C: memcpy helpers; OpenCL: as_uint/as_float; CUDA: __float_as_uint etc.)."""
-    src, dst = x.src[0].dtype, x.dtype
+    src, dst = L.register(x.src[0].dtype), L.register(x.dtype)  # f16/bf16: their f32 register's bits
     if src.is_int and dst.is_int:
         return f"(({dst.name}){s[0]})"
     f2u, u2f, d2u, u2d = f.t.bits
-    if src == T.u32 and dst.is_float and dst.bits == 16:  # the rounded bits of an f16/bf16's f32 register
-        return f"{u2f}({s[0]})"
-    for dt in (src, dst):
-        if dt.is_float and dt.bits not in (32, 64):  # f16/bf16 live in f32 registers: no bits to read
-            raise NotImplementedError(f"bitcast of {src} to {dst}")
+    if src.bits != dst.bits:
+        raise NotImplementedError(f"bitcast of {x.src[0].dtype} to {x.dtype}")
     if src.is_float:
         return f"(({dst.name}){f2u if src.bits == 32 else d2u}({s[0]}))"
     return f"{u2f if dst.bits == 32 else u2d}(({uty(dst)}){s[0]})"
