@@ -12,6 +12,13 @@ LLVM). Nothing runs. Two settings:
                   first finds; no compiled program or object code is reused)
 
 Reported: median and min of the total, and of each phase, in seconds.
+
+    python benchmarks/bench_compile.py --chain [--runs 3]
+
+times the residual chain `y = y + gelu(layernorm(y))` of 4, 8, 12 and 16 blocks on a 4096x1024
+input instead: for each length, the cold compile (fresh process, library cached, as above), the
+generated code's size (LLVM IR lines) and one call's time against numpy's (scipy's erf). Both
+should grow linearly with the number of blocks, and each call be faster than numpy's.
 """
 
 from __future__ import annotations
@@ -46,6 +53,81 @@ print(json.dumps({"import": t1 - t0, "library": t2 - t1, "elaborate": t3 - t2, "
 """
 
 
+CHAIN_CHILD = r"""
+import json, sys, time
+t0 = time.perf_counter()
+import numpy as np
+import caten
+from caten.elaborate import library
+library.composites()
+t1 = time.perf_counter()
+m = caten.loads(open(sys.argv[1]).read(), runtime="llvm")
+prog = m.f.program({})
+t2 = time.perf_counter()
+rng = np.random.default_rng(0)
+x = rng.standard_normal((4096, 1024)).astype(np.float32)
+g = (1 + 0.1 * rng.standard_normal(1024)).astype(np.float32)
+b = (0.1 * rng.standard_normal(1024)).astype(np.float32)
+sys.path.insert(0, sys.argv[3])
+from timing import rounds
+from bench_compile import chain_numpy
+n = int(sys.argv[2])
+y = m.f(x, g, b)
+ref = chain_numpy(x, g, b, n)
+err = float(np.abs(y - ref).max() / (np.abs(ref).max() + 1e-30))
+ts = rounds({"caten": lambda: m.f(x, g, b), "numpy": lambda: chain_numpy(x, g, b, n)}, reps=5, max_s=20)
+print(json.dumps({"compile": t2 - t1, "call": ts["caten"], "numpy": ts["numpy"], "err": err}))
+"""
+
+
+def chain_source(n: int) -> str:
+    """n residual blocks y = y + gelu(layernorm(y)) over the last axis of an [N, D] input."""
+    body = "\n".join("  (setf y (+ y (gelu (layernorm y G B))))" for _ in range(n))
+    head = "(composite f ((X{f32}[N, D]) (G{f32}[D]) (B{f32}[D]) -> (Y{f32}[N, D]))"
+    return f"{head}\n  (setf y X)\n{body}\n  y)\n"
+
+
+def chain_numpy(x, g, b, n: int):
+    """The chain in numpy (exact erf GELU, as caten's gelu)."""
+    import numpy as np
+    from scipy.special import erf
+
+    y = x
+    for _ in range(n):
+        mu = y.mean(-1, keepdims=True)
+        var = ((y - mu) ** 2).mean(-1, keepdims=True)
+        h = (y - mu) / np.sqrt(var + np.float32(1e-5)) * g + b
+        y = y + np.float32(0.5) * h * (1 + erf(h * np.float32(0.7071067811865476)))
+    return y
+
+
+def run_chain(root: str, lib_only: str, runs: int) -> None:
+    """The residual-chain table (see the module docstring)."""
+    print("| blocks | compile s (median, min) | LLVM IR lines | call ms | numpy ms | vs numpy | max rel. err |")
+    print("|---|---|---|---|---|---|---|")
+    for n in (4, 8, 12, 16):
+        src = os.path.join(root, f"chain{n}.lisp")
+        with open(src, "w") as f:
+            f.write(chain_source(n))
+        ll = os.path.join(root, f"chain{n}.ll")
+        subprocess.run([sys.executable, "-m", "caten", "-r", "llvm", "--emit", "source", src, "-o", ll],
+                       check=True, capture_output=True, cwd=root)
+        with open(ll) as f:
+            lines = sum(1 for _ in f)
+        rs = []
+        for i in range(runs):
+            scratch = os.path.join(root, f"chain{n}-{i}")
+            shutil.copytree(lib_only, scratch)
+            env = dict(os.environ, CATEN_CACHE_DIR=scratch)
+            out = subprocess.run([sys.executable, "-c", CHAIN_CHILD, src, str(n), HERE], env=env,
+                                 capture_output=True, text=True, check=True, cwd=scratch).stdout
+            rs.append(json.loads(out.strip().splitlines()[-1]))
+        comp = [r["compile"] for r in rs]
+        call, ref = min(r["call"] for r in rs), min(r["numpy"] for r in rs)
+        print(f"| {n} | {statistics.median(comp):.2f} ({min(comp):.2f}) | {lines} | {call * 1e3:.1f} | "
+              f"{ref * 1e3:.1f} | {ref / call:.1f}x | {max(r['err'] for r in rs):.1e} |")
+
+
 def run_once(cache_dir: str) -> dict:
     env = dict(os.environ, CATEN_CACHE_DIR=cache_dir)
     # cwd: started inside the checkout, `python -c` would import its caten/ folder (not a package
@@ -58,6 +140,7 @@ def run_once(cache_dir: str) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--chain", action="store_true", help="time the residual layernorm+gelu chain instead")
     opts = ap.parse_args()
     root = tempfile.mkdtemp(prefix="caten-bench-compile-")
     try:
@@ -67,6 +150,9 @@ def main() -> None:
             for f in files:
                 if not f.endswith(".lib"):
                     os.remove(os.path.join(dirpath, f))
+        if opts.chain:
+            run_chain(root, lib_only, opts.runs)
+            return
         results: dict[str, list[dict]] = {"empty cache": [], "library cached": []}
         for i in range(opts.runs):  # alternate, so drift on this shared machine hits both alike
             results["empty cache"].append(run_once(os.path.join(root, f"empty{i}")))
