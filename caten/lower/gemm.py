@@ -133,8 +133,8 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     by_batch = _by_batch(plan, loops, short, T_) if tid is not None else None
     # columns: when M is short, or a is packed once and shared (a convolution's weights: each
     # thread then packs only its own columns' B and nothing twice)
-    by_cols = (short or plan.a_once) and by_batch is None \
-        and (not isinstance(plan.N, int) or plan.N >= 2 * nr * T_)
+    by_cols = plan.splits_cols(T_, bool(loops)) or ((short or plan.a_once) and by_batch is None
+                                                   and (not isinstance(plan.N, int) or plan.N >= 2 * nr * T_))
     if tid is not None:
         work = L.imul(L.imul(M, N), K)
         for _, e in loops:
@@ -169,7 +169,7 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
                 m_lo, m_hi = L.const(0), M
             coord[a0] = exact_range(kl, L.iadd(start, u), src.shape[a0])
             loops[0] = (u, size)
-        poff_a, poff_b = L.imul(tid, L.const(mc * kc)), L.imul(tid, L.const(kc * nc))
+        poff_a, poff_b = (L.imul(tid, L.dim(size)) for size in plan.pack_sizes(T_, plan.splits_cols(T_, bool(loops))))
     nkc = _ceil(K, kc)
     jc, kcv = var("jc", D.floordiv(D.add(plan.N, nc - 1), nc)), var("kc", D.floordiv(D.add(plan.K, kc - 1), kc))
     klen = L.imin(L.const(kc), L.isub(K, L.imul(kcv, L.const(kc))))

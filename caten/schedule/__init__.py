@@ -21,6 +21,7 @@ from caten.ir.dims import Dim
 from caten.ir.graph import Node, toposort
 from caten.ir.ops import FREE, HEAVY, TRANSCENDENTAL, Op
 from caten.ir.program import Program
+from caten.schedule.layout import orient
 from caten.schedule.plan import ReducePlan, gemm_plan, max_outer, plan_reduce
 from caten.schedule.split import outer_split, stagewise, sum_split
 
@@ -264,6 +265,7 @@ def schedule(program: Program, check: Callable | None, threads: int = 1) -> Sche
             n = n.src[0]
         seen_out.add(n)
         outs.append(n)
+    outs = orient(outs)
     order, realized = realize_set(outs)
     rnodes = [n for n in order if n in realized]
 
@@ -346,10 +348,11 @@ def schedule(program: Program, check: Callable | None, threads: int = 1) -> Sche
                         ntemp += 1
                         buffers[name] = Buffer(name, n.dtype, (0,), "temp")
                         names.append(name)
-                pa_size, pb_size = plan.pack_sizes()
+                local = any(a >= p and n.src[0].shape[a] != 1 for a in plan.batch)
+                pa_size, pb_size = plan.pack_sizes(threads, plan.splits_cols(threads, local))
                 sizes = (0 if plan.a_once else pa_size, 0 if plan.b_once else pb_size)  # (once: its own)
                 for name, size in zip(names, sizes):
-                    buffers[name].shape = (max(buffers[name].shape[0], size * threads),)
+                    buffers[name].shape = (D.dmax(buffers[name].shape[0], D.mul(size, threads)),)
                 st.scratch = tuple(names)
                 if plan.a_once or plan.b_once:  # packed whole: kept across the outer loops, so its own buffer
                     name = f"t{ntemp}"

@@ -105,8 +105,25 @@ class GemmPlan:
             q += 1
         return q
 
-    def pack_sizes(self) -> tuple[Dim, Dim]:
-        return self.mc * self.kc, self.kc * self.nc
+    def splits_cols(self, threads: int, batch_loops: bool) -> bool:
+        """Whether `threads` share the columns (each packs only its own columns' B): when M is
+        too short to share, or a is packed once for all (a convolution's weights, a transposed
+        GEMM's); never with batch loops of its own (the threads may take those instead)."""
+        short = isinstance(self.M, int) and self.M < 4 * self.mr * threads
+        return threads > 1 and not batch_loops and (short or self.a_once) \
+            and (not isinstance(self.N, int) or self.N >= 2 * self.nr * threads)
+
+    def pack_sizes(self, threads: int = 1, by_cols: bool = False) -> tuple[Dim, Dim]:
+        """Elements of one thread's packed A block and B block, none larger than its operand or
+        its thread's share of the columns (`by_cols`): a symbolic N below nc would leave most of a
+        kc x nc block unused, in each thread's copy (4 MB for a Mixer's transposed token GEMM)."""
+        rows, cols = self.mc, self.nc
+        if not isinstance(self.M, int):
+            rows = D.dmin(rows, _ceil_to(self.M, self.mr))
+        share = D.floordiv(D.add(self.N, threads - 1), threads) if by_cols else self.N
+        if by_cols or not isinstance(self.N, int):
+            cols = D.dmin(cols, _ceil_to(share, self.nr))
+        return D.mul(rows, self.kc), D.mul(self.kc, cols)
 
     def whole(self, side: str) -> Dim:
         """Elements of operand `side` ("a" or "b") packed whole (`a_once`, `b_once`): every K
@@ -114,6 +131,11 @@ class GemmPlan:
         size, w = (self.M, self.mr) if side == "a" else (self.N, self.nr)
         kb = D.mul(D.floordiv(D.add(self.K, self.kc - 1), self.kc), self.kc)
         return D.mul(kb, D.mul(D.floordiv(D.add(size, w - 1), w), w))
+
+
+def _ceil_to(x: Dim, m: int) -> Dim:
+    """x rounded up to a multiple of m (symbolic)."""
+    return D.mul(D.floordiv(D.add(x, m - 1), m), m)
 
 
 def _roundup(x: int, m: int) -> int:
