@@ -102,3 +102,24 @@ def test_a_peak_below_a_kernel_is_measured_again(tmp_path, monkeypatch):
     asked.clear()
     profile_file(str(src), [], Options(runtime="llvm", use_cache=False), None, 2, None, remeasure=True)
     assert asked == [True]
+
+
+def test_random_inputs_keep_a_network_in_range():
+    """The floats `caten profile` draws are scaled like a weight initialization, so a layer's
+    products stay near 1: unit-variance Mixer weights gave activations ~20-45, whose GELU gradients
+    underflowed into subnormal floats (a CPU computes those ~20x slower), and the table showed
+    the training step's dW GEMM at 11 GF/s where real data runs it at 250."""
+    from caten.cli.profile import _random
+    from caten.read.sexpr import Sym
+
+    class P:  # a parameter as the reader gives it: name, dtype, dims
+        def __init__(self, name, dims):
+            self.name, self.dtype, self.dims = name, "f32", [Sym(d, None) for d in dims]
+
+    dims = {"B": 8, "T": 196, "C": 512, "DC": 2048}
+    x = _random(P("X", ["B", "T", "C"]), dims, "f")
+    w3, w4 = _random(P("W3", ["C", "DC"]), dims, "f"), _random(P("W4", ["DC", "C"]), dims, "f")
+    h = x @ w3
+    y = h @ w4
+    for v in (h, y):
+        assert 0.01 < float(v.std()) < 3.0, float(v.std())

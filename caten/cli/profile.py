@@ -1,6 +1,10 @@
 """`caten profile FILE [NAME=PATH.npy ...]`: time each kernel of a composite against the roofline.
 
-Inputs not given are random arrays of the signature's shapes (`-D` binds symbolic dims). The
+Inputs not given are random arrays of the signature's shapes (`-D` binds symbolic dims); floats
+are normal with standard deviation 1/sqrt(last axis), as a weight initialization draws them, so
+that a network's activations stay near 1: unit-variance weights made a Mixer's activations
+overflow and its GELU gradients underflow into subnormals, which the CPU computes ~20x slower,
+and the table blamed the kernels for it (give real inputs as NAME=PATH.npy). The
 table shows per kernel its time, share, GF/s, GB/s, arithmetic intensity and how close it comes
 to the roofline bound at that intensity; `--svg` draws the roofline with the kernels on it.
 """
@@ -89,7 +93,7 @@ def _random(p: Any, dims: dict[str, int], name: str) -> np.ndarray:
         raise Error(f"input `{p.name}` has type variable {p.dtype}; bind it with -D {p.dtype}=f32")
     rng = np.random.default_rng(0)
     if dt.is_float:
-        return rng.standard_normal(shape).astype(dt.np)
+        return (rng.standard_normal(shape) / math.sqrt(max(1, shape[-1] if shape else 1))).astype(dt.np)
     if dt.is_bool:
         return rng.random(shape) < 0.5
     return rng.integers(0, 8, shape).astype(dt.np)

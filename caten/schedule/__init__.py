@@ -254,18 +254,18 @@ def schedule(program: Program, check: Callable | None, threads: int = 1) -> Sche
     check = getattr(check, "fresh", lambda: check)()  # a checker with state gets its own for this schedule
     outs: list[Node] = []
     seen_out: set[Node] = set()
-    for i, n in enumerate(program.nodes):
+    nodes = orient(list(program.nodes))  # first: a reoriented output may become a plain reshape
+    for i, n in enumerate(nodes):
         if n.op is Op.BUFFER or n in seen_out:
             n = Node.make(Op.COPY, n.dtype, n.shape, (n,), ("out", i))
         elif n.op is Op.VIEW and n.arg.contiguous and D.prod(n.shape) == D.prod(n.src[0].shape) \
                 and n.src[0].op not in (Op.BUFFER, Op.CONST) and n.src[0] not in seen_out \
-                and n.src[0] not in program.nodes:
+                and n.src[0] not in nodes:
             # a reshape of a computed node: compute straight into the output (only when the view
             # covers all of it: a contiguous prefix, a slice, would write past the output's end)
             n = n.src[0]
         seen_out.add(n)
         outs.append(n)
-    outs = orient(outs)
     order, realized = realize_set(outs)
     rnodes = [n for n in order if n in realized]
 
