@@ -18,11 +18,11 @@ from caten.lower.index import Aff, Coords, contiguous_strides
 from caten.lower.loopir import X
 from caten.lower.reduce import identity
 from caten.schedule.plan import GemmPlan, axis_deps
+from caten.schedule.split import GEMM_THREAD_MIN
 
 if TYPE_CHECKING:
     from caten.lower import KernelLowerer
 
-GEMM_THREAD_MIN = 1 << 22  # multiply-adds below which a GEMM stays on one thread (~40 us of work)
 
 
 def tiled(kl: KernelLowerer, n: Node, si: int, alu: Op, buf: str, tile: tuple[int, int]) -> list:
@@ -121,7 +121,9 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     # changes with it (a convolution's image rows: each thread then packs only its own rows'
     # B, not every thread all of them) or M is too short to share; or the columns, when M is
     # short and there is no batch loop (a dW's few output channels)
-    T_ = kl.threads
+    # under a kernel whose outer loop the threads split (`small_gemms`), the GEMM runs on its
+    # thread alone, in that thread's own packed panels
+    T_ = 1 if kl.par is not None else kl.threads
     tid = var("tid", T_) if T_ > 1 else None
     m_lo: X = L.const(0)
     m_hi: X = M
@@ -170,6 +172,15 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
             coord[a0] = exact_range(kl, L.iadd(start, u), src.shape[a0])
             loops[0] = (u, size)
         poff_a, poff_b = (L.imul(tid, L.dim(size)) for size in plan.pack_sizes(T_, plan.splits_cols(T_, bool(loops))))
+    if kl.par is not None:  # the thread's slot: as large as the kernel's largest GEMM of this dtype needs (the
+        # threads run different GEMMs of the kernel at once), as the schedule sized the buffers
+        plans = [kl.plan(m).gemm for m in kl.members if m.op is Op.REDUCE and m.dtype == dt]
+        sizes = [g.pack_sizes() for g in plans if g is not None]
+        slot_a, slot_b = sizes[0]
+        for sa, sb in sizes[1:]:
+            slot_a, slot_b = D.dmax(slot_a, sa), D.dmax(slot_b, sb)
+        outer_tid = kl.par[1].tid
+        poff_a, poff_b = L.imul(outer_tid, L.dim(slot_a)), L.imul(outer_tid, L.dim(slot_b))
     nkc = _ceil(K, kc)
     jc, kcv = var("jc", D.floordiv(D.add(plan.N, nc - 1), nc)), var("kc", D.floordiv(D.add(plan.K, kc - 1), kc))
     klen = L.imin(L.const(kc), L.isub(K, L.imul(kcv, L.const(kc))))
@@ -271,6 +282,8 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
             ooff = L.iadd(ooff, L.imul(i0, s))
         elif a in coord:
             ooff = L.iadd(ooff, L.imul(coord[a].expr(), s))
+    if local and kl.par is not None:  # this thread's slice of a kernel-local output (KernelLowerer.index)
+        ooff = L.iadd(ooff, L.imul(kl.par[1].tid, L.dim(D.prod(n.shape[p:]))))
     ostride = L.dim(ostr[plan.i - off]) if plan.i is not None and plan.i >= off else L.const(0)
     beta = L.const(False, T.bool_) if nkc.op == "const" and nkc.arg == 1 else L.icmplt(L.const(0), kcv)
     if once:  # the block's panels in the whole packed b: [K block][column panel][k][nr]

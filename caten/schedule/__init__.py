@@ -23,7 +23,7 @@ from caten.ir.ops import FREE, HEAVY, TRANSCENDENTAL, Op
 from caten.ir.program import Program
 from caten.schedule.layout import orient
 from caten.schedule.plan import ReducePlan, gemm_plan, max_outer, plan_reduce
-from caten.schedule.split import outer_split, stagewise, sum_split
+from caten.schedule.split import outer_split, small_gemms, stagewise, sum_split
 
 ALIGN = 64
 _HEAVY = HEAVY  # the op table's cost classes
@@ -338,6 +338,10 @@ def schedule(program: Program, check: Callable | None, threads: int = 1) -> Sche
                         buffers[name].local = p
                     node_buf[n] = name
                 st.buffer = node_buf[n]
+            k.stages.append(st)
+        alone = small_gemms(k)  # GEMMs run whole on each thread: no shared panels packed once
+        for st in k.stages:
+            n = st.node
             plan = st.plan.gemm if st.plan is not None else None
             if plan is not None:  # packed panels: shared by the GEMMs of a kernel (they run in turn)
                 names = scratch.get(n.dtype)
@@ -349,17 +353,20 @@ def schedule(program: Program, check: Callable | None, threads: int = 1) -> Sche
                         buffers[name] = Buffer(name, n.dtype, (0,), "temp")
                         names.append(name)
                 local = any(a >= p and n.src[0].shape[a] != 1 for a in plan.batch)
-                pa_size, pb_size = plan.pack_sizes(threads, plan.splits_cols(threads, local))
-                sizes = (0 if plan.a_once else pa_size, 0 if plan.b_once else pb_size)  # (once: its own)
-                for name, size in zip(names, sizes):
+                if alone:
+                    pa_size, pb_size = plan.pack_sizes()
+                else:
+                    pa_size, pb_size = plan.pack_sizes(threads, plan.splits_cols(threads, local))
+                    # (once: its own buffer)
+                    pa_size, pb_size = (0 if plan.a_once else pa_size), (0 if plan.b_once else pb_size)
+                for name, size in zip(names, (pa_size, pb_size)):
                     buffers[name].shape = (D.dmax(buffers[name].shape[0], D.mul(size, threads)),)
                 st.scratch = tuple(names)
-                if plan.a_once or plan.b_once:  # packed whole: kept across the outer loops, so its own buffer
+                if (plan.a_once or plan.b_once) and not alone:  # packed whole: kept across the outer loops
                     name = f"t{ntemp}"
                     ntemp += 1
                     buffers[name] = Buffer(name, n.dtype, (plan.whole("a" if plan.a_once else "b"),), "temp")
                     st.scratch += (name,)
-            k.stages.append(st)
         if threads > 1 and p == 0:  # full sums: a wide partial per thread
             for st in k.stages:
                 if sum_split(st):

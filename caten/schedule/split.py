@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from caten.schedule import Kernel, Stage
 
 SPLIT_MIN = 1 << 17  # elements a kernel's stages touch below which it stays on one thread
+GEMM_THREAD_MIN = 1 << 22  # multiply-adds below which a GEMM stays on one thread (~40 us of work)
 
 
 def split_axis(k: Kernel) -> int | None:
@@ -54,8 +55,26 @@ def outer_split(k: Kernel, threads: int) -> int:
 
 
 def stagewise(k: Kernel) -> bool:
-    """Kernel k splits its store stages' first loops, not its outer loops (it has a GEMM)."""
-    return any(s.mode == "tiled" for s in k.stages)
+    """Kernel k splits its store stages' first loops, not its outer loops: it has a GEMM, which
+    splits its own rows, unless every GEMM is too small to (`small_gemms`)."""
+    return any(s.mode == "tiled" for s in k.stages) and not small_gemms(k)
+
+
+def small_gemms(k: Kernel) -> bool:
+    """Kernel k's GEMMs each do fewer than GEMM_THREAD_MIN multiply-adds an outer iteration
+    (a classifier's per-image 64x64x64 products): none would start a thread, so the kernel
+    splits its outer loops like any other and each thread runs whole iterations, GEMMs included,
+    with packed panels of its own (a digits training step ran its GEMM kernels on one core)."""
+    if k.outer == 0:
+        return False
+    tiled = [s for s in k.stages if s.mode == "tiled"]
+    for s in tiled:
+        if s.plan is None or s.plan.gemm is None:
+            return False
+        macs = D.prod(s.node.src[0].shape[k.outer:])
+        if not isinstance(macs, int) or macs >= GEMM_THREAD_MIN:
+            return False
+    return bool(tiled)
 
 
 def _small(size: Dim) -> bool:
