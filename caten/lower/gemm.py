@@ -137,6 +137,8 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     # thread then packs only its own columns' B and nothing twice)
     by_cols = plan.splits_cols(T_, bool(loops)) or ((short or plan.a_once) and by_batch is None
                                                    and (not isinstance(plan.N, int) or plan.N >= 2 * nr * T_))
+    # a long K over an M and N too short to share: the threads take the K blocks (GemmPlan.splits_k)
+    ksplit = tid is not None and plan.splits_k(T_, bool(loops))
     if tid is not None:
         work = L.imul(L.imul(M, N), K)
         for _, e in loops:
@@ -147,8 +149,12 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
             if by_batch is not None:
                 few = L.land(L.alu(Op.NOT, T.bool_, by_batch), few)
             small = L.alu(Op.OR, T.bool_, small, few)
+        if ksplit:  # (short rows do not keep it on one thread: the K blocks are shared)
+            small = L.icmplt(work, L.const(GEMM_THREAD_MIN))
         teff = L.alu(Op.WHERE, L.IDX, small, L.const(1), L.const(T_))
-        if by_cols:  # columns [n_lo, n_hi) in whole panels
+        if ksplit:
+            pass
+        elif by_cols:  # columns [n_lo, n_hi) in whole panels
             chunk = L.imul(_ceil(X.make("idiv", L.IDX, (L.iadd(N, L.isub(teff, L.const(1))), teff)), nr),
                            L.const(nr))
             n_lo = L.imin(N, L.imul(tid, chunk))
@@ -269,19 +275,25 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     oshape = list(n.shape[p:] if local else n.shape)
     ostr = contiguous_strides(oshape)
     off = 0 if not local else p
-    ooff: X = L.const(0)
-    for a in range(n.rank):
-        if a < off or oshape[a - off] == 1:
-            continue
-        s = L.dim(ostr[a - off])  # the j axes are innermost and contiguous: the merged one has stride 1
-        if a == plan.j:
-            ooff = L.iadd(ooff, L.imul(j0, s))
-        elif a in plan.js:
-            continue
-        elif a == plan.i:
-            ooff = L.iadd(ooff, L.imul(i0, s))
-        elif a in coord:
-            ooff = L.iadd(ooff, L.imul(coord[a].expr(), s))
+
+    def out_offset(i_at: X, j_at: X) -> X:
+        """The output's index of row i_at, column j_at."""
+        o: X = L.const(0)
+        for a in range(n.rank):
+            if a < off or oshape[a - off] == 1:
+                continue
+            s = L.dim(ostr[a - off])  # the j axes are innermost and contiguous: the merged one has stride 1
+            if a == plan.j:
+                o = L.iadd(o, L.imul(j_at, s))
+            elif a in plan.js:
+                continue
+            elif a == plan.i:
+                o = L.iadd(o, L.imul(i_at, s))
+            elif a in coord:
+                o = L.iadd(o, L.imul(coord[a].expr(), s))
+        return o
+
+    ooff = out_offset(i0, j0)
     if local and kl.par is not None:  # this thread's slice of a kernel-local output (KernelLowerer.index)
         ooff = L.iadd(ooff, L.imul(kl.par[1].tid, L.dim(D.prod(n.shape[p:]))))
     ostride = L.dim(ostr[plan.i - off]) if plan.i is not None and plan.i >= off else L.const(0)
@@ -294,7 +306,28 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
         poff_a = L.imul(L.iadd(L.imul(kcv, _ceil(M, mr)), X.make("idiv", L.IDX, (i0, L.const(mr)))),
                         L.const(kc * mr))
         pack_a = []
-    tiles = [L.MacroMM(f"s{si}_{kl.nvar}", dt, mr, nr, klen, pa, poff_a, kc * mr, pb, poff_b, kc * nr, buf,
+    target, final = buf, []
+    if ksplit:  # thread tid sums K blocks [lo, lo + per) into its partial [M, N]; the partials are added after
+        part = whole[0]
+        kl.bufs[part] = dt
+        per = L.imax(L.const(1), X.make("idiv", L.IDX, (L.iadd(nkc, L.isub(teff, L.const(1))), teff)))
+        lo = L.imul(tid, per)
+        mine = L.land(L.alu(Op.NOT, T.bool_, L.icmplt(kcv, lo)), L.icmplt(kcv, L.iadd(lo, per)))
+        beta = L.icmplt(lo, kcv)
+        target, ostride, plane = part, L.const(plan.N), L.const(plan.M * plan.N)
+        ooff = L.iadd(L.imul(tid, plane), L.iadd(L.imul(i0, ostride), j0))
+        # buf = partial 0 + the partials of the other threads that had K blocks
+        fi, fj, ft = var("ki", plan.M), var("kj", plan.N), var("kt", kl.threads)
+        at, o = L.iadd(L.imul(fi, ostride), fj), out_offset(fi, fj)
+        used = X.make("idiv", L.IDX, (L.iadd(nkc, L.isub(per, L.const(1))), per))
+        add = L.alu(Op.ADD, dt, L.load(buf, o, dt), L.load(part, L.iadd(at, L.imul(L.iadd(ft, L.const(1)), plane)), dt))
+        final = [L.Loop(fi.arg, M, [L.Loop(fj.arg, N, [
+            L.Store(buf, o, L.load(part, at, dt)),
+            L.Loop(ft.arg, L.isub(used, L.const(1)), [L.Store(buf, o, add)])])])]
+        # (no K block at all: the partials hold nothing, and the output keeps its zeros)
+        final = [L.Loop(var("kany", 1).arg, L.alu(Op.WHERE, L.IDX, L.icmplt(L.const(0), nkc), L.const(1),
+                                                   L.const(0)), final)]
+    tiles = [L.MacroMM(f"s{si}_{kl.nvar}", dt, mr, nr, klen, pa, poff_a, kc * mr, pb, poff_b, kc * nr, target,
                        ooff, ostride, npi, npj, L.isub(m_hi, i0), L.isub(n_hi, j0), beta)]
     kl.nvar += 1
     # a that no batch loop changes, in one M block and one K block (a convolution's weights), is
@@ -304,14 +337,16 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     if hoist:
         body = [L.Loop(jc.arg, _ceil(L.isub(n_hi, n_lo), nc), pack_b + tiles)]
     else:
-        body = [L.Loop(ic.arg, _ceil(L.isub(m_hi, m_lo), mc), pack_a + tiles)]
-        body = [L.Loop(jc.arg, _ceil(L.isub(n_hi, n_lo), nc), [L.Loop(kcv.arg, nkc, pack_b + body)])]
+        body = pack_b + [L.Loop(ic.arg, _ceil(L.isub(m_hi, m_lo), mc), pack_a + tiles)]
+        if ksplit:  # (only this thread's K blocks)
+            body = [L.Loop(f"{kcv.arg}_mine", L.alu(Op.WHERE, L.IDX, mine, L.const(1), L.const(0)), body)]
+        body = [L.Loop(jc.arg, _ceil(L.isub(n_hi, n_lo), nc), [L.Loop(kcv.arg, nkc, body)])]
     for v, e in reversed(loops):
         body = [L.Loop(v.arg, e, body)]
     if hoist:  # ic and kc take their one value 0 around the whole nest
         body = [L.Loop(ic.arg, L.const(1), [L.Loop(kcv.arg, L.const(1), pack_a + body)])]
     if tid is not None:
-        body = [L.Parallel(tid.arg, teff, body, most=T_)]
+        body = [L.Parallel(tid.arg, teff, body, most=T_)] + final
     if once or a_once:
         side, node, pw = ("b", opb, pb) if once else ("a", opa, pa)
         body = pack_whole(kl, si, plan, side, pw, lambda at: operand(node, at), split,

@@ -367,6 +367,11 @@ def schedule(program: Program, check: Callable | None, threads: int = 1) -> Sche
                     ntemp += 1
                     buffers[name] = Buffer(name, n.dtype, (plan.whole("a" if plan.a_once else "b"),), "temp")
                     st.scratch += (name,)
+                if not alone and plan.splits_k(threads, local):  # the threads' partial outputs of a split K
+                    name = f"t{ntemp}"
+                    ntemp += 1
+                    buffers[name] = Buffer(name, n.dtype, (D.mul(threads, D.mul(plan.M, plan.N)),), "temp")
+                    st.scratch += (name,)
         if threads > 1 and p == 0:  # full sums: a wide partial per thread
             for st in k.stages:
                 if sum_split(st):

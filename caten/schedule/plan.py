@@ -113,6 +113,22 @@ class GemmPlan:
         return threads > 1 and not batch_loops and (short or self.a_once) \
             and (not isinstance(self.N, int) or self.N >= 2 * self.nr * threads)
 
+    def splits_k(self, threads: int, batch_loops: bool) -> bool:
+        """Whether the threads share the K blocks, each summing its own into a partial M x N output
+        (`threads` of them) that are added after: M and N too short to share, K long -- a weight
+        gradient whose K merges the batch and the tokens (a digits classifier's 64x32 dW over
+        64 examples x 64 tokens ran on one core at 40-60 GF/s). The lowering keeps a call whose
+        K turns out short on one thread."""
+        from caten.schedule.split import GEMM_THREAD_MIN
+
+        M, N, K = self.M, self.N, self.K
+        if threads < 2 or batch_loops or self.a_once or self.b_once or len(self.js) != 1 \
+                or not (isinstance(M, int) and isinstance(N, int)):
+            return False
+        if M >= 4 * self.mr * threads or N >= 2 * self.nr * threads:
+            return False
+        return not isinstance(K, int) or (M * N * K >= GEMM_THREAD_MIN and K > self.kc)
+
     def pack_sizes(self, threads: int = 1, by_cols: bool = False) -> tuple[Dim, Dim]:
         """Elements of one thread's packed A block and B block, none larger than its operand or
         its thread's share of the columns (`by_cols`): a symbolic N below nc would leave most of a
