@@ -206,3 +206,21 @@ def test_residual_blocks_grow_linearly(tmp_path):
         y = y + 0.5 * h * (1 + np.vectorize(math.erf)(h / math.sqrt(2)))
     got = caten.loads(_chain_of_blocks(16), runtime="llvm").f(x, g, b)
     np.testing.assert_allclose(got, y, rtol=1e-4, atol=1e-4)
+
+
+def test_a_long_shared_epilogue_before_a_transpose():
+    """A matmul, then 300 steps of y = (y + y) * 0.5 (each step reads y twice), then a transpose:
+    the layout pass pushes the transpose to the GEMM through that chain. It walks it without
+    recursion (the limit here is 400 frames) and visits each node once (a recursive walk met
+    each shared y twice per step: 2^300 visits)."""
+    _run("""
+        steps = "\\n".join("  (setf y (* (+ y y) 0.5))" for _ in range(300))
+        src = ("(composite f ((A{f32}[B, M, K]) (W{f32}[K, N]) -> (Y{f32}[B, N, M]))\\n"
+               f"  (setf y (matmul A W))\\n{steps}\\n  (permute y [0 2 1]))")
+        rng = np.random.default_rng(0)
+        a = rng.standard_normal((2, 30, 20)).astype(np.float32)
+        w = rng.standard_normal((20, 40)).astype(np.float32)
+        got = caten.loads(src, runtime="llvm").f(a, w)
+        np.testing.assert_allclose(got, np.swapaxes(a @ w, 1, 2), rtol=1e-4, atol=1e-4)
+        print("ok")
+        """, limit=240)

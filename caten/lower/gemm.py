@@ -17,7 +17,7 @@ from caten.lower.empty import zeros_if_empty
 from caten.lower.index import Aff, Coords, contiguous_strides
 from caten.lower.loopir import X
 from caten.lower.reduce import identity
-from caten.schedule.plan import GemmPlan, axis_deps
+from caten.schedule.plan import GemmPlan, axis_deps, thread_slots
 from caten.schedule.split import GEMM_THREAD_MIN
 
 if TYPE_CHECKING:
@@ -135,8 +135,8 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     by_batch = _by_batch(plan, loops, short, T_) if tid is not None else None
     # columns: when M is short, or a is packed once and shared (a convolution's weights: each
     # thread then packs only its own columns' B and nothing twice)
-    by_cols = plan.splits_cols(T_, bool(loops)) or ((short or plan.a_once) and by_batch is None
-                                                   and (not isinstance(plan.N, int) or plan.N >= 2 * nr * T_))
+    by_cols = (short or plan.a_once) and by_batch is None \
+        and (not isinstance(plan.N, int) or plan.N >= 2 * nr * T_)
     # a long K over an M and N too short to share: the threads take the K blocks (GemmPlan.splits_k)
     ksplit = tid is not None and plan.splits_k(T_, bool(loops))
     if tid is not None:
@@ -144,15 +144,13 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
         for _, e in loops:
             work = L.imul(work, e)
         small = L.icmplt(work, L.const(GEMM_THREAD_MIN))
-        if not by_cols:  # (rows split only when each thread gets two micro-tiles of them or more)
+        if not by_cols and not ksplit:  # (rows split only when each thread gets two micro-tiles of them or more)
             few = L.icmplt(M, L.const(4 * mr * T_))
             if by_batch is not None:
                 few = L.land(L.alu(Op.NOT, T.bool_, by_batch), few)
             small = L.alu(Op.OR, T.bool_, small, few)
-        if ksplit:  # (short rows do not keep it on one thread: the K blocks are shared)
-            small = L.icmplt(work, L.const(GEMM_THREAD_MIN))
         teff = L.alu(Op.WHERE, L.IDX, small, L.const(1), L.const(T_))
-        if ksplit:
+        if ksplit:  # (neither rows nor columns are cut: each thread takes its K blocks, below)
             pass
         elif by_cols:  # columns [n_lo, n_hi) in whole panels
             chunk = L.imul(_ceil(X.make("idiv", L.IDX, (L.iadd(N, L.isub(teff, L.const(1))), teff)), nr),
@@ -178,15 +176,9 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
             coord[a0] = exact_range(kl, L.iadd(start, u), src.shape[a0])
             loops[0] = (u, size)
         poff_a, poff_b = (L.imul(tid, L.dim(size)) for size in plan.pack_sizes(T_, plan.splits_cols(T_, bool(loops))))
-    if kl.par is not None:  # the thread's slot: as large as the kernel's largest GEMM of this dtype needs (the
-        # threads run different GEMMs of the kernel at once), as the schedule sized the buffers
-        plans = [kl.plan(m).gemm for m in kl.members if m.op is Op.REDUCE and m.dtype == dt]
-        sizes = [g.pack_sizes() for g in plans if g is not None]
-        slot_a, slot_b = sizes[0]
-        for sa, sb in sizes[1:]:
-            slot_a, slot_b = D.dmax(slot_a, sa), D.dmax(slot_b, sb)
-        outer_tid = kl.par[1].tid
-        poff_a, poff_b = L.imul(outer_tid, L.dim(slot_a)), L.imul(outer_tid, L.dim(slot_b))
+    if kl.par is not None:  # under an outer split: the outer thread's slot, sized as the schedule sized it
+        slots = thread_slots([kl.plan(m).gemm for m in kl.members if m.op is Op.REDUCE and m.dtype == dt])
+        poff_a, poff_b = (L.imul(kl.par[1].tid, L.dim(size)) for size in slots)
     nkc = _ceil(K, kc)
     jc, kcv = var("jc", D.floordiv(D.add(plan.N, nc - 1), nc)), var("kc", D.floordiv(D.add(plan.K, kc - 1), kc))
     klen = L.imin(L.const(kc), L.isub(K, L.imul(kcv, L.const(kc))))

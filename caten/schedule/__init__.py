@@ -22,7 +22,7 @@ from caten.ir.graph import Node, toposort
 from caten.ir.ops import FREE, HEAVY, TRANSCENDENTAL, Op
 from caten.ir.program import Program
 from caten.schedule.layout import orient
-from caten.schedule.plan import ReducePlan, gemm_plan, max_outer, plan_reduce
+from caten.schedule.plan import ReducePlan, gemm_plan, max_outer, plan_reduce, thread_slots
 from caten.schedule.split import outer_split, small_gemms, stagewise, sum_split
 
 ALIGN = 64
@@ -354,7 +354,8 @@ def schedule(program: Program, check: Callable | None, threads: int = 1) -> Sche
                         names.append(name)
                 local = any(a >= p and n.src[0].shape[a] != 1 for a in plan.batch)
                 if alone:
-                    pa_size, pb_size = plan.pack_sizes()
+                    pa_size, pb_size = thread_slots([x.plan.gemm for x in k.stages if x.plan is not None
+                                                     and x.node.dtype == n.dtype])
                 else:
                     pa_size, pb_size = plan.pack_sizes(threads, plan.splits_cols(threads, local))
                     # (once: its own buffer)

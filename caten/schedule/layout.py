@@ -46,13 +46,11 @@ def perm_of(v: View, shape: Sequence[D.Dim]) -> list[int] | None:
 
 
 def _permuted(n: Node, perm: Sequence[int]) -> Node:
-    """n with its axes permuted (result axis a = n's axis perm[a]), pushed into views and
-    elementwise operands instead of read through a permuting view."""
+    """n read with its axes permuted (result axis a = n's axis perm[a]): a view's own strides
+    permuted, anything else read through a permuting view (computed once, where it is)."""
     shape = tuple(n.shape[p] for p in perm)
     if n.op is Op.VIEW:
         return Node.make(Op.VIEW, n.dtype, shape, n.src, n.arg.permute(perm))
-    if n.op in ELEMENTWISE and all(s.shape == n.shape for s in n.src):
-        return Node.make(n.op, n.dtype, shape, [_permuted(s, perm) for s in n.src], n.arg)
     return Node.make(Op.VIEW, n.dtype, shape, (n,), View.of(n.shape).permute(perm))
 
 
@@ -111,23 +109,43 @@ def _reduce_perm(v: View, r: Node) -> list[int] | None:
 
 
 def _moved_reduce(r: Node, perm: list[int]) -> Node:
+    """REDUCE r over its source's axes permuted: the product's operands are read permuted, so the
+    new source is again a product of views, as a GEMM plan needs."""
     rop, axes = r.arg
-    src = _permuted(r.src[0], perm)
+    x = r.src[0]
+    src = Node.make(x.op, x.dtype, tuple(x.shape[p] for p in perm), [_permuted(o, perm) for o in x.src], x.arg)
     new_axes = tuple(sorted(perm.index(a) for a in axes))
     shape = tuple(r.shape[p] for p in perm)
     return Node.make(Op.REDUCE, r.dtype, shape, (src,), (rop, new_axes))
 
 
 def _push(e: Node, perm: list[int], users: dict[Node, int]) -> Node:
-    """e permuted, the permutation moved into a single-reader GEMM below it (see `_gain`)."""
-    shape = tuple(e.shape[p] for p in perm)
-    if e.op in ELEMENTWISE and all(s.shape == e.shape for s in e.src) and users.get(e, 0) <= 1:
-        return Node.make(e.op, e.dtype, shape, [_push(s, perm, users) for s in e.src], e.arg)
-    if e.op is Op.VIEW and e.src[0].op is Op.REDUCE and users.get(e, 0) <= 1:
-        moved = _reoriented(e.arg.permute(perm), e.src[0], users)
-        if moved is not None:
-            return Node.make(Op.VIEW, e.dtype, shape, (moved,), View.of(moved.shape).reshape(shape))
-    return _permuted(e, perm)
+    """e permuted, the permutation moved into a single-reader GEMM below it (see `_gain`): the
+    single-reader elementwise ops on the way are rebuilt permuted (a tree, walked without
+    recursion), everything else is read through a permuting view."""
+    def inner(x: Node) -> bool:
+        return x.op in ELEMENTWISE and all(s.shape == x.shape for s in x.src) and users.get(x, 0) <= 1
+
+    out: dict[Node, Node] = {}
+    stack: list[tuple[Node, bool]] = [(e, False)]
+    while stack:
+        x, ready = stack.pop()
+        if x in out:
+            continue
+        if inner(x) and not ready:
+            stack.append((x, True))
+            stack.extend((s, False) for s in x.src)
+            continue
+        shape = tuple(x.shape[p] for p in perm)
+        moved = None
+        if inner(x):
+            out[x] = Node.make(x.op, x.dtype, shape, [out[s] for s in x.src], x.arg)
+            continue
+        if x.op is Op.VIEW and x.src[0].op is Op.REDUCE and users.get(x, 0) <= 1:
+            moved = _reoriented(x.arg.permute(perm), x.src[0], users)
+        out[x] = _permuted(x, perm) if moved is None else \
+            Node.make(Op.VIEW, x.dtype, shape, (moved,), View.of(moved.shape).reshape(shape))
+    return out[e]
 
 
 def orient(outputs: list[Node]) -> list[Node]:

@@ -149,6 +149,17 @@ class GemmPlan:
         return D.mul(kb, D.mul(D.floordiv(D.add(size, w - 1), w), w))
 
 
+def thread_slots(plans: Sequence[GemmPlan | None]) -> tuple[Dim, Dim]:
+    """One thread's packed A and B slot for GEMMs of one kernel and dtype that different threads
+    run at the same time (a kernel split over its outer loop, `small_gemms`): as large as the
+    largest of them needs, so that no thread's GEMM reaches into another's slot."""
+    sizes = [g.pack_sizes() for g in plans if g is not None]
+    slot_a, slot_b = sizes[0]
+    for sa, sb in sizes[1:]:
+        slot_a, slot_b = D.dmax(slot_a, sa), D.dmax(slot_b, sb)
+    return slot_a, slot_b
+
+
 def _ceil_to(x: Dim, m: int) -> Dim:
     """x rounded up to a multiple of m (symbolic)."""
     return D.mul(D.floordiv(D.add(x, m - 1), m), m)
