@@ -12,6 +12,7 @@ from one call to the next (a concurrent call mallocs its own).
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import subprocess
 import tempfile
@@ -21,54 +22,36 @@ from collections.abc import Sequence
 import numpy as np
 
 from caten import target
+from caten.compile import jobs, llvmobj
 from caten.errors import Error
 from caten.ir import dims as D
 from caten.ir.dtypes import DType
 from caten.ir.ops import TABLE, Op
 from caten.plugin import Capabilities, Options, Runtime, threads
+from caten.render.llvm import units
 from caten.run.arena import Arenas
 from caten.target import Target
 
 _lock = threading.RLock()
 _state: dict = {}
+BUNDLE = b"caten-objects 1\n"  # compile_source's artifact: the units' objects, each with its symbol
 
 
 def _llvm():
-    import llvmlite.binding as llvm
-
-    if "init" not in _state:
-        try:
-            llvm.initialize()
-        except Exception:  # newer llvmlite initializes itself and may refuse the call
-            pass
-        llvm.initialize_native_target()
-        llvm.initialize_native_asmprinter()
-        _state["init"] = True
-    return llvm
-
-
-# The JIT links its objects at whatever addresses the process's memory manager hands out; with
-# many large shared libraries mapped (torch, scikit-learn) code, constants and libm can end up
-# more than 2 GB apart, and a 32-bit PC-relative relocation then aborts the whole process in
-# RuntimeDyldELF (`isInt<32>(RealOffset)`). The large code model addresses every symbol and
-# constant pool with 64-bit absolute values, so no relocation can overflow. Shared libraries
-# (AOT) keep the default model: the system linker places their sections together.
-JIT_CODE_MODEL = "large"
+    return llvmobj.llvm()
 
 
 def target_machine(opt: int = 3, t: Target | None = None, jit: bool = False):
     """An LLVM target machine for `t` (default: the host, which the JIT engine always uses);
-    `jit`: for objects the in-process JIT links (JIT_CODE_MODEL)."""
-    llvm = _llvm()
+    `jit`: for objects the in-process JIT links (llvmobj.JIT_CODE_MODEL)."""
     t = t or target.host()
-    tgt = llvm.Target.from_triple(llvm.get_process_triple())
-    return tgt.create_target_machine(cpu=t.cpu, features=t.features, opt=opt, reloc="static" if jit else "pic",
-                                     codemodel=JIT_CODE_MODEL if jit else "default")
+    return llvmobj.target_machine(t.cpu, t.features, opt, jit)
 
 
 def jit_object(ir_text: str, opt: int = 3, t: Target | None = None) -> bytes:
-    """Object code for the in-process JIT (large code model: see JIT_CODE_MODEL)."""
-    return target_machine(opt, t, jit=True).emit_object(optimize(ir_text, opt, t))
+    """Object code for the in-process JIT (large code model: see llvmobj.JIT_CODE_MODEL)."""
+    t = t or target.host()
+    return llvmobj.compile_object(ir_text, t.cpu, t.features, opt)
 
 
 def _engine():
@@ -81,26 +64,26 @@ def _engine():
 
 
 def optimize(ir_text: str, opt: int = 3, t: Target | None = None):
-    llvm = _llvm()
-    mod = llvm.parse_assembly(ir_text)
-    mod.verify()
-    if opt > 0:
-        tm = target_machine(opt, t)
-        # LLVM's O2 pipeline with both vectorizers. O3 cost 35% more compile time on the Mixer and
-        # changed no inner loop of the benchmark kernels (identical code for a and b; for d and e1
-        # only where loop-invariant checks sit). Only loops that ask are unrolled (the GEMM
-        # micro-kernel's k loop): unrolling everything doubled the machine code and compile time.
-        pto = llvm.create_pipeline_tuning_options(speed_level=min(opt, 2))
-        pto.loop_vectorization = True
-        pto.slp_vectorization = True
-        pto.loop_unrolling = False
-        try:
-            pto.loop_interleaving = True
-        except Exception:
-            pass
-        pb = llvm.create_pass_builder(tm, pto)
-        pb.getModulePassManager().run(mod, pb)
-    return mod
+    t = t or target.host()
+    return llvmobj.optimize(ir_text, t.cpu, t.features, opt)
+
+
+def bundle(objects: list[tuple[str, bytes]]) -> bytes:
+    """One artifact of several objects, each with the symbol that tells whether it is linked
+    (none: a whole program's module, linked with the program)."""
+    head = json.dumps([[name, len(o)] for name, o in objects]).encode()
+    return BUNDLE + head + b"\n" + b"".join(o for _, o in objects)
+
+
+def unbundle(art: bytes) -> list[tuple[str, bytes]]:
+    if not art.startswith(BUNDLE):
+        raise Error("llvm runtime: not an object bundle (a cache entry of another caten version?)")
+    head, _, rest = art[len(BUNDLE):].partition(b"\n")
+    out, at = [], 0
+    for name, n in json.loads(head):
+        out.append((name, rest[at:at + n]))
+        at += n
+    return out
 
 
 class LLVMExecutable:
@@ -169,12 +152,14 @@ class LLVMRuntime(Runtime):
                             native=frozenset({("round", "f16")}))  # fptrunc to half: F16C, one instruction
 
     def toolchain(self, t: Target) -> str:
-        return _llvm_version()
+        return f"{_llvm_version()} {BUNDLE.decode().strip()}"
 
     def render(self, lowered, t: Target, options: Options) -> str:
         """One LLVM module (unoptimized IR text): every program's kernels and its two entries."""
         from caten.render.llvm import ModuleGen, entry_functions
 
+        if not options.extra.get("aot"):
+            jobs.warm_up(threads())  # the compile workers start while this renders
         mod = ModuleGen(_llvm().get_process_triple(), str(target_machine(3, t).target_data), t.cpu, t.features,
                         t.vector_bits)
         for lw in lowered:
@@ -184,17 +169,30 @@ class LLVMRuntime(Runtime):
         return mod.text()
 
     def compile_source(self, source: str, t: Target, options: Options) -> bytes:
-        return jit_object(source, _opt(options), t)
+        """The module's objects: split into units (caten.render.llvm.units), each compiled once
+        per content (the unit cache) and in parallel; or one object where it does not split."""
+        opt = _opt(options)
+        parts = units.split(source)
+        if parts is None:
+            return bundle([("", jit_object(source, opt, t))])
+        from caten.cache.store import default_cache
+
+        store = default_cache() if options.use_cache else None
+        objs = jobs.compile_units(parts, t.cpu, t.features, opt, store, _llvm_version(), threads())
+        return bundle([(u.name, o) for u, o in zip(parts, objs)])
 
     def load(self, artifact: bytes, lowered, t: Target, options: Options) -> LLVMExecutable:
-        """Link the object into the process's one JIT engine (once per name: the name is the
-        code's cache key, so equal names mean equal code)."""
+        """Link the objects into the process's one JIT engine, each once per symbol (a program's
+        name is its code's cache key and a unit's its content's: equal names mean equal code)."""
         name = lowered.name
         with _lock:
             addr = _state.setdefault("loaded", {}).get(name)
             if addr is None:
-                eng = _engine()
-                eng.add_object_file(_llvm().ObjectFileRef.from_data(artifact))
+                eng, linked = _engine(), _state.setdefault("symbols", set())
+                for sym, obj in unbundle(artifact):
+                    if not sym or sym not in linked:  # else a unit another program linked: equal code
+                        eng.add_object_file(_llvm().ObjectFileRef.from_data(obj))
+                        linked.add(sym)
                 eng.finalize_object()
                 addr = _state["loaded"][name] = eng.get_function_address(f"{name}__impl")
         prog = lowered.program

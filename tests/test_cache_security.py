@@ -338,14 +338,19 @@ def test_grammar_cache_is_never_written_through_a_symlink(tmp_path):
 
 def test_cache_payloads_are_data_not_pickles(tmp_path):
     """Programs, units and the library go through a codec that names only caten's classes;
-    compiled code is stored as the compiler's own bytes (an ELF object), never as a pickle."""
+    compiled code is stored as the compiler's own bytes (ELF objects), never as a pickle."""
+    from caten.runtimes import llvm_rt
+
     src, warm = warm_cache(tmp_path, "llvm")
     for p in warm.rglob("*"):
         if p.suffix in (".prog", ".src", ".lib"):
             payload = p.read_bytes().split(b"\n", 1)[1]
             assert payload[:1] == b"[", p.name  # the string table line of the JSON codec
             assert codec.loads(payload) is not None
-        elif p.suffix == ".llvmobj" and sys.platform.startswith("linux"):
+        elif p.suffix == ".llvmobj" and sys.platform.startswith("linux"):  # a program's objects
+            objs = llvm_rt.unbundle(p.read_bytes().split(b"\n", 1)[1])
+            assert objs and all(o[:4] == b"\x7fELF" for _, o in objs), p.name
+        elif p.suffix == ".llvmunit" and sys.platform.startswith("linux"):  # one unit's object
             assert p.read_bytes().split(b"\n", 1)[1][:4] == b"\x7fELF", p.name
     for bad in ([b"[]", b'{"@":"os:system"}'], [b"[]", b'{"@":"builtins:eval"}'],
                 [b"[]", b'{"@":"caten.ir.dims:Atom","op":"sym"}'], [b"", evil_pickle(tmp_path / "m")]):

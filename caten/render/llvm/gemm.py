@@ -90,4 +90,5 @@ def macromm(g: Emitter, s: L.MacroMM) -> str:
         fg.stmts(gen.expand())
         params = [f"ptr noalias %b_{b}" for b in "ABO"] + [f"i64 %v_{n}" for n in names] + ["i1 %v_beta"]
         mod.funcs.append(fg.text(f"define internal void @{name}({', '.join(params)}) #1 {{"))
+        mod.root(name)
     return name

@@ -3,7 +3,10 @@ declarations, loop metadata, the definitions its functions share), rendered once
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+
+from caten.render.llvm.units import MARK
 
 
 class Module:
@@ -18,6 +21,7 @@ class Module:
         self.md_props: dict[str, int] = {}
         self.nfresh = 0
         self.shared: set[str] = set()
+        self.roots: dict[str, bool] = {}  # function -> light: the compile units' roots (units.py)
 
     def cold_md(self) -> str:
         """Loop metadata: neither vectorize nor unroll (cold or tiny loops; saves compile time)."""
@@ -58,6 +62,11 @@ class Module:
         self.nfresh += 1
         return f"caten_{hint}{self.nfresh}"
 
+    def root(self, name: str, light: bool = False) -> None:
+        """Make function `name` a compile unit of its own (caten.render.llvm.units); `light`:
+        glue code, compiled with a light pipeline."""
+        self.roots[name] = light
+
     def declare(self, name: str, ret: str, args: Sequence[str]) -> None:
         if name not in self.decls:
             self.decls[name] = f"declare {ret} @{name}({', '.join(args)})"
@@ -69,4 +78,11 @@ class Module:
         attrs += " }"
         attrs += "\n" + attrs.replace("#0 = { nounwind", "#1 = { noinline nounwind", 1)
         head = [f'target datalayout = "{self.layout}"', f'target triple = "{self.triple}"', ""]
-        return "\n".join(head + self.funcs + [""] + list(self.decls.values()) + ["", attrs, ""] + self.mds + [""])
+        funcs = "\n".join(self.funcs)
+        if self.roots:
+            marks = {name: f"{MARK}{' light' if light else ''}\n" for name, light in self.roots.items()}
+            funcs = _DEFINED.sub(lambda m: marks.get(m[2], "") + m[0], funcs)
+        return "\n".join(head + [funcs, ""] + list(self.decls.values()) + ["", attrs, ""] + self.mds + [""])
+
+
+_DEFINED = re.compile(r"^define (internal )?\S+ @([\w.$]+)\(", re.M)

@@ -172,6 +172,7 @@ def declare_pool(mod) -> None:
     mod.shared.add("caten_pool")
     x86 = mod.triple.startswith(("x86_64", "i686", "i386"))
     mod.funcs.append(pool_ir(x86))
+    mod.root("caten_pool_run", light=True)
     mod.declare("pthread_create", "i32", ["ptr", "ptr", "ptr", "ptr"])
     mod.declare("pthread_detach", "i32", ["i64"])
     mod.declare("nanosleep", "i32", ["ptr", "ptr"])

@@ -1,0 +1,1 @@
+"""Compile/load: rendered code to objects, on several cores, cached by content."""

@@ -1,0 +1,118 @@
+"""Per-unit compile (caten.render.llvm.units, caten.compile.jobs): a module splits into one LLVM
+module per kernel stage, kernel, tile function and thread pool plus the entries; each unit is
+cached by content (editing one stage recompiles only what contains or calls it) and compiled on
+several processes, with the same object code as compiled here."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import caten
+from caten import target
+from caten.cache.store import default_cache
+from caten.compile import jobs, llvmobj
+from caten.render.llvm import units
+
+pytest.importorskip("llvmlite")
+
+NORM = """
+(composite f ((X{f32}[B, N]) -> (Y{f32}[B, N]))
+  (setf m (mean X :axis 1 :keepdims true))
+  (setf c (- X m))
+  (setf v (mean (* c c) :axis 1 :keepdims true))
+  (setf y (/ c (sqrt (+ v 1e-5))))
+  (return (* y SCALE)))
+"""
+
+
+def norm_ref(x: np.ndarray, scale: float) -> np.ndarray:
+    c = x - x.mean(1, keepdims=True)
+    return c / np.sqrt((c * c).mean(1, keepdims=True) + 1e-5) * scale
+
+
+def module_text(src: str, entry: str = "f") -> str:
+    from caten.pipeline import emit
+
+    mod = caten.loads(src, runtime="llvm")
+    return next(iter(emit(mod.runtime, getattr(mod, entry).elaborate({}), "source").values()))
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("CATEN_CACHE_DIR", str(tmp_path / "cache"))
+    return default_cache()
+
+
+def test_the_mixer_splits_into_units_that_each_compile():
+    src = open(os.path.join(os.path.dirname(__file__), "..", "examples", "mlp_mixer.lisp")).read()
+    text = module_text(src, "mixer_block")
+    parts = units.split(text)
+    assert parts is not None and len(parts) > 10
+    names = [u.name for u in parts]
+    assert len(set(names)) == len(names)
+    assert sum(u.light for u in parts) == 2  # the entries and the thread pool
+    t = target.host()
+    for u in parts:
+        assert u.text.count(f"define void @{u.name}(") == 1 or u.name.endswith("__impl")
+        llvmobj.optimize(u.text, t.cpu, t.features, 0)  # parses and verifies alone
+    again = units.split(module_text(src, "mixer_block"))
+    assert [u.key for u in again] == [u.key for u in parts]
+
+
+def test_editing_one_stage_recompiles_only_what_holds_or_calls_it(cache_dir):
+    x = np.random.default_rng(0).standard_normal((5, 37)).astype(np.float32)
+    stats = cache_dir.stats.by_kind
+    y = caten.loads(NORM.replace("SCALE", "2.0"), runtime="llvm").f(x)
+    np.testing.assert_allclose(y, norm_ref(x, 2.0), rtol=1e-5, atol=1e-5)
+    hits, first = stats["llvmunit"]
+    assert hits == 0 and first >= 3
+    y = caten.loads(NORM.replace("SCALE", "3.0"), runtime="llvm").f(x)
+    np.testing.assert_allclose(y, norm_ref(x, 3.0), rtol=1e-5, atol=1e-5)
+    hits, misses = stats["llvmunit"]
+    assert hits >= 1 and misses - first < first  # the pool and the untouched stages came from the cache
+
+
+def test_workers_compile_the_same_object_code_as_this_process():
+    t = target.host()
+    parts = units.split(module_text(NORM.replace("SCALE", "4.0")))
+    objs = jobs.compile_units(parts, t.cpu, t.features, 3, None, "test", cores=2)
+    assert any(w.alive() for w in jobs._workers)
+    for u, o in zip(parts, objs):
+        assert o == llvmobj.compile_object(u.text, t.cpu, t.features, 3, u.light)
+
+
+def test_a_unit_that_fails_raises_llvm_s_error_here():
+    t = target.host()
+    good = units.split(module_text(NORM.replace("SCALE", "5.0")))
+    bad = units.Unit("caten_ubroken", good[0].text.replace("ret void", "ret i32 0", 1), "broken", False)
+    with pytest.raises(RuntimeError, match="LLVM|ret"):
+        jobs.compile_units([bad] + good, t.cpu, t.features, 3, None, "test", cores=2)
+
+
+def test_programs_sharing_a_stage_link_it_once_and_both_run(cache_dir):
+    x = np.random.default_rng(1).standard_normal((3, 11)).astype(np.float32)
+    a = caten.loads(NORM.replace("SCALE", "6.0"), runtime="llvm").f
+    b = caten.loads(NORM.replace("SCALE", "7.0"), runtime="llvm").f
+    np.testing.assert_allclose(b(x), norm_ref(x, 7.0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(a(x), norm_ref(x, 6.0), rtol=1e-5, atol=1e-5)
+
+
+def module(b_global: str) -> str:
+    return "\n".join([
+        "@g = internal global i64 0", "@h = internal global i64 0",
+        "; unit", "define internal void @a() #1 {", "entry:", "  store i64 1, ptr @g", "  ret void", "}",
+        "; unit", "define internal void @b() #1 {", "entry:", f"  store i64 2, ptr @{b_global}", "  ret void", "}",
+        "define void @e() #0 {", "entry:", "  call void @a()", "  call void @b()", "  ret void", "}",
+        "attributes #0 = { nounwind }", "attributes #1 = { noinline nounwind }"])
+
+
+def test_a_module_with_state_shared_between_units_stays_whole():
+    assert units.split(module("g")) is None
+    parts = units.split(module("h"))
+    assert [u.light for u in parts] == [False, False, True] and parts[-1].name == "e"
+    t = target.host()
+    for u in parts:
+        llvmobj.optimize(u.text, t.cpu, t.features, 0)
