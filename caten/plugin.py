@@ -69,6 +69,10 @@ class Runtime:
         """Versions and flags of the tools that turn its source into code (part of the cache key)."""
         return ""
 
+    def prepare(self, t: Target, options: Options) -> None:
+        """Called as a compile starts (before scheduling): a runtime may start its tools so
+        they are ready when the source is (llvm starts its compile workers)."""
+
     def render(self, lowered: Sequence[Any], t: Target, options: Options) -> str:
         """The source of one or several lowered programs (`caten.pipeline.Lowered`) for target `t`;
         `options.extra["aot"]`: for `--emit` (files for another machine, not this process)."""

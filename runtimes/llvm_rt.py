@@ -154,12 +154,13 @@ class LLVMRuntime(Runtime):
     def toolchain(self, t: Target) -> str:
         return f"{_llvm_version()} {BUNDLE.decode().strip()}"
 
+    def prepare(self, t: Target, options: Options) -> None:
+        jobs.warm_up(threads())  # the compile workers start while the program is scheduled
+
     def render(self, lowered, t: Target, options: Options) -> str:
         """One LLVM module (unoptimized IR text): every program's kernels and its two entries."""
         from caten.render.llvm import ModuleGen, entry_functions
 
-        if not options.extra.get("aot"):
-            jobs.warm_up(threads())  # the compile workers start while this renders
         mod = ModuleGen(_llvm().get_process_triple(), str(target_machine(3, t).target_data), t.cpu, t.features,
                         t.vector_bits)
         for lw in lowered:

@@ -58,11 +58,19 @@ def _key(d: Dim) -> object:
 class DimExpr:
     """A non-constant polynomial in dimension symbols (constants are plain ints)."""
 
-    __slots__ = ("terms", "_terms_key")
+    __slots__ = ("terms", "_tk")
 
     def __init__(self, terms: dict[tuple[Atom, ...], int]):
         self.terms = {m: c for m, c in terms.items() if c}
-        self._terms_key = tuple(sorted(((tuple(a._key for a in m), c) for m, c in self.terms.items()), key=repr))
+        self._tk: tuple | None = None
+
+    @property
+    def _terms_key(self) -> tuple:
+        """The canonical key (equality, hashing), built on first use: most expressions the
+        index arithmetic makes are intermediate and never compared."""
+        if self._tk is None:
+            self._tk = tuple(sorted(((tuple(a._key for a in m), c) for m, c in self.terms.items()), key=repr))
+        return self._tk
 
     # construction ------------------------------------------------------------------
     @staticmethod

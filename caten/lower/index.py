@@ -7,6 +7,7 @@ split/merge reshapes), and falls back to real division only when they cannot.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 
 from caten.ir import dims as D
@@ -168,13 +169,20 @@ def divmod_aff(a: Aff, d: Dim, ranges: Ranges) -> tuple[Aff, Aff]:
     return q.add(Aff.of(L.X.make("idiv", L.IDX, (re, de)))), Aff.of(L.X.make("imod", L.IDX, (re, de)))
 
 
-def contiguous_strides(shape: Sequence[Dim]) -> list[Dim]:
+def contiguous_strides(shape: Sequence[Dim]) -> tuple[Dim, ...]:
+    """Row-major strides of `shape` (a size-1 axis keeps its stride: unflatten divides by it)."""
+    return _strides(tuple(shape))
+
+
+@functools.lru_cache(maxsize=4096)
+def _strides(shape: tuple[Dim, ...]) -> tuple[Dim, ...]:
+    # memoized: the lowering asks for the same few shapes thousands of times a program
     out: list[Dim] = []
     acc: Dim = 1
     for d in reversed(shape):
         out.append(acc)
         acc = D.mul(acc, d)
-    return list(reversed(out))
+    return tuple(reversed(out))
 
 
 def flatten(coords: Sequence[Aff], shape: Sequence[Dim]) -> Aff:

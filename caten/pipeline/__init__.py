@@ -259,6 +259,7 @@ def compile(runtime: Runtime, program: Program, options: Options | None = None):
 def _build(runtime: Runtime, program: Program, t: Target, options: Options):
     tm = Timings()
     caps = runtime.capabilities(t)
+    runtime.prepare(t, options)
     lw = lower_program(program, PLACEHOLDER, None if caps.device else t, caps.threads, tm)
     key = cache_key(runtime, [lw], t, options)
     lw.rename(f"caten_{key[:16]}")  # unique per code: JIT engines share one symbol table
