@@ -64,7 +64,7 @@ class Module:
 
     def root(self, name: str, light: bool = False) -> None:
         """Make function `name` a compile unit of its own (caten.render.llvm.units); `light`:
-        glue code, compiled with a light pipeline."""
+        glue code, compiled without optimization."""
         self.roots[name] = light
 
     def declare(self, name: str, ret: str, args: Sequence[str]) -> None:

@@ -6,7 +6,7 @@ content: editing one kernel recompiles only its units. A unit's exported functio
 the hash of its canonical text (own and helper function names, local value names and metadata
 numbers renumbered; the units it calls by their own content names), so equal code has one name
 in every program and a JIT engine links it once. The renderer marks roots with a `; unit` (or
-`; unit light`: glue code, compiled with a light pipeline) comment line before their `define`.
+`; unit light`: glue code, compiled without optimization) comment line before their `define`.
 """
 
 from __future__ import annotations
