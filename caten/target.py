@@ -50,18 +50,21 @@ class Target:
     vector_bits: int
     native: bool = False
     l2_bytes: int = L2_DEFAULT  # one core's L2 cache: the GEMM sizes its packed B block by it
+    # GEMM shape knobs a `caten tune` search chose (caten.schedule.plan.KNOBS), over the model's
+    gemm: tuple[tuple[str, int], ...] = ()
 
     @property
     def vector_bytes(self) -> int:
         return self.vector_bits // 8
 
-    def key(self) -> tuple[str, str, int, int]:
+    def key(self) -> tuple:
         """What about the target changes generated code (part of every compile-cache key)."""
-        return (self.cpu, self.features, self.vector_bits, self.l2_bytes)
+        return (self.cpu, self.features, self.vector_bits, self.l2_bytes) + ((self.gemm,) if self.gemm else ())
 
     def describe(self) -> str:
         isa = {512: "AVX-512", 256: "AVX2", 128: "SSE"}.get(self.vector_bits, f"{self.vector_bits}-bit")
-        return f"{self.cpu} ({isa}{', host' if self.native else ''})"
+        tuned = f", tuned {' '.join(f'{k}={v}' for k, v in self.gemm)}" if self.gemm else ""
+        return f"{self.cpu} ({isa}{', host' if self.native else ''}{tuned})"
 
 
 def _vector_bits(cpu: str, features: str) -> int:

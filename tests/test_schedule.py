@@ -67,7 +67,7 @@ def test_emit_schedule_cli(src_file):
     assert counts == {n: len(sched(n).kernels) for n in counts}
     assert "kernel ew__k0: outer" in blocks["ew"] and "store MUL f32 [N]" in blocks["ew"]
     assert "reduce-max" in blocks["sm"] and "reduce-add" in blocks["sm"]
-    assert "(tiled)" in blocks["mm"]
+    assert re.search(r"\(tiled \d+x\d+ kc \d+ mc \d+ nc \d+\)", blocks["mm"]), blocks["mm"]
 
 
 def test_dash_S_parses_and_verifies(src_file, tmp_path):

@@ -220,6 +220,26 @@ def profile_cmd(file: str, inputs: tuple[str, ...], runtime: str, defines: tuple
     profile_file(file, list(inputs), opts, entry, reps, svg, remeasure)
 
 
+@cli.command("tune", epilog=EXAMPLES)
+@click.argument("file", type=click.Path())
+@click.argument("inputs", nargs=-1)
+@compile_options
+@click.option("-e", "--entry", help="composite to tune (default: the last one in the file)")
+@click.option("--reps", type=click.IntRange(1, 1000), default=7, show_default=True,
+              help="timed rounds per candidate")
+@diagnostics
+def tune_cmd(file: str, inputs: tuple[str, ...], runtime: str, defines: tuple[str, ...], opt: int,
+             rules: tuple[str, ...], fast_math: bool, no_cache: bool, plugin: str | None, verbose: bool,
+             explain_rules: bool, cpu: str | None, debug: bool, entry: str | None, reps: int) -> None:
+    """Choose the GEMM shapes of a composite of FILE on this machine by a timed search and keep
+    them in the cache (every later compile of it here uses them): inputs as NAME=PATH.npy, the
+    others random (-D binds symbolic sizes)."""
+    from caten.cli.tune import tune_file
+
+    opts = options(runtime, defines, opt, rules, fast_math, no_cache, plugin, verbose, explain_rules, cpu, debug)
+    tune_file(file, list(inputs), opts, entry, reps)
+
+
 @cli.command("test-runtime")
 @click.option("-r", "--runtime", default="llvm", show_default=True, help="runtime to test")
 @click.option("-o", "output", type=click.Path(), help="report path (default reports/RUNTIME.md)")

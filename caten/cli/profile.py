@@ -24,13 +24,30 @@ from caten.run.profile import KernelStat, Roofline
 def profile_file(file: str, inputs: list[str], options: Options, entry: str | None, reps: int,
                  svg: str | None, remeasure: bool = False) -> tuple[list[KernelStat], float, Roofline]:
     from caten.api import module
-    from caten.cli.run import _load_array
     from caten.read.source import read_source
     from caten.run.profile import profile, roofline
 
     if options.runtime != "llvm":
         raise Error(f"caten profile times kernels of the llvm runtime, not '{options.runtime}'", hint="use -r llvm")
     mod = module(read_source(file), options.but(profile=True))
+    name, arrays = entry_inputs(mod, file, entry, inputs)
+    stats, wall = profile(getattr(mod, name.replace("-", "_")), arrays, reps)
+    roof = roofline(refresh=remeasure)
+    if not remeasure and any(st.gflops > 1.05 * roof.peak_gflops for st in stats):
+        # no kernel outruns the machine's peak: the cached one was measured on a busy machine
+        roof = roofline(refresh=True)
+    _print(name, stats, wall, roof)
+    if svg:
+        with open(svg, "w", encoding="utf-8") as f:
+            f.write(roofline_svg(stats, roof, name))
+    return stats, wall, roof
+
+
+def entry_inputs(mod: Any, file: str, entry: str | None, inputs: list[str]) -> tuple[str, list[np.ndarray]]:
+    """The composite to time (`entry`, else the file's last) and its arguments: NAME=PATH.npy
+    where given, random arrays of the signature's shapes otherwise."""
+    from caten.cli.run import _load_array
+
     src = mod.source
     if not src.names:
         raise Error(f"{file} defines no composite")
@@ -43,17 +60,7 @@ def profile_file(file: str, inputs: list[str], options: Options, entry: str | No
         k, v = arg.split("=", 1)
         given[k] = _load_array(v)
     dims = _where_dims(cdef, dict(mod.dims))
-    arrays = [given[p.name] if p.name in given else _random(p, dims, name) for p in cdef.params]
-    stats, wall = profile(getattr(mod, name.replace("-", "_")), arrays, reps)
-    roof = roofline(refresh=remeasure)
-    if not remeasure and any(st.gflops > 1.05 * roof.peak_gflops for st in stats):
-        # no kernel outruns the machine's peak: the cached one was measured on a busy machine
-        roof = roofline(refresh=True)
-    _print(name, stats, wall, roof)
-    if svg:
-        with open(svg, "w", encoding="utf-8") as f:
-            f.write(roofline_svg(stats, roof, name))
-    return stats, wall, roof
+    return name, [given[p.name] if p.name in given else _random(p, dims, name) for p in cdef.params]
 
 
 def _where_dims(cdef: Any, dims: dict[str, int]) -> dict[str, int]:

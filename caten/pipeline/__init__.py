@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 
 import caten.lower as lowering  # by module: tests may stand a buggy `lower` in for the real one
 from caten import target
-from caten.cache import default_cache, key_of
+from caten.cache import default_cache, key_of, tuning
 from caten.errors import Error
 from caten.ir import dims as D
 from caten.ir.dtypes import DType
@@ -246,6 +246,8 @@ def compile(runtime: Runtime, program: Program, options: Options | None = None):
     if has_extern(program) and runtime.capabilities(t).extern_split:
         return ExternSplit(program, lambda p: compile(runtime, p, options))
     target.check_runnable(t)
+    if not runtime.capabilities(t).device:  # GEMM shapes `caten tune` chose for this program here
+        t = tuning.apply(t, program.key(), default_cache() if options.use_cache else None)
     key = (program.key(), tuple(program.dims), tuple(program.derived), t.key(), runtime.capabilities(t),
            options.opt_level, options.check_bounds, options.profile)
     with _memo_lock:
@@ -297,6 +299,9 @@ def emit(runtime: Runtime, programs: Program | Sequence[Program], kind: str,
 def _emit(runtime: Runtime, programs: Program | Sequence[Program], kind: str,
           options: Options) -> dict[str, bytes | str]:
     t = target.resolve(options.target)
+    progs = [programs] if isinstance(programs, Program) else list(programs)
+    if len(progs) == 1 and not runtime.capabilities(t).device:  # `caten tune`'s shapes, as compile()
+        t = tuning.apply(t, progs[0].key(), default_cache() if options.use_cache else None)
     tm = Timings()
     # a device runtime's checked code records into a buffer its manifest names (CPU AOT code would
     # call back into the Python process that compiled it: not for files)

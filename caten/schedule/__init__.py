@@ -109,7 +109,10 @@ class Schedule:
                          + f" reads {' '.join(k.reads) or '-'} writes {' '.join(k.writes) or '-'}")
             for s in k.stages:
                 n = s.node
-                what = f"reduce-{n.arg[0]} axes {list(n.arg[1])} ({s.mode})" if s.kind == "reduce" else "store"
+                mode, g = s.mode, s.plan.gemm if s.plan is not None else None
+                if g is not None:
+                    mode += f" {g.mr}x{g.nr} kc {g.kc} mc {g.mc} nc {g.nc}"
+                what = f"reduce-{n.arg[0]} axes {list(n.arg[1])} ({mode})" if s.kind == "reduce" else "store"
                 if s.scratch:
                     what += f" {'packed via' if s.mode == 'tiled' else 'thread partials in'} {' '.join(s.scratch)}"
                 lines.append(f"  {what} {n.op.value} {n.dtype} [{' '.join(map(str, n.shape))}] -> "

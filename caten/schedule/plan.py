@@ -178,20 +178,35 @@ def gemm_plan(n: Node) -> GemmPlan | None:
     if n.op is not Op.REDUCE or n.arg[0] != "add" or n.dtype.name not in ("f32", "f64"):
         return None
     t = target.current()
-    vbytes, l2 = (t.vector_bytes, t.l2_bytes) if t is not None else (64, 1 << 20)
-    key = (n, vbytes, l2)
+    vbytes, l2, knobs = (t.vector_bytes, t.l2_bytes, t.gemm) if t is not None else (64, 1 << 20, ())
+    key = (n, vbytes, l2, knobs)
     if key in _PLANS:
         return _PLANS[key]
     if len(_PLANS) > 4096:
         _PLANS.clear()
-    _PLANS[key] = plan = _gemm_plan(n, vbytes, l2)
+    _PLANS[key] = plan = _gemm_plan(n, vbytes, l2, dict(knobs))
     return plan
 
 
-def _gemm_plan(n: Node, vbytes: int, l2: int) -> GemmPlan | None:
+# What `caten tune` may change, with the model's defaults: rows per micro-tile (`mr`, at most
+# the accumulators the vector registers hold), the K block (`kc`: blocks of at most this, a K
+# up to 1.2x it whole), the rows of A packed per block (`mc`) and the share of one core's L2 the
+# packed B block fills (`l2_pct`)
+KNOBS = ("mr", "kc", "mc", "l2_pct")
+
+
+def knob_choices(vbytes: int) -> dict[str, list[int]]:
+    """The values a tuning search tries for each knob on a target of `vbytes` vector registers
+    (the default first)."""
+    rows = [14, 12, 10, 8, 6] if vbytes >= 64 else [6, 5, 4, 3]
+    return {"mr": rows, "kc": [320, 192, 256, 448, 640], "mc": [120, 60, 240], "l2_pct": [50, 25, 75]}
+
+
+def _gemm_plan(n: Node, vbytes: int, l2: int, knobs: dict[str, int]) -> GemmPlan | None:
     """`vbytes`: the target's vector register width; a micro-tile row is two registers (6x16 f32
     on AVX2: 12 accumulators of its 16 ymm; 14x32 on AVX-512: 28 of its 32 zmm), a single-row
-    tile four. `l2`: one core's L2 bytes, which the packed B block fills."""
+    tile four. `l2`: one core's L2 bytes, which the packed B block fills. `knobs`: a tuning's
+    choices (KNOBS) over these defaults."""
     src = n.src[0]
     if src.op is not Op.MUL or src.rank < 2:
         return None
@@ -225,20 +240,22 @@ def _gemm_plan(n: Node, vbytes: int, l2: int) -> GemmPlan | None:
     # rows per tile: each B vector load from the L2-resident block serves mr rows; with 32
     # registers, 14 rows halve that traffic against 6 (one core's Mixer channel MLP 1568x512x2048:
     # 110 -> 156 GF/s on an AVX-512 Xeon, the block 67 -> 53 ms)
-    mr = 14 if vbytes >= 64 else 6
+    most = 14 if vbytes >= 64 else 6  # two accumulators a row, of 32 or 16 registers
+    mr = max(1, min(most, knobs.get("mr", most)))
     mr, nr = (mr, 2 * vbytes // item) if i is not None else (1, 4 * vbytes // item)
+    kmax = max(16, knobs.get("kc", 320))
     if isinstance(K, int):
-        kc = max(1, K) if K <= 384 else -(-K // -(-K // 320))
+        kc = max(1, K) if K <= kmax * 6 // 5 else -(-K // -(-K // kmax))
     else:
-        kc = 256
-    mc = 120 // mr * mr  # a whole number of micro-panels: the packing fills them entirely
+        kc = 256 * kmax // 320
+    mc = max(mr, knobs.get("mc", 120) // mr * mr)  # whole micro-panels: the packing fills them entirely
     if isinstance(M, int):
         mc = min(mc, _roundup(M, mr))
     # the tiles run over the B block's panels for each A panel (an A panel stays in L1, B
     # streams from L2): a kc x nc block of B fills half of one core's L2, the rest holding the
     # output tiles and the next A panels (a block filling all of it: conv f with static dims
     # 213-219 -> 229-237 GF/s on a 2 MB-L2 Xeon, 2 threads)
-    nc = max(nr, min(2048, l2 // 2 // (kc * item) // nr * nr))
+    nc = max(nr, min(2048, l2 * max(5, min(95, knobs.get("l2_pct", 50))) // 100 // (kc * item) // nr * nr))
     if isinstance(N, int):
         nc = min(nc, _roundup(N, nr))
     # packing a costs ~10 multiply-adds an element: worth hoisting out of the batch loops when

@@ -1,0 +1,154 @@
+"""`caten tune FILE [NAME=PATH.npy ...]`: choose a composite's GEMM shapes on this machine by a
+small timed search, and keep them in the compile cache so that every later compile of the same
+program for this CPU uses them (caten.cache.tuning).
+
+The search is coordinate descent over the knobs of caten.schedule.plan.KNOBS, starting from the
+model's defaults (registers, cache sizes): for each knob in turn every value is compiled and
+timed, interleaved in rounds so that drift on a shared machine hits each alike, and a value is
+taken only if it beats the current choice by more than the noise margin; the final choice must
+beat the defaults again in a last race, or the defaults stay. Each
+candidate's outputs must equal the untuned program's (to rounding): a knob may change the speed,
+never the answer.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from caten.errors import Error
+from caten.options import Options
+
+MARGIN = 0.03  # a candidate must be this much faster than the current choice to replace it
+
+
+def tune_file(file: str, inputs: list[str], options: Options, entry: str | None, reps: int) -> dict[str, int]:
+    """The knobs chosen for `entry` of `file` (also stored in the cache, and printed as a table)."""
+    from caten import pipeline, target
+    from caten.api import module
+    from caten.cache import default_cache, tuning
+    from caten.cli.profile import entry_inputs
+    from caten.read.source import read_source
+    from caten.schedule.plan import knob_choices
+
+    if options.runtime not in ("llvm", "c"):
+        raise Error(f"caten tune times CPU kernels (llvm, c), not '{options.runtime}'", hint="use -r llvm")
+    if not options.use_cache:
+        raise Error("caten tune keeps its result in the compile cache", hint="drop --no-cache")
+    mod = module(read_source(file), options)
+    name, arrays = entry_inputs(mod, file, entry, inputs)
+    comp = getattr(mod, name.replace("-", "_"))
+    prog = comp.elaborate(comp._bind_types(arrays))
+    t = target.resolve(options.target)
+    lowered = pipeline.lower_all(mod.runtime, [prog], t)
+    if not any(s.plan is not None and s.plan.gemm is not None
+               for lw in lowered for k in lw.sched.kernels for s in k.stages):
+        print(f"{name}: no GEMM or convolution to tune (its other kernels take no shape knobs)")
+        return {}
+    run = _Runner(mod.runtime, prog, options, arrays)
+    choices = knob_choices(t.vector_bytes)
+    best = {k: v[0] for k, v in choices.items()}
+    base = run.time(best, reps)
+    current, rows = base, [("defaults", _fmt(best), base, "")]
+    for knob, values in choices.items():
+        cands = [dict(best, **{knob: v}) for v in values if v != best[knob]]
+        times = run.race([best] + cands, reps)
+        for c, ms in zip(cands, times[1:]):
+            rows.append((knob, _fmt(c), ms, ""))
+        current = times[0]
+        i = min(range(len(times)), key=times.__getitem__)
+        if i > 0 and times[i] < current * (1 - MARGIN):
+            best, current = cands[i - 1], times[i]
+            rows[-len(cands) + i - 1] = rows[-len(cands) + i - 1][:3] + ("best so far",)
+    defaults = {k: v[0] for k, v in choices.items()}
+    if best != defaults:  # the choice must also win a last race against the defaults, run anew
+        base, current = run.race([defaults, best], 2 * reps)
+        if current >= base * (1 - MARGIN):
+            best, current = defaults, base
+    else:
+        current = base
+    chosen = {k: v for k, v in best.items() if v != choices[k][0]}
+    tuning.save(default_cache(), t, prog.key(), chosen,
+                {"untuned_ms": base * 1e3, "tuned_ms": current * 1e3, "reps": reps})
+    _print(name, t, rows, base, current, chosen)
+    return chosen
+
+
+class _Runner:
+    """Compiles the program with given knobs and times calls on fixed inputs."""
+
+    def __init__(self, runtime: Any, prog: Any, options: Options, arrays: list[np.ndarray]) -> None:
+        from caten.run.module import check_shapes
+
+        self.runtime, self.prog, self.options = runtime, prog, options
+        self.arrays = [np.ascontiguousarray(a) for a in arrays]
+        self.env = {**prog.defines, **check_shapes(prog, self.arrays)}
+        self.exes: dict[tuple, Any] = {}
+        self.ref: list[np.ndarray] | None = None
+
+    def exe(self, knobs: dict[str, int]) -> Any:
+        from caten import pipeline
+        from caten.cache import tuning
+
+        key = tuple(sorted(knobs.items()))
+        if key not in self.exes:
+            with tuning.trial(knobs):
+                self.exes[key] = pipeline.compile(self.runtime, self.prog, self.options)
+            got = self.call(self.exes[key])
+            if self.ref is None:
+                self.ref = got
+            for want, have in zip(self.ref, got):
+                if not np.allclose(have, want, rtol=1e-4, atol=1e-5 * (1 + float(np.abs(want).max(initial=0)))):
+                    raise Error(f"knobs {_fmt(knobs)} changed the result of `{self.prog.name}`",
+                                hint="a bug in caten's GEMM: please report it with this file")
+        return self.exes[key]
+
+    def call(self, exe: Any) -> list[np.ndarray]:
+        from caten.ir import dims as D
+
+        outs = [np.empty(tuple(D.evaluate(d, self.env) for d in o.shape), o.dtype.np) for o in self.prog.outputs]
+        exe.run(self.arrays, outs, self.env)
+        return outs
+
+    def time(self, knobs: dict[str, int], reps: int) -> float:
+        return self.race([knobs], reps)[0]
+
+    def race(self, cands: list[dict[str, int]], reps: int) -> list[float]:
+        """Seconds a call of each candidate: the fastest of `reps` rounds, the candidates timed in
+        turn within a round (drift hits each alike) and a round's sample several calls long
+        (>= 2 ms). The fastest, not the median: on a shared 2-core machine a short call's time
+        is bimodal (the thread pool's other thread descheduled for a while doubles it)."""
+        exes = [self.exe(c) for c in cands]
+        t0 = time.perf_counter()
+        for e in exes:
+            self.call(e)  # warm: pages touched, worker threads up
+        inner = max(1, int(0.002 * len(exes) / max(time.perf_counter() - t0, 1e-9)))
+        times: list[list[float]] = [[] for _ in exes]
+        for _ in range(max(1, reps)):
+            for i, e in enumerate(exes):
+                t0 = time.perf_counter()
+                for _ in range(inner):
+                    self.call(e)
+                times[i].append((time.perf_counter() - t0) / inner)
+        return [min(ts) for ts in times]
+
+
+def _fmt(knobs: dict[str, int]) -> str:
+    return " ".join(f"{k}={v}" for k, v in knobs.items())
+
+
+def _print(name: str, t: Any, rows: list[tuple], base: float, best: float, chosen: dict[str, int]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"caten tune {name} on {t.describe()}")
+    for col in ("knob", "candidate", "ms", "vs untuned", ""):
+        table.add_column(col, justify="right" if col in ("ms", "vs untuned") else "left")
+    for knob, cand, secs, mark in rows:
+        table.add_row(knob, cand, f"{secs * 1e3:.3f}", f"{base / secs:.2f}x", mark)
+    Console(width=120).print(table)
+    what = _fmt(chosen) if chosen else "the defaults (no knob beat them by more than the noise margin)"
+    print(f"chose {what}: {best * 1e3:.3f} ms a call against {base * 1e3:.3f} untuned "
+          f"({base / best:.2f}x); kept in the cache for {t.cpu}, used by every later compile of `{name}` here")

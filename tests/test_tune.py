@@ -1,0 +1,116 @@
+"""`caten tune`: GEMM shape knobs (caten.schedule.plan.KNOBS) chosen by a timed search, kept in
+the cache per program and CPU, and used by every later compile of that program there; a knob
+changes the kernel's shape, never its values."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import caten
+from caten import pipeline, target
+from caten.cache import default_cache, tuning
+from caten.cli.main import cli
+from caten.schedule.plan import KNOBS, knob_choices
+
+pytest.importorskip("llvmlite")
+
+MM = "(composite mm ((A{f32}[M, K]) (B{f32}[K, N]) -> (C{f32}[M, N])) (matmul A B))"
+CONV = ("(composite conv ((X{f32}[N, C, H, W]) (Wt{f32}[O, C, 3, 3]) -> (Y{f32}[N, O, H, W])) "
+        "(conv2d X Wt :padding 1))")
+EW = "(composite ew ((X{f32}[N]) -> (Y{f32}[N])) (exp X))"
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("CATEN_CACHE_DIR", str(tmp_path / "cache"))
+    return default_cache()
+
+
+def schedule_text(src: str, cpu: str, arrays: list[np.ndarray], name: str) -> str:
+    m = caten.loads(src, runtime="llvm", target=cpu, defines={"M": 50, "K": 30, "N": 40})
+    comp = getattr(m, name)
+    return pipeline.emit(m.runtime, comp.elaborate(comp._bind_types(arrays)), "schedule",
+                         m.options)[".txt"]
+
+
+@pytest.mark.parametrize("cpu,most,nr", [("rocketlake", 14, 32), ("znver3", 6, 16)])
+def test_a_knob_sets_the_tile_within_what_the_registers_hold(cpu, most, nr):
+    arrays = [np.zeros((50, 30), np.float32), np.zeros((30, 40), np.float32)]
+    assert f"(tiled {most}x{nr} kc 30 " in schedule_text(MM, cpu, arrays, "mm")
+    with tuning.trial({"mr": 8, "kc": 16, "mc": 40}):
+        text = schedule_text(MM, cpu, arrays, "mm")
+    mr = min(8, most)
+    assert f"(tiled {mr}x{nr} kc 15 mc {40 // mr * mr} " in text, text  # K=30 in two blocks of 15
+    with tuning.trial({"mr": 99}):  # more rows than the accumulators fit: the most that do
+        assert f"(tiled {most}x{nr} " in schedule_text(MM, cpu, arrays, "mm")
+
+
+@pytest.mark.parametrize("knobs", [{"mr": 3}, {"mr": 8, "kc": 16}, {"mc": 240, "kc": 64, "l2_pct": 5},
+                                   {"mr": 5, "mc": 60, "l2_pct": 95}])
+def test_every_knob_choice_computes_the_same_products(knobs):
+    rng = np.random.default_rng(0)
+    m = caten.loads(MM + "\n" + CONV, runtime="llvm", use_cache=False)
+    with tuning.trial(knobs):
+        for M, K, N in [(1, 7, 13), (13, 127, 7), (127, 1, 1025), (1023, 13, 33), (7, 1000, 127)]:
+            a = rng.standard_normal((M, K)).astype(np.float32)
+            b = rng.standard_normal((K, N)).astype(np.float32)
+            np.testing.assert_allclose(m.mm(a, b), a @ b, rtol=1e-4, atol=1e-4 * np.sqrt(K))
+        torch = pytest.importorskip("torch")
+        x = rng.standard_normal((2, 5, 13, 7)).astype(np.float32)
+        w = rng.standard_normal((9, 5, 3, 3)).astype(np.float32)
+        ref = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), padding=1).numpy()
+        np.testing.assert_allclose(m.conv(x, w), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_a_tuned_program_compiles_with_its_knobs_later(cache_dir):
+    a = np.random.default_rng(1).standard_normal((64, 48)).astype(np.float32)
+    b = np.random.default_rng(2).standard_normal((48, 80)).astype(np.float32)
+    m = caten.loads(MM, runtime="llvm")
+    prog = m.mm.elaborate(m.mm._bind_types([a, b]))
+    t = target.resolve(None)
+    tuning.save(cache_dir, t, prog.key(), {"mr": 5, "mc": 60}, {"note": "test"})
+    fresh = caten.loads(MM, runtime="llvm")  # a later compile of the same program here
+    assert "(tiled 5x" in pipeline.emit(fresh.runtime, prog, "schedule", fresh.options)[".txt"]
+    np.testing.assert_allclose(fresh.mm(a, b), a @ b, rtol=1e-4, atol=1e-4)
+    other = caten.loads(MM.replace("matmul A B", "matmul (* A 2.0) B"), runtime="llvm")
+    prog2 = other.mm.elaborate(other.mm._bind_types([a, b]))
+    assert "(tiled 5x" not in pipeline.emit(other.runtime, prog2, "schedule", other.options)[".txt"]
+
+
+def test_a_damaged_tuning_entry_is_ignored(cache_dir):
+    t = target.resolve(None)
+    cache_dir.put(tuning._key(t, "k"), tuning.KIND, b'{"knobs": [1, 2]}')
+    assert tuning.lookup(cache_dir, t, "k") == ()
+
+
+def test_caten_tune_searches_and_keeps_its_choice(cache_dir, tmp_path):
+    f = tmp_path / "mm.lisp"
+    f.write_text(MM)
+    r = CliRunner().invoke(cli, ["tune", str(f), "-D", "M=96", "-D", "K=64", "-D", "N=80", "--reps", "2"])
+    assert r.exit_code == 0, r.output
+    assert "caten tune mm" in r.output and "chose " in r.output
+    rows = [ln for ln in r.output.splitlines() if " mr=" in ln]
+    assert len(rows) == 1 + sum(len(v) - 1 for v in knob_choices(target.resolve(None).vector_bytes).values())
+    entries = list(cache_dir.root.rglob(f"*.{tuning.KIND}"))
+    assert len(entries) == 1
+    saved = json.loads(entries[0].read_bytes().split(b"\n", 1)[1])
+    assert set(saved["knobs"]) <= set(KNOBS) and saved["report"]["untuned_ms"] > 0
+
+
+def test_caten_tune_says_when_there_is_nothing_to_tune(cache_dir, tmp_path):
+    f = tmp_path / "ew.lisp"
+    f.write_text(EW)
+    r = CliRunner().invoke(cli, ["tune", str(f), "-D", "N=1000"])
+    assert r.exit_code == 0 and "no GEMM or convolution to tune" in r.output
+    assert not list(cache_dir.root.rglob(f"*.{tuning.KIND}"))
+
+
+def test_caten_tune_refuses_a_device_runtime(tmp_path):
+    f = tmp_path / "mm.lisp"
+    f.write_text(MM)
+    r = CliRunner().invoke(cli, ["tune", str(f), "-r", "numpy", "-D", "M=4", "-D", "K=4", "-D", "N=4"])
+    assert r.exit_code == 1 and "error: caten tune times CPU kernels" in r.output
