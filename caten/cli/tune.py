@@ -3,10 +3,10 @@ small timed search, and keep them in the compile cache so that every later compi
 program for this CPU uses them (caten.cache.tuning).
 
 The search is coordinate descent over the knobs of caten.schedule.plan.KNOBS, starting from the
-model's defaults (registers, cache sizes): for each knob in turn every value is compiled and
+model's choices (registers, cache sizes): for each knob in turn every value is compiled and
 timed, interleaved in rounds so that drift on a shared machine hits each alike, and a value is
 taken only if it beats the current choice by more than the noise margin; the final choice must
-beat the defaults again in a last race, or the defaults stay. Each
+beat the model again in a last race, or the model's shapes stay. Each
 candidate's outputs must equal the untuned program's (to rounding): a knob may change the speed,
 never the answer.
 """
@@ -31,7 +31,7 @@ def tune_file(file: str, inputs: list[str], options: Options, entry: str | None,
     from caten.cache import default_cache, tuning
     from caten.cli.profile import entry_inputs
     from caten.read.source import read_source
-    from caten.schedule.plan import knob_choices
+    from caten.schedule.plan import KNOBS, knob_choices, most_rows
 
     if options.runtime not in ("llvm", "c"):
         raise Error(f"caten tune times CPU kernels (llvm, c), not '{options.runtime}'", hint="use -r llvm")
@@ -48,12 +48,19 @@ def tune_file(file: str, inputs: list[str], options: Options, entry: str | None,
         print(f"{name}: no GEMM or convolution to tune (its other kernels take no shape knobs)")
         return {}
     run = _Runner(mod.runtime, prog, options, arrays)
-    choices = knob_choices(t.vector_bytes)
-    best = {k: v[0] for k, v in choices.items()}
+    best: dict[str, int] = {}  # no knob set: the host model's choices, per GEMM
     base = run.time(best, reps)
-    current, rows = base, [("defaults", _fmt(best), base, "")]
-    for knob, values in choices.items():
-        cands = [dict(best, **{knob: v}) for v in values if v != best[knob]]
+    current, rows = base, [("model", "(the host model's shapes)", base, "")]
+    for knob in KNOBS:
+        cands: list[dict[str, int]] = []
+        for v in knob_choices(t.vector_bytes, best.get("nv", 2))[knob]:  # (rows depend on the row width)
+            c = dict(best, **{knob: v})
+            if "mr" in c:  # as many rows as fit: what the plan would clamp them to
+                c["mr"] = min(c["mr"], most_rows(t.vector_bytes, c.get("nv", 2)))
+            if c != best and c not in cands:
+                cands.append(c)
+        if not cands:
+            continue
         times = run.race([best] + cands, reps)
         for c, ms in zip(cands, times[1:]):
             rows.append((knob, _fmt(c), ms, ""))
@@ -62,14 +69,13 @@ def tune_file(file: str, inputs: list[str], options: Options, entry: str | None,
         if i > 0 and times[i] < current * (1 - MARGIN):
             best, current = cands[i - 1], times[i]
             rows[-len(cands) + i - 1] = rows[-len(cands) + i - 1][:3] + ("best so far",)
-    defaults = {k: v[0] for k, v in choices.items()}
-    if best != defaults:  # the choice must also win a last race against the defaults, run anew
-        base, current = run.race([defaults, best], 2 * reps)
+    if best:  # the choice must also win a last race against the model, run anew
+        base, current = run.race([{}, best], 2 * reps)
         if current >= base * (1 - MARGIN):
-            best, current = defaults, base
+            best, current = {}, base
     else:
         current = base
-    chosen = {k: v for k, v in best.items() if v != choices[k][0]}
+    chosen = best
     tuning.save(default_cache(), t, prog.key(), chosen,
                 {"untuned_ms": base * 1e3, "tuned_ms": current * 1e3, "reps": reps})
     _print(name, t, rows, base, current, chosen)
@@ -149,6 +155,6 @@ def _print(name: str, t: Any, rows: list[tuple], base: float, best: float, chose
     for knob, cand, secs, mark in rows:
         table.add_row(knob, cand, f"{secs * 1e3:.3f}", f"{base / secs:.2f}x", mark)
     Console(width=120).print(table)
-    what = _fmt(chosen) if chosen else "the defaults (no knob beat them by more than the noise margin)"
+    what = _fmt(chosen) if chosen else "the host model's shapes (no knob beat them by more than the noise margin)"
     print(f"chose {what}: {best * 1e3:.3f} ms a call against {base * 1e3:.3f} untuned "
           f"({base / best:.2f}x); kept in the cache for {t.cpu}, used by every later compile of `{name}` here")

@@ -192,14 +192,23 @@ def gemm_plan(n: Node) -> GemmPlan | None:
 # the accumulators the vector registers hold), the K block (`kc`: blocks of at most this, a K
 # up to 1.2x it whole), the rows of A packed per block (`mc`) and the share of one core's L2 the
 # packed B block fills (`l2_pct`)
-KNOBS = ("mr", "kc", "mc", "l2_pct")
+KNOBS = ("nv", "mr", "kc", "mc", "l2_pct")
 
 
-def knob_choices(vbytes: int) -> dict[str, list[int]]:
-    """The values a tuning search tries for each knob on a target of `vbytes` vector registers
-    (the default first)."""
-    rows = [14, 12, 10, 8, 6] if vbytes >= 64 else [6, 5, 4, 3]
-    return {"mr": rows, "kc": [320, 192, 256, 448, 640], "mc": [120, 60, 240], "l2_pct": [50, 25, 75]}
+def most_rows(vbytes: int, nv: int) -> int:
+    """Rows of a micro-tile of `nv` vectors a row: its accumulators, one B load per vector and a
+    broadcast in the 32 (AVX-512) or 16 (AVX2) vector registers (14x32 and 6x16 f32 at nv 2)."""
+    return max(1, ((32 if vbytes >= 64 else 16) - nv - 1) // nv)
+
+
+def knob_choices(vbytes: int, nv: int = 2) -> dict[str, list[int]]:
+    """The values a tuning search tries for each knob (the default first) on a target of
+    `vbytes` vector registers, the rows for tiles of `nv` vectors a row (a power of two: LLVM
+    splits a 3-vector row into odd pieces, 8x slower on conv f)."""
+    most = most_rows(vbytes, nv)
+    rows = sorted({most, most - 2, most - 4, most * 2 // 3, most // 2} - {0}, reverse=True) if most > 2 else [most]
+    return {"nv": [2, 4] if vbytes >= 64 else [2], "mr": [r for r in rows if r > 0],
+            "kc": [320, 192, 256, 448, 640], "mc": [120, 60, 240], "l2_pct": [50, 25, 75]}
 
 
 def _gemm_plan(n: Node, vbytes: int, l2: int, knobs: dict[str, int]) -> GemmPlan | None:
@@ -240,9 +249,16 @@ def _gemm_plan(n: Node, vbytes: int, l2: int, knobs: dict[str, int]) -> GemmPlan
     # rows per tile: each B vector load from the L2-resident block serves mr rows; with 32
     # registers, 14 rows halve that traffic against 6 (one core's Mixer channel MLP 1568x512x2048:
     # 110 -> 156 GF/s on an AVX-512 Xeon, the block 67 -> 53 ms)
-    most = 14 if vbytes >= 64 else 6  # two accumulators a row, of 32 or 16 registers
+    # a tile row is `nv` vector accumulators (two by default): as many rows as the registers hold
+    # besides one B load per vector and a broadcast (14x32 f32 of AVX-512's 32, 6x16 of AVX2's 16)
+    # merged columns (an image's rows and columns, a convolution's) take rows of four vectors on
+    # AVX-512 (6x64 tiles): each packed panel row is then one 64-wide copy from the image, not
+    # two of 32 (conv f: 234 -> 256-260 GF/s on a 2-core Xeon; a 1024^3 matmul: 362 -> 321)
+    wide = len(js) > 1 and vbytes >= 64
+    nv = knobs["nv"] if knobs.get("nv") in (2, 4) else 4 if wide else 2
+    most = most_rows(vbytes, nv)
     mr = max(1, min(most, knobs.get("mr", most)))
-    mr, nr = (mr, 2 * vbytes // item) if i is not None else (1, 4 * vbytes // item)
+    mr, nr = (mr, nv * vbytes // item) if i is not None else (1, 4 * vbytes // item)
     kmax = max(16, knobs.get("kc", 320))
     if isinstance(K, int):
         kc = max(1, K) if K <= kmax * 6 // 5 else -(-K // -(-K // kmax))
