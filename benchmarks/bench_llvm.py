@@ -1,7 +1,7 @@
 """caten's LLVM runtime against numpy (and torch eager when installed) in ONE run, on the
 workloads of shared/bench/peers.py (same shapes, float32).
 
-    python benchmarks/bench_llvm.py [--reps 5] [--only a,b,c,d,e1,f,g] [--runtime c]
+    python benchmarks/bench_llvm.py [--reps 5] [--only a,b,c,d,e1,e2,f,g] [--runtime c]
     CATEN_NUM_THREADS=1 python benchmarks/bench_llvm.py    # caten's loops on one thread
 
 Every workload is written in caten's language and compiled through `caten.loads` (the
@@ -34,15 +34,17 @@ SOURCES = {
     "d": "(composite ln ((X{f32}[R, N]) (G{f32}[N]) (B{f32}[N]) -> (Y{f32}[R, N])) "
          "(layernorm X G B :axis -1 :eps 1e-5))",
     "e1": "(composite mm ((A{f32}[M, K]) (B{f32}[K, N]) -> (C{f32}[M, N])) (matmul A B))",
+    "e2": "(composite mm ((A{f32}[M, K]) (B{f32}[K, N]) -> (C{f32}[M, N])) (matmul A B))",
     "f": "(composite conv ((X{f32}[N, C, H, W]) (Wt{f32}[O, C, 3, 3]) -> (Y{f32}[N, O, H, W])) "
          "(conv2d X Wt :padding 1))",
 }
 TITLES = {"a": "a: exp(a*b+c)*0.5 16M", "b": "b: sum 16M", "c": "c: softmax 4096x4096",
-          "d": "d: layernorm 8192x1024", "e1": "e1: matmul 1024^3", "f": "f: conv2d 8x64x56x56 3x3",
+          "d": "d: layernorm 8192x1024", "e1": "e1: matmul 1024^3", "e2": "e2: matmul 2048^3",
+          "f": "f: conv2d 8x64x56x56 3x3",
           "g": "g: MLP-Mixer block"}
-FLOPS = {"e1": 2 * 1024 ** 3, "f": 2 * 8 * 64 * 56 * 56 * 64 * 9,
+FLOPS = {"e1": 2 * 1024 ** 3, "e2": 2 * 2048 ** 3, "f": 2 * 8 * 64 * 56 * 56 * 64 * 9,
          "g": 2 * 2 * 8 * 512 * 196 * 256 + 2 * 2 * 8 * 196 * 512 * 2048}
-ENTRY = {"a": "ew", "b": "total", "c": "sm", "d": "ln", "e1": "mm", "f": "conv", "g": "mixer_block"}
+ENTRY = {"a": "ew", "b": "total", "c": "sm", "d": "ln", "e1": "mm", "e2": "mm", "f": "conv", "g": "mixer_block"}
 
 
 def make_data(wl: str) -> list[np.ndarray]:
@@ -60,8 +62,9 @@ def make_data(wl: str) -> list[np.ndarray]:
         return [r(4096, 4096)]
     if wl == "d":
         return [r(8192, 1024), r(1024), r(1024)]
-    if wl == "e1":
-        return [r(1024, 1024), r(1024, 1024)]
+    if wl in ("e1", "e2"):
+        n = 1024 if wl == "e1" else 2048
+        return [r(n, n), r(n, n)]
     if wl == "f":
         return [r(8, 64, 56, 56), r(64, 64, 3, 3) * np.float32(0.05)]
     if wl == "g":
@@ -128,7 +131,7 @@ def numpy_impl(wl: str):
 
     return {"a": lambda a, b, c: np.exp(a * b + c) * np.float32(0.5),
             "b": lambda x: x.sum(keepdims=True), "c": softmax, "d": ln, "e1": lambda a, b: a @ b,
-            "f": conv, "g": mixer}[wl]
+            "e2": lambda a, b: a @ b, "f": conv, "g": mixer}[wl]
 
 
 def torch_impl(wl: str):
@@ -145,7 +148,8 @@ def torch_impl(wl: str):
 
     return {"a": lambda a, b, c: torch.exp(a * b + c) * 0.5, "b": lambda x: x.sum().reshape(1),
             "c": lambda x: torch.softmax(x, -1), "d": lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b),
-            "e1": lambda a, b: a @ b, "f": lambda x, w: F.conv2d(x, w, padding=1), "g": mixer}[wl]
+            "e1": lambda a, b: a @ b, "e2": lambda a, b: a @ b, "f": lambda x, w: F.conv2d(x, w, padding=1),
+            "g": mixer}[wl]
 
 
 def source(wl: str) -> str:

@@ -69,7 +69,7 @@ def processes(cores: int) -> int:
 def warm_up(cores: int) -> None:
     """Start the workers for `cores` now (a worker takes ~0.1 s to import LLVM: started while
     the caller renders, it is ready when the units are)."""
-    want = min(MAX_WORKERS, processes(cores) - 1)
+    want = min(MAX_WORKERS, processes(cores) - 1) if sys.executable else 0  # (an embedded Python: no workers)
     with _lock:
         _workers[:] = [w for w in _workers if w.alive()]
         while len(_workers) < want:
