@@ -109,9 +109,14 @@ def test_caten_tune_searches_and_keeps_its_choice(cache_dir, tmp_path):
         assert any(ln.split("│")[1].strip() == knob for ln in r.output.splitlines() if ln.count("│") > 2), knob
     assert "the host model's shapes" in r.output
     entries = list(cache_dir.root.rglob(f"*.{tuning.KIND}"))
-    assert len(entries) == 1
-    saved = json.loads(entries[0].read_bytes().split(b"\n", 1)[1])
-    assert set(saved["knobs"]) <= set(KNOBS) and saved["report"]["untuned_ms"] > 0
+    assert len(entries) == 2  # the program at these sizes, and with its sizes symbolic
+    saved = [json.loads(e.read_bytes().split(b"\n", 1)[1]) for e in entries]
+    assert saved[0] == saved[1] and set(saved[0]["knobs"]) <= set(KNOBS) and saved[0]["report"]["untuned_ms"] > 0
+    a = np.ones((96, 64), np.float32)
+    for defines in ({"M": 96, "K": 64, "N": 80}, {}):  # what `caten run -D` and a Python caller compile
+        m = caten.loads(MM, runtime="llvm", defines=defines)
+        prog = m.mm.elaborate(m.mm._bind_types([a, np.ones((64, 80), np.float32)]))
+        assert tuning.lookup(cache_dir, target.resolve(None), prog.key()) == tuple(sorted(saved[0]["knobs"].items()))
 
 
 def test_caten_tune_says_when_there_is_nothing_to_tune(cache_dir, tmp_path):

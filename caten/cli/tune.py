@@ -76,10 +76,26 @@ def tune_file(file: str, inputs: list[str], options: Options, entry: str | None,
     else:
         current = base
     chosen = best
-    tuning.save(default_cache(), t, prog.key(), chosen,
-                {"untuned_ms": base * 1e3, "tuned_ms": current * 1e3, "reps": reps})
+    report = {"untuned_ms": base * 1e3, "tuned_ms": current * 1e3, "reps": reps}
+    for key in {prog.key(), *_symbolic_key(file, options, name, arrays)}:
+        tuning.save(default_cache(), t, key, chosen, report)
     _print(name, t, rows, base, current, chosen)
     return chosen
+
+
+def _symbolic_key(file: str, options: Options, name: str, arrays: list[np.ndarray]) -> list[str]:
+    """The key of the composite as written, its sizes symbolic (what a Python caller that passes
+    arrays of any size compiles): the choice is kept for it too. Nothing where it does not
+    elaborate without the -D sizes."""
+    from caten.api import module
+    from caten.read.source import read_source
+
+    types_only = {k: v for k, v in options.defines.items() if not str(v).strip().lstrip("-").isdigit()}
+    try:
+        comp = getattr(module(read_source(file), options.but(defines=types_only)), name.replace("-", "_"))
+        return [comp.elaborate(comp._bind_types(arrays)).key()]
+    except Error:
+        return []
 
 
 class _Runner:
@@ -156,5 +172,5 @@ def _print(name: str, t: Any, rows: list[tuple], base: float, best: float, chose
         table.add_row(knob, cand, f"{secs * 1e3:.3f}", f"{base / secs:.2f}x", mark)
     Console(width=120).print(table)
     what = _fmt(chosen) if chosen else "the host model's shapes (no knob beat them by more than the noise margin)"
-    print(f"chose {what}: {best * 1e3:.3f} ms a call against {base * 1e3:.3f} untuned "
-          f"({base / best:.2f}x); kept in the cache for {t.cpu}, used by every later compile of `{name}` here")
+    print(f"chose {what}: {best * 1e3:.3f} ms a call against {base * 1e3:.3f} untuned ({base / best:.2f}x); "
+          f"kept in the cache for {t.cpu}, used by every later compile of `{name}` here (at these sizes or any)")
