@@ -256,8 +256,12 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
         at[plan.i] = exact(L.iadd(ib, rr), plan.M)
     aval = operand(opa, at)
     abase = L.iadd(poff_a, L.imul(ip, L.const(kc * mr)))
+    # k outer, the panel's rows inner: the packed panel is written in order, and a transposed a
+    # (a weight gradient's activations, contiguous along the rows) is read in order too (rows
+    # outer read it a cache line per element: dW3 of the Mixer 271 -> 292-300 GF/s; e1 0.96-0.98x
+    # -> 1.03-1.04x numpy; row-major a reads mr rows side by side, each line reused over k)
     pack_a = [L.Loop(ip.arg, npi, [
-        L.Loop(rr.arg, rv, [L.Loop(ka.arg, klen, [
+        L.Loop(ka.arg, klen, [L.Loop(rr.arg, rv, [
             L.Store(pa, L.iadd(abase, L.iadd(L.imul(ka, L.const(mr)), rr)), aval)], "cold")], "cold"),
         L.Loop(rz.arg, L.isub(L.const(mr), rv), [L.Loop(kz.arg, klen, [
             L.Store(pa, L.iadd(abase, L.iadd(L.imul(kz, L.const(mr)), L.iadd(rv, rz))), zero)], "cold")],
