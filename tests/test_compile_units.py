@@ -116,3 +116,16 @@ def test_a_module_with_state_shared_between_units_stays_whole():
     t = target.host()
     for u in parts:
         llvmobj.optimize(u.text, t.cpu, t.features, 0)
+
+
+def test_compile_jobs_sets_how_many_processes_compile(monkeypatch):
+    monkeypatch.setenv("CATEN_COMPILE_JOBS", "1")
+    assert jobs.processes(4) == 1
+    before = [w for w in jobs._workers if w.alive()]
+    t = target.host()
+    parts = units.split(module_text(NORM.replace("SCALE", "8.0")))
+    objs = jobs.compile_units(parts, t.cpu, t.features, 3, None, "test", cores=4)  # this process alone
+    assert len(objs) == len(parts) and all(o[:4] == b"\x7fELF" for o in objs)
+    assert [w for w in jobs._workers if w.alive()] == before  # none started
+    monkeypatch.setenv("CATEN_COMPILE_JOBS", "many")  # not a number: the cores
+    assert jobs.processes(3) == 3
