@@ -61,26 +61,24 @@ def tune_file(file: str, inputs: list[str], options: Options, entry: str | None,
                 cands.append(c)
         if not cands:
             continue
-        times = run.race([best] + cands, reps)
-        for c, ms in zip(cands, times[1:]):
-            rows.append((knob, _fmt(c), ms, ""))
-        current = times[0]
-        i = min(range(len(times)), key=times.__getitem__)
-        if i > 0 and times[i] < current * (1 - MARGIN):
-            best, current = cands[i - 1], times[i]
-            rows[-len(cands) + i - 1] = rows[-len(cands) + i - 1][:3] + ("best so far",)
+        current, *times = run.race([best] + cands, reps)
+        i = min(range(len(cands)), key=times.__getitem__)
+        won = times[i] < current * (1 - MARGIN)
+        rows += [(knob, _fmt(c), ms, "best so far" if won and j == i else "")
+                 for j, (c, ms) in enumerate(zip(cands, times))]
+        if won:
+            best, current = cands[i], times[i]
     if best:  # the choice must also win a last race against the model, run anew
         base, current = run.race([{}, best], 2 * reps)
         if current >= base * (1 - MARGIN):
             best, current = {}, base
     else:
         current = base
-    chosen = best
     report = {"untuned_ms": base * 1e3, "tuned_ms": current * 1e3, "reps": reps}
     for key in {prog.key(), *_symbolic_key(file, options, name, arrays)}:
-        tuning.save(default_cache(), t, key, chosen, report)
-    _print(name, t, rows, base, current, chosen)
-    return chosen
+        tuning.save(default_cache(), t, key, best, report)
+    _print(name, t, rows, base, current, best)
+    return best
 
 
 def _symbolic_key(file: str, options: Options, name: str, arrays: list[np.ndarray]) -> list[str]:

@@ -236,6 +236,13 @@ def cache_key(runtime: Runtime, lowered: Sequence[Lowered], t: Target, options: 
 _memo_lock = threading.RLock()
 
 
+def _tuned(runtime: Runtime, t: Target, program: Program, options: Options) -> Target:
+    """`t` with the GEMM shapes `caten tune` chose for this program on this CPU, if it did."""
+    if runtime.capabilities(t).device:
+        return t
+    return tuning.apply(t, program.key(), default_cache() if options.use_cache else None)
+
+
 def compile(runtime: Runtime, program: Program, options: Options | None = None):
     """The executable of `program` on `runtime`, built once per structure in this process and
     loaded from the cache when another process built the same code."""
@@ -246,8 +253,7 @@ def compile(runtime: Runtime, program: Program, options: Options | None = None):
     if has_extern(program) and runtime.capabilities(t).extern_split:
         return ExternSplit(program, lambda p: compile(runtime, p, options))
     target.check_runnable(t)
-    if not runtime.capabilities(t).device:  # GEMM shapes `caten tune` chose for this program here
-        t = tuning.apply(t, program.key(), default_cache() if options.use_cache else None)
+    t = _tuned(runtime, t, program, options)
     key = (program.key(), tuple(program.dims), tuple(program.derived), t.key(), runtime.capabilities(t),
            options.opt_level, options.check_bounds, options.profile)
     with _memo_lock:
@@ -300,8 +306,8 @@ def _emit(runtime: Runtime, programs: Program | Sequence[Program], kind: str,
           options: Options) -> dict[str, bytes | str]:
     t = target.resolve(options.target)
     progs = [programs] if isinstance(programs, Program) else list(programs)
-    if len(progs) == 1 and not runtime.capabilities(t).device:  # `caten tune`'s shapes, as compile()
-        t = tuning.apply(t, progs[0].key(), default_cache() if options.use_cache else None)
+    if len(progs) == 1:  # (a module of several programs has no one tuning)
+        t = _tuned(runtime, t, progs[0], options)
     tm = Timings()
     # a device runtime's checked code records into a buffer its manifest names (CPU AOT code would
     # call back into the Python process that compiled it: not for files)

@@ -343,6 +343,7 @@ def schedule(program: Program, check: Callable | None, threads: int = 1) -> Sche
                 st.buffer = node_buf[n]
             k.stages.append(st)
         alone = small_gemms(k)  # GEMMs run whole on each thread: no shared panels packed once
+        slots: dict = {}  # dtype -> one thread's slot, sized for the kernel's largest GEMM of it
         for st in k.stages:
             n = st.node
             plan = st.plan.gemm if st.plan is not None else None
@@ -357,8 +358,10 @@ def schedule(program: Program, check: Callable | None, threads: int = 1) -> Sche
                         names.append(name)
                 local = any(a >= p and n.src[0].shape[a] != 1 for a in plan.batch)
                 if alone:
-                    pa_size, pb_size = thread_slots([x.plan.gemm for x in k.stages if x.plan is not None
-                                                     and x.node.dtype == n.dtype])
+                    if n.dtype not in slots:
+                        slots[n.dtype] = thread_slots([x.plan.gemm for x in k.stages if x.plan is not None
+                                                       and x.node.dtype == n.dtype])
+                    pa_size, pb_size = slots[n.dtype]
                 else:
                     pa_size, pb_size = plan.pack_sizes(threads, plan.splits_cols(threads, local))
                     # (once: its own buffer)

@@ -188,10 +188,10 @@ def gemm_plan(n: Node) -> GemmPlan | None:
     return plan
 
 
-# What `caten tune` may change, with the model's defaults: rows per micro-tile (`mr`, at most
-# the accumulators the vector registers hold), the K block (`kc`: blocks of at most this, a K
-# up to 1.2x it whole), the rows of A packed per block (`mc`) and the share of one core's L2 the
-# packed B block fills (`l2_pct`)
+# What `caten tune` may change, with the model's defaults: vectors per micro-tile row (`nv`, 2 or
+# 4), rows per micro-tile (`mr`, at most the accumulators the vector registers hold), the K block
+# (`kc`: blocks of at most this, a K up to 1.2x it whole), the rows of A packed per block (`mc`)
+# and the share of one core's L2 the packed B block fills (`l2_pct`)
 KNOBS = ("nv", "mr", "kc", "mc", "l2_pct")
 
 
@@ -206,8 +206,8 @@ def knob_choices(vbytes: int, nv: int = 2) -> dict[str, list[int]]:
     `vbytes` vector registers, the rows for tiles of `nv` vectors a row (a power of two: LLVM
     splits a 3-vector row into odd pieces, 8x slower on conv f)."""
     most = most_rows(vbytes, nv)
-    rows = sorted({most, most - 2, most - 4, most * 2 // 3, most // 2} - {0}, reverse=True) if most > 2 else [most]
-    return {"nv": [2, 4] if vbytes >= 64 else [2], "mr": [r for r in rows if r > 0],
+    rows = sorted({r for r in (most, most - 2, most - 4, most * 2 // 3, most // 2) if r > 0}, reverse=True)
+    return {"nv": [2, 4] if vbytes >= 64 else [2], "mr": rows,
             "kc": [320, 192, 256, 448, 640], "mc": [120, 60, 240], "l2_pct": [50, 25, 75]}
 
 
