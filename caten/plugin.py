@@ -35,6 +35,7 @@ class Capabilities:
     threads: int = 1
     extern_split: bool = False
     device: bool = False  # kernels run on a device: the bounds record is a kernel argument
+    direct_conv: bool = False  # the renderer has direct convolution tiles (caten.schedule.direct)
     # the hard ops (caten.lower.decompose.DECOMPOSED) and roundings (("round", "f16"), ("round",
     # "bf16")) the renderer spells itself; None: all of them (the decompose pass is skipped); an
     # empty set: every one is written in primitives first

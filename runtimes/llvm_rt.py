@@ -148,7 +148,7 @@ class LLVMRuntime(Runtime):
                                                    Op.WHERE)
 
     def capabilities(self, t: Target) -> Capabilities:
-        return Capabilities(vector_bits=t.vector_bits, threads=threads(), extern_split=True,
+        return Capabilities(vector_bits=t.vector_bits, threads=threads(), extern_split=True, direct_conv=True,
                             native=frozenset({("round", "f16")}))  # fptrunc to half: F16C, one instruction
 
     def toolchain(self, t: Target) -> str:

@@ -49,15 +49,35 @@ def test_a_knob_sets_the_tile_within_what_the_registers_hold(cpu, most, nr):
         assert f"(tiled {most}x{nr} " in schedule_text(MM, cpu, arrays, "mm")
 
 
+STRIDED = ("(composite conv ((X{f32}[N, C, H, W]) (Wt{f32}[O, C, 3, 3]) -> (Y{f32}[N, O, P, Q])) "
+           "(conv2d X Wt :padding 1 :stride 2))")
+
+
 @pytest.mark.parametrize("cpu,tile", [("rocketlake", "6x64"), ("znver3", "6x16")])
-def test_a_convolution_takes_wide_rows_where_the_registers_allow(cpu, tile):
-    m = caten.loads(CONV, runtime="llvm", target=cpu, defines={"N": 2, "C": 8, "H": 12, "W": 12, "O": 16})
+def test_a_packed_convolution_takes_wide_rows_where_the_registers_allow(cpu, tile):
+    """A strided convolution packs its image's windows (im2col): four-vector rows on AVX-512."""
+    m = caten.loads(STRIDED, runtime="llvm", target=cpu,
+                    defines={"N": 2, "C": 8, "H": 12, "W": 12, "O": 16, "P": 6, "Q": 6})
     arrays = [np.zeros((2, 8, 12, 12), np.float32), np.zeros((16, 8, 3, 3), np.float32)]
     text = pipeline.emit(m.runtime, m.conv.elaborate(m.conv._bind_types(arrays)), "schedule", m.options)[".txt"]
-    assert f"(tiled {tile} " in text, text
+    assert f"(tiled {tile} " in text and "direct" not in text, text
     with tuning.trial({"nv": 2}):  # a tuning may still pick the narrow rows
         text = pipeline.emit(m.runtime, m.conv.elaborate(m.conv._bind_types(arrays)), "schedule", m.options)[".txt"]
     assert f"(tiled {'14x32' if cpu == 'rocketlake' else '6x16'} " in text, text
+
+
+@pytest.mark.parametrize("cpu,tile,tuned", [("rocketlake", "8x32", "6x64"), ("znver3", "6x16", "2x32")])
+def test_a_same_convolution_reads_its_image_in_place(cpu, tile, tuned):
+    """A stride-1 "same" convolution is direct (caten.schedule.direct): two-vector rows, its 16
+    output channels in as few row tiles as the registers allow, shared evenly (2 x 8 on
+    AVX-512); a tuning may pick four-vector rows."""
+    m = caten.loads(CONV, runtime="llvm", target=cpu, defines={"N": 2, "C": 8, "H": 12, "W": 12, "O": 16})
+    arrays = [np.zeros((2, 8, 12, 12), np.float32), np.zeros((16, 8, 3, 3), np.float32)]
+    text = pipeline.emit(m.runtime, m.conv.elaborate(m.conv._bind_types(arrays)), "schedule", m.options)[".txt"]
+    assert f"(tiled {tile} kc 72 " in text and "direct 9 taps" in text, text
+    with tuning.trial({"nv": 4}):
+        text = pipeline.emit(m.runtime, m.conv.elaborate(m.conv._bind_types(arrays)), "schedule", m.options)[".txt"]
+    assert f"(tiled {tuned} " in text and "direct 9 taps" in text, text
 
 
 @pytest.mark.parametrize("knobs", [{"mr": 3}, {"mr": 8, "kc": 16}, {"mc": 240, "kc": 64, "l2_pct": 5},

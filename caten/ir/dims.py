@@ -188,6 +188,37 @@ def divides(a: Dim, b: Dim) -> bool | None:
     return None
 
 
+def exact_div(c: Dim, d: Dim) -> Dim | None:
+    """c / d when d divides c as polynomials, else None."""
+    if isinstance(c, int) and isinstance(d, int):
+        return c // d if d and c % d == 0 else None
+    if c == 0:
+        return 0
+    if c == d:
+        return 1
+    if isinstance(d, int):
+        if d and _content(c) % d == 0:
+            return DimExpr.norm({m: k // d for m, k in c.terms.items()})
+        return None
+    if len(d.terms) != 1:
+        return None
+    (md, cd), = d.terms.items()
+    if not md:
+        return exact_div(c, cd)
+    out: dict = {}
+    for m, k in _terms(c).items():
+        rest = list(m)
+        for atom in md:
+            if atom in rest:
+                rest.remove(atom)
+            else:
+                return None
+        if k % cd:
+            return None
+        out[tuple(rest)] = k // cd
+    return DimExpr.norm(out)
+
+
 def mod(a: Dim, b: Dim) -> Dim:
     if isinstance(a, int) and isinstance(b, int):
         return a % b if b else 0

@@ -19,6 +19,7 @@ from caten.ir.ops import REDUCERS, Op
 from caten.ir.walk import Visit, drive
 from caten.lower import loopir as L
 from caten.lower.chunks import Chunk, chunk, threads_for
+from caten.lower.conv import direct
 from caten.lower.gemm import gemm, tiled
 from caten.lower.index import Aff, Coords, flatten
 from caten.lower.loopir import X
@@ -263,6 +264,8 @@ class KernelLowerer:
             alu = Op.OR
         buf = self.bufname(n)
         if mode == "tiled":
+            if plan.gemm is not None and plan.gemm.direct is not None:
+                return direct(self, n, si, buf, plan.gemm)
             if plan.gemm is not None:
                 return gemm(self, n, si, buf, plan.gemm)
             return tiled(self, n, si, alu, buf, plan.tile)

@@ -148,6 +148,10 @@ class Decomposer:
                 nv = self.x(v)
                 if nv is not v:
                     changes[f.name] = nv
+            elif isinstance(v, tuple) and v and all(isinstance(e, X) for e in v):  # (DirectMM's lists)
+                nt = tuple(self.x(e) for e in v)
+                if nt != v:
+                    changes[f.name] = nt
             elif f.name == "body" and isinstance(v, list):
                 changes[f.name] = self.stmts(v)
         return dataclasses.replace(s, **changes) if changes else s  # type: ignore[type-var]

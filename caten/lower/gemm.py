@@ -186,26 +186,10 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     npj = _ceil(L.imin(L.const(nc), L.isub(n_hi, j0)), nr)
 
     def exact(e: X, size: Dim) -> Aff:
-        """A coordinate known to lie in [0, size) (loops stop at the valid part of a block)."""
-        if e.op == "var":
-            lo, hi = kl.ranges[e]
-            if isinstance(hi, int) and isinstance(size, int):
-                kl.ranges[e] = (0, min(hi, size - 1))
-        else:
-            kl.ranges[e] = (0, D.add(size, -1))
-        return Aff.of(e)
+        return exact_at(kl, e, size)
 
     def split(rem: X, axes: tuple[int, ...], total: Dim) -> dict[int, Aff]:
-        """The coordinates along `axes` (outermost first) of a merged index in [0, total)."""
-        if len(axes) == 1:
-            return {axes[0]: exact(rem, total)}
-        out = {}
-        for a in reversed(axes[1:]):
-            d = src.shape[a]
-            out[a] = exact(X.make("imod", L.IDX, (rem, L.dim(d))), d)
-            rem = X.make("idiv", L.IDX, (rem, L.dim(d)))
-        out[axes[0]] = exact(rem, src.shape[axes[0]])  # (what is left is below the outermost size)
-        return out
+        return merged_coords(kl, src, rem, axes, total)
 
     def kcoords(kk: X) -> None:
         coord.update(split(L.iadd(L.imul(kcv, L.const(kc)), kk), plan.red, plan.K))
@@ -267,32 +251,12 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
             L.Store(pa, L.iadd(abase, L.iadd(L.imul(kz, L.const(mr)), L.iadd(rv, rz))), zero)], "cold")],
                "cold")])]
     # micro-tiles of the block at (i0, j0)
-    local = n in kl.local
-    oshape = list(n.shape[p:] if local else n.shape)
-    ostr = contiguous_strides(oshape)
-    off = 0 if not local else p
 
     def out_offset(i_at: X, j_at: X) -> X:
-        """The output's index of row i_at, column j_at."""
-        o: X = L.const(0)
-        for a in range(n.rank):
-            if a < off or oshape[a - off] == 1:
-                continue
-            s = L.dim(ostr[a - off])  # the j axes are innermost and contiguous: the merged one has stride 1
-            if a == plan.j:
-                o = L.iadd(o, L.imul(j_at, s))
-            elif a in plan.js:
-                continue
-            elif a == plan.i:
-                o = L.iadd(o, L.imul(i_at, s))
-            elif a in coord:
-                o = L.iadd(o, L.imul(coord[a].expr(), s))
-        return o
+        return out_index(kl, n, plan, coord, i_at, j_at)
 
     ooff = out_offset(i0, j0)
-    if local and kl.par is not None:  # this thread's slice of a kernel-local output (KernelLowerer.index)
-        ooff = L.iadd(ooff, L.imul(kl.par[1].tid, L.dim(D.prod(n.shape[p:]))))
-    ostride = L.dim(ostr[plan.i - off]) if plan.i is not None and plan.i >= off else L.const(0)
+    ostride = out_stride(kl, n, plan)
     beta = L.const(False, T.bool_) if nkc.op == "const" and nkc.arg == 1 else L.icmplt(L.const(0), kcv)
     if once:  # the block's panels in the whole packed b: [K block][column panel][k][nr]
         poff_b = L.imul(L.iadd(L.imul(kcv, _ceil(N, nr)), X.make("idiv", L.IDX, (j0, L.const(nr)))),
@@ -383,13 +347,77 @@ def pack_whole(kl: KernelLowerer, si: int, plan: GemmPlan, side: str, pw: str, v
                                         L.Store(pw, L.iadd(base, L.iadd(cv, cz)), zero)))]
     body = [L.Loop(kb.arg, _ceil(K, kc), body)]
     body = ch.wrap(jp, body, kl.threads) if ch else [L.Loop(jp.arg, npanels, body)]
+    return once_per_call(kl, var("wonce", 1), body)
+
+
+def once_per_call(kl: KernelLowerer, v: X, body: list) -> list:
+    """body at the first iteration of the kernel's outer loops only (loop variable v)."""
     once = None
-    for v, d in zip(kl.outer_vars, kl.outer_shape):
+    for o, d in zip(kl.outer_vars, kl.outer_shape):
         if d != 1:
-            once = L.land(once, L.icmplt(v, L.const(1)))
-    if once is not None:  # once for all iterations of the outer loops
-        body = [L.Loop(var("wonce", 1).arg, L.alu(Op.WHERE, L.IDX, once, L.const(1), L.const(0)), body, "cold")]
-    return body
+            once = L.land(once, L.icmplt(o, L.const(1)))
+    if once is None:
+        return body
+    return [L.Loop(v.arg, L.alu(Op.WHERE, L.IDX, once, L.const(1), L.const(0)), body, "cold")]
+
+
+def exact_at(kl: KernelLowerer, e: X, size: Dim) -> Aff:
+    """A coordinate known to lie in [0, size) (loops stop at the valid part of a block)."""
+    if e.op == "var":
+        lo, hi = kl.ranges[e]
+        if isinstance(hi, int) and isinstance(size, int):
+            kl.ranges[e] = (0, min(hi, size - 1))
+    else:
+        kl.ranges[e] = (0, D.add(size, -1))
+    return Aff.of(e)
+
+
+def merged_coords(kl: KernelLowerer, src: Node, rem: X, axes: tuple[int, ...], total: Dim) -> dict[int, Aff]:
+    """The coordinates along `axes` (outermost first) of a merged index in [0, total)."""
+    if len(axes) == 1:
+        return {axes[0]: exact_at(kl, rem, total)}
+    out = {}
+    for a in reversed(axes[1:]):
+        d = src.shape[a]
+        out[a] = exact_at(kl, X.make("imod", L.IDX, (rem, L.dim(d))), d)
+        rem = X.make("idiv", L.IDX, (rem, L.dim(d)))
+    out[axes[0]] = exact_at(kl, rem, src.shape[axes[0]])  # (what is left is below the outermost size)
+    return out
+
+
+def _out_shape(kl: KernelLowerer, n: Node) -> tuple[list[Dim], int]:
+    """The output's indexed shape (a kernel-local one drops the outer axes) and its first axis."""
+    local = n in kl.local
+    return list(n.shape[kl.p:] if local else n.shape), kl.p if local else 0
+
+
+def out_index(kl: KernelLowerer, n: Node, plan: GemmPlan, coord: dict[int, Aff], i_at: X, j_at: X) -> X:
+    """The GEMM output's index of row i_at, merged column j_at (the batch axes at `coord`)."""
+    oshape, off = _out_shape(kl, n)
+    ostr = contiguous_strides(oshape)
+    o: X = L.const(0)
+    for a in range(n.rank):
+        if a < off or oshape[a - off] == 1:
+            continue
+        s = L.dim(ostr[a - off])  # the j axes are innermost and contiguous: the merged one has stride 1
+        if a == plan.j:
+            o = L.iadd(o, L.imul(j_at, s))
+        elif a in plan.js:
+            continue
+        elif a == plan.i:
+            o = L.iadd(o, L.imul(i_at, s))
+        elif a in coord:
+            o = L.iadd(o, L.imul(coord[a].expr(), s))
+    if off and kl.par is not None:  # this thread's slice of a kernel-local output (KernelLowerer.index)
+        o = L.iadd(o, L.imul(kl.par[1].tid, L.dim(D.prod(n.shape[kl.p:]))))
+    return o
+
+
+def out_stride(kl: KernelLowerer, n: Node, plan: GemmPlan) -> X:
+    """The output's index step from one GEMM row to the next."""
+    oshape, off = _out_shape(kl, n)
+    ostr = contiguous_strides(oshape)
+    return L.dim(ostr[plan.i - off]) if plan.i is not None and plan.i >= off else L.const(0)
 
 
 def _panel(cc: X, cz: X, cv: X, width: int, store: L.Store, zero: L.Store) -> list:

@@ -100,37 +100,6 @@ def within(a: Aff, d: Dim, ranges: Ranges) -> bool:
     return b is not None and nonneg(b[0]) and nonneg(D.add(d, D.add(D.mul(b[1], -1), -1)))
 
 
-def exact_div(c: Dim, d: Dim) -> Dim | None:
-    """c / d when d divides c as polynomials, else None."""
-    if isinstance(c, int) and isinstance(d, int):
-        return c // d if d and c % d == 0 else None
-    if c == 0:
-        return 0
-    if c == d:
-        return 1
-    if isinstance(d, int):
-        if d and D._content(c) % d == 0:
-            return D.DimExpr.norm({m: k // d for m, k in c.terms.items()})
-        return None
-    if len(d.terms) != 1:
-        return None
-    (md, cd), = d.terms.items()
-    if not md:
-        return exact_div(c, cd)
-    out: dict = {}
-    for m, k in D._terms(c).items():
-        rest = list(m)
-        for atom in md:
-            if atom in rest:
-                rest.remove(atom)
-            else:
-                return None
-        if k % cd:
-            return None
-        out[tuple(rest)] = k // cd
-    return D.DimExpr.norm(out)
-
-
 def divmod_aff(a: Aff, d: Dim, ranges: Ranges) -> tuple[Aff, Aff]:
     """(a // d, a % d) for a >= 0 and d > 0, simplified when bounds allow."""
     if d == 1:
@@ -142,7 +111,7 @@ def divmod_aff(a: Aff, d: Dim, ranges: Ranges) -> tuple[Aff, Aff]:
     qt: dict = {}
     rt: dict = {}
     for atom, c in a.terms.items():
-        q = exact_div(c, d)
+        q = D.exact_div(c, d)
         if q is not None:
             qt[atom] = q
         else:
@@ -155,7 +124,7 @@ def divmod_aff(a: Aff, d: Dim, ranges: Ranges) -> tuple[Aff, Aff]:
         qc = (c + rest[0]) // d
         rc = c - qc * d
     else:
-        q = exact_div(c, d)
+        q = D.exact_div(c, d)
         qc, rc = (q, 0) if q is not None else (0, c)
     r = Aff(rt, rc)
     q = Aff(qt, qc)

@@ -31,8 +31,9 @@ those ops natively:
   "lut" arg=tuple of ints src=(idx i64,): entry idx of a constant table (the bits of 1/pi)
 Statements: Loop(var, extent, body) and its Parallel form (iterations may run on threads),
   Store(buf, idx, value), Acc(var, dtype, init),
-  SetAcc(var, value), TileMM (a GEMM micro-kernel over packed panels) and MacroMM (the
-  tiles of a packed block); their `expand()` gives the same computation in the other
+  SetAcc(var, value), TileMM (a GEMM micro-kernel over packed panels), MacroMM (the
+  tiles of a packed block) and DirectMM (a convolution's tiles reading its image in place);
+  their `expand()` gives the same computation in the other
   statements, for renderers without a register-tile path.
 """
 
@@ -278,6 +279,85 @@ class MacroMM:
         return [Loop(it.arg, self.ni, [Loop(jt.arg, self.nj, [tile])])]
 
 
+@dataclass
+class DirectMM:
+    """Direct convolution tiles (caten.schedule.direct): a MacroMM whose b is read in place.
+
+        for it < ni, jt < nj, r < min(rows, mrem - it*rows), c < min(cols, nrem - jt*cols):
+            q = q0 + jt*cols + c
+            out[ooff + (it*rows + r)*ostride + jt*cols + c] = sum over i < kin, taps t of
+                a[aoff + it*astep + (i*ntaps + t)*rows + r] * (b[boff + i*istride + off(t) + q] if ok(t, q) else 0)
+
+    with off(t) = sum(tcoef . positions[t]) and ok(t, q): for each bound (lane, shifts) with
+    limits lo, hi: lo <= lane(q) + shifts . positions[t] < hi, lane 0 being q // width and 1
+    q % width. a is packed as MacroMM's panels, all of K in one block; b's lanes outside the
+    bounds are never read. `var` prefixes the names of `expand()`'s loop variables."""
+    var: str
+    dtype: DType
+    rows: int
+    cols: int
+    cblock: int  # inner indices (channels) a renderer may sum per pass over the tiles, into out
+    positions: tuple[tuple[int, ...], ...]
+    bounds: tuple[tuple[int, tuple[int, ...]], ...]  # (lane, shifts) of each bound
+    a: str
+    aoff: X
+    astep: X
+    b: str
+    boff: X
+    blen: X  # b's elements: where a tile's vectors all lie in [0, blen), a renderer may load them whole
+    q0: X
+    kin: X
+    istride: X
+    tcoef: tuple[X, ...]
+    width: X
+    lims: tuple[X, ...]  # lo, hi of each bound
+    out: str
+    ooff: X
+    ostride: X
+    ni: X
+    nj: X
+    mrem: X
+    nrem: X
+
+    def exprs(self) -> tuple[X, ...]:
+        return (self.aoff, self.astep, self.boff, self.blen, self.q0, self.kin, self.istride, *self.tcoef, self.width,
+                *self.lims, self.ooff, self.ostride, self.ni, self.nj, self.mrem, self.nrem)
+
+    def static(self) -> str:
+        """What the expressions do not say: the taps' positions and the bounds' lanes and shifts."""
+        return f"taps {list(self.positions)} bounds {list(self.bounds)} channels {self.cblock} a pass"
+
+    def expand(self) -> list:
+        it, jt, r, c = (var(f"{self.var}_{x}") for x in ("it", "jt", "r", "c"))
+        acc = var(f"{self.var}_a", self.dtype)
+        q = iadd(self.q0, iadd(imul(jt, const(self.cols)), c))
+        lanes = (X.make("idiv", IDX, (q, self.width)), X.make("imod", IDX, (q, self.width)))
+        ib = imul(it, const(self.rows))
+        body: list = [Acc(acc.arg, self.dtype, const(0.0, self.dtype))]
+        for t, pos in enumerate(self.positions):
+            iv = var(f"{self.var}_i{t}")
+            ok = None
+            for (lane, shifts), lo, hi in zip(self.bounds, self.lims[0::2], self.lims[1::2]):
+                x = iadd(lanes[lane], const(sum(s * p for s, p in zip(shifts, pos))))
+                ok = land(ok, land(alu(Op.NOT, T.bool_, icmplt(x, lo)), icmplt(x, hi)))
+            off = const(0)
+            for k, p in zip(self.tcoef, pos):
+                off = iadd(off, imul(k, const(p)))
+            bv = load(self.b, iadd(iadd(self.boff, imul(iv, self.istride)), iadd(off, q)), self.dtype)
+            if ok is not None:
+                bv = X.make("masked", self.dtype, (ok, bv))
+            k = iadd(imul(iv, const(len(self.positions))), const(t))
+            av = load(self.a, iadd(iadd(self.aoff, imul(it, self.astep)), iadd(imul(k, const(self.rows)), r)),
+                      self.dtype)
+            upd = alu(Op.ADD, self.dtype, acc, alu(Op.MUL, self.dtype, av, bv), arg="acc")
+            body.append(Loop(iv.arg, self.kin, [SetAcc(acc.arg, upd)]))
+        oidx = iadd(self.ooff, iadd(imul(iadd(ib, r), self.ostride), iadd(imul(jt, const(self.cols)), c)))
+        body.append(Store(self.out, oidx, acc))
+        rv = imin(const(self.rows), isub(self.mrem, ib))
+        cv = imin(const(self.cols), isub(self.nrem, imul(jt, const(self.cols))))
+        return [Loop(it.arg, self.ni, [Loop(jt.arg, self.nj, [Loop(r.arg, rv, [Loop(c.arg, cv, body)])])])]
+
+
 def isub(a: X, b: X) -> X:
     if a.op == "const" and b.op == "const":
         return const(a.arg - b.arg)
@@ -361,6 +441,10 @@ class Kernel:
                     lines.append(f"{ind}tiles {s.rows}x{s.cols} of {s.a}[{s.aoff!r} + it*{s.astep}] x "
                                  f"{s.b}[{s.boff!r} + jt*{s.bstep}] -> {s.out}[{s.ooff!r}] (it<{s.ni!r}, jt<{s.nj!r},"
                                  f" rows<{s.mrem!r}, cols<{s.nrem!r}, k<{s.kext!r}, beta {s.beta!r})")
+                elif isinstance(s, DirectMM):
+                    lines.append(f"{ind}direct tiles {s.rows}x{s.cols} of {s.a}[{s.aoff!r} + it*{s.astep!r}] x "
+                                 f"{s.b}[{s.boff!r} + q] -> {s.out}[{s.ooff!r}] ({s.static()}; "
+                                 f"{', '.join(map(repr, s.exprs()))})")
                 elif isinstance(s, TileMM):
                     lines.append(f"{ind}tile {s.rows}x{s.cols} k<{s.kext!r}: {s.out}[{s.ooff!r} + r*{s.ostride!r} + c]"
                                  f" {'+' if s.beta.op != 'const' or s.beta.arg else ''}= "

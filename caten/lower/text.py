@@ -29,7 +29,7 @@ def _exprs(s) -> tuple[X, ...]:
         return (s.init,)
     if isinstance(s, L.SetAcc):
         return (s.value,)
-    if isinstance(s, L.MacroMM):
+    if isinstance(s, (L.MacroMM, L.DirectMM)):
         return s.exprs()
     if isinstance(s, L.TileMM):
         return (s.kext, s.aoff, s.boff, s.ooff, s.ostride, s.rvalid, s.cvalid, s.beta)
@@ -125,6 +125,9 @@ class _Printer:
             return f"{s.dtype} {s.var} = {t[0]}"
         if isinstance(s, L.SetAcc):
             return f"{s.var} = {t[0]}"
+        if isinstance(s, L.DirectMM):
+            return (f"direct tiles {s.var} {s.dtype} {s.rows}x{s.cols} {s.a} x {s.b} -> {s.out} ({s.static()}; "
+                    f"{', '.join(t)})")
         if isinstance(s, L.MacroMM):
             return (f"tiles {s.var} {s.dtype} {s.rows}x{s.cols} {s.a}+{t[1]} step {s.astep}, {s.b}+{t[2]} step "
                     f"{s.bstep} -> {s.out}+{t[3]} stride {t[4]} (it<{t[5]}, jt<{t[6]}, rows<{t[7]}, cols<{t[8]}, "

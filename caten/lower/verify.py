@@ -104,7 +104,7 @@ def problems(kernel: L.Kernel) -> list[str]:
                 exprs((s.value,), scope)
                 if s.var not in scope:
                     out.append(f"kernel {kernel.name}: sets {s.var} before its accumulator")
-            elif isinstance(s, (L.TileMM, L.MacroMM)):
+            elif isinstance(s, (L.TileMM, L.MacroMM, L.DirectMM)):
                 for buf in (s.a, s.b, s.out):
                     if buf not in params:
                         out.append(f"kernel {kernel.name}: GEMM tile reads {buf}, not a parameter")

@@ -112,6 +112,8 @@ class Schedule:
                 mode, g = s.mode, s.plan.gemm if s.plan is not None else None
                 if g is not None:
                     mode += f" {g.mr}x{g.nr} kc {g.kc} mc {g.mc} nc {g.nc}"
+                    if g.direct is not None:
+                        mode += f" direct {len(g.direct.positions())} taps"
                 what = f"reduce-{n.arg[0]} axes {list(n.arg[1])} ({mode})" if s.kind == "reduce" else "store"
                 if s.scratch:
                     what += f" {'packed via' if s.mode == 'tiled' else 'thread partials in'} {' '.join(s.scratch)}"
@@ -190,7 +192,10 @@ def realize_set(outputs: list[Node]) -> tuple[list[Node], set[Node]]:
             view_users.setdefault(n.src[0], []).append(n)
     operands: set[Node] = set()  # what a packed GEMM reads (through views): its packing loop computes it
     for n in order:
-        if n.op is Op.REDUCE and gemm_plan(n) is not None:
+        g = gemm_plan(n) if n.op is Op.REDUCE else None
+        if g is not None and g.direct is not None and g.direct.base.op is not Op.BUFFER:
+            realized.add(g.direct.base)  # direct tiles load the image from memory
+        if g is not None:
             for x in n.src[0].src:
                 while x.op is Op.VIEW:
                     x = x.src[0]
@@ -365,7 +370,8 @@ def schedule(program: Program, check: Callable | None, threads: int = 1) -> Sche
                 else:
                     pa_size, pb_size = plan.pack_sizes(threads, plan.splits_cols(threads, local))
                     # (once: its own buffer)
-                    pa_size, pb_size = (0 if plan.a_once else pa_size), (0 if plan.b_once else pb_size)
+                    pa_size, pb_size = (0 if plan.a_once else pa_size), \
+                        (0 if plan.b_once or plan.direct is not None else pb_size)
                 for name, size in zip(names, (pa_size, pb_size)):
                     buffers[name].shape = (D.dmax(buffers[name].shape[0], D.mul(size, threads)),)
                 st.scratch = tuple(names)

@@ -5,7 +5,9 @@ scheduler records the `ReducePlan` on each stage and the lowering reads it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import contextvars
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from caten import target
@@ -16,6 +18,7 @@ from caten.ir.dtypes import DType
 from caten.ir.graph import Node
 from caten.ir.ops import Op
 from caten.ir.walk import Visit, drive
+from caten.schedule.direct import Direct, analyze
 
 LOWP = ("f16", "bf16")
 BLOCK = 2048  # elements per first-level block of a float sum (caten.lower.reduce says why)
@@ -82,6 +85,7 @@ class GemmPlan:
     a_batch_free: bool = False
     b_once: bool = False  # b reads no batch axis: packed whole, once per call, shared by the threads
     a_once: bool = False  # a reads no batch axis (a convolution's weights): likewise
+    direct: Direct | None = None  # b read in place by direct tiles (caten.schedule.direct), never packed
 
     def __post_init__(self) -> None:
         # the packing writes whole micro-panels: a block that is not a whole number of them
@@ -139,13 +143,15 @@ class GemmPlan:
         share = D.floordiv(D.add(self.N, threads - 1), threads) if by_cols else self.N
         if by_cols or not isinstance(self.N, int):
             cols = D.dmin(cols, _ceil_to(share, self.nr))
+        if self.direct is not None:  # a block of rows with all of K; b is read in place
+            return D.mul(rows, self.K), 0
         return D.mul(rows, self.kc), D.mul(self.kc, cols)
 
     def whole(self, side: str) -> Dim:
         """Elements of operand `side` ("a" or "b") packed whole (`a_once`, `b_once`): every K
         block's row (column) panels, zero-padded."""
         size, w = (self.M, self.mr) if side == "a" else (self.N, self.nr)
-        kb = D.mul(D.floordiv(D.add(self.K, self.kc - 1), self.kc), self.kc)
+        kb = self.K if self.direct is not None else D.mul(D.floordiv(D.add(self.K, self.kc - 1), self.kc), self.kc)
         return D.mul(kb, D.mul(D.floordiv(D.add(size, w - 1), w), w))
 
 
@@ -171,6 +177,18 @@ def _roundup(x: int, m: int) -> int:
 
 
 _PLANS: dict = {}
+_DIRECT: contextvars.ContextVar[bool] = contextvars.ContextVar("caten_direct_tiles", default=False)
+
+
+@contextlib.contextmanager
+def direct_tiles(on: bool) -> Iterator[None]:
+    """Plans made inside may read a convolution's image in place (`GemmPlan.direct`): for a
+    renderer with direct tiles (`Capabilities.direct_conv`)."""
+    tok = _DIRECT.set(on)
+    try:
+        yield
+    finally:
+        _DIRECT.reset(tok)
 
 
 def gemm_plan(n: Node) -> GemmPlan | None:
@@ -179,12 +197,13 @@ def gemm_plan(n: Node) -> GemmPlan | None:
         return None
     t = target.current()
     vbytes, l2, knobs = (t.vector_bytes, t.l2_bytes, t.gemm) if t is not None else (64, 1 << 20, ())
-    key = (n, vbytes, l2, knobs)
+    direct = _DIRECT.get()
+    key = (n, vbytes, l2, knobs, direct)
     if key in _PLANS:
         return _PLANS[key]
     if len(_PLANS) > 4096:
         _PLANS.clear()
-    _PLANS[key] = plan = _gemm_plan(n, vbytes, l2, dict(knobs))
+    _PLANS[key] = plan = _gemm_plan(n, vbytes, l2, dict(knobs), direct)
     return plan
 
 
@@ -211,11 +230,12 @@ def knob_choices(vbytes: int, nv: int = 2) -> dict[str, list[int]]:
             "kc": [320, 192, 256, 448, 640], "mc": [120, 60, 240], "l2_pct": [50, 25, 75]}
 
 
-def _gemm_plan(n: Node, vbytes: int, l2: int, knobs: dict[str, int]) -> GemmPlan | None:
+def _gemm_plan(n: Node, vbytes: int, l2: int, knobs: dict[str, int], direct: bool = False) -> GemmPlan | None:
     """`vbytes`: the target's vector register width; a micro-tile row is two registers (6x16 f32
     on AVX2: 12 accumulators of its 16 ymm; 14x32 on AVX-512: 28 of its 32 zmm), a single-row
     tile four. `l2`: one core's L2 bytes, which the packed B block fills. `knobs`: a tuning's
-    choices (KNOBS) over these defaults."""
+    choices (KNOBS) over these defaults. `direct`: a stride-1 "same" convolution may read its
+    image in place (caten.schedule.direct)."""
     src = n.src[0]
     if src.op is not Op.MUL or src.rank < 2:
         return None
@@ -237,8 +257,19 @@ def _gemm_plan(n: Node, vbytes: int, l2: int, knobs: dict[str, int]) -> GemmPlan
     # merged index once per row it touches); static rows of two micro-tiles or more already
     # fill the tiles and stay apart
     while len(js) < len(kept) and kept[-len(js) - 1] in db and kept[-len(js) - 1] not in da \
-            and (not isinstance(src.shape[j], int) or src.shape[j] < 2 * nr_cols):
+            and _merges(src, j, nr_cols):
         js.insert(0, kept[-len(js) - 1])
+    # a convolution read in place: its rows merge whatever their width (nothing is packed)
+    wider = direct and len(js) == 1 and len(kept) >= 2 and kept[-2] in db and kept[-2] not in da
+    dplan = None
+    for cols in ([kept[-2]] + js, js) if wider else (js,) if direct else ():
+        i = next((x for x in reversed(kept[:-len(cols)]) if x in da and x not in db), None)
+        batch = tuple(x for x in range(src.rank) if x not in axes and x != i and x not in cols)
+        if i is not None and not (da & set(batch)):
+            dplan = analyze(src, bi, cols, axes)
+            if dplan is not None:
+                js = cols
+                break
     i = next((x for x in reversed(kept[:-len(js)]) if x in da and x not in db), None)
     if i is None and src.rank - 1 in axes:
         return None  # dot products along the innermost axis (a layernorm gradient's row sums): a
@@ -254,13 +285,24 @@ def _gemm_plan(n: Node, vbytes: int, l2: int, knobs: dict[str, int]) -> GemmPlan
     # merged columns (an image's rows and columns, a convolution's) take rows of four vectors on
     # AVX-512 (6x64 tiles): each packed panel row is then one 64-wide copy from the image, not
     # two of 32 (conv f: 234 -> 256-260 GF/s on a 2-core Xeon; a 1024^3 matmul: 362 -> 321)
-    wide = len(js) > 1 and vbytes >= 64
+    wide = (len(js) > 1 or dplan is not None) and vbytes >= 64
     nv = knobs["nv"] if knobs.get("nv") in (2, 4) else 4 if wide else 2
+    if dplan is not None:  # (direct tiles keep each vector apart: any count works)
+        nv = knobs["nv"] if knobs.get("nv") in (2, 3, 4) else 2
     most = most_rows(vbytes, nv)
     mr = max(1, min(most, knobs.get("mr", most)))
+    if dplan is not None and "mr" not in knobs:
+        # as few row tiles as the registers allow, the rows shared out evenly among them: each
+        # row tile reads the image again (conv f, 64 output channels on AVX-512: 13x32 tiles
+        # 4.84 ms, 14x32 5.12, 11x32 4.98, 8x48 5.40, 6x64 5.54); a symbolic M is taken for 64
+        # (channel counts are multiples of it, mostly: 13 rows waste 1.5% of each)
+        rows = M if isinstance(M, int) and M > 0 else 64
+        mr = -(-rows // -(-rows // most))
     mr, nr = (mr, nv * vbytes // item) if i is not None else (1, 4 * vbytes // item)
     kmax = max(16, knobs.get("kc", 320))
-    if isinstance(K, int):
+    if isinstance(K, int) and dplan is not None:
+        kc = max(1, K)  # (a direct tile walks all of K: its taps)
+    elif isinstance(K, int):
         kc = max(1, K) if K <= kmax * 6 // 5 else -(-K // -(-K // kmax))
     else:
         kc = 256 * kmax // 320
@@ -283,7 +325,15 @@ def _gemm_plan(n: Node, vbytes: int, l2: int, knobs: dict[str, int]) -> GemmPlan
     repeats = any(src.shape[x] != 1 for x in batch)
     b_once = repeats and not (db & set(batch)) and not free
     a_once = repeats and not (da & set(batch)) and i is not None and not b_once
+    if dplan is not None:  # a packed whole (once per call, K unblocked), b read in place
+        return GemmPlan(i, tuple(js), ai, bi, batch, dplan.red, M, N, K, mr, nr, kc, mc, nc, False, False,
+                        not (da & set(batch)), dplan)
     return GemmPlan(i, tuple(js), ai, bi, batch, axes, M, N, K, mr, nr, kc, mc, nc, free, b_once, a_once)
+
+
+def _merges(src: Node, j: int, nr_cols: int) -> bool:
+    """Whether rows of axis j are short enough to merge into the columns of a packed GEMM."""
+    return not isinstance(src.shape[j], int) or src.shape[j] < 2 * nr_cols
 
 
 def tiled(n: Node) -> bool:

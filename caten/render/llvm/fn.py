@@ -11,7 +11,7 @@ from caten.ir.walk import Visit, drive
 from caten.lower import loopir as L
 from caten.lower.dimx import bare, dim_leaf
 from caten.lower.loopir import X
-from caten.render.llvm import gemm, threads
+from caten.render.llvm import direct, gemm, threads
 from caten.render.llvm.emit import Emitter
 from caten.render.llvm.prims import PRIMS
 from caten.render.llvm.values import const_str, mty, rty
@@ -263,6 +263,11 @@ class FnGen(Emitter):
             elif isinstance(s, L.MacroMM):
                 args = [f"ptr %b_{b}" for b in (s.a, s.b, s.out)] + [f"i64 {self.v(x)}" for x in s.exprs()[:-1]]
                 self.emit(f"call void @{gemm.macromm(self, s)}({', '.join(args)}, i1 {self.v(s.beta)})")
+            elif isinstance(s, L.DirectMM):
+                args = [f"ptr %b_{b}" for b in (s.a, s.b, s.out)] + [f"i64 {self.v(x)}" for x in s.exprs()]
+                self.emit(f"call void @{direct.directmm(self, s)}({', '.join(args)})")
+            elif isinstance(s, direct.Inline):
+                s.emit(self)
             elif isinstance(s, StageCall):
                 self.emit(f"call void @{s.name}({', '.join(s.args)})")
             else:

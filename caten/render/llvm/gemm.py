@@ -4,6 +4,7 @@ loop, and `MacroMM` as a shared function per tile shape running a packed block's
 from __future__ import annotations
 
 from caten.ir import dtypes as T
+from caten.ir.dtypes import DType
 from caten.ir.ops import Op
 from caten.lower import loopir as L
 from caten.render.llvm.emit import Emitter
@@ -45,30 +46,55 @@ def tilemm(g: Emitter, s: L.TileMM) -> None:
     g.emit(f"{k1} = add nuw nsw i64 {k}, 1")
     g.emit(f"br label %{h}, !llvm.loop {g.mod.unroll_md(4)}")
     g.block(e)
-    ooff, ostr, rv, cv, beta = (g.v(x) for x in (s.ooff, s.ostride, s.rvalid, s.cvalid, s.beta))
-    full = g.ins(f"and i1 {g.icmp('eq', 'i64', rv, str(rows))}, {g.icmp('eq', 'i64', cv, str(cols))}")
+    store_tile(g, [[a] for a in accs], s.dtype, rows, cols, s.out, (s.ooff, s.ostride, s.rvalid, s.cvalid, s.beta),
+               s.var)
+
+
+def store_tile(g: Emitter, accs: list[list[str]], dtype: DType, rows: int, cols: int, out: str,
+               at: tuple[L.X, L.X, L.X, L.X, L.X], var: str) -> None:
+    """A tile's rows, each as vectors side by side (`accs[r]`, equal widths summing to cols),
+    into out[ooff + r*ostride + c] (plus what is there if beta), `at` = (ooff, ostride, rvalid,
+    cvalid, beta): vector stores of the valid rows when every column is valid, else a spill to
+    a stack tile and scalar stores of the valid part."""
+    ty = rty(dtype)
+    width = cols // len(accs[0])
+    vt = f"<{width} x {ty}>"
+    ooff, ostr, rv, cv, beta = (g.v(x) for x in at)
     lf, lp, lj = g.label("tf"), g.label("tp"), g.label("tj")
-    g.emit(f"br i1 {full}, label %{lf}, label %{lp}")
-    g.block(lf)
-    for r, a in enumerate(accs):
+    g.emit(f"br i1 {g.icmp('eq', 'i64', cv, str(cols))}, label %{lf}, label %{lp}")
+    g.block(lf)  # whole rows: vector stores of the rows below rvalid (an edge tile of M included)
+    for r, row in enumerate(accs):
+        skip = None
+        if r > 0:
+            keep, skip = g.label("tr"), g.label("ts")
+            g.emit(f"br i1 {g.icmp('slt', 'i64', str(r), rv)}, label %{keep}, label %{skip}")
+            g.block(keep)
         oi = g.ins(f"add i64 {ooff}, {g.ins(f'mul i64 {ostr}, {r}')}")
-        op = g.ins(f"getelementptr inbounds {ty}, ptr %b_{s.out}, i64 {oi}")
-        old = g.ins(f"load {vt}, ptr {op}, align 4")
-        val = g.select(beta, vt, g.fop("fadd", vt, old, a, ""), a)
-        g.emit(f"store {vt} {val}, ptr {op}, align 4")
+        for p, a in enumerate(row):
+            op = g.ins(f"getelementptr inbounds {ty}, ptr %b_{out}, i64 {g.ins(f'add i64 {oi}, {p * width}')}")
+            if at[4].op == "const" and not at[4].arg:
+                val = a
+            else:
+                old = g.ins(f"load {vt}, ptr {op}, align 4")
+                val = g.select(beta, vt, g.fop("fadd", vt, old, a, ""), a)
+            g.emit(f"store {vt} {val}, ptr {op}, align 4")
+        if skip is not None:
+            g.emit(f"br label %{skip}")
+            g.block(skip)
     g.emit(f"br label %{lj}")
     g.block(lp)
-    tname = f"{s.var}_tile"
+    tname = f"{var}_tile"
     g.allocas.append(f"  %b_{tname} = alloca [{rows * cols} x {ty}], align 64")
-    for r, a in enumerate(accs):
-        tp = g.ins(f"getelementptr inbounds {ty}, ptr %b_{tname}, i64 {r * cols}")
-        g.emit(f"store {vt} {a}, ptr {tp}, align 4")
-    rvar, cvar = f"{s.var}_er", f"{s.var}_ec"
-    oidx = L.iadd(s.ooff, L.iadd(L.imul(L.var(rvar), s.ostride), L.var(cvar)))
-    tv = L.load(tname, L.iadd(L.imul(L.var(rvar), L.const(cols)), L.var(cvar)), s.dtype)
-    val = L.alu(Op.WHERE, s.dtype, s.beta, L.alu(Op.ADD, s.dtype, L.load(s.out, oidx, s.dtype), tv), tv)
+    for r, row in enumerate(accs):
+        for p, a in enumerate(row):
+            tp = g.ins(f"getelementptr inbounds {ty}, ptr %b_{tname}, i64 {r * cols + p * width}")
+            g.emit(f"store {vt} {a}, ptr {tp}, align 4")
+    rvar, cvar = f"{var}_er", f"{var}_ec"
+    oidx = L.iadd(at[0], L.iadd(L.imul(L.var(rvar), at[1]), L.var(cvar)))
+    tv = L.load(tname, L.iadd(L.imul(L.var(rvar), L.const(cols)), L.var(cvar)), dtype)
+    val = L.alu(Op.WHERE, dtype, at[4], L.alu(Op.ADD, dtype, L.load(out, oidx, dtype), tv), tv)
     g.scopes.append({})
-    g.stmts([L.Loop(rvar, s.rvalid, [L.Loop(cvar, s.cvalid, [L.Store(s.out, oidx, val)], "cold")], "cold")])
+    g.stmts([L.Loop(rvar, at[2], [L.Loop(cvar, at[3], [L.Store(out, oidx, val)], "cold")], "cold")])
     g.scopes.pop()
     g.emit(f"br label %{lj}")
     g.block(lj)

@@ -28,7 +28,7 @@ class ModuleGen(Module):
             new: list = []
             for i, st in enumerate(body):
                 free, bufs = uses([st])
-                if isinstance(st, (L.Loop, L.TileMM, L.MacroMM)) and free <= set(outer):
+                if isinstance(st, (L.Loop, L.TileMM, L.MacroMM, L.DirectMM)) and free <= set(outer):
                     # a stage takes only the buffers it touches: passing all of a kernel's buffers
                     # to each stage cost register allocation and alias analysis time per call
                     name = f"{k.name}__s{i}"

@@ -93,7 +93,7 @@ def uses(stmts: list) -> tuple[set[str], set[str]]:
                 bufs.update((s.a, s.b, s.out))
                 for e in (s.kext, s.aoff, s.boff, s.ooff, s.ostride, s.rvalid, s.cvalid, s.beta):
                     x(e)
-            elif isinstance(s, L.MacroMM):
+            elif isinstance(s, (L.MacroMM, L.DirectMM)):
                 bufs.update((s.a, s.b, s.out))
                 for e in s.exprs():
                     x(e)

@@ -1,0 +1,168 @@
+"""Lowering of a direct convolution (`GemmPlan.direct`, caten.schedule.direct): a's panels
+packed with all of K in one block, then `DirectMM` tiles that read the image in place -- no
+im2col copy. The threads share the columns (output positions) or the first batch loop."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from caten.ir import dims as D
+from caten.ir.dims import Dim
+from caten.ir.graph import Node
+from caten.ir.ops import Op
+from caten.lower import loopir as L
+from caten.lower.chunks import chunk
+from caten.lower.empty import zeros_if_empty
+from caten.lower.gemm import exact_at, merged_coords, once_per_call, out_index, out_stride
+from caten.lower.index import Aff, Coords
+from caten.lower.loopir import X
+from caten.schedule.plan import GemmPlan, thread_slots
+from caten.schedule.split import GEMM_THREAD_MIN
+
+if TYPE_CHECKING:
+    from caten.lower import KernelLowerer
+
+# channels per pass of the tiles over a column tile (each pass adds the output the last one
+# stored): a bound on the image rows the row tiles re-read from L2 (smaller passes lost more to
+# the output's reloads than they gained, conv f with 64 channels: 4.84 ms in one pass, 5.00 in
+# two, 5.34 in four)
+CHANNEL_BLOCK = 64
+
+
+def direct(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
+    """M blocks (mc rows; a packed unless packed whole once) > the direct tiles of a thread's
+    columns; the batch loops the GEMM runs itself outside."""
+    d = plan.direct
+    assert d is not None
+    src, p, dt = n.src[0], kl.p, n.dtype
+    pa, _pb, *whole = kl.scratch.get(n, ("pa", "pb"))
+    kl.bufs[pa] = dt
+    kl.bufs[buf] = dt
+    mr, nr, mc = plan.mr, plan.nr, plan.mc
+    M, N, K = L.dim(plan.M), L.dim(plan.N), L.dim(plan.K)
+
+    def var(hint: str, ext: Dim) -> X:
+        return kl.newvar(f"s{si}{hint}", ext)
+
+    coord: dict[int, Aff] = {}
+    loops: list[tuple[X, X]] = []
+    for a in plan.batch:
+        if a < p:
+            coord[a] = Aff.of(kl.outer_vars[a])
+        elif src.shape[a] == 1:
+            coord[a] = Aff()
+        else:
+            v = var(f"g{a}", src.shape[a])
+            coord[a] = Aff.of(v)
+            loops.append((v, L.dim(src.shape[a])))
+    T_ = 1 if kl.par is not None else kl.threads
+    tid = var("tid", T_) if T_ > 1 else None
+    n_lo, n_hi = L.const(0), N
+    teff = None
+    if tid is not None:
+        work = L.imul(L.imul(M, N), K)
+        for _, e in loops:
+            work = L.imul(work, e)
+        teff = L.alu(Op.WHERE, L.IDX, L.icmplt(work, L.const(GEMM_THREAD_MIN)), L.const(1), L.const(T_))
+        if loops and loops[0][1].op == "const" and loops[0][1].arg >= T_:
+            # the first batch loop: each thread its own images
+            (_, e0), a0 = loops[0], next(a for a in plan.batch if a >= p and src.shape[a] != 1)
+            ch = chunk(tid, e0, teff)
+            u = var("bu", src.shape[a0])
+            coord[a0] = exact_at(kl, L.iadd(ch.start, u), src.shape[a0])
+            loops[0] = (u, ch.count)
+        else:  # the columns, in whole tiles
+            tiles = X.make("idiv", L.IDX, (L.iadd(N, L.const(nr - 1)), L.const(nr)))
+            ch = chunk(tid, tiles, teff)
+            n_lo = L.imin(N, L.imul(ch.start, L.const(nr)))
+            n_hi = L.imin(N, L.iadd(n_lo, L.imul(ch.count, L.const(nr))))
+    shared = plan.a_once and bool(whole) and kl.par is None
+    if shared:  # a packed whole, once per call, its panels shared out among the threads
+        aw = whole[0]
+        kl.bufs[aw] = dt
+        pack = _pack_a(kl, si, plan, src, aw, L.const(0), M, K, None if tid is None else (var("wtid", T_), teff))
+        pre = once_per_call(kl, var("wonce", 1), pack)
+    else:
+        pre = []
+    # the M blocks
+    ic = var("ic", D.floordiv(D.add(plan.M, mc - 1), mc))
+    i0 = L.imul(ic, L.const(mc))
+    rows = L.imin(L.const(mc), L.isub(M, i0))
+    if shared:
+        aname, aoff, block = aw, L.imul(X.make("idiv", L.IDX, (i0, L.const(mr))), L.imul(K, L.const(mr))), []
+    else:
+        poff = L.const(0)
+        if kl.par is not None:  # under an outer split: the outer thread's slot
+            slots = thread_slots([kl.plan(m).gemm for m in kl.members if m.op is Op.REDUCE and m.dtype == dt])
+            poff = L.imul(kl.par[1].tid, L.dim(slots[0]))
+        elif tid is not None:
+            poff = L.imul(tid, L.dim(plan.pack_sizes(T_)[0]))
+        aname, aoff = pa, poff
+        block = _pack_a(kl, si, plan, src, pa, poff, rows, K, None, i0)
+    bname = kl.bufname(d.base)
+    kl.bufs[bname] = d.base.dtype
+    flat = Aff()
+    for a, c in d.coef:
+        if a in coord:
+            flat = flat.add(coord[a].scale(c))
+    boff = L.iadd(kl.index(d.base, Coords(d.base.shape, flat=flat)), L.dim(d.const))
+    sizes = {a: c for a, c in d.coef}
+    # (a kernel-local image is a slice per thread: no whole-vector loads from it, only masked ones)
+    blen = L.const(0) if d.base in kl.local else L.dim(D.prod(d.base.shape))
+    tiles = L.DirectMM(f"s{si}_{kl.nvar}", dt, mr, nr, CHANNEL_BLOCK, tuple(d.positions()),
+                       tuple((b.lane, b.shifts) for b in d.bounds),
+                       aname, aoff, L.imul(K, L.const(mr)),
+                       bname, boff, blen, n_lo,
+                       L.dim(src.shape[d.inner]) if d.inner is not None else L.const(1),
+                       L.dim(sizes.get(d.inner, 0)) if d.inner is not None else L.const(0),
+                       tuple(L.dim(sizes.get(a, 0)) for a in d.taps), L.dim(d.width),
+                       tuple(L.dim(x) for b in d.bounds for x in (b.lo, b.hi)),
+                       buf, out_index(kl, n, plan, coord, i0, n_lo), out_stride(kl, n, plan),
+                       _ceil(rows, mr), _ceil(L.isub(n_hi, n_lo), nr), rows, L.isub(n_hi, n_lo))
+    kl.nvar += 1
+    body = [L.Loop(ic.arg, _ceil(M, mc), block + [tiles])]
+    for v, e in reversed(loops):
+        body = [L.Loop(v.arg, e, body)]
+    if tid is not None:
+        body = [L.Parallel(tid.arg, teff, body, most=T_)]
+    kl.done.add(n)
+    return zeros_if_empty(kl, n, si, buf, plan.K, Coords) + pre + body
+
+
+def _pack_a(kl: KernelLowerer, si: int, plan: GemmPlan, src: Node, pw: str, base: X, rows: X, K: X,
+            threads: tuple[X, X] | None, i0: X | None = None) -> list:
+    """Rows [i0, i0 + rows) of a as panels of mr rows, each with all of K (k in the direct
+    tile's order: taps, then the inner axis), zero rows past the end: pw[base + (panel*K + k)*mr + r].
+    `threads`: (tid, count) to share the panels out."""
+    mr, opa = plan.mr, src.src[plan.a]
+    i0 = L.const(0) if i0 is None else i0
+    npanels = _ceil(rows, mr)
+
+    def var(hint: str, ext: Dim) -> X:
+        return kl.newvar(f"s{si}{hint}", ext)
+
+    pv, kk, rr, rz = var("dp", D.floordiv(D.add(plan.M, mr - 1), mr)), var("dk", plan.K), var("dr", mr), var("dz", mr)
+    ch = chunk(threads[0], npanels, threads[1]) if threads else None
+    g = L.iadd(ch.start, pv) if ch else pv
+    first = L.iadd(i0, L.imul(g, L.const(mr)))
+    rv = L.imin(L.const(mr), L.isub(L.iadd(i0, rows), first))
+    at = merged_coords(kl, src, kk, plan.red, plan.K)
+    at[plan.i] = exact_at(kl, L.iadd(first, rr), plan.M)
+    for a in plan.js + plan.batch:
+        at.setdefault(a, Aff())
+    c = Coords(src.shape, axes=[at.get(a, Aff()) for a in range(src.rank)])
+    at_k = L.iadd(base, L.imul(L.iadd(L.imul(g, K), kk), L.const(mr)))
+    zero = L.const(0.0, kl.bufs[pw])
+    body = [L.Loop(kk.arg, K, [
+        L.Loop(rr.arg, rv, [L.Store(pw, L.iadd(at_k, rr), kl.val(opa, c))], "cold"),
+        L.Loop(rz.arg, L.isub(L.const(mr), rv), [L.Store(pw, L.iadd(at_k, L.iadd(rv, rz)), zero)], "cold")])]
+    if ch:
+        return ch.wrap(pv, body, kl.threads)
+    return [L.Loop(pv.arg, npanels, body)]
+
+
+def _ceil(a: X, k: int) -> X:
+    if a.op == "const":
+        return L.const(-(-a.arg // k))
+    return X.make("idiv", L.IDX, (L.iadd(a, L.const(k - 1)), L.const(k)))
+
