@@ -165,6 +165,8 @@ def main() -> None:
     ap.add_argument("--max-s", type=float, default=20.0, help="per workload, after at least 3 rounds")
     ap.add_argument("--only", default="")
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--torch-compile", action="store_true",
+                    help="time torch.compile too (a column beside torch eager; its compile is not timed)")
     ap.add_argument("--runtime", default="llvm", help="caten's runtime (llvm, or c: plain C by the system cc)")
     opts = ap.parse_args()
     import caten  # the installed one (`pip install .` or -e): the checkout's folder is not the package
@@ -177,7 +179,9 @@ def main() -> None:
         except Exception:  # absent, or a broken install
             torch = None
     keys = [k for k in TITLES if not opts.only or k in opts.only.split(",")]
-    cols = ["numpy", "caten", "np/caten"] + (["torch"] if torch else []) + ["compile", "max err"]
+    tc = bool(torch) and opts.torch_compile
+    cols = ["numpy", "caten", "np/caten"] + (["torch"] if torch else []) + (["torch.compile"] if tc else []) \
+        + ["compile", "max err"]
     print(f"| workload | {' | '.join(cols)} |")
     print("|---" * (len(cols) + 1) + "|")
     for k in keys:
@@ -195,6 +199,10 @@ def main() -> None:
             targs = [torch.from_numpy(a) for a in args]
             tf = torch_impl(k)
             fns["torch"] = lambda: tf(*targs)  # noqa: B023
+            if tc:
+                cf = torch.compile(tf)
+                cf(*targs)  # (its compile, before the rounds)
+                fns["torch.compile"] = lambda: cf(*targs)  # noqa: B023
         med = rounds(fns, opts.reps, opts.max_s, burst=3, settle=0.3)
 
         def cell(name, k=k, med=med):
@@ -203,6 +211,8 @@ def main() -> None:
         row = [cell("numpy"), cell("caten"), f"{med['numpy'] / med['caten']:.2f}x"]
         if torch:
             row.append(cell("torch"))
+        if tc:
+            row.append(cell("torch.compile"))
         row += [f"{compile_s:.2f} s", f"{err:.1e}"]
         print(f"| {TITLES[k]} | {' | '.join(row)} |", flush=True)
 

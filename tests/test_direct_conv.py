@@ -165,3 +165,27 @@ def test_direct_conv_property(n, c, h, w, o, kh, kw, dh, dw, bounds):
     half of them with every access checked."""
     case = (n, c, h, w, o, (kh, kw), (dh * (kh - 1) // 2, dw * (kw - 1) // 2), (dh, dw))
     _close(*_run(case, check_bounds=bounds))
+
+
+@pytest.mark.parametrize("symbolic,n", [(False, 2), (True, 2), (False, 64)])
+def test_direct_conv_special_values(symbolic, n):
+    """An infinite or NaN weight times a padding zero is NaN, as the reference sums it: the tiles
+    that drop padding lanes from their multiply-adds must not skip it (test-runtime's conv2d
+    special-values case found this); an infinite pixel is read only where the window holds it.
+    64 small images: the kernel's threads split the images, each packing its own weights."""
+    case = (n, 3, 9, 11, 4, (3, 3), (1, 1), (1, 1))
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((n, 3, 9, 11)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    x[0, 1, 0, 0], x[1, 2, 4, 10] = np.inf, -np.inf
+    for bad in (np.inf, np.nan):
+        w2 = w.copy()
+        w2[1, 0, 0, 2], w2[3, 2, 1, 0] = bad, -np.inf
+        got = caten.loads(_text(case, symbolic), use_cache=False).conv(x, w2)
+        with np.errstate(invalid="ignore"):
+            want = reference(x, w2, (1, 1))
+        assert np.isnan(want).any()
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-4)
+    got = caten.loads(_text(case, symbolic), use_cache=False).conv(x, w)
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_allclose(got, reference(x, w, (1, 1)), rtol=2e-5, atol=1e-4)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from caten.ir import dims as D
+from caten.ir import dtypes as T
 from caten.ir.dims import Dim
 from caten.ir.graph import Node
 from caten.ir.ops import Op
@@ -90,6 +91,7 @@ def direct(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> lis
     rows = L.imin(L.const(mc), L.isub(M, i0))
     if shared:
         aname, aoff, block = aw, L.imul(X.make("idiv", L.IDX, (i0, L.const(mr))), L.imul(K, L.const(mr))), []
+        exact = _finite(aw, L.const(0), M, K, mr, dt)
     else:
         poff = L.const(0)
         if kl.par is not None:  # under an outer split: the outer thread's slot
@@ -99,6 +101,7 @@ def direct(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> lis
             poff = L.imul(tid, L.dim(plan.pack_sizes(T_)[0]))
         aname, aoff = pa, poff
         block = _pack_a(kl, si, plan, src, pa, poff, rows, K, None, i0)
+        exact = _finite(pa, poff, rows, K, mr, dt)
     bname = kl.bufname(d.base)
     kl.bufs[bname] = d.base.dtype
     flat = Aff()
@@ -112,7 +115,7 @@ def direct(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> lis
     tiles = L.DirectMM(f"s{si}_{kl.nvar}", dt, mr, nr, CHANNEL_BLOCK, tuple(d.positions()),
                        tuple((b.lane, b.shifts) for b in d.bounds),
                        aname, aoff, L.imul(K, L.const(mr)),
-                       bname, boff, blen, n_lo,
+                       bname, boff, blen, exact, n_lo,
                        L.dim(src.shape[d.inner]) if d.inner is not None else L.const(1),
                        L.dim(sizes.get(d.inner, 0)) if d.inner is not None else L.const(0),
                        tuple(L.dim(sizes.get(a, 0)) for a in d.taps), L.dim(d.width),
@@ -132,7 +135,8 @@ def direct(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> lis
 def _pack_a(kl: KernelLowerer, si: int, plan: GemmPlan, src: Node, pw: str, base: X, rows: X, K: X,
             threads: tuple[X, X] | None, i0: X | None = None) -> list:
     """Rows [i0, i0 + rows) of a as panels of mr rows, each with all of K (k in the direct
-    tile's order: taps, then the inner axis), zero rows past the end: pw[base + (panel*K + k)*mr + r].
+    tile's order: the inner axis, then the taps), zero rows past the end: pw[base + (panel*K +
+    k)*mr + r]; then, after the panels, the sum of every packed value times 0 (`_finite`).
     `threads`: (tid, count) to share the panels out."""
     mr, opa = plan.mr, src.src[plan.a]
     i0 = L.const(0) if i0 is None else i0
@@ -156,9 +160,24 @@ def _pack_a(kl: KernelLowerer, si: int, plan: GemmPlan, src: Node, pw: str, base
     body = [L.Loop(kk.arg, K, [
         L.Loop(rr.arg, rv, [L.Store(pw, L.iadd(at_k, rr), kl.val(opa, c))], "cold"),
         L.Loop(rz.arg, L.isub(L.const(mr), rv), [L.Store(pw, L.iadd(at_k, L.iadd(rv, rz)), zero)], "cold")])]
-    if ch:
-        return ch.wrap(pv, body, kl.threads)
-    return [L.Loop(pv.arg, npanels, body)]
+    out = ch.wrap(pv, body, kl.threads) if ch else [L.Loop(pv.arg, npanels, body)]
+    size = L.imul(L.imul(npanels, K), L.const(mr))
+    fv, acc = var("df", D.mul(plan.K, plan.M)), L.var(f"s{si}_fin_{kl.nvar}", kl.bufs[pw])
+    kl.nvar += 1
+    dt = kl.bufs[pw]
+    term = L.alu(Op.MUL, dt, L.load(pw, L.iadd(base, fv), dt), L.const(0.0, dt))
+    return out + [L.Acc(acc.arg, dt, L.const(0.0, dt)),
+                  L.Loop(fv.arg, size, [L.SetAcc(acc.arg, L.alu(Op.ADD, dt, acc, term, arg="acc"))]),
+                  L.Store(pw, L.iadd(base, size), acc)]
+
+
+def _finite(pw: str, base: X, rows: X, K: X, mr: int, dt) -> X:
+    """0 if a's packed rows are all finite, else 1, from the sum `_pack_a` stored after them (a
+    value times 0 is 0, or NaN for an infinity or a NaN): a tile that drops its padding lanes
+    from the multiply-adds skips 0 * w, which is NaN for such a weight, so those take the
+    exact path (zeros loaded, multiplied)."""
+    f = L.load(pw, L.iadd(base, L.imul(L.imul(_ceil(rows, mr), K), L.const(mr))), dt)
+    return L.alu(Op.WHERE, L.IDX, L.alu(Op.CMPNE, T.bool_, f, f), L.const(1), L.const(0))
 
 
 def _ceil(a: X, k: int) -> X:

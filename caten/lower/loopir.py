@@ -305,6 +305,7 @@ class DirectMM:
     b: str
     boff: X
     blen: X  # b's elements: where a tile's vectors all lie in [0, blen), a renderer may load them whole
+    exact: X  # 1: a holds an infinity or a NaN, so each masked lane's 0 * a must be summed (NaN)
     q0: X
     kin: X
     istride: X
@@ -320,8 +321,8 @@ class DirectMM:
     nrem: X
 
     def exprs(self) -> tuple[X, ...]:
-        return (self.aoff, self.astep, self.boff, self.blen, self.q0, self.kin, self.istride, *self.tcoef, self.width,
-                *self.lims, self.ooff, self.ostride, self.ni, self.nj, self.mrem, self.nrem)
+        return (self.aoff, self.astep, self.boff, self.blen, self.exact, self.q0, self.kin, self.istride,
+                *self.tcoef, self.width, *self.lims, self.ooff, self.ostride, self.ni, self.nj, self.mrem, self.nrem)
 
     def static(self) -> str:
         """What the expressions do not say: the taps' positions and the bounds' lanes and shifts."""

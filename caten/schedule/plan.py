@@ -143,15 +143,17 @@ class GemmPlan:
         share = D.floordiv(D.add(self.N, threads - 1), threads) if by_cols else self.N
         if by_cols or not isinstance(self.N, int):
             cols = D.dmin(cols, _ceil_to(share, self.nr))
-        if self.direct is not None:  # a block of rows with all of K; b is read in place
-            return D.mul(rows, self.K), 0
+        if self.direct is not None:  # a block of rows with all of K and a flag after it; b is read in place
+            return D.add(D.mul(rows, self.K), 1), 0
         return D.mul(rows, self.kc), D.mul(self.kc, cols)
 
     def whole(self, side: str) -> Dim:
         """Elements of operand `side` ("a" or "b") packed whole (`a_once`, `b_once`): every K
         block's row (column) panels, zero-padded."""
         size, w = (self.M, self.mr) if side == "a" else (self.N, self.nr)
-        kb = self.K if self.direct is not None else D.mul(D.floordiv(D.add(self.K, self.kc - 1), self.kc), self.kc)
+        if self.direct is not None:  # (all of K in one block, and a flag after the panels)
+            return D.add(D.mul(self.K, D.mul(D.floordiv(D.add(size, w - 1), w), w)), 1)
+        kb = D.mul(D.floordiv(D.add(self.K, self.kc - 1), self.kc), self.kc)
         return D.mul(kb, D.mul(D.floordiv(D.add(size, w - 1), w), w))
 
 

@@ -32,7 +32,7 @@ def _splat(g: Emitter, ty: str, n: int, v: str) -> str:
 
 def _names(s: L.DirectMM) -> list[str]:
     """The function's i64 parameters, in the order of `s.exprs()`."""
-    return (["aoff", "astep", "boff", "blen", "q0", "kin", "istride"] + [f"tc{i}" for i in range(len(s.tcoef))]
+    return (["aoff", "astep", "boff", "blen", "exact", "q0", "kin", "istride"] + [f"tc{i}" for i in range(len(s.tcoef))]
             + ["width"] + [f"lim{i}" for i in range(len(s.lims))] + ["ooff", "ostride", "ni", "nj", "mrem", "nrem"])
 
 
@@ -192,6 +192,8 @@ def _body(g: Emitter, s: L.DirectMM, v: dict[str, L.X]) -> None:
         last = g.ins(f"mul i64 {top}, {istr}")
         hi = g.ins(f"add i64 {state['far']}, {last}")
         inside = g.ins(f"and i1 {g.icmp('sge', 'i64', lo, '0')}, {g.icmp('sle', 'i64', hi, g.v(v['blen']))}")
+        if vw * s.dtype.itemsize >= 64:  # (the merge-masked multiply-adds skip 0 * w: exact needs it summed)
+            inside = g.ins(f"and i1 {inside}, {g.icmp('eq', 'i64', g.v(v['exact']), '0')}")
         lf, lm, lj = g.label("df"), g.label("dm"), g.label("dj")
         g.emit(f"br i1 {inside}, label %{lf}, label %{lm}")
         g.block(lf)
