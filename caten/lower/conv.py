@@ -14,7 +14,7 @@ from caten.ir.ops import Op
 from caten.lower import loopir as L
 from caten.lower.chunks import chunk
 from caten.lower.empty import zeros_if_empty
-from caten.lower.gemm import exact_at, merged_coords, once_per_call, out_index, out_stride
+from caten.lower.gemm import batch_loops, exact_at, merged_coords, once_per_call, out_index, out_stride
 from caten.lower.index import Aff, Coords
 from caten.lower.loopir import X
 from caten.schedule.plan import GemmPlan, thread_slots
@@ -35,7 +35,7 @@ def direct(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> lis
     columns; the batch loops the GEMM runs itself outside."""
     d = plan.direct
     assert d is not None
-    src, p, dt = n.src[0], kl.p, n.dtype
+    src, dt = n.src[0], n.dtype
     pa, _pb, *whole = kl.scratch.get(n, ("pa", "pb"))
     kl.bufs[pa] = dt
     kl.bufs[buf] = dt
@@ -45,17 +45,7 @@ def direct(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> lis
     def var(hint: str, ext: Dim) -> X:
         return kl.newvar(f"s{si}{hint}", ext)
 
-    coord: dict[int, Aff] = {}
-    loops: list[tuple[X, X]] = []
-    for a in plan.batch:
-        if a < p:
-            coord[a] = Aff.of(kl.outer_vars[a])
-        elif src.shape[a] == 1:
-            coord[a] = Aff()
-        else:
-            v = var(f"g{a}", src.shape[a])
-            coord[a] = Aff.of(v)
-            loops.append((v, L.dim(src.shape[a])))
+    coord, loops, baxes = batch_loops(kl, si, plan, src)
     T_ = 1 if kl.par is not None else kl.threads
     tid = var("tid", T_) if T_ > 1 else None
     n_lo, n_hi = L.const(0), N
@@ -67,7 +57,7 @@ def direct(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> lis
         teff = L.alu(Op.WHERE, L.IDX, L.icmplt(work, L.const(GEMM_THREAD_MIN)), L.const(1), L.const(T_))
         if loops and loops[0][1].op == "const" and loops[0][1].arg >= T_:
             # the first batch loop: each thread its own images
-            (_, e0), a0 = loops[0], next(a for a in plan.batch if a >= p and src.shape[a] != 1)
+            (_, e0), a0 = loops[0], baxes[0]
             ch = chunk(tid, e0, teff)
             u = var("bu", src.shape[a0])
             coord[a0] = exact_at(kl, L.iadd(ch.start, u), src.shape[a0])

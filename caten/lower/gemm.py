@@ -86,7 +86,7 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     """BLIS-style: N blocks (nc) > K blocks (kc; pack B) > M blocks (mc; pack A) > nr x mr
     micro-tiles (TileMM), each summing one K block into the output (the first one stores)."""
     src = n.src[0]
-    p, dt = kl.p, n.dtype
+    dt = n.dtype
     opa, opb = src.src[plan.a], src.src[plan.b]
     pa, pb, *whole = kl.scratch.get(n, ("pa", "pb"))
     a_once, once = plan.a_once and bool(whole), plan.b_once and bool(whole)
@@ -99,19 +99,7 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     kl.bufs[buf] = dt
     mr, nr, kc, mc, nc = plan.mr, plan.nr, plan.kc, plan.mc, plan.nc
     M, N, K = L.dim(plan.M), L.dim(plan.N), L.dim(plan.K)
-    loops: list[tuple[X, X]] = []
-    baxes: list[int] = []  # the batch axes these loops walk
-    coord: dict[int, Aff] = {}
-    for a in plan.batch:
-        if a < p:
-            coord[a] = Aff.of(kl.outer_vars[a])
-        elif src.shape[a] == 1:
-            coord[a] = Aff()
-        else:
-            v = kl.newvar(f"s{si}g{a}", src.shape[a])
-            coord[a] = Aff.of(v)
-            loops.append((v, L.dim(src.shape[a])))
-            baxes.append(a)
+    coord, loops, baxes = batch_loops(kl, si, plan, src)
 
     def var(hint: str, ext: Dim) -> X:
         return kl.newvar(f"s{si}{hint}", ext)
@@ -348,6 +336,25 @@ def pack_whole(kl: KernelLowerer, si: int, plan: GemmPlan, side: str, pw: str, v
     body = [L.Loop(kb.arg, _ceil(K, kc), body)]
     body = ch.wrap(jp, body, kl.threads) if ch else [L.Loop(jp.arg, npanels, body)]
     return once_per_call(kl, var("wonce", 1), body)
+
+
+def batch_loops(kl: KernelLowerer, si: int, plan: GemmPlan, src: Node) -> tuple[dict[int, Aff], list, list[int]]:
+    """The batch axes' coordinates (the kernel's outer loops', or 0 for a size-1 axis) and the
+    loops the GEMM runs itself for the others: (coordinates, [(var, extent)], their axes)."""
+    coord: dict[int, Aff] = {}
+    loops: list[tuple[X, X]] = []
+    axes: list[int] = []
+    for a in plan.batch:
+        if a < kl.p:
+            coord[a] = Aff.of(kl.outer_vars[a])
+        elif src.shape[a] == 1:
+            coord[a] = Aff()
+        else:
+            v = kl.newvar(f"s{si}g{a}", src.shape[a])
+            coord[a] = Aff.of(v)
+            loops.append((v, L.dim(src.shape[a])))
+            axes.append(a)
+    return coord, loops, axes
 
 
 def once_per_call(kl: KernelLowerer, v: X, body: list) -> list:
