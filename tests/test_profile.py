@@ -30,13 +30,21 @@ def fixed_roofline(monkeypatch):
 
 
 def test_kernel_times_add_up_to_the_call():
+    """The kernels' times against the mean wall time of the same calls: a call descheduled on a
+    busy machine (CI's parallel pytest workers) inflates that mean (0.10 ms of kernels against
+    0.37 ms once), so the lower bound holds for the quietest of three measurements; the upper
+    bound for every one."""
     m = caten.loads(MM, profile=True, use_cache=False)
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((256, 128), dtype=np.float32), rng.standard_normal((128, 192), dtype=np.float32)
-    stats, wall = profile(m.mm, [a, b], reps=20)
-    total = sum(s.seconds for s in stats)
-    assert stats and all(s.seconds >= 0 for s in stats)
-    assert 0.3 * wall < total < 1.5 * wall, (total, wall)
+    ratios = []
+    for _ in range(3):
+        stats, wall = profile(m.mm, [a, b], reps=20)
+        total = sum(s.seconds for s in stats)
+        assert stats and all(s.seconds >= 0 for s in stats)
+        assert total < 1.5 * wall, (total, wall)
+        ratios.append(total / wall)
+    assert max(ratios) > 0.3, ratios
     assert sum(s.flops for s in stats) >= 2 * 256 * 128 * 192  # the contraction's multiply-adds at least
     np.testing.assert_allclose(m.mm(a, b), np.maximum(a @ b, 0), rtol=1e-4, atol=1e-4)  # still right
 
