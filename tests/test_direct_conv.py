@@ -114,7 +114,8 @@ def _run(case, runtime: str = "llvm", symbolic: bool = False, **kw) -> tuple[np.
 
 def _close(got: np.ndarray, want: np.ndarray) -> None:
     assert got.shape == want.shape
-    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5 * max(1.0, float(np.abs(want).max())))
+    big = float(np.abs(want).max()) if want.size else 1.0
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5 * max(1.0, big))
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -189,3 +190,17 @@ def test_direct_conv_special_values(symbolic, n):
     got = caten.loads(_text(case, symbolic), use_cache=False).conv(x, w)
     with np.errstate(invalid="ignore"):
         np.testing.assert_allclose(got, reference(x, w, (1, 1)), rtol=2e-5, atol=1e-4)
+
+
+def test_direct_conv_empty_and_one_pixel_images():
+    """Symbolic dims bound to 0 (no image, channel, row, column or output channel) and to 1x1
+    images: the direct program (compiled for symbolic sizes) returns the reference's shapes and
+    values."""
+    text = _text((1, 1, 1, 1, 1, (3, 3), (1, 1), (1, 1)), symbolic=True)
+    m = caten.loads(text, use_cache=False)
+    rng = np.random.default_rng(5)
+    for n, c, h, w, o in [(0, 3, 4, 5, 2), (2, 0, 4, 5, 2), (2, 3, 0, 5, 2), (2, 3, 4, 0, 2), (2, 3, 4, 5, 0),
+                          (3, 2, 1, 1, 4), (2, 70, 2, 2, 3)]:
+        x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+        wt = rng.standard_normal((o, c, 3, 3)).astype(np.float32)
+        _close(m.conv(x, wt), reference(x, wt, (1, 1)))
