@@ -1,6 +1,6 @@
 """Lowering of a direct convolution (`GemmPlan.direct`, caten.schedule.direct): a's panels
 packed with all of K in one block, then `DirectMM` tiles that read the image in place -- no
-im2col copy. The threads share the columns (output positions) or the first batch loop."""
+im2col copy. The threads share the columns (output positions)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def direct(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> lis
     def var(hint: str, ext: Dim) -> X:
         return kl.newvar(f"s{si}{hint}", ext)
 
-    coord, loops, baxes = batch_loops(kl, si, plan, src)
+    coord, loops, _ = batch_loops(kl, si, plan, src)
     T_ = 1 if kl.par is not None else kl.threads
     tid = var("tid", T_) if T_ > 1 else None
     n_lo, n_hi = L.const(0), N
@@ -55,18 +55,12 @@ def direct(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> lis
         for _, e in loops:
             work = L.imul(work, e)
         teff = L.alu(Op.WHERE, L.IDX, L.icmplt(work, L.const(GEMM_THREAD_MIN)), L.const(1), L.const(T_))
-        if loops and loops[0][1].op == "const" and loops[0][1].arg >= T_:
-            # the first batch loop: each thread its own images
-            (_, e0), a0 = loops[0], baxes[0]
-            ch = chunk(tid, e0, teff)
-            u = var("bu", src.shape[a0])
-            coord[a0] = exact_at(kl, L.iadd(ch.start, u), src.shape[a0])
-            loops[0] = (u, ch.count)
-        else:  # the columns, in whole tiles
-            tiles = X.make("idiv", L.IDX, (L.iadd(N, L.const(nr - 1)), L.const(nr)))
-            ch = chunk(tid, tiles, teff)
-            n_lo = L.imin(N, L.imul(ch.start, L.const(nr)))
-            n_hi = L.imin(N, L.iadd(n_lo, L.imul(ch.count, L.const(nr))))
+        # the columns (output positions), in whole tiles: each thread reads its part of the
+        # image, for every batch index (a convolution's images are the kernel's outer loops)
+        tiles = X.make("idiv", L.IDX, (L.iadd(N, L.const(nr - 1)), L.const(nr)))
+        ch = chunk(tid, tiles, teff)
+        n_lo = L.imin(N, L.imul(ch.start, L.const(nr)))
+        n_hi = L.imin(N, L.iadd(n_lo, L.imul(ch.count, L.const(nr))))
     shared = plan.a_once and bool(whole) and kl.par is None
     if shared:  # a packed whole, once per call, its panels shared out among the threads
         aw = whole[0]
