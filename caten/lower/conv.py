@@ -14,7 +14,7 @@ from caten.ir.ops import Op
 from caten.lower import loopir as L
 from caten.lower.chunks import chunk
 from caten.lower.empty import zeros_if_empty
-from caten.lower.gemm import batch_loops, exact_at, merged_coords, once_per_call, out_index, out_stride
+from caten.lower.gemm import batch_loops, ceil_div, exact_at, merged_coords, once_per_call, out_index, out_stride
 from caten.lower.index import Aff, Coords
 from caten.lower.loopir import X
 from caten.schedule.plan import GemmPlan, thread_slots
@@ -105,9 +105,9 @@ def direct(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> lis
                        tuple(L.dim(sizes.get(a, 0)) for a in d.taps), L.dim(d.width),
                        tuple(L.dim(x) for b in d.bounds for x in (b.lo, b.hi)),
                        buf, out_index(kl, n, plan, coord, i0, n_lo), out_stride(kl, n, plan),
-                       _ceil(rows, mr), _ceil(L.isub(n_hi, n_lo), nr), rows, L.isub(n_hi, n_lo))
+                       ceil_div(rows, mr), ceil_div(L.isub(n_hi, n_lo), nr), rows, L.isub(n_hi, n_lo))
     kl.nvar += 1
-    body = [L.Loop(ic.arg, _ceil(M, mc), block + [tiles])]
+    body = [L.Loop(ic.arg, ceil_div(M, mc), block + [tiles])]
     for v, e in reversed(loops):
         body = [L.Loop(v.arg, e, body)]
     if tid is not None:
@@ -124,7 +124,7 @@ def _pack_a(kl: KernelLowerer, si: int, plan: GemmPlan, src: Node, pw: str, base
     `threads`: (tid, count) to share the panels out."""
     mr, opa = plan.mr, src.src[plan.a]
     i0 = L.const(0) if i0 is None else i0
-    npanels = _ceil(rows, mr)
+    npanels = ceil_div(rows, mr)
 
     def var(hint: str, ext: Dim) -> X:
         return kl.newvar(f"s{si}{hint}", ext)
@@ -160,12 +160,5 @@ def _finite(pw: str, base: X, rows: X, K: X, mr: int, dt) -> X:
     value times 0 is 0, or NaN for an infinity or a NaN): a tile that drops its padding lanes
     from the multiply-adds skips 0 * w, which is NaN for such a weight, so those take the
     exact path (zeros loaded, multiplied)."""
-    f = L.load(pw, L.iadd(base, L.imul(L.imul(_ceil(rows, mr), K), L.const(mr))), dt)
+    f = L.load(pw, L.iadd(base, L.imul(L.imul(ceil_div(rows, mr), K), L.const(mr))), dt)
     return L.alu(Op.WHERE, L.IDX, L.alu(Op.CMPNE, T.bool_, f, f), L.const(1), L.const(0))
-
-
-def _ceil(a: X, k: int) -> X:
-    if a.op == "const":
-        return L.const(-(-a.arg // k))
-    return X.make("idiv", L.IDX, (L.iadd(a, L.const(k - 1)), L.const(k)))
-

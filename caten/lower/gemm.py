@@ -141,12 +141,12 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
         if ksplit:  # (neither rows nor columns are cut: each thread takes its K blocks, below)
             pass
         elif by_cols:  # columns [n_lo, n_hi) in whole panels
-            chunk = L.imul(_ceil(X.make("idiv", L.IDX, (L.iadd(N, L.isub(teff, L.const(1))), teff)), nr),
+            chunk = L.imul(ceil_div(X.make("idiv", L.IDX, (L.iadd(N, L.isub(teff, L.const(1))), teff)), nr),
                            L.const(nr))
             n_lo = L.imin(N, L.imul(tid, chunk))
             n_hi = L.imin(N, L.iadd(n_lo, chunk))
         else:
-            chunk = L.imul(_ceil(X.make("idiv", L.IDX, (L.iadd(M, L.isub(teff, L.const(1))), teff)), mr),
+            chunk = L.imul(ceil_div(X.make("idiv", L.IDX, (L.iadd(M, L.isub(teff, L.const(1))), teff)), mr),
                            L.const(mr))
             m_lo = L.imin(M, L.imul(tid, chunk))
             m_hi = L.imin(M, L.iadd(m_lo, chunk))
@@ -167,11 +167,11 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     if kl.par is not None:  # under an outer split: the outer thread's slot, sized as the schedule sized it
         slots = thread_slots([kl.plan(m).gemm for m in kl.members if m.op is Op.REDUCE and m.dtype == dt])
         poff_a, poff_b = (L.imul(kl.par[1].tid, L.dim(size)) for size in slots)
-    nkc = _ceil(K, kc)
+    nkc = ceil_div(K, kc)
     jc, kcv = var("jc", D.floordiv(D.add(plan.N, nc - 1), nc)), var("kc", D.floordiv(D.add(plan.K, kc - 1), kc))
     klen = L.imin(L.const(kc), L.isub(K, L.imul(kcv, L.const(kc))))
     j0 = L.imul(jc, L.const(nc)) if not by_cols else L.iadd(n_lo, L.imul(jc, L.const(nc)))
-    npj = _ceil(L.imin(L.const(nc), L.isub(n_hi, j0)), nr)
+    npj = ceil_div(L.imin(L.const(nc), L.isub(n_hi, j0)), nr)
 
     def exact(e: X, size: Dim) -> Aff:
         return exact_at(kl, e, size)
@@ -218,7 +218,7 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     # pack A: panels of mr rows, k-major, zero-padded past M
     ic = var("ic", D.floordiv(D.add(plan.M, mc - 1), mc))
     i0 = L.iadd(m_lo, L.imul(ic, L.const(mc)))
-    npi = _ceil(L.imin(L.const(mc), L.isub(m_hi, i0)), mr)
+    npi = ceil_div(L.imin(L.const(mc), L.isub(m_hi, i0)), mr)
     ip, rr, rz, ka, kz = var("ip", mc // mr), var("ar", mr), var("az", mr), var("ak", kc), var("akz", kc)
     ib = L.iadd(i0, L.imul(ip, L.const(mr)))
     rv = L.imin(L.const(mr), L.isub(m_hi, ib))
@@ -247,11 +247,11 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     ostride = out_stride(kl, n, plan)
     beta = L.const(False, T.bool_) if nkc.op == "const" and nkc.arg == 1 else L.icmplt(L.const(0), kcv)
     if once:  # the block's panels in the whole packed b: [K block][column panel][k][nr]
-        poff_b = L.imul(L.iadd(L.imul(kcv, _ceil(N, nr)), X.make("idiv", L.IDX, (j0, L.const(nr)))),
+        poff_b = L.imul(L.iadd(L.imul(kcv, ceil_div(N, nr)), X.make("idiv", L.IDX, (j0, L.const(nr)))),
                         L.const(kc * nr))
         pack_b = []
     if a_once:  # likewise a: [K block][row panel][k][mr]
-        poff_a = L.imul(L.iadd(L.imul(kcv, _ceil(M, mr)), X.make("idiv", L.IDX, (i0, L.const(mr)))),
+        poff_a = L.imul(L.iadd(L.imul(kcv, ceil_div(M, mr)), X.make("idiv", L.IDX, (i0, L.const(mr)))),
                         L.const(kc * mr))
         pack_a = []
     target, final = buf, []
@@ -283,12 +283,12 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     hoist = bool(loops) and nkc.op == "const" and nkc.arg == 1 and isinstance(plan.M, int) and plan.M <= mc \
         and not (axis_deps(opa) & set(baxes)) and not a_once
     if hoist:
-        body = [L.Loop(jc.arg, _ceil(L.isub(n_hi, n_lo), nc), pack_b + tiles)]
+        body = [L.Loop(jc.arg, ceil_div(L.isub(n_hi, n_lo), nc), pack_b + tiles)]
     else:
-        body = pack_b + [L.Loop(ic.arg, _ceil(L.isub(m_hi, m_lo), mc), pack_a + tiles)]
+        body = pack_b + [L.Loop(ic.arg, ceil_div(L.isub(m_hi, m_lo), mc), pack_a + tiles)]
         if ksplit:  # (only this thread's K blocks)
             body = [L.Loop(f"{kcv.arg}_mine", L.alu(Op.WHERE, L.IDX, mine, L.const(1), L.const(0)), body)]
-        body = [L.Loop(jc.arg, _ceil(L.isub(n_hi, n_lo), nc), [L.Loop(kcv.arg, nkc, body)])]
+        body = [L.Loop(jc.arg, ceil_div(L.isub(n_hi, n_lo), nc), [L.Loop(kcv.arg, nkc, body)])]
     for v, e in reversed(loops):
         body = [L.Loop(v.arg, e, body)]
     if hoist:  # ic and kc take their one value 0 around the whole nest
@@ -311,7 +311,7 @@ def pack_whole(kl: KernelLowerer, si: int, plan: GemmPlan, side: str, pw: str, v
     kc = plan.kc
     width, size, axes = (plan.mr, plan.M, (plan.i,)) if side == "a" else (plan.nr, plan.N, plan.js)
     ext, K = L.dim(size), L.dim(plan.K)
-    npanels = _ceil(ext, width)
+    npanels = ceil_div(ext, width)
 
     def var(hint: str, d: Dim) -> X:
         return kl.newvar(f"s{si}{hint}", d)
@@ -333,7 +333,7 @@ def pack_whole(kl: KernelLowerer, si: int, plan: GemmPlan, side: str, pw: str, v
     zero = L.const(0.0, kl.bufs[pw])
     body = [L.Loop(kk.arg, klen, _panel(cc, cz, cv, width, L.Store(pw, L.iadd(base, cc), value(at)),
                                         L.Store(pw, L.iadd(base, L.iadd(cv, cz)), zero)))]
-    body = [L.Loop(kb.arg, _ceil(K, kc), body)]
+    body = [L.Loop(kb.arg, ceil_div(K, kc), body)]
     body = ch.wrap(jp, body, kl.threads) if ch else [L.Loop(jp.arg, npanels, body)]
     return once_per_call(kl, var("wonce", 1), body)
 
@@ -467,7 +467,8 @@ def exact_range(kl: KernelLowerer, e: X, size: Dim) -> Aff:
     return Aff.of(e)
 
 
-def _ceil(a: X, k: int) -> X:
+def ceil_div(a: X, k: int) -> X:
+    """ceil(a / k) for a >= 0 (counts of whole tiles, panels and blocks)."""
     if a.op == "const":
         return L.const(-(-a.arg // k))
     if k == 1:

@@ -320,9 +320,15 @@ class DirectMM:
     mrem: X
     nrem: X
 
+    def params(self) -> list[tuple[str, X]]:
+        """The expressions, each with a name (a renderer's function parameters), in one order."""
+        named = [(f, getattr(self, f)) for f in ("aoff", "astep", "boff", "blen", "exact", "q0", "kin", "istride")]
+        named += [(f"tc{i}", x) for i, x in enumerate(self.tcoef)] + [("width", self.width)]
+        named += [(f"lim{i}", x) for i, x in enumerate(self.lims)]
+        return named + [(f, getattr(self, f)) for f in ("ooff", "ostride", "ni", "nj", "mrem", "nrem")]
+
     def exprs(self) -> tuple[X, ...]:
-        return (self.aoff, self.astep, self.boff, self.blen, self.exact, self.q0, self.kin, self.istride,
-                *self.tcoef, self.width, *self.lims, self.ooff, self.ostride, self.ni, self.nj, self.mrem, self.nrem)
+        return tuple(x for _, x in self.params())
 
     def static(self) -> str:
         """What the expressions do not say: the taps' positions and the bounds' lanes and shifts."""

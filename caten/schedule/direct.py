@@ -21,6 +21,7 @@ from caten.ir import dims as D
 from caten.ir.dims import Dim
 from caten.ir.graph import Node
 from caten.ir.ops import Op
+from caten.ir.view import contiguous_strides
 
 MAX_TAPS = 49  # window positions a tile function unrolls (7x7): larger windows keep the packed GEMM
 
@@ -73,15 +74,6 @@ def _nonneg(d: Dim) -> bool:
     return lo is not None and lo >= 0
 
 
-def _contiguous(shape: Sequence[Dim]) -> list[Dim]:
-    out: list[Dim] = []
-    acc: Dim = 1
-    for d in reversed(shape):
-        out.append(acc)
-        acc = D.mul(acc, d)
-    return out[::-1]
-
-
 def _range(f: Affine, ext: Sequence[Dim]) -> tuple[Dim, Dim] | None:
     """The least and greatest value of f over the source axes (each in [0, ext - 1])."""
     terms, const = f
@@ -98,7 +90,7 @@ def _range(f: Affine, ext: Sequence[Dim]) -> tuple[Dim, Dim] | None:
 def _unflatten(flat: Affine, shape: Sequence[Dim], ext: Sequence[Dim]) -> list[Affine] | None:
     """The coordinates in `shape` (contiguous) of a flat offset, when each term falls into one
     axis with no carry (windows over a padded image: n, c, h + kh, w + kw); None otherwise."""
-    cs = _contiguous(shape)
+    cs = contiguous_strides(shape)  # (0 for a size-1 axis, which takes no term)
     out: list[Affine] = [({}, 0) for _ in shape]
     terms, const = flat
     for a, c in terms.items():

@@ -30,21 +30,15 @@ def _splat(g: Emitter, ty: str, n: int, v: str) -> str:
     return g.ins(f"shufflevector <{n} x {ty}> {ins}, <{n} x {ty}> poison, <{n} x i32> zeroinitializer")
 
 
-def _names(s: L.DirectMM) -> list[str]:
-    """The function's i64 parameters, in the order of `s.exprs()`."""
-    return (["aoff", "astep", "boff", "blen", "exact", "q0", "kin", "istride"] + [f"tc{i}" for i in range(len(s.tcoef))]
-            + ["width"] + [f"lim{i}" for i in range(len(s.lims))] + ["ooff", "ostride", "ni", "nj", "mrem", "nrem"])
-
-
 def directmm(g: Emitter, s: L.DirectMM) -> str:
     """The function of s's tile shape and window, defined once per module:
-    `(ptr a, ptr b, ptr out, i64 ...s.exprs())`."""
+    `(ptr a, ptr b, ptr out, i64 ...s.params())`."""
     mod = g.mod
     digest = hashlib.blake2b(s.static().encode(), digest_size=6).hexdigest()
     name = f"caten_direct_{s.dtype.name}_{s.rows}x{s.cols}_{digest}"
     if name not in mod.shared:
         mod.shared.add(name)
-        names = _names(s)
+        names = [n for n, _ in s.params()]
         fg = g.new([], {})
         _body(fg, s, {n: L.var(n) for n in names})
         params = [f"ptr noalias %b_{b}" for b in "ABO"] + [f"i64 %v_{n}" for n in names]
