@@ -74,6 +74,7 @@ class KernelLowerer:
         self.outer_shape = tuple(shape[:outer])
         self.outer_vars = [self.newvar(f"o{i}", d) for i, d in enumerate(self.outer_shape)]
         self.par: tuple[int, Chunk, X] | None = None
+        self.prologue: list = []  # run before the outer loops (under an outer split: before the threads start)
         self.stage_threads = 1  # > 1: store stages split their first loop (a kernel with a GEMM)
         if split[0] > 1 and outer > 0:
             if stagewise:
@@ -324,10 +325,10 @@ class KernelLowerer:
         for si, n in enumerate(self.members):
             body += self.stage(n, si)
         if self.par is None:
-            return self.nest(self.outer_vars, list(self.outer_shape), body)
+            return self.prologue + self.nest(self.outer_vars, list(self.outer_shape), body)
         a, ch, u = self.par
         body = ch.wrap(u, self.nest(self.outer_vars[a + 1:], list(self.outer_shape[a + 1:]), body), self.threads)
-        return self.nest(self.outer_vars[:a], list(self.outer_shape[:a]), body)
+        return self.prologue + self.nest(self.outer_vars[:a], list(self.outer_shape[:a]), body)
 
 
 def lower(sched: Schedule) -> list[L.Kernel]:
@@ -340,7 +341,7 @@ def lower(sched: Schedule) -> list[L.Kernel]:
         scratch = {s.node: s.scratch for s in k.stages if s.scratch}
         kl = KernelLowerer(k.name, [s.node for s in k.stages], k.outer, realized,
                            lambda n: sched.node_buf.get(n), plans.__getitem__, local, scratch,
-                           sched.threads, (k.split, work(k)), stagewise(k))
+                           sched.threads, (k.split, work(k)), stagewise(k, sched.threads))
         body = split_masks(kl.lower())
         params = [L.BufParam(b, sched.buffers[b].dtype, sched.buffers[b].role) for b in kl.bufs if b is not None]
         out.append(L.Kernel(k.name, params, list(sched.program.dims), body))

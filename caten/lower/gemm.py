@@ -12,7 +12,7 @@ from caten.ir.dims import Dim
 from caten.ir.graph import Node
 from caten.ir.ops import Op
 from caten.lower import loopir as L
-from caten.lower.chunks import chunk
+from caten.lower.chunks import chunk, threads_for
 from caten.lower.empty import zeros_if_empty
 from caten.lower.index import Aff, Coords, contiguous_strides
 from caten.lower.loopir import X
@@ -297,17 +297,25 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
         body = [L.Parallel(tid.arg, teff, body, most=T_)] + final
     if once or a_once:
         side, node, pw = ("b", opb, pb) if once else ("a", opa, pa)
-        body = pack_whole(kl, si, plan, side, pw, lambda at: operand(node, at), split,
-                          teff if tid is not None else None) + body
+        if kl.par is not None:  # under an outer split: packed before the threads start, shared by them
+            pack = pack_whole(kl, si, plan, side, pw, lambda at: operand(node, at), split,
+                              threads_for(plan.whole(side), kl.threads), once=False)
+            outer = {v.arg for v in kl.outer_vars if v.op == "var"} | {kl.par[1].tid.arg, kl.par[2].arg}
+            assert not outer & L.stmt_vars(pack), f"{n}: a packed-once operand reads an outer loop"
+            kl.prologue += pack
+        else:
+            body = pack_whole(kl, si, plan, side, pw, lambda at: operand(node, at), split,
+                              teff if tid is not None else None) + body
     kl.done.add(n)
     return zeros_if_empty(kl, n, si, buf, plan.K, Coords) + body
 
 
 def pack_whole(kl: KernelLowerer, si: int, plan: GemmPlan, side: str, pw: str, value, split,
-               teff: X | None) -> list:
+               teff: X | None, once: bool = True) -> list:
     """Operand `side` packed whole, [K block][panel][k][width] zero-padded (panels of mr rows of
     a, or of nr columns of b), shared among the threads (which pack its panels), at the first
-    iteration of the kernel's outer loops (it reads none of them: `GemmPlan.a_once`, `b_once`)."""
+    iteration of the kernel's outer loops (it reads none of them: `GemmPlan.a_once`, `b_once`),
+    or where the caller puts it (`once` False)."""
     kc = plan.kc
     width, size, axes = (plan.mr, plan.M, (plan.i,)) if side == "a" else (plan.nr, plan.N, plan.js)
     ext, K = L.dim(size), L.dim(plan.K)
@@ -335,7 +343,7 @@ def pack_whole(kl: KernelLowerer, si: int, plan: GemmPlan, side: str, pw: str, v
                                         L.Store(pw, L.iadd(base, L.iadd(cv, cz)), zero)))]
     body = [L.Loop(kb.arg, ceil_div(K, kc), body)]
     body = ch.wrap(jp, body, kl.threads) if ch else [L.Loop(jp.arg, npanels, body)]
-    return once_per_call(kl, var("wonce", 1), body)
+    return once_per_call(kl, var("wonce", 1), body) if once else body
 
 
 def batch_loops(kl: KernelLowerer, si: int, plan: GemmPlan, src: Node) -> tuple[dict[int, Aff], list, list[int]]:

@@ -42,7 +42,7 @@ from __future__ import annotations
 import hashlib
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from caten.ir import dtypes as T
@@ -391,6 +391,26 @@ def nodes(*roots: X, seen: set[int] | None = None) -> Iterator[X]:
         seen.add(id(x))
         yield x
         stack.extend(x.src)
+
+
+def stmt_vars(stmts: list) -> set[str]:
+    """The names of the variables that statements' expressions read (their loops' own included)."""
+    seen: set[int] = set()
+    names: set[str] = set()
+    stack = list(stmts)
+    while stack:
+        s = stack.pop()
+        roots: list[X] = []
+        for f in fields(s):
+            v = getattr(s, f.name)
+            if isinstance(v, X):
+                roots.append(v)
+            elif isinstance(v, tuple):
+                roots += [e for e in v if isinstance(e, X)]
+            elif f.name == "body" and isinstance(v, list):
+                stack.extend(v)
+        names.update(x.arg for x in nodes(*roots, seen=seen) if x.op == "var")
+    return names
 
 
 def subst(e: X, v: X, by: X) -> X:

@@ -347,7 +347,7 @@ def schedule(program: Program, check: Callable | None, threads: int = 1) -> Sche
                     node_buf[n] = name
                 st.buffer = node_buf[n]
             k.stages.append(st)
-        alone = small_gemms(k)  # GEMMs run whole on each thread: no shared panels packed once
+        alone = small_gemms(k, threads)  # GEMMs run whole on each thread: no shared panels packed once
         slots: dict = {}  # dtype -> one thread's slot, sized for the kernel's largest GEMM of it
         for st in k.stages:
             n = st.node
@@ -375,7 +375,9 @@ def schedule(program: Program, check: Callable | None, threads: int = 1) -> Sche
                 for name, size in zip(names, (pa_size, pb_size)):
                     buffers[name].shape = (D.dmax(buffers[name].shape[0], D.mul(size, threads)),)
                 st.scratch = tuple(names)
-                if (plan.a_once or plan.b_once) and not alone:  # packed whole: kept across the outer loops
+                # packed whole: kept across the outer loops (under an outer split, packed before the
+                # threads start; a direct convolution's threads then pack their own)
+                if (plan.a_once or plan.b_once) and not (alone and plan.direct is not None):
                     name = f"t{ntemp}"
                     ntemp += 1
                     buffers[name] = Buffer(name, n.dtype, (plan.whole("a" if plan.a_once else "b"),), "temp")
@@ -417,7 +419,7 @@ def schedule(program: Program, check: Callable | None, threads: int = 1) -> Sche
         if k.outer > 0:
             k.split = outer_split(k, threads)
         for s in k.stages:
-            if s.buffer and buffers[s.buffer].local >= 0 and not stagewise(k):
+            if s.buffer and buffers[s.buffer].local >= 0 and not stagewise(k, threads):
                 buffers[s.buffer].copies = k.split
     arena, peak = plan_arena([b for b in buffers.values() if b.role == "temp"])
     return Schedule(program, kernels, buffers, node_buf, arena, peak, outs, threads)

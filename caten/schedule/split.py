@@ -44,7 +44,7 @@ def outer_split(k: Kernel, threads: int) -> int:
     is symbolic, the lowering still keeps a small call on one thread (`work` at run time)."""
     if threads < 2 or k.outer == 0:
         return 1
-    if stagewise(k):
+    if stagewise(k, threads):
         big = any(s.kind == "store" and len(s.node.shape) > k.outer and not _small(D.prod(s.node.shape[k.outer:]))
                   for s in k.stages)
         return threads if big else 1
@@ -54,27 +54,45 @@ def outer_split(k: Kernel, threads: int) -> int:
     return 1 if _small(work(k)) else threads
 
 
-def stagewise(k: Kernel) -> bool:
+def stagewise(k: Kernel, threads: int) -> bool:
     """Kernel k splits its store stages' first loops, not its outer loops: it has a GEMM, which
-    splits its own rows, unless every GEMM is too small to (`small_gemms`)."""
-    return any(s.mode == "tiled" for s in k.stages) and not small_gemms(k)
+    splits its own rows, unless its GEMMs run whole on each thread (`small_gemms`)."""
+    return any(s.mode == "tiled" for s in k.stages) and not small_gemms(k, threads)
 
 
-def small_gemms(k: Kernel) -> bool:
-    """Kernel k's GEMMs each do fewer than GEMM_THREAD_MIN multiply-adds an outer iteration
-    (a classifier's per-image 64x64x64 products): none would start a thread, so the kernel
-    splits its outer loops like any other and each thread runs whole iterations, GEMMs included,
-    with packed panels of its own (a digits training step ran its GEMM kernels on one core)."""
+def small_gemms(k: Kernel, threads: int = 2) -> bool:
+    """Kernel k's GEMMs run whole on each thread, which takes whole iterations of the kernel's
+    outer loops, with packed panels of its own (operands that no outer loop changes are packed
+    once, before the threads start): when each GEMM does fewer than GEMM_THREAD_MIN
+    multiply-adds an iteration (a classifier's per-image 64x64x64 products: none would start
+    a thread; a digits training step ran its GEMM kernels on one core), or when the outer loop
+    shares out evenly (`even_outer`): the threads then never wait for each other inside an
+    iteration (a Mixer block's 8 images: ~80 splits and joins a call, the serial layernorm
+    statistics and the rows' uneven shares of 14-row tiles cost 10%). A direct convolution keeps
+    its shared weights and splits its columns."""
     if k.outer == 0:
         return False
     tiled = [s for s in k.stages if s.mode == "tiled"]
-    for s in tiled:
-        if s.plan is None or s.plan.gemm is None:
-            return False
-        macs = D.prod(s.node.src[0].shape[k.outer:])
-        if not isinstance(macs, int) or macs >= GEMM_THREAD_MIN:
-            return False
-    return bool(tiled)
+    if not tiled or any(s.plan is None or s.plan.gemm is None for s in tiled):
+        return False
+    if any(s.plan.gemm.direct is not None for s in tiled):
+        return all(_few_macs(k, s) for s in tiled)
+    return even_outer(k, threads) or all(_few_macs(k, s) for s in tiled)
+
+
+def _few_macs(k: Kernel, s: Stage) -> bool:
+    macs = D.prod(s.node.src[0].shape[k.outer:])
+    return isinstance(macs, int) and macs < GEMM_THREAD_MIN
+
+
+def even_outer(k: Kernel, threads: int) -> bool:
+    """Kernel k's first non-unit outer loop gives each of `threads` the same number of
+    iterations, or so many that one more is a small difference (at least 8 each)."""
+    a = split_axis(k)
+    if a is None or threads < 2:
+        return False
+    e = k.outer_shape[a]
+    return isinstance(e, int) and e >= threads and (e % threads == 0 or e >= 8 * threads)
 
 
 def _small(size: Dim) -> bool:
