@@ -8,6 +8,7 @@ Inlined nodes are computed where they are used; VIEWs become index arithmetic wi
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Sequence
 
@@ -27,7 +28,7 @@ from caten.lower.masksplit import split_masks
 from caten.lower.reduce import Blocked, identity
 from caten.schedule import Schedule, Unfusable
 from caten.schedule.plan import LOWP, ReducePlan
-from caten.schedule.split import stagewise, work
+from caten.schedule.split import outer_either, stagewise, work
 
 _REDUCE_ALU = REDUCERS
 
@@ -57,7 +58,7 @@ class KernelLowerer:
     def __init__(self, name: str, members: list[Node], outer: int, realized: set[Node],
                  bufname: Callable[[Node], str | None], plan: Callable[[Node], ReducePlan],
                  local: set[Node] | None = None, scratch: dict[Node, tuple] | None = None, threads: int = 1,
-                 split: tuple[int, Dim] = (1, 0), stagewise: bool = False):
+                 split: tuple[int, Dim] = (1, 0), stagewise: bool = False, either: bool = False):
         self.name, self.members, self.p, self.realized = name, members, outer, realized
         self.threads = threads
         self.scratch = scratch or {}
@@ -74,23 +75,50 @@ class KernelLowerer:
         self.outer_shape = tuple(shape[:outer])
         self.outer_vars = [self.newvar(f"o{i}", d) for i, d in enumerate(self.outer_shape)]
         self.par: tuple[int, Chunk, X] | None = None
-        self.prologue: list = []  # run before the outer loops (under an outer split: before the threads start)
+        self.prologue: list = []  # each thread's share of the packed-once operands, before the outer split
+        self._ptid: X | None = None
         self.stage_threads = 1  # > 1: store stages split their first loop (a kernel with a GEMM)
+        self.outer_on: X | None = None  # with both splits (`either`): whether the outer one runs
         if split[0] > 1 and outer > 0:
             if stagewise:
                 self.stage_threads = split[0]
-            else:
-                self._split(*split)
+            if not stagewise or either:
+                self._split(*split, even=either)
 
-    def _split(self, most: int, work: Dim) -> None:
+    def _split(self, most: int, work: Dim, even: bool = False) -> None:
         """Chunks of the first non-unit outer loop on up to `most` threads (caten.schedule.split):
         that loop's coordinate becomes the thread's start + u, and each thread's local scratch is
-        its own slice (`index`)."""
+        its own slice (`index`). `even`: only when the loop shares out evenly at run time
+        (caten.schedule.split.even_outer); else its GEMMs and stages split (`inner`)."""
         a = next(a for a, d in enumerate(self.outer_shape) if d != 1)
-        ch = chunk(self.newvar("tid", most), L.dim(self.outer_shape[a]), threads_for(work, most))
+        ext = L.dim(self.outer_shape[a])
+        teff = threads_for(work, most)
+        if even:
+            t = L.const(most)
+            rem = L.isub(ext, L.imul(X.make("idiv", L.IDX, (ext, t)), t))
+            ok = L.land(L.alu(Op.NOT, T.bool_, L.icmplt(ext, t)),
+                        L.alu(Op.OR, T.bool_, L.icmplt(rem, L.const(1)),
+                              L.alu(Op.NOT, T.bool_, L.icmplt(ext, L.const(8 * most)))))
+            # (no minimum of work: the kernel has GEMMs; a short condition, as every stage reads it)
+            teff = L.alu(Op.WHERE, L.IDX, ok, L.const(most), L.const(1))
+            self.outer_on = ok
+        ch = chunk(self.newvar("tid", most), ext, teff)
         u = self.newvar(f"o{a}u", self.outer_shape[a])
         self.outer_vars[a] = self._at(L.iadd(ch.start, u), self.outer_shape[a])
         self.par = (a, ch, u)
+
+    def prologue_tid(self) -> X:
+        """The thread variable of the parallel loop that runs `prologue` (before the outer split)."""
+        if self._ptid is None:
+            self._ptid = self.newvar("ptid", self.threads)
+        return self._ptid
+
+    def inner(self, teff: X) -> X:
+        """Threads for a split inside one outer iteration: `teff`, or 1 while the outer loop's
+        split runs (`outer_on`)."""
+        if self.outer_on is None:
+            return teff
+        return L.alu(Op.WHERE, L.IDX, self.outer_on, L.const(1), teff)
 
     def _at(self, e: X, extent: Dim) -> X:
         """Index e, known to lie in [0, extent)."""
@@ -241,7 +269,7 @@ class KernelLowerer:
             ch = None
             if self.stage_threads > 1 and inner and shapes[0] != 1 and not self._reads_scalars(n):
                 ch = chunk(self.newvar(f"s{si}tid", self.stage_threads), L.dim(shapes[0]),
-                           threads_for(D.prod(shapes), self.stage_threads))
+                           self.inner(threads_for(D.prod(shapes), self.stage_threads)))
                 u = self.newvar(f"s{si}a{p}u", shapes[0])
             vs = [self.newvar(f"s{si}a{a}", n.shape[a]) for a in inner[bool(ch):]]
             if ch:
@@ -325,10 +353,14 @@ class KernelLowerer:
         for si, n in enumerate(self.members):
             body += self.stage(n, si)
         if self.par is None:
-            return self.prologue + self.nest(self.outer_vars, list(self.outer_shape), body)
+            return self.nest(self.outer_vars, list(self.outer_shape), body)
         a, ch, u = self.par
         body = ch.wrap(u, self.nest(self.outer_vars[a + 1:], list(self.outer_shape[a + 1:]), body), self.threads)
-        return self.prologue + self.nest(self.outer_vars[:a], list(self.outer_shape[:a]), body)
+        pro = []
+        if self.prologue:  # (renderers may outline the stages inside the threads' loop, not it whole)
+            body = [dataclasses.replace(body[0], hint="outer")]
+            pro = [L.Parallel(self.prologue_tid().arg, L.const(self.threads), self.prologue, most=self.threads)]
+        return pro + self.nest(self.outer_vars[:a], list(self.outer_shape[:a]), body)
 
 
 def lower(sched: Schedule) -> list[L.Kernel]:
@@ -341,7 +373,8 @@ def lower(sched: Schedule) -> list[L.Kernel]:
         scratch = {s.node: s.scratch for s in k.stages if s.scratch}
         kl = KernelLowerer(k.name, [s.node for s in k.stages], k.outer, realized,
                            lambda n: sched.node_buf.get(n), plans.__getitem__, local, scratch,
-                           sched.threads, (k.split, work(k)), stagewise(k, sched.threads))
+                           sched.threads, (k.split, work(k)), stagewise(k, sched.threads),
+                           outer_either(k, sched.threads))
         body = split_masks(kl.lower())
         params = [L.BufParam(b, sched.buffers[b].dtype, sched.buffers[b].role) for b in kl.bufs if b is not None]
         out.append(L.Kernel(k.name, params, list(sched.program.dims), body))

@@ -12,7 +12,7 @@ from caten.ir.dims import Dim
 from caten.ir.graph import Node
 from caten.ir.ops import Op
 from caten.lower import loopir as L
-from caten.lower.chunks import chunk, threads_for
+from caten.lower.chunks import chunk
 from caten.lower.empty import zeros_if_empty
 from caten.lower.index import Aff, Coords, contiguous_strides
 from caten.lower.loopir import X
@@ -111,7 +111,7 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     # short and there is no batch loop (a dW's few output channels)
     # under a kernel whose outer loop the threads split (`small_gemms`), the GEMM runs on its
     # thread alone, in that thread's own packed panels
-    T_ = 1 if kl.par is not None else kl.threads
+    T_ = 1 if kl.par is not None and kl.outer_on is None else kl.threads
     tid = var("tid", T_) if T_ > 1 else None
     m_lo: X = L.const(0)
     m_hi: X = M
@@ -126,7 +126,8 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     by_cols = (short or plan.a_once) and by_batch is None \
         and (not isinstance(plan.N, int) or plan.N >= 2 * nr * T_)
     # a long K over an M and N too short to share: the threads take the K blocks (GemmPlan.splits_k)
-    ksplit = tid is not None and plan.splits_k(T_, bool(loops))
+    # (not when an outer split may run: its threads would share the partials)
+    ksplit = tid is not None and plan.splits_k(T_, bool(loops)) and kl.outer_on is None
     if tid is not None:
         work = L.imul(L.imul(M, N), K)
         for _, e in loops:
@@ -137,7 +138,7 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
             if by_batch is not None:
                 few = L.land(L.alu(Op.NOT, T.bool_, by_batch), few)
             small = L.alu(Op.OR, T.bool_, small, few)
-        teff = L.alu(Op.WHERE, L.IDX, small, L.const(1), L.const(T_))
+        teff = kl.inner(L.alu(Op.WHERE, L.IDX, small, L.const(1), L.const(T_)))
         if ksplit:  # (neither rows nor columns are cut: each thread takes its K blocks, below)
             pass
         elif by_cols:  # columns [n_lo, n_hi) in whole panels
@@ -166,7 +167,9 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
         poff_a, poff_b = (L.imul(tid, L.dim(size)) for size in plan.pack_sizes(T_, plan.splits_cols(T_, bool(loops))))
     if kl.par is not None:  # under an outer split: the outer thread's slot, sized as the schedule sized it
         slots = thread_slots([kl.plan(m).gemm for m in kl.members if m.op is Op.REDUCE and m.dtype == dt])
-        poff_a, poff_b = (L.imul(kl.par[1].tid, L.dim(size)) for size in slots)
+        oa, ob = (L.imul(kl.par[1].tid, L.dim(size)) for size in slots)
+        # (with both splits one of the two thread numbers is 0: the schedule made room for either)
+        poff_a, poff_b = (oa, ob) if tid is None else (L.iadd(poff_a, oa), L.iadd(poff_b, ob))
     nkc = ceil_div(K, kc)
     jc, kcv = var("jc", D.floordiv(D.add(plan.N, nc - 1), nc)), var("kc", D.floordiv(D.add(plan.K, kc - 1), kc))
     klen = L.imin(L.const(kc), L.isub(K, L.imul(kcv, L.const(kc))))
@@ -299,10 +302,10 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
         side, node, pw = ("b", opb, pb) if once else ("a", opa, pa)
         if kl.par is not None:  # under an outer split: packed before the threads start, shared by them
             pack = pack_whole(kl, si, plan, side, pw, lambda at: operand(node, at), split,
-                              threads_for(plan.whole(side), kl.threads), once=False)
+                              L.const(kl.threads), once=False, tid=kl.prologue_tid())
             outer = {v.arg for v in kl.outer_vars if v.op == "var"} | {kl.par[1].tid.arg, kl.par[2].arg}
             assert not outer & L.stmt_vars(pack), f"{n}: a packed-once operand reads an outer loop"
-            kl.prologue += pack
+            kl.prologue += pack[0].body  # (one parallel loop packs them all: KernelLowerer.lower)
         else:
             body = pack_whole(kl, si, plan, side, pw, lambda at: operand(node, at), split,
                               teff if tid is not None else None) + body
@@ -311,11 +314,12 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
 
 
 def pack_whole(kl: KernelLowerer, si: int, plan: GemmPlan, side: str, pw: str, value, split,
-               teff: X | None, once: bool = True) -> list:
+               teff: X | None, once: bool = True, tid: X | None = None) -> list:
     """Operand `side` packed whole, [K block][panel][k][width] zero-padded (panels of mr rows of
     a, or of nr columns of b), shared among the threads (which pack its panels), at the first
     iteration of the kernel's outer loops (it reads none of them: `GemmPlan.a_once`, `b_once`),
-    or where the caller puts it (`once` False)."""
+    or where the caller puts it (`once` False; `tid`: the thread variable, when the caller
+    merges several packs into one parallel loop)."""
     kc = plan.kc
     width, size, axes = (plan.mr, plan.M, (plan.i,)) if side == "a" else (plan.nr, plan.N, plan.js)
     ext, K = L.dim(size), L.dim(plan.K)
@@ -327,7 +331,7 @@ def pack_whole(kl: KernelLowerer, si: int, plan: GemmPlan, side: str, pw: str, v
     kb = var("wkc", D.floordiv(D.add(plan.K, kc - 1), kc))
     jp = var("wp", D.floordiv(D.add(size, width - 1), width))
     kk, cc, cz = var("wk", kc), var("wc", width), var("wz", width)
-    ch = chunk(var("wtid", kl.threads), npanels, teff) if teff is not None else None  # panels per thread
+    ch = chunk(tid or var("wtid", kl.threads), npanels, teff) if teff is not None else None  # panels per thread
     g = L.iadd(ch.start, jp) if ch else jp
     kl.ranges[g] = (0, D.add(D.floordiv(D.add(size, width - 1), width), -1))
     first = L.imul(g, L.const(width))

@@ -165,7 +165,8 @@ class Loop:
     var: str
     extent: X
     body: list = field(default_factory=list)
-    hint: str = ""  # "cold": rarely run or tiny (renderers may skip vectorizing/unrolling it)
+    hint: str = ""  # "cold": rarely run or tiny (renderers may skip vectorizing/unrolling it); "outer": a
+    #                 kernel's outer loop split over threads, after its packed-once operands
 
 
 @dataclass

@@ -23,7 +23,7 @@ from caten.ir.ops import FREE, HEAVY, TRANSCENDENTAL, Op
 from caten.ir.program import Program
 from caten.schedule.layout import orient
 from caten.schedule.plan import ReducePlan, gemm_plan, max_outer, plan_reduce, thread_slots
-from caten.schedule.split import outer_split, small_gemms, stagewise, sum_split
+from caten.schedule.split import outer_either, outer_split, small_gemms, stagewise, sum_split
 
 ALIGN = 64
 _HEAVY = HEAVY  # the op table's cost classes
@@ -249,6 +249,66 @@ def deps(n: Node, realized: set[Node]) -> set[Node]:
     return out
 
 
+def _overwritable(n: Node, members: list[Node], p: int, realized: set[Node], node_buf: dict[Node, str],
+                  buffers: dict[str, Buffer], stages: list[Stage]) -> str | None:
+    """The kernel-local buffer that store stage n may write its values over: a GEMM's output in
+    its kernel (same dtype, same slice size) that n reads only element for element (directly or
+    through contiguous reshapes), with no later stage reading it, and n read later only by GEMMs
+    (the Mixer's activation between its two GEMMs: 1.6 MB an image). None if there is none. Each
+    element is read before it is written, in the same iteration of the same loop; n's readers
+    being GEMMs, whose packing loops index with variables of their own, no renderer can take a
+    load of n's buffer for one of the GEMM output it replaced (equal loads are shared within a
+    function)."""
+    later = members[members.index(n) + 1:]
+    readers = [x for x in later if n in deps(x, realized)]
+    if not readers or not all(x.op is Op.REDUCE and gemm_plan(x) is not None for x in readers):
+        return None
+    modes = {st.node: st.mode for st in stages}
+    for m in deps(n, realized):
+        name = node_buf.get(m)
+        b = buffers.get(name) if name else None
+        if b is None or b.local != p or modes.get(m) != "tiled" or b.dtype != n.dtype \
+                or D.prod(b.shape[p:]) != D.prod(n.shape[p:]):
+            continue
+        sharers = {x for x, nm in node_buf.items() if nm == name}
+        if any(sharers & deps(x, realized) for x in later) or not _elementwise_reads(n, m, realized):
+            continue
+        return name
+    return None
+
+
+def _elementwise_reads(n: Node, m: Node, realized: set[Node]) -> bool:
+    """Whether every read of realized node m in n's (unrealized) cone is at n's own element: the
+    paths from n to m cross only elementwise ops and contiguous reshapes of m's size."""
+    memo: dict[Node, bool] = {}  # node -> whether its cone reaches m
+
+    def reaches(x: Node) -> bool:
+        if x is m:
+            return True
+        if x in realized or x.op is Op.BUFFER:
+            return False
+        if x not in memo:
+            memo[x] = False
+            memo[x] = any([reaches(s) for s in x.src])
+        return memo[x]
+
+    stack, seen = [n], set()
+    while stack:
+        x = stack.pop()
+        if x in seen or x is m or (x is not n and (x in realized or x.op is Op.BUFFER)):
+            continue
+        seen.add(x)
+        if x is not n and not reaches(x):
+            continue
+        if x.op is Op.VIEW:
+            if not (x.arg.contiguous and D.prod(x.shape) == D.prod(m.shape)):
+                return False
+        elif x.op is Op.REDUCE or x.op in (Op.COPY, Op.EXTERN, Op.RAND):
+            return False
+        stack.extend(x.src)
+    return True
+
+
 def stage_shape(n: Node) -> tuple[Dim, ...]:
     return n.src[0].shape if n.op is Op.REDUCE else n.shape
 
@@ -339,15 +399,22 @@ def schedule(program: Program, check: Callable | None, threads: int = 1) -> Sche
                 needs_mem = True
             if needs_mem:
                 if n not in node_buf:
-                    name = f"t{ntemp}"
-                    ntemp += 1
-                    buffers[name] = Buffer(name, n.dtype, tuple(n.shape), "temp")
-                    if (st.kind == "store" or st.mode == "tiled") and not others and p > 0:
-                        buffers[name].local = p
-                    node_buf[n] = name
+                    local = (st.kind == "store" or st.mode == "tiled") and not others and p > 0
+                    over = _overwritable(n, members, p, realized, node_buf, buffers, k.stages) \
+                        if local and st.kind == "store" else None
+                    if over is not None:  # (an elementwise stage writes over the slice it alone reads)
+                        node_buf[n] = over
+                    else:
+                        name = f"t{ntemp}"
+                        ntemp += 1
+                        buffers[name] = Buffer(name, n.dtype, tuple(n.shape), "temp")
+                        if local:
+                            buffers[name].local = p
+                        node_buf[n] = name
                 st.buffer = node_buf[n]
             k.stages.append(st)
         alone = small_gemms(k, threads)  # GEMMs run whole on each thread: no shared panels packed once
+        either = outer_either(k, threads)  # that, or shared rows, chosen at run time: room for both
         slots: dict = {}  # dtype -> one thread's slot, sized for the kernel's largest GEMM of it
         for st in k.stages:
             n = st.node
@@ -362,16 +429,18 @@ def schedule(program: Program, check: Callable | None, threads: int = 1) -> Sche
                         buffers[name] = Buffer(name, n.dtype, (0,), "temp")
                         names.append(name)
                 local = any(a >= p and n.src[0].shape[a] != 1 for a in plan.batch)
+                if (alone or either) and n.dtype not in slots:
+                    slots[n.dtype] = thread_slots([x.plan.gemm for x in k.stages if x.plan is not None
+                                                   and x.node.dtype == n.dtype])
                 if alone:
-                    if n.dtype not in slots:
-                        slots[n.dtype] = thread_slots([x.plan.gemm for x in k.stages if x.plan is not None
-                                                       and x.node.dtype == n.dtype])
                     pa_size, pb_size = slots[n.dtype]
                 else:
                     pa_size, pb_size = plan.pack_sizes(threads, plan.splits_cols(threads, local))
                     # (once: its own buffer)
                     pa_size, pb_size = (0 if plan.a_once else pa_size), \
                         (0 if plan.b_once or plan.direct is not None else pb_size)
+                    if either:
+                        pa_size, pb_size = D.dmax(pa_size, slots[n.dtype][0]), D.dmax(pb_size, slots[n.dtype][1])
                 for name, size in zip(names, (pa_size, pb_size)):
                     buffers[name].shape = (D.dmax(buffers[name].shape[0], D.mul(size, threads)),)
                 st.scratch = tuple(names)
@@ -419,7 +488,7 @@ def schedule(program: Program, check: Callable | None, threads: int = 1) -> Sche
         if k.outer > 0:
             k.split = outer_split(k, threads)
         for s in k.stages:
-            if s.buffer and buffers[s.buffer].local >= 0 and not stagewise(k, threads):
+            if s.buffer and buffers[s.buffer].local >= 0 and (not stagewise(k, threads) or outer_either(k, threads)):
                 buffers[s.buffer].copies = k.split
     arena, peak = plan_arena([b for b in buffers.values() if b.role == "temp"])
     return Schedule(program, kernels, buffers, node_buf, arena, peak, outs, threads)

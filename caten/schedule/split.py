@@ -45,6 +45,8 @@ def outer_split(k: Kernel, threads: int) -> int:
     if threads < 2 or k.outer == 0:
         return 1
     if stagewise(k, threads):
+        if outer_either(k, threads):
+            return threads
         big = any(s.kind == "store" and len(s.node.shape) > k.outer and not _small(D.prod(s.node.shape[k.outer:]))
                   for s in k.stages)
         return threads if big else 1
@@ -78,6 +80,20 @@ def small_gemms(k: Kernel, threads: int = 2) -> bool:
     if any(s.plan.gemm.direct is not None for s in tiled):
         return all(_few_macs(k, s) for s in tiled)
     return even_outer(k, threads) or all(_few_macs(k, s) for s in tiled)
+
+
+def outer_either(k: Kernel, threads: int) -> bool:
+    """Kernel k's GEMMs share their rows (its stages their first loops) among the threads, or
+    the threads take whole iterations of its outer loop, chosen at run time: its extent is
+    symbolic, and `even_outer` there picks the second (one image runs its GEMMs on every core,
+    eight images run four each, with no join inside one). Not with a direct convolution."""
+    if threads < 2 or not stagewise(k, threads):
+        return False
+    tiled = [s for s in k.stages if s.mode == "tiled"]
+    if any(s.plan is None or s.plan.gemm is None or s.plan.gemm.direct is not None for s in tiled):
+        return False
+    a = split_axis(k)
+    return a is not None and not isinstance(k.outer_shape[a], int)
 
 
 def _few_macs(k: Kernel, s: Stage) -> bool:

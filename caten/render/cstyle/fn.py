@@ -261,7 +261,8 @@ class Fn:
             # one iteration a thread (OpenMP's pool); what the body accumulates is its own
             accs = sorted({a.var for a in _accs(s.body)})
             private = f" private({', '.join(f'a_{a}' for a in accs)})" if accs else ""
-            self.emit(f"#pragma omp parallel for num_threads({s.most}) schedule(static, 1){private}")
+            # (if: a loop of one iteration opens no team, so a parallel loop inside it still can)
+            self.emit(f"#pragma omp parallel for num_threads({s.most}) schedule(static, 1) if({ext} > 1){private}")
         elif sums and self.t.name == "c":
             self.emit(f"#pragma omp simd reduction(+:{', '.join(f'a_{v}' for v in sums)})")
         elif sums and not step and start == "0":

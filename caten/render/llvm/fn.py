@@ -300,8 +300,9 @@ class FnGen(Emitter):
 
 
 class StageCall:
-    """A call of an outlined stage (renderer-private statement)."""
+    """A call of an outlined stage (renderer-private statement); `bufs` and `reads` (loop
+    counters) are what it uses, for a Parallel around it to pass on (threads.uses)."""
 
-    def __init__(self, name: str, args: list[str]):
-        self.name, self.args = name, args
+    def __init__(self, name: str, args: list[str], bufs: set[str], reads: set[str]):
+        self.name, self.args, self.bufs, self.reads = name, args, bufs, reads
 
