@@ -5,7 +5,9 @@ their own output slab. So a row softmax, a layernorm or an elementwise kernel ru
 its first outer loop on the CPU's cores, as its GEMMs already do; its kernel-local scratch then
 holds one slice per thread. In a kernel with a GEMM (which splits its own rows), the store
 stages split their first loop instead (a GEMM's bias and activation epilogue; not a stage that
-reads a register reduction's value, which lives in one thread). A kernel without outer loops
+reads a register reduction's value, which lives in one thread) -- unless the outer loop shares
+out evenly among the threads (`small_gemms`, `even_outer`; for a symbolic extent the choice is
+made at run time, `outer_either`): then each thread runs whole iterations, GEMMs included. A kernel without outer loops
 splits the block loop of each full float sum instead (`sum_split`): each thread adds its
 blocks into a wide partial of its own, and the partials are added in thread order (so a result
 depends only on the thread count). Small loops stay on one thread (starting one costs ~20 us)."""
