@@ -162,6 +162,15 @@ class KernelLowerer:
             return idx
         return c.flat().expr()
 
+    def index_aff(self, n: Node, c: Coords) -> Aff:
+        """`index` as an affine form of c's atoms (caten.lower.packt reads its coefficients)."""
+        if n in self.local:
+            idx = flatten(c.axes(self.ranges)[self.p:], n.shape[self.p:])
+            if self.par is not None:
+                idx = idx.add(Aff({self.par[1].tid: D.prod(n.shape[self.p:])}))
+            return idx
+        return c.flat()
+
     def load(self, n: Node, c: Coords) -> X:
         buf = self.bufname(n)
         self.bufs[buf] = n.dtype

@@ -16,6 +16,7 @@ from caten.lower.chunks import chunk
 from caten.lower.empty import zeros_if_empty
 from caten.lower.index import Aff, Coords, contiguous_strides
 from caten.lower.loopir import X
+from caten.lower.packt import row_panel
 from caten.lower.reduce import identity
 from caten.schedule.plan import GemmPlan, axis_deps, thread_slots
 from caten.schedule.split import GEMM_THREAD_MIN
@@ -235,9 +236,18 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     # (a weight gradient's activations, contiguous along the rows) is read in order too (rows
     # outer read it a cache line per element: dW3 of the Mixer 271 -> 292-300 GF/s; e1 0.96-0.98x
     # -> 1.03-1.04x numpy; row-major a reads mr rows side by side, each line reused over k)
-    pack_a = [L.Loop(ip.arg, npi, [
-        L.Loop(ka.arg, klen, [L.Loop(rr.arg, rv, [
-            L.Store(pa, L.iadd(abase, L.iadd(L.imul(ka, L.const(mr)), rr)), aval)], "cold")], "cold"),
+    copy = [L.Loop(ka.arg, klen, [L.Loop(rr.arg, rv, [
+        L.Store(pa, L.iadd(abase, L.iadd(L.imul(ka, L.const(mr)), rr)), aval)], "cold")], "cold")]
+    i_at = at[plan.i].terms if plan.i is not None else {}
+    k_at = coord[plan.red[0]].terms if len(plan.red) == 1 else {}
+    rowp = None
+    if len(i_at) == 1 and len(k_at) == 1:
+        ac = Coords(src.shape, axes=[at.get(a, coord.get(a, Aff())) for a in range(src.rank)])
+        rowp = row_panel(kl, opa, ac, aval, rr, ka, next(iter(i_at)), next(iter(k_at)))
+    if rowp is not None:  # a row-major a: a transposing copy (caten.lower.packt)
+        copy = [L.PackT(f"s{si}pk{kl.nvar}", dt, mr, pa, abase, rowp[0], rowp[1], rowp[2], rv, klen)]
+        kl.nvar += 1
+    pack_a = [L.Loop(ip.arg, npi, copy + [
         L.Loop(rz.arg, L.isub(L.const(mr), rv), [L.Loop(kz.arg, klen, [
             L.Store(pa, L.iadd(abase, L.iadd(L.imul(kz, L.const(mr)), L.iadd(rv, rz))), zero)], "cold")],
                "cold")])]

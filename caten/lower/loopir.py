@@ -32,7 +32,8 @@ those ops natively:
 Statements: Loop(var, extent, body) and its Parallel form (iterations may run on threads),
   Store(buf, idx, value), Acc(var, dtype, init),
   SetAcc(var, value), TileMM (a GEMM micro-kernel over packed panels), MacroMM (the
-  tiles of a packed block) and DirectMM (a convolution's tiles reading its image in place);
+  tiles of a packed block), DirectMM (a convolution's tiles reading its image in place) and
+  PackT (a transposing copy: a row panel packed from a row-major matrix);
   their `expand()` gives the same computation in the other
   statements, for renderers without a register-tile path.
 """
@@ -281,6 +282,33 @@ class MacroMM:
 
 
 @dataclass
+class PackT:
+    """A transposing copy, a GEMM's row panel packed from a row-major a (rows < width):
+    dst[doff + k*width + r] = src[soff + r*ld + k] for k < klen, r < rows. A renderer may move
+    whole vectors of k and transpose them in registers; `expand()` is the plain loops."""
+    var: str
+    dtype: DType
+    width: int
+    dst: str
+    doff: X
+    src: str
+    soff: X
+    ld: X
+    rows: X
+    klen: X
+
+    def exprs(self) -> tuple[X, ...]:
+        return (self.doff, self.soff, self.ld, self.rows, self.klen)
+
+    def expand(self) -> list:
+        k, r = var(f"{self.var}_k"), var(f"{self.var}_r")
+        at = iadd(self.soff, iadd(imul(r, self.ld), k))
+        return [Loop(k.arg, self.klen, [Loop(r.arg, self.rows, [
+            Store(self.dst, iadd(self.doff, iadd(imul(k, const(self.width)), r)), load(self.src, at, self.dtype))],
+            "cold")], "cold")]
+
+
+@dataclass
 class DirectMM:
     """Direct convolution tiles (caten.schedule.direct): a MacroMM whose b is read in place.
 
@@ -473,6 +501,9 @@ class Kernel:
                     lines.append(f"{ind}direct tiles {s.rows}x{s.cols} of {s.a}[{s.aoff!r} + it*{s.astep!r}] x "
                                  f"{s.b}[{s.boff!r} + q] -> {s.out}[{s.ooff!r}] ({s.static()}; "
                                  f"{', '.join(map(repr, s.exprs()))})")
+                elif isinstance(s, PackT):
+                    lines.append(f"{ind}pack {s.dst}[{s.doff!r} + k*{s.width} + r] = "
+                                 f"{s.src}[{s.soff!r} + r*{s.ld!r} + k] (r<{s.rows!r}, k<{s.klen!r})")
                 elif isinstance(s, TileMM):
                     lines.append(f"{ind}tile {s.rows}x{s.cols} k<{s.kext!r}: {s.out}[{s.ooff!r} + r*{s.ostride!r} + c]"
                                  f" {'+' if s.beta.op != 'const' or s.beta.arg else ''}= "

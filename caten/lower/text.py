@@ -29,7 +29,7 @@ def _exprs(s) -> tuple[X, ...]:
         return (s.init,)
     if isinstance(s, L.SetAcc):
         return (s.value,)
-    if isinstance(s, (L.MacroMM, L.DirectMM)):
+    if isinstance(s, (L.MacroMM, L.DirectMM, L.PackT)):
         return s.exprs()
     if isinstance(s, L.TileMM):
         return (s.kext, s.aoff, s.boff, s.ooff, s.ostride, s.rvalid, s.cvalid, s.beta)
@@ -125,6 +125,9 @@ class _Printer:
             return f"{s.dtype} {s.var} = {t[0]}"
         if isinstance(s, L.SetAcc):
             return f"{s.var} = {t[0]}"
+        if isinstance(s, L.PackT):
+            return (f"pack {s.var} {s.dst}[{t[0]} + k*{s.width} + r] = {s.src}[{t[1]} + r*{t[2]} + k] "
+                    f"(r<{t[3]}, k<{t[4]})")
         if isinstance(s, L.DirectMM):
             return (f"direct tiles {s.var} {s.dtype} {s.rows}x{s.cols} {s.a} x {s.b} -> {s.out} ({s.static()}; "
                     f"{', '.join(t)})")

@@ -104,6 +104,12 @@ def problems(kernel: L.Kernel) -> list[str]:
                 exprs((s.value,), scope)
                 if s.var not in scope:
                     out.append(f"kernel {kernel.name}: sets {s.var} before its accumulator")
+            elif isinstance(s, L.PackT):
+                exprs(s.exprs(), scope)
+                if s.src not in params or s.dst not in params:
+                    out.append(f"kernel {kernel.name}: packs {s.src} into {s.dst}, not both parameters")
+                elif params[s.dst].role == "in":
+                    out.append(f"kernel {kernel.name}: packs into input {s.dst}")
             elif isinstance(s, (L.TileMM, L.MacroMM, L.DirectMM)):
                 for buf in (s.a, s.b, s.out):
                     if buf not in params:

@@ -11,7 +11,7 @@ from caten.ir.walk import Visit, drive
 from caten.lower import loopir as L
 from caten.lower.dimx import bare, dim_leaf
 from caten.lower.loopir import X
-from caten.render.llvm import direct, gemm, threads
+from caten.render.llvm import direct, gemm, pack, threads
 from caten.render.llvm.emit import Emitter
 from caten.render.llvm.prims import PRIMS
 from caten.render.llvm.values import const_str, mty, rty
@@ -266,6 +266,8 @@ class FnGen(Emitter):
             elif isinstance(s, L.DirectMM):
                 args = [f"ptr %b_{b}" for b in (s.a, s.b, s.out)] + [f"i64 {self.v(x)}" for x in s.exprs()]
                 self.emit(f"call void @{direct.directmm(self, s)}({', '.join(args)})")
+            elif isinstance(s, L.PackT):
+                pack.packt(self, s)
             elif isinstance(s, direct.Inline):
                 s.emit(self)
             elif isinstance(s, StageCall):

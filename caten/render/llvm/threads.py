@@ -97,6 +97,10 @@ def uses(stmts: list) -> tuple[set[str], set[str]]:
                 bufs.update((s.a, s.b, s.out))
                 for e in s.exprs():
                     x(e)
+            elif isinstance(s, L.PackT):
+                bufs.update((s.src, s.dst))
+                for e in s.exprs():
+                    x(e)
             elif hasattr(s, "reads"):  # an outlined stage's call (fn.StageCall)
                 bufs.update(s.bufs)
                 used.update(s.reads)
