@@ -28,7 +28,7 @@ from caten.lower.masksplit import split_masks
 from caten.lower.reduce import Blocked, identity
 from caten.schedule import Schedule, Unfusable
 from caten.schedule.plan import LOWP, ReducePlan
-from caten.schedule.split import outer_either, stagewise, work
+from caten.schedule.split import EVEN_EACH, outer_either, stagewise, work
 
 _REDUCE_ALU = REDUCERS
 
@@ -98,7 +98,7 @@ class KernelLowerer:
             rem = L.isub(ext, L.imul(X.make("idiv", L.IDX, (ext, t)), t))
             ok = L.land(L.alu(Op.NOT, T.bool_, L.icmplt(ext, t)),
                         L.alu(Op.OR, T.bool_, L.icmplt(rem, L.const(1)),
-                              L.alu(Op.NOT, T.bool_, L.icmplt(ext, L.const(8 * most)))))
+                              L.alu(Op.NOT, T.bool_, L.icmplt(ext, L.const(EVEN_EACH * most)))))
             # (no minimum of work: the kernel has GEMMs; a short condition, as every stage reads it)
             teff = L.alu(Op.WHERE, L.IDX, ok, L.const(most), L.const(1))
             self.outer_on = ok
@@ -155,18 +155,14 @@ class KernelLowerer:
                 raise Unfusable(f"{n} is read at other outer coordinates")
 
     def index(self, n: Node, c: Coords) -> X:
-        if n in self.local:
-            idx = flatten(c.axes(self.ranges)[self.p:], n.shape[self.p:]).expr()
-            if self.par is not None:  # one slice per thread
-                idx = L.iadd(idx, L.imul(self.par[1].tid, L.dim(D.prod(n.shape[self.p:]))))
-            return idx
-        return c.flat().expr()
+        """The flat index of n's element at c in its buffer (a kernel-local one: this thread's slice)."""
+        return self.index_aff(n, c).expr()
 
     def index_aff(self, n: Node, c: Coords) -> Aff:
         """`index` as an affine form of c's atoms (caten.lower.packt reads its coefficients)."""
         if n in self.local:
             idx = flatten(c.axes(self.ranges)[self.p:], n.shape[self.p:])
-            if self.par is not None:
+            if self.par is not None:  # one slice per thread
                 idx = idx.add(Aff({self.par[1].tid: D.prod(n.shape[self.p:])}))
             return idx
         return c.flat()

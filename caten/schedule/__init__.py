@@ -279,33 +279,33 @@ def _overwritable(n: Node, members: list[Node], p: int, realized: set[Node], nod
 
 def _elementwise_reads(n: Node, m: Node, realized: set[Node]) -> bool:
     """Whether every read of realized node m in n's (unrealized) cone is at n's own element: the
-    paths from n to m cross only elementwise ops and contiguous reshapes of m's size."""
-    memo: dict[Node, bool] = {}  # node -> whether its cone reaches m
-
-    def reaches(x: Node) -> bool:
-        if x is m:
-            return True
-        if x in realized or x.op is Op.BUFFER:
-            return False
-        if x not in memo:
-            memo[x] = False
-            memo[x] = any([reaches(s) for s in x.src])
-        return memo[x]
-
-    stack, seen = [n], set()
+    paths from n to m cross only elementwise ops and contiguous reshapes of m's size. (Walked
+    with explicit stacks: a long elementwise chain must not reach Python's recursion limit.)"""
+    cone: list[Node] = []  # n's unrealized cone, each node after its sources
+    seen: set[Node] = set()
+    stack: list[tuple[Node, bool]] = [(n, False)]
     while stack:
-        x = stack.pop()
-        if x in seen or x is m or (x is not n and (x in realized or x.op is Op.BUFFER)):
+        x, done = stack.pop()
+        if done:
+            cone.append(x)
+            continue
+        if x in seen:
             continue
         seen.add(x)
-        if x is not n and not reaches(x):
+        stack.append((x, True))
+        stack.extend((s, False) for s in x.src
+                     if s is not m and s not in realized and s.op is not Op.BUFFER and s not in seen)
+    reaches = {x: False for x in cone}
+    for x in cone:
+        reaches[x] = any(s is m or reaches.get(s, False) for s in x.src)
+    for x in cone:
+        if not reaches[x]:
             continue
         if x.op is Op.VIEW:
             if not (x.arg.contiguous and D.prod(x.shape) == D.prod(m.shape)):
                 return False
         elif x.op is Op.REDUCE or x.op in (Op.COPY, Op.EXTERN, Op.RAND):
             return False
-        stack.extend(x.src)
     return True
 
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from caten.schedule import Kernel, Stage
 
 SPLIT_MIN = 1 << 17  # elements a kernel's stages touch below which it stays on one thread
+EVEN_EACH = 8  # outer iterations a thread from which one more for some threads is a small difference
 GEMM_THREAD_MIN = 1 << 22  # multiply-adds below which a GEMM stays on one thread (~40 us of work)
 
 
@@ -105,12 +106,12 @@ def _few_macs(k: Kernel, s: Stage) -> bool:
 
 def even_outer(k: Kernel, threads: int) -> bool:
     """Kernel k's first non-unit outer loop gives each of `threads` the same number of
-    iterations, or so many that one more is a small difference (at least 8 each)."""
+    iterations, or so many that one more is a small difference (`EVEN_EACH` each)."""
     a = split_axis(k)
     if a is None or threads < 2:
         return False
     e = k.outer_shape[a]
-    return isinstance(e, int) and e >= threads and (e % threads == 0 or e >= 8 * threads)
+    return isinstance(e, int) and e >= threads and (e % threads == 0 or e >= EVEN_EACH * threads)
 
 
 def _small(size: Dim) -> bool:
