@@ -57,7 +57,8 @@ def jit_object(ir_text: str, opt: int = 3, t: Target | None = None) -> bytes:
 def _engine():
     if "engine" not in _state:
         llvm = _llvm()
-        tm = target_machine(jit=True)
+        t = target.host()
+        tm = llvmobj.target_machine(t.cpu, t.features, 3, jit=True, own=True)  # the engine's own
         _state["tm"] = tm
         _state["engine"] = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
     return _state["engine"]

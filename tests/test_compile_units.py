@@ -129,3 +129,34 @@ def test_compile_jobs_sets_how_many_processes_compile(monkeypatch):
     assert [w for w in jobs._workers if w.alive()] == before  # none started
     monkeypatch.setenv("CATEN_COMPILE_JOBS", "many")  # not a number: the cores
     assert jobs.processes(3) == 3
+
+
+ONE_SUM = """(composite f ((X{f32}[N, M]) (Y{f32}[K, J]) -> (A{f32}[N, 1]))
+  (return (sum (exp X) :axis 1 :keepdims true)))"""
+TWIN_SUMS = """(composite f ((X{f32}[N, M]) (Y{f32}[K, J]) -> (A{f32}[N, 1], B{f32}[K, 1]))
+  (return (sum (exp X) :axis 1 :keepdims true) (sum (exp Y) :axis 1 :keepdims true)))"""
+
+
+def test_twin_stages_over_other_dims_and_buffers_are_one_unit():
+    """A stage takes the dims and buffers it reads, ordered by its structure
+    (caten.lower.dimargs): the second row-sum, over Y[K, J] where the first reads X[N, M], is the
+    same code and adds no unit (names order a product's operands, so the twins here have names
+    that sort alike: J < K as M < N)."""
+    one, two = units.split(module_text(ONE_SUM)), units.split(module_text(TWIN_SUMS))
+    assert len(two) == len(one) and [u.key for u in two[:-1]] == [u.key for u in one[:-1]]
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((5, 37)).astype(np.float32)
+    y = rng.standard_normal((9, 3)).astype(np.float32)
+    a, b = caten.loads(TWIN_SUMS, runtime="llvm").f(x, y)  # the shared code, called with each one's dims
+    np.testing.assert_allclose(a, np.exp(x).sum(1, keepdims=True), rtol=1e-5)
+    np.testing.assert_allclose(b, np.exp(y).sum(1, keepdims=True), rtol=1e-5)
+
+
+def test_the_unit_key_ignores_the_order_of_a_commutative_op_s_operands():
+    body = ("define void @f(i64 %a, i64 %b, ptr %p) #1 {{\nentry:\n  %t = {} i64 {}\n"
+            "  store i64 %t, ptr %p\n  ret void\n}}")
+    key = lambda op, args: units._canonical(body.format(op, args), ["f"])  # noqa: E731
+    assert key("mul", "%a, %b") == key("mul", "%b, %a")
+    assert key("add nuw nsw", "%b, 13") == key("add nuw nsw", "13, %b")
+    assert key("sub", "%a, %b") != key("sub", "%b, %a")  # not commutative: different code
+    assert key("mul", "%a, %b") != key("add", "%a, %b")

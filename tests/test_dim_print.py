@@ -62,3 +62,19 @@ def test_property_printing_visits_each_atom_a_bounded_number_of_times(steps):
     finally:
         D.Atom.__str__ = orig
     assert calls[0] <= 4 * (len(steps) + 2), (calls[0], text)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_STEPS, st.permutations(["N", "M", "K"]), st.booleans())
+def test_property_renaming_is_substitution_by_symbols(steps, names, partial):
+    """D.rename (the canonical names of a cache key, linear time) is D.substitute for a map of
+    symbols to distinct symbols: the same normal form, printed alike."""
+    ops = {"idiv": D.floordiv, "mod": D.mod, "max": D.dmax, "min": D.dmin, "add": D.add}
+    e = D.add(D.sym("N"), D.mul(D.sym("K"), D.sym("M")))
+    for op, arg in steps:
+        e = ops[op](e, D.sym(arg) if isinstance(arg, str) else arg)
+    env = {old: D.sym(new) for old, new in zip(["N", "M", "K"], names)}
+    if partial:  # one symbol kept: a rename onto it merges terms (substitute does that)
+        env.pop("K")
+    assert str(D.rename(e, env)) == str(D.substitute(e, env))
+    assert D.rename(e, env) == D.substitute(e, env)

@@ -37,13 +37,24 @@ def llvm():
     return binding
 
 
-def target_machine(cpu: str, features: str, opt: int = 3, jit: bool = False):
+_machines: dict[tuple, object] = {}
+
+
+def target_machine(cpu: str, features: str, opt: int = 3, jit: bool = False, own: bool = False):
     """An LLVM target machine of this process's triple for `cpu`/`features`; `jit`: for
-    objects the in-process JIT links (JIT_CODE_MODEL)."""
-    b = llvm()
-    tgt = b.Target.from_triple(b.get_process_triple())
-    return tgt.create_target_machine(cpu=cpu, features=features, opt=opt, reloc="static" if jit else "pic",
-                                     codemodel=JIT_CODE_MODEL if jit else "default")
+    objects the in-process JIT links (JIT_CODE_MODEL). Made once per setting (a module's
+    units each need two, ~1 ms apiece), or a new one for a caller that hands it on (`own`:
+    an execution engine takes its machine over)."""
+    key = (cpu, features, opt, jit)
+    tm = None if own else _machines.get(key)
+    if tm is None:
+        b = llvm()
+        tgt = b.Target.from_triple(b.get_process_triple())
+        tm = tgt.create_target_machine(cpu=cpu, features=features, opt=opt, reloc="static" if jit else "pic",
+                                       codemodel=JIT_CODE_MODEL if jit else "default")
+        if not own:
+            _machines[key] = tm
+    return tm
 
 
 def optimize(ir_text: str, cpu: str, features: str, opt: int = 3):

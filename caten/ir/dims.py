@@ -381,6 +381,51 @@ def substitute(d: Dim, env: Mapping[str, Dim]) -> Dim:
     return total
 
 
+class _Merges(Exception):
+    """(rename) A symbol the env keeps is one it renames another to: terms would merge."""
+
+
+def rename(d: Dim, env: Mapping[str, Dim]) -> Dim:
+    """substitute(d, env) for an env that maps symbols to distinct new symbols (canonical names):
+    the same normal form, rebuilt atom by atom without re-simplifying (a renaming cannot enable
+    a simplification), so a large arena offset renames in linear time."""
+    names: dict[str, str] = {}
+    for k, v in env.items():
+        if not (isinstance(v, DimExpr) and len(v.terms) == 1):
+            return substitute(d, env)
+        ((m, c),) = v.terms.items()
+        if c != 1 or len(m) != 1 or m[0].op != "sym":
+            return substitute(d, env)
+        names[k] = m[0].args[0]
+    targets = set(names.values())
+    if len(targets) != len(names):
+        return substitute(d, env)
+    memo: dict[Atom, Atom] = {}
+
+    def atom(a: Atom) -> Atom:
+        r = memo.get(a)
+        if r is None:
+            if a.op == "sym":
+                if a.args[0] not in names and a.args[0] in targets:
+                    raise _Merges
+                r = Atom("sym", (names.get(a.args[0], a.args[0]),))
+            else:
+                args = tuple(expr(x) for x in a.args)
+                r = Atom(a.op, tuple(sorted(args, key=repr)) if a.op in ("max", "min") else args)
+            memo[a] = r
+        return r
+
+    def expr(x: Dim) -> Dim:
+        if isinstance(x, int):
+            return x
+        return DimExpr({tuple(sorted(atom(a) for a in m)): c for m, c in x.terms.items()})
+
+    try:
+        return expr(d)
+    except _Merges:
+        return substitute(d, env)
+
+
 def prod(ds) -> Dim:
     out: Dim = 1
     for d in ds:

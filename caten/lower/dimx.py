@@ -45,25 +45,44 @@ def dim_leaf(d: Dim, defines: Mapping[str, Dim]) -> X:
     return X.make("dim", L.IDX, (dim_value(d, defines),), d)
 
 
-def dim_value(d: Dim, defines: Mapping[str, Dim]) -> X:
-    """d as loop IR: sums and products of dynamic dims' leaves, the rest in primitives."""
+def dim_value(d: Dim, defines: Mapping[str, Dim], memo: dict | None = None) -> X:
+    """d as loop IR: sums and products of dynamic dims' leaves, the rest in primitives. `memo`
+    (per call) keeps a sub-expression's value and print key: nested idiv/max atoms share their
+    arguments, and re-walking them at every level costs exponential time."""
     if isinstance(d, int):
         return L.const(d)
+    memo = {} if memo is None else memo
+    hit = memo.get(d)
+    if hit is not None:
+        return hit
     total: X | None = None
-    for m, c in sorted(d.terms.items(), key=lambda mc: repr(mc[0])):
+    for m, c in sorted(d.terms.items(), key=lambda mc: _mono_key(mc[0], memo)):
         term = L.const(c)
         for a in m:
-            term = L.imul(term, atom_value(a, defines))
+            term = L.imul(term, atom_value(a, defines, memo))
         total = term if total is None else L.iadd(total, term)
-    return total if total is not None else L.const(0)
+    memo[d] = out = total if total is not None else L.const(0)
+    return out
 
 
-def atom_value(a: Atom, defines: Mapping[str, Dim]) -> X:
+def _mono_key(m: tuple[Atom, ...], memo: dict) -> str:
+    """repr(m), each atom printed once per call."""
+    parts = []
+    for a in m:
+        k = ("repr", a)
+        r = memo.get(k)
+        if r is None:
+            memo[k] = r = repr(a)
+        parts.append(r)
+    return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+
+
+def atom_value(a: Atom, defines: Mapping[str, Dim], memo: dict | None = None) -> X:
     """One atom of a dim expression as loop IR."""
     if a.op == "sym":
         v = defines.get(a.args[0])
-        return L.dim(D.sym(a.args[0])) if v is None else dim_value(v, defines)
-    x, y = (dim_value(s, defines) for s in a.args)
+        return L.dim(D.sym(a.args[0])) if v is None else dim_value(v, defines, memo)
+    x, y = (dim_value(s, defines, memo) for s in a.args)
     if a.op in _DIVIDES:
         num, den = a.args
         if isinstance(den, int) and den > 0 and D.sign_of(num) == 1:  # num >= 0: truncation floors

@@ -45,7 +45,7 @@ class _Printer:
         self.count = 0
 
     def dim(self, d: D.Dim) -> str:
-        return str(D.substitute(d, self.canon) if self.canon else d)
+        return str(D.rename(d, self.canon) if self.canon else d)
 
     def count_uses(self, roots: Sequence[X]) -> None:
         stack = list(roots)

@@ -36,6 +36,7 @@ from caten.ir.verify import enabled as verify_enabled
 from caten.lower import bounds as B
 from caten.lower import loopir as L
 from caten.lower.decompose import decompose
+from caten.lower.dimargs import used_dims
 from caten.lower.text import kernel_text
 from caten.lower.trial import check_group
 from caten.lower.verify import problems as loop_problems
@@ -64,7 +65,7 @@ class EntryPlan:
 
     def text(self, canon: dict[str, D.Dim] | None = None) -> str:
         def dim(d: D.Dim) -> str:
-            return str(D.substitute(d, canon) if canon else d)
+            return str(D.rename(d, canon) if canon else d)
 
         lines = [f"entry {self.name}({', '.join(f'{b} {t}' for b, t in self.inputs + self.outputs)}"
                  f"{''.join(', i64 ' + dim(D.sym(d)) for d in self.dims)})"]
@@ -112,6 +113,9 @@ class Lowered:
         if native is not None:
             self.kernels = decompose(self.kernels, native, self.defines)
             self.verify("the decompose pass")
+            # each kernel takes the dims it reads, in its structure's order (caten.lower.dimargs)
+            self.kernels = [replace(k, dims=used_dims(k.body, k.dims)) for k in self.kernels]
+            self.plan = entry_plan(self.plan.name, self.sched, self.kernels)
 
     def verify(self, stage: str) -> None:
         """Check the loop IR (caten.lower.verify) under `Options.debug` or CATEN_VERIFY."""

@@ -302,9 +302,10 @@ class FnGen(Emitter):
 
 
 class StageCall:
-    """A call of an outlined stage (renderer-private statement); `bufs` and `reads` (loop
-    counters) are what it uses, for a Parallel around it to pass on (threads.uses)."""
+    """A call of an outlined stage (renderer-private statement); `bufs`, `dims` (in its
+    parameters' order) and `reads` (loop counters) are what it uses, for a Parallel around it to
+    pass on (threads.uses, caten.lower.dimargs)."""
 
-    def __init__(self, name: str, args: list[str], bufs: set[str], reads: set[str]):
-        self.name, self.args, self.bufs, self.reads = name, args, bufs, reads
+    def __init__(self, name: str, args: list[str], bufs: list[str], dims: list[str], reads: set[str]):
+        self.name, self.args, self.bufs, self.dims, self.reads = name, args, bufs, dims, reads
 

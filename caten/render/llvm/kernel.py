@@ -7,6 +7,7 @@ import dataclasses
 
 from caten.ir import dims as D
 from caten.lower import loopir as L
+from caten.lower.dimargs import first_uses
 from caten.render.llvm.fn import FnGen, StageCall
 from caten.render.llvm.module import Module
 from caten.render.llvm.threads import uses
@@ -28,43 +29,47 @@ class ModuleGen(Module):
         its threads share) are outlined into functions of their own: smaller functions are much
         faster to register-allocate, and each is a unit that compiles in parallel and is cached
         alone (caten.render.llvm.units)."""
-        dims = [f"i64 %d_{d}" for d in k.dims]  # parameters and arguments alike
-        params = [f"ptr noalias %b_{p.name}" for p in k.params] + dims
+        params = [f"ptr noalias %b_{p.name}" for p in k.params] + [f"i64 %d_{d}" for d in k.dims]
         self._stage_no = 0
-        body = self._outline(k, k.body, [], dims, defines)
+        body = self._outline(k, k.body, [], defines)
         g = FnGen(self, k.dims, defines)
         g.stmts(body)
         self.funcs.append(g.text(f"define internal void @{k.name}({', '.join(params)}) #1 {{"))
         self.root(k.name)
 
-    def _outline(self, k: L.Kernel, body: list, outer: list[str], dims: list[str],
-                 defines: dict[str, D.Dim]) -> list:
+    def _outline(self, k: L.Kernel, body: list, outer: list[str], defines: dict[str, D.Dim]) -> list:
         """body with its stages (statements among two or more that read no variable but the
         enclosing loops' counters) as calls of functions of their own; the loops around them
         are entered (`_entered`), not outlined whole."""
         if len(body) == 1 and _entered(body[0]):
             lp = body[0]
-            return [dataclasses.replace(lp, body=self._outline(k, lp.body, outer + [lp.var], dims, defines))]
+            return [dataclasses.replace(lp, body=self._outline(k, lp.body, outer + [lp.var], defines))]
         if len(body) < 2:
             return body
         new: list = []
+        pnames = {p.name for p in k.params}
         for st in body:
             free, bufs = uses([st])
             if isinstance(st, L.Loop) and st.hint == "outer":
-                new += self._outline(k, [st], outer, dims, defines)
+                new += self._outline(k, [st], outer, defines)
             elif isinstance(st, _STAGES) and free <= set(outer):
                 # a stage takes only the buffers it touches: passing all of a kernel's buffers
                 # to each stage cost register allocation and alias analysis time per call
                 name = f"{k.name}__s{self._stage_no}"
                 self._stage_no += 1
-                g = FnGen(self, k.dims, defines)
+                # and the dims it reads, both in its structure's order: stages of equal structure
+                # over other buffers and dims (the Mixer's two MLPs) are equal units, compiled once
+                sd, order = first_uses([st])
+                sd = [d for d in sd if d in k.dims]
+                mine = [b for b in order if b in bufs] + sorted(bufs - set(order))
+                mine = [b for b in mine if b in pnames]
+                g = FnGen(self, sd, defines)
                 g.stmts([st])
-                mine = [p.name for p in k.params if p.name in bufs]
-                ps = [f"ptr noalias %b_{b}" for b in mine] + dims + [f"i64 %v_{v}" for v in outer]
+                args = [f"i64 %d_{d}" for d in sd] + [f"i64 %v_{v}" for v in outer]
+                ps = [f"ptr noalias %b_{b}" for b in mine] + args
                 self.funcs.append(g.text(f"define internal void @{name}({', '.join(ps)}) #1 {{"))
                 self.root(name)
-                new.append(StageCall(name, [f"ptr %b_{b}" for b in mine] + dims + [f"i64 %v_{v}" for v in outer],
-                                     set(mine), set(outer)))
+                new.append(StageCall(name, [f"ptr %b_{b}" for b in mine] + args, mine, sd, set(outer)))
             else:
                 new.append(st)
         return new

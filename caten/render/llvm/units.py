@@ -21,6 +21,8 @@ _GLOBAL_REF = re.compile(r"@([\w.$]+)")
 _MD_REF = re.compile(r"!(\d+)\b")
 _LOCAL = re.compile(r"%([\w.$-]+)")
 _LABEL = re.compile(r"^([\w.$-]+):", re.M)
+_COMMUTATIVE = re.compile(r"^(  %[\w.$-]+ = (?:add|mul|and|or|xor|fadd|fmul)(?: [a-z]+)* [\w<> ]+? )"
+                          r"([%\w.$-]+), ([%\w.$-]+)$", re.M)
 
 
 @dataclass
@@ -211,4 +213,7 @@ def _canonical(text: str, names: list[str]) -> str:
     def local(m: re.Match) -> str:
         return seen.setdefault(m[1], f"v{len(seen)}")
     text = _LOCAL.sub(lambda m: "%" + local(m), text)
-    return _LABEL.sub(lambda m: local(m) + ":", text)
+    text = _LABEL.sub(lambda m: local(m) + ":", text)
+    # operands of a commutative op in one order: a dim product spelled `C*DT` in one kernel and
+    # `DT*T` in its twin (operands follow the symbols' names) is the same code
+    return _COMMUTATIVE.sub(lambda m: f"{m[1]}{', '.join(sorted((m[2], m[3])))}", text)
