@@ -91,7 +91,10 @@ def compile_object(ir_text: str, cpu: str, features: str, opt: int = 3, light: b
 
 def serve(inp, out) -> None:
     """The worker loop: a request is a JSON line {cpu, features, opt, light, size} then `size`
-    bytes of IR; the answer is `ok N` or `error N` and N bytes (the object, or the message)."""
+    bytes of IR; the answer is `ok N` or `error N` and N bytes (the object, or the message).
+    LLVM loads before the first request: a worker starts while its caller lowers and renders,
+    and is ready when the units are."""
+    llvm()
     while True:
         line = inp.readline()
         if not line:

@@ -18,11 +18,12 @@ Dim = Union[int, "DimExpr"]
 class Atom:
     """A symbol, or an opaque operation over dims (floordiv, mod, max, min)."""
 
-    __slots__ = ("op", "args", "_key")
+    __slots__ = ("op", "args", "_key", "_s")
 
     def __init__(self, op: str, args: tuple):
         self.op, self.args = op, args
         self._key = (op, tuple(_key(a) for a in args))
+        self._s: str | None = None
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Atom) and self._key == other._key
@@ -46,7 +47,9 @@ class Atom:
     def __str__(self) -> str:
         if self.op == "sym":
             return self.args[0]
-        return f"({self.op} {' '.join(map(str, self.args))})"
+        if self._s is None:  # (printed once: atoms are immutable, and sorting prints them often)
+            self._s = f"({self.op} {' '.join(map(str, self.args))})"
+        return self._s
 
     __repr__ = __str__  # also orders printed terms: deterministic, unlike the default (an address)
 
@@ -58,11 +61,12 @@ def _key(d: Dim) -> object:
 class DimExpr:
     """A non-constant polynomial in dimension symbols (constants are plain ints)."""
 
-    __slots__ = ("terms", "_tk")
+    __slots__ = ("terms", "_tk", "_s")
 
     def __init__(self, terms: dict[tuple[Atom, ...], int]):
         self.terms = {m: c for m, c in terms.items() if c}
         self._tk: tuple | None = None
+        self._s: str | None = None
 
     @property
     def _terms_key(self) -> tuple:
@@ -111,6 +115,8 @@ class DimExpr:
         return floordiv(self, o)
 
     def __str__(self) -> str:
+        if self._s is not None:  # (printed once: dims are immutable, and sorting prints them often)
+            return self._s
         # each atom printed once: sorting by repr(m) and then printing m again would print a nest
         # of k idiv atoms 2**k times (the key is repr(m), spelled from the same strings)
         terms = []
@@ -123,7 +129,8 @@ class DimExpr:
             if c != 1 or not factors:
                 factors.insert(0, str(c))
             parts.append(factors[0] if len(factors) == 1 else f"(* {' '.join(factors)})")
-        return parts[0] if len(parts) == 1 else f"(+ {' '.join(parts)})"
+        self._s = parts[0] if len(parts) == 1 else f"(+ {' '.join(parts)})"
+        return self._s
 
     __repr__ = __str__
 

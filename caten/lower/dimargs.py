@@ -13,54 +13,75 @@ import dataclasses
 from collections.abc import Collection
 
 from caten.ir import dims as D
+from caten.ir.ops import Op
 from caten.lower import loopir as L
 
 _BUFFER_FIELDS = ("buf", "a", "b", "out", "src", "dst")  # statement fields that name a buffer
 
 
+_COMMUTATIVE = (Op.ADD, Op.MUL, Op.MAX, Op.AND, Op.OR, Op.XOR, Op.CMPNE)
+
+
 def first_uses(stmts: list) -> tuple[list[str], list[str]]:
-    """(dims, buffers) that `stmts` read or write, each by first appearance: statements in
-    order, each statement's fields in order, an expression's operands depth first. A statement
-    that is no dataclass (a renderer's call of an outlined stage) lists its own in `dims` and
-    `bufs`."""
-    dims: dict[str, None] = {}
+    """(dims, buffers) that `stmts` read or write. Buffers by first appearance: statements in
+    order, each statement's fields in order, an expression's operands depth first. Dims by
+    where they are used (each use: the statement's number, the field, the op reading it and
+    which operand, any operand of a commutative op alike), then first appearance: a dim's
+    expressions are sums and products in its symbols' name order, so first appearance alone
+    would order the twins' `(* M N)` and `(* C T)` by their names. A statement that is no
+    dataclass (a renderer's call of an outlined stage) lists its own in `dims` and `bufs`."""
+    dims: dict[str, list] = {}
     bufs: dict[str, None] = {}
     seen: set[int] = set()
+    syms: dict[int, list[str]] = {}
 
-    def expr(root: L.X) -> None:
+    def use(x: L.X, at: tuple) -> None:
+        names = syms.get(id(x))
+        if names is None:
+            names = syms[id(x)] = D.free_syms(x.arg)
+        for name in names:
+            dims.setdefault(name, []).append(at)
+
+    def expr(root: L.X, at: tuple) -> None:
+        if root.op == "dim" and not root.src:  # (a bare leaf after decompose; any dim before it)
+            use(root, at + ("", 0))
         stack = [root]
         while stack:
             x = stack.pop()
             if id(x) in seen:
                 continue
             seen.add(id(x))
-            if x.op == "dim" and not x.src:  # (a bare leaf after decompose; any dim before it)
-                for name in D.free_syms(x.arg):
-                    dims.setdefault(name, None)
-            elif x.op == "load":
+            if x.op == "load":
                 bufs.setdefault(x.arg, None)
-            stack.extend(reversed(x.src))
+            for i, s in enumerate(x.src):
+                if s.op == "dim" and not s.src:
+                    use(s, at + (str(x.op), -1 if x.op in _COMMUTATIVE else i))
+            stack.extend(s for s in reversed(x.src) if s.src or s.op != "dim")
 
     todo: list = list(reversed(stmts))
+    n = 0
     while todo:
         s = todo.pop()
+        n += 1
         if not dataclasses.is_dataclass(s):
-            dims.update(dict.fromkeys(s.dims))
+            for d in s.dims:
+                dims.setdefault(d, []).append((n, "call", "", 0))
             bufs.update(dict.fromkeys(s.bufs))
             continue
         for f in dataclasses.fields(s):
             v = getattr(s, f.name)
             if isinstance(v, L.X):
-                expr(v)
+                expr(v, (n, f.name))
             elif isinstance(v, str) and f.name in _BUFFER_FIELDS:
                 bufs.setdefault(v, None)
             elif isinstance(v, tuple):
-                for e in v:
+                for i, e in enumerate(v):
                     if isinstance(e, L.X):
-                        expr(e)
+                        expr(e, (n, f"{f.name}{i}"))
             elif f.name == "body" and isinstance(v, list):
                 todo.extend(reversed(v))
-    return list(dims), list(bufs)
+    first = {d: i for i, d in enumerate(dims)}
+    return sorted(dims, key=lambda d: (sorted(dims[d]), first[d])), list(bufs)
 
 
 def used_dims(stmts: list, among: Collection[str]) -> list[str]:

@@ -34,15 +34,16 @@ def bare(d: Dim) -> str | None:
     return m[0].args[0] if c == 1 and len(m) == 1 and m[0].op == "sym" else None
 
 
-def dim_leaf(d: Dim, defines: Mapping[str, Dim]) -> X:
+def dim_leaf(d: Dim, defines: Mapping[str, Dim], memo: dict | None = None) -> X:
     """The loop-IR leaf of dim d: a constant, a dynamic dim's bare `dim` leaf, or a `dim` leaf
-    holding d whose one source is its value in primitives."""
+    holding d whose one source is its value in primitives (`memo`: dim_value's, shared by the
+    calls of one function: an entry's arena offsets share most of their terms)."""
     if isinstance(d, int):
         return L.const(d)
     name = bare(d)
     if name is not None and name not in defines:
         return L.dim(d)
-    return X.make("dim", L.IDX, (dim_value(d, defines),), d)
+    return X.make("dim", L.IDX, (dim_value(d, defines, memo),), d)
 
 
 def dim_value(d: Dim, defines: Mapping[str, Dim], memo: dict | None = None) -> X:

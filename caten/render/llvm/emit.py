@@ -21,6 +21,7 @@ class Emitter:
         self.lines: list[str | None] = []
         self.entry: list[str | None] = []  # hoisted into the entry block (dim values)
         self.dimmemo: dict = {}  # values computed in the entry block, by expression
+        self.dimx: dict = {}  # dims written as loop IR (caten.lower.dimx.dim_value's memo)
         self.allocas: list[str] = []
         self.n = 0
         self.cur = "entry"

@@ -42,7 +42,7 @@ class FnGen(Emitter):
     def dimval(self, d) -> str:
         """The i64 value of a dim outside the loop IR (entry checks, arena offsets): its loop-IR
         leaf (caten.lower.dimx), computed in the entry block."""
-        return self.v(dim_leaf(d, self.defines))
+        return self.v(dim_leaf(d, self.defines, self.dimx))
 
     def _v(self, x: X) -> Visit[str]:
         op = x.op

@@ -206,14 +206,21 @@ def _renumber(text: str, mds: dict[int, str]) -> tuple[str, list[str]]:
 def _canonical(text: str, names: list[str]) -> str:
     """The text with its own function names and local value names replaced by their order of
     first appearance: two renderings of the same code hash alike wherever they sit."""
-    for i, n in enumerate(names):
-        text = re.sub(rf"@{re.escape(n)}\b(?![\w.$])", f"@F{i}", text)
+    if names:
+        own = {n: f"@F{i}" for i, n in enumerate(names)}
+        text = re.sub(rf"@({'|'.join(map(re.escape, own))})\b(?![\w.$])", lambda m: own[m[1]], text)
     seen: dict[str, str] = {}
 
-    def local(m: re.Match) -> str:
-        return seen.setdefault(m[1], f"v{len(seen)}")
-    text = _LOCAL.sub(lambda m: "%" + local(m), text)
-    text = _LABEL.sub(lambda m: local(m) + ":", text)
+    def rename(parts: list[str], pre: str, post: str) -> str:
+        """re.split's pieces, a name at each odd index, the names renamed."""
+        for i in range(1, len(parts), 2):
+            n = seen.get(parts[i])
+            if n is None:
+                n = seen[parts[i]] = f"v{len(seen)}"
+            parts[i] = pre + n + post
+        return "".join(parts)
+    text = rename(_LOCAL.split(text), "%", "")
+    text = rename(_LABEL.split(text), "", ":")
     # operands of a commutative op in one order: a dim product spelled `C*DT` in one kernel and
     # `DT*T` in its twin (operands follow the symbols' names) is the same code
     return _COMMUTATIVE.sub(lambda m: f"{m[1]}{', '.join(sorted((m[2], m[3])))}", text)
