@@ -25,6 +25,7 @@ from caten.ir.ops import TABLE, Ctx, Op
 from caten.lower import loopir as L
 from caten.lower.decompose import DECOMPOSED, Decomposer, decompose
 from caten.lower.evaluate import evaluate, fma
+from caten.lower.text import dump
 from tests.loopir_run import run
 
 FLOATS = [T.f16, T.bf16, T.f32, T.f64]
@@ -275,10 +276,10 @@ def test_decompose_kernels_of_a_lowered_program():
     src = "(composite f ((X{f32}[N]) (Y{i32}[N]) -> (A{f32}[N], B{i32}[N])) (return (softmax X) (idiv Y 3)))"
     prog = caten.loads(src, runtime="numpy").f.elaborate({})
     lw = pipeline.lower_program(prog, "f", target.host(), 1)
-    before = [k.dump() for k in lw.kernels]
+    before = [dump(k) for k in lw.kernels]
     out = decompose(lw.kernels)
-    assert [k.dump() for k in lw.kernels] == before  # the input is not modified
-    text = "\n".join(k.dump() for k in out)
+    assert [dump(k) for k in lw.kernels] == before  # the input is not modified
+    text = "\n".join(dump(k) for k in out)
     assert "exp2" in "\n".join(before) and "exp2" not in text and "fma" in text
     left = _kernel_ops(out) & set(DECOMPOSED)
     assert left <= {Op.MAX}  # a reduction's MAX update ("acc") stays

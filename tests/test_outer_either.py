@@ -20,6 +20,7 @@ import pytest
 
 import caten
 from caten import pipeline, target
+from caten.lower.text import dump
 
 MLP = """
 (composite f ((X{f32}[B, M, K]) (W1{f32}[K, N]) (b1{f32}[N]) (W2{f32}[N, K]) -> (Y{f32}[B, M, K]))
@@ -65,7 +66,7 @@ def test_values_at_every_batch_size(rt):
 def _lowered(src: str, name: str) -> str:
     prog = caten.loads(src, runtime="llvm").__getattr__(name).elaborate({})
     lw = pipeline.lower_program(prog, name, target.host(), 2)
-    return "\n".join(k.dump() for k in lw.kernels)
+    return "\n".join(dump(k) for k in lw.kernels)
 
 
 def test_the_kernel_has_both_splits_and_packs_first():

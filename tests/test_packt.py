@@ -1,4 +1,4 @@
-"""The transposing copy of a GEMM's row panels (`loopir.PackT`, caten.lower.packt and
+"""The transposing copy of a GEMM's row panels (`loopir.PackT`, caten.lower.panels and
 caten.render.llvm.pack): a row-major a is packed a vector of k at a time, transposed in
 registers by a perfect-shuffle network, where the plain loops moved a float at a time (the
 Mixer's channel GEMMs: 0.9 ms a call; the block went 22.1-23.2 -> 21.3-21.8 ms on the AVX-512 host).

@@ -159,7 +159,7 @@ class KernelLowerer:
         return self.index_aff(n, c).expr()
 
     def index_aff(self, n: Node, c: Coords) -> Aff:
-        """`index` as an affine form of c's atoms (caten.lower.packt reads its coefficients)."""
+        """`index` as an affine form of c's atoms (caten.lower.panels reads its coefficients)."""
         if n in self.local:
             idx = flatten(c.axes(self.ranges)[self.p:], n.shape[self.p:])
             if self.par is not None:  # one slice per thread

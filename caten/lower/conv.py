@@ -14,9 +14,10 @@ from caten.ir.ops import Op
 from caten.lower import loopir as L
 from caten.lower.chunks import chunk
 from caten.lower.empty import zeros_if_empty
-from caten.lower.gemm import batch_loops, ceil_div, exact_at, merged_coords, once_per_call, out_index, out_stride
+from caten.lower.gemm import batch_loops, exact_at, merged_coords, out_index, out_stride
 from caten.lower.index import Aff, Coords
 from caten.lower.loopir import X
+from caten.lower.panels import ceil_div, once_per_call
 from caten.schedule.plan import GemmPlan, thread_slots
 from caten.schedule.split import GEMM_THREAD_MIN
 

@@ -12,11 +12,10 @@ from caten.ir.dims import Dim
 from caten.ir.graph import Node
 from caten.ir.ops import Op
 from caten.lower import loopir as L
-from caten.lower.chunks import chunk
 from caten.lower.empty import zeros_if_empty
 from caten.lower.index import Aff, Coords, contiguous_strides
 from caten.lower.loopir import X
-from caten.lower.packt import row_panel
+from caten.lower.panels import ceil_div, pack_whole, panel_copy, panel_rows, strided_panel
 from caten.lower.reduce import identity
 from caten.schedule.plan import GemmPlan, axis_deps, thread_slots
 from caten.schedule.split import GEMM_THREAD_MIN
@@ -186,9 +185,11 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     def kcoords(kk: X) -> None:
         coord.update(split(L.iadd(L.imul(kcv, L.const(kc)), kk), plan.red, plan.K))
 
+    def coords_at(at: dict[int, Aff]) -> Coords:
+        return Coords(src.shape, axes=[at.get(a, coord.get(a, Aff())) for a in range(src.rank)])
+
     def operand(node: Node, at: dict[int, Aff]) -> X:
-        c = Coords(src.shape, axes=[at.get(a, coord.get(a, Aff())) for a in range(src.rank)])
-        return kl.val(node, c)
+        return kl.val(node, coords_at(at))
 
     zero = L.const(0.0, dt)
     # pack B: panels of nr columns, k-major, zero-padded past N
@@ -216,9 +217,15 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
                    L.Store(pb, L.iadd(bbase, L.isub(L.iadd(rw, w), jb)), operand(opb, at))])]),
                L.Loop(cz.arg, L.isub(L.const(nr), cv), [pad], "cold")]
     else:
-        bval = operand(opb, split(L.iadd(jb, cc), plan.js, plan.N) | no_i)
-        row = _panel(cc, cz, cv, nr, L.Store(pb, L.iadd(bbase, cc), bval), pad)
-    pack_b = [L.Loop(jp.arg, npj, [L.Loop(kk.arg, klen, row)])]
+        bat = split(L.iadd(jb, cc), plan.js, plan.N) | no_i
+        bval = operand(opb, bat)
+        row = panel_rows(cc, cz, cv, nr, L.Store(pb, L.iadd(bbase, cc), bval), pad)
+    straight = None
+    if len(plan.js) == 1:  # b read from a buffer: one copy statement (caten.lower.panels)
+        bc = Coords(src.shape, axes=[bat.get(a, coord.get(a, Aff())) for a in range(src.rank)])
+        straight = panel_copy(kl, opb, bc, bval, kk, cc, bat[plan.js[0]], coord, plan, si, dt, nr, pb,
+                              L.subst(bbase, kk, L.const(0)), cv, klen)
+    pack_b = [L.Loop(jp.arg, npj, straight or [L.Loop(kk.arg, klen, row)])]
     # pack A: panels of mr rows, k-major, zero-padded past M
     ic = var("ic", D.floordiv(D.add(plan.M, mc - 1), mc))
     i0 = L.iadd(m_lo, L.imul(ic, L.const(mc)))
@@ -243,8 +250,8 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     rowp = None
     if len(i_at) == 1 and len(k_at) == 1:
         ac = Coords(src.shape, axes=[at.get(a, coord.get(a, Aff())) for a in range(src.rank)])
-        rowp = row_panel(kl, opa, ac, aval, rr, ka, next(iter(i_at)), next(iter(k_at)))
-    if rowp is not None:  # a row-major a: a transposing copy (caten.lower.packt)
+        rowp = strided_panel(kl, opa, ac, aval, rr, ka, next(iter(i_at)), next(iter(k_at)))
+    if rowp is not None:  # a row-major a: a transposing copy (caten.lower.panels)
         copy = [L.PackT(f"s{si}pk{kl.nvar}", dt, mr, pa, abase, rowp[0], rowp[1], rowp[2], rv, klen)]
         kl.nvar += 1
     pack_a = [L.Loop(ip.arg, npi, copy + [
@@ -311,53 +318,16 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     if once or a_once:
         side, node, pw = ("b", opb, pb) if once else ("a", opa, pa)
         if kl.par is not None:  # under an outer split: packed before the threads start, shared by them
-            pack = pack_whole(kl, si, plan, side, pw, lambda at: operand(node, at), split,
+            pack = pack_whole(kl, si, plan, side, pw, node, coords_at, split,
                               L.const(kl.threads), once=False, tid=kl.prologue_tid())
             outer = {v.arg for v in kl.outer_vars if v.op == "var"} | {kl.par[1].tid.arg, kl.par[2].arg}
             assert not outer & L.stmt_vars(pack), f"{n}: a packed-once operand reads an outer loop"
             kl.prologue += pack[0].body  # (one parallel loop packs them all: KernelLowerer.lower)
         else:
-            body = pack_whole(kl, si, plan, side, pw, lambda at: operand(node, at), split,
+            body = pack_whole(kl, si, plan, side, pw, node, coords_at, split,
                               teff if tid is not None else None) + body
     kl.done.add(n)
     return zeros_if_empty(kl, n, si, buf, plan.K, Coords) + body
-
-
-def pack_whole(kl: KernelLowerer, si: int, plan: GemmPlan, side: str, pw: str, value, split,
-               teff: X | None, once: bool = True, tid: X | None = None) -> list:
-    """Operand `side` packed whole, [K block][panel][k][width] zero-padded (panels of mr rows of
-    a, or of nr columns of b), shared among the threads (which pack its panels), at the first
-    iteration of the kernel's outer loops (it reads none of them: `GemmPlan.a_once`, `b_once`),
-    or where the caller puts it (`once` False; `tid`: the thread variable, when the caller
-    merges several packs into one parallel loop)."""
-    kc = plan.kc
-    width, size, axes = (plan.mr, plan.M, (plan.i,)) if side == "a" else (plan.nr, plan.N, plan.js)
-    ext, K = L.dim(size), L.dim(plan.K)
-    npanels = ceil_div(ext, width)
-
-    def var(hint: str, d: Dim) -> X:
-        return kl.newvar(f"s{si}{hint}", d)
-
-    kb = var("wkc", D.floordiv(D.add(plan.K, kc - 1), kc))
-    jp = var("wp", D.floordiv(D.add(size, width - 1), width))
-    kk, cc, cz = var("wk", kc), var("wc", width), var("wz", width)
-    ch = chunk(tid or var("wtid", kl.threads), npanels, teff) if teff is not None else None  # panels per thread
-    g = L.iadd(ch.start, jp) if ch else jp
-    kl.ranges[g] = (0, D.add(D.floordiv(D.add(size, width - 1), width), -1))
-    first = L.imul(g, L.const(width))
-    cv = L.imin(L.const(width), L.isub(ext, first))
-    klen = L.imin(L.const(kc), L.isub(K, L.imul(kb, L.const(kc))))
-    at = split(L.iadd(first, cc), axes, size) | split(L.iadd(L.imul(kb, L.const(kc)), kk), plan.red, plan.K)
-    zeroed = set(plan.batch) | set(plan.js if side == "a" else ()) | ({plan.i} if side == "b" and plan.i is not None
-                                                                      else set())
-    at |= {a: Aff() for a in zeroed}
-    base = L.iadd(L.imul(L.iadd(L.imul(kb, npanels), g), L.const(kc * width)), L.imul(kk, L.const(width)))
-    zero = L.const(0.0, kl.bufs[pw])
-    body = [L.Loop(kk.arg, klen, _panel(cc, cz, cv, width, L.Store(pw, L.iadd(base, cc), value(at)),
-                                        L.Store(pw, L.iadd(base, L.iadd(cv, cz)), zero)))]
-    body = [L.Loop(kb.arg, ceil_div(K, kc), body)]
-    body = ch.wrap(jp, body, kl.threads) if ch else [L.Loop(jp.arg, npanels, body)]
-    return once_per_call(kl, var("wonce", 1), body) if once else body
 
 
 def batch_loops(kl: KernelLowerer, si: int, plan: GemmPlan, src: Node) -> tuple[dict[int, Aff], list, list[int]]:
@@ -377,17 +347,6 @@ def batch_loops(kl: KernelLowerer, si: int, plan: GemmPlan, src: Node) -> tuple[
             loops.append((v, L.dim(src.shape[a])))
             axes.append(a)
     return coord, loops, axes
-
-
-def once_per_call(kl: KernelLowerer, v: X, body: list) -> list:
-    """body at the first iteration of the kernel's outer loops only (loop variable v)."""
-    once = None
-    for o, d in zip(kl.outer_vars, kl.outer_shape):
-        if d != 1:
-            once = L.land(once, L.icmplt(o, L.const(1)))
-    if once is None:
-        return body
-    return [L.Loop(v.arg, L.alu(Op.WHERE, L.IDX, once, L.const(1), L.const(0)), body, "cold")]
 
 
 def exact_at(kl: KernelLowerer, e: X, size: Dim) -> Aff:
@@ -449,19 +408,6 @@ def out_stride(kl: KernelLowerer, n: Node, plan: GemmPlan) -> X:
     return L.dim(ostr[plan.i - off]) if plan.i is not None and plan.i >= off else L.const(0)
 
 
-def _panel(cc: X, cz: X, cv: X, width: int, store: L.Store, zero: L.Store) -> list:
-    """One k row of a packed panel: `store` for its cv valid lanes, `zero` for the rest; a full
-    panel (the common case) runs a loop of constant length `width` (a renderer unrolls it into
-    vector moves, where a variable count becomes a call of memcpy)."""
-    full = L.alu(Op.NOT, T.bool_, L.icmplt(cv, L.const(width)))
-    cp = L.var(f"{cc.arg}p")  # (a loop variable is bound once in a kernel)
-    part = L.Store(store.buf, L.subst(store.idx, cc, cp), L.subst(store.value, cc, cp))
-    return [L.Loop(f"{cc.arg}_full", L.alu(Op.WHERE, L.IDX, full, L.const(1), L.const(0)),
-                   [L.Loop(cc.arg, L.const(width), [store])]),
-            L.Loop(f"{cc.arg}_part", L.alu(Op.WHERE, L.IDX, full, L.const(0), L.const(1)),
-                   [L.Loop(cp.arg, cv, [part]), L.Loop(cz.arg, L.isub(L.const(width), cv), [zero], "cold")])]
-
-
 def _by_batch(plan: GemmPlan, loops: list[tuple[X, X]], short: bool, threads: int) -> X | None:
     """Whether the threads split the first batch loop rather than the rows: None for never, else
     a (static or runtime) condition. Worth it when the loop gives every thread some of it and
@@ -487,12 +433,3 @@ def exact_range(kl: KernelLowerer, e: X, size: Dim) -> Aff:
     """A coordinate known to lie in [0, size) (a thread's share of a loop stops at its end)."""
     kl.ranges[e] = (0, D.add(size, -1))
     return Aff.of(e)
-
-
-def ceil_div(a: X, k: int) -> X:
-    """ceil(a / k) for a >= 0 (counts of whole tiles, panels and blocks)."""
-    if a.op == "const":
-        return L.const(-(-a.arg // k))
-    if k == 1:
-        return a
-    return X.make("idiv", L.IDX, (L.iadd(a, L.const(k - 1)), L.const(k)))

@@ -32,9 +32,9 @@ those ops natively:
 Statements: Loop(var, extent, body) and its Parallel form (iterations may run on threads),
   Store(buf, idx, value), Acc(var, dtype, init),
   SetAcc(var, value), TileMM (a GEMM micro-kernel over packed panels), MacroMM (the
-  tiles of a packed block), DirectMM (a convolution's tiles reading its image in place) and
-  PackT (a transposing copy: a row panel packed from a row-major matrix);
-  their `expand()` gives the same computation in the other
+  tiles of a packed block), DirectMM (a convolution's tiles reading its image in place),
+  PackT (a transposing copy: a row panel packed from a row-major matrix) and PackN (a straight
+  copy of a panel whose lanes are contiguous); their `expand()` gives the same computation in the other
   statements, for renderers without a register-tile path.
 """
 
@@ -309,6 +309,36 @@ class PackT:
 
 
 @dataclass
+class PackN:
+    """A straight copy, a GEMM's panel packed from a matrix whose panel lanes are contiguous (the
+    columns of a row-major b: the Mixer's weights): dst[doff + k*width + c] = src[soff + k*ld + c]
+    for c < cols, 0 for cols <= c < width, k < klen. A renderer may move whole rows of the panel
+    with (masked) vector loads; `expand()` is the plain loops."""
+    var: str
+    dtype: DType
+    width: int
+    dst: str
+    doff: X
+    src: str
+    soff: X
+    ld: X
+    cols: X
+    klen: X
+
+    def exprs(self) -> tuple[X, ...]:
+        return (self.doff, self.soff, self.ld, self.cols, self.klen)
+
+    def expand(self) -> list:
+        k, c, z = var(f"{self.var}_k"), var(f"{self.var}_c"), var(f"{self.var}_z")
+        row = iadd(self.doff, imul(k, const(self.width)))
+        return [Loop(k.arg, self.klen, [
+            Loop(c.arg, self.cols, [Store(self.dst, iadd(row, c),
+                                          load(self.src, iadd(self.soff, iadd(imul(k, self.ld), c)), self.dtype))]),
+            Loop(z.arg, isub(const(self.width), self.cols), [Store(self.dst, iadd(row, iadd(self.cols, z)),
+                                                                    const(0.0, self.dtype))], "cold")])]
+
+
+@dataclass
 class DirectMM:
     """Direct convolution tiles (caten.schedule.direct): a MacroMM whose b is read in place.
 
@@ -476,38 +506,3 @@ class Kernel:
     params: list[BufParam]
     dims: list[str]
     body: list
-
-    def dump(self) -> str:
-        lines = [f"kernel {self.name}({', '.join(f'{p.role} {p.dtype} *{p.name}' for p in self.params)}"
-                 f"{''.join(', i64 ' + d for d in self.dims)})"]
-
-        def walk(stmts: list, ind: str) -> None:
-            for s in stmts:
-                if isinstance(s, Loop):
-                    par = f" (parallel, <= {s.most} threads)" if isinstance(s, Parallel) else ""
-                    lines.append(f"{ind}for {s.var} in 0..{s.extent!r}:{par}")
-                    walk(s.body, ind + "  ")
-                elif isinstance(s, Store):
-                    lines.append(f"{ind}{s.buf}[{s.idx!r}] = {s.value!r}")
-                elif isinstance(s, Acc):
-                    lines.append(f"{ind}{s.dtype} {s.var} = {s.init!r}")
-                elif isinstance(s, SetAcc):
-                    lines.append(f"{ind}{s.var} = {s.value!r}")
-                elif isinstance(s, MacroMM):
-                    lines.append(f"{ind}tiles {s.rows}x{s.cols} of {s.a}[{s.aoff!r} + it*{s.astep}] x "
-                                 f"{s.b}[{s.boff!r} + jt*{s.bstep}] -> {s.out}[{s.ooff!r}] (it<{s.ni!r}, jt<{s.nj!r},"
-                                 f" rows<{s.mrem!r}, cols<{s.nrem!r}, k<{s.kext!r}, beta {s.beta!r})")
-                elif isinstance(s, DirectMM):
-                    lines.append(f"{ind}direct tiles {s.rows}x{s.cols} of {s.a}[{s.aoff!r} + it*{s.astep!r}] x "
-                                 f"{s.b}[{s.boff!r} + q] -> {s.out}[{s.ooff!r}] ({s.static()}; "
-                                 f"{', '.join(map(repr, s.exprs()))})")
-                elif isinstance(s, PackT):
-                    lines.append(f"{ind}pack {s.dst}[{s.doff!r} + k*{s.width} + r] = "
-                                 f"{s.src}[{s.soff!r} + r*{s.ld!r} + k] (r<{s.rows!r}, k<{s.klen!r})")
-                elif isinstance(s, TileMM):
-                    lines.append(f"{ind}tile {s.rows}x{s.cols} k<{s.kext!r}: {s.out}[{s.ooff!r} + r*{s.ostride!r} + c]"
-                                 f" {'+' if s.beta.op != 'const' or s.beta.arg else ''}= "
-                                 f"{s.a}[{s.aoff!r} + k*{s.rows} + r] * {s.b}[{s.boff!r} + k*{s.cols} + c]"
-                                 f" (r<{s.rvalid!r}, c<{s.cvalid!r}, beta {s.beta!r})")
-        walk(self.body, "  ")
-        return "\n".join(lines)

@@ -29,7 +29,7 @@ def _exprs(s) -> tuple[X, ...]:
         return (s.init,)
     if isinstance(s, L.SetAcc):
         return (s.value,)
-    if isinstance(s, (L.MacroMM, L.DirectMM, L.PackT)):
+    if isinstance(s, (L.MacroMM, L.DirectMM, L.PackT, L.PackN)):
         return s.exprs()
     if isinstance(s, L.TileMM):
         return (s.kext, s.aoff, s.boff, s.ooff, s.ostride, s.rvalid, s.cvalid, s.beta)
@@ -128,6 +128,9 @@ class _Printer:
         if isinstance(s, L.PackT):
             return (f"pack {s.var} {s.dst}[{t[0]} + k*{s.width} + r] = {s.src}[{t[1]} + r*{t[2]} + k] "
                     f"(r<{t[3]}, k<{t[4]})")
+        if isinstance(s, L.PackN):
+            return (f"pack {s.var} {s.dtype} {s.dst}[{t[0]} + k*{s.width} + c] = {s.src}[{t[1]} + k*{t[2]} + c] "
+                    f"(c<{t[3]}, k<{t[4]})")
         if isinstance(s, L.DirectMM):
             return (f"direct tiles {s.var} {s.dtype} {s.rows}x{s.cols} {s.a} x {s.b} -> {s.out} ({s.static()}; "
                     f"{', '.join(t)})")
@@ -153,4 +156,45 @@ def kernel_text(k: L.Kernel, canon: Mapping[str, D.Dim] | None = None) -> str:
     lines = [f"kernel {k.name}({', '.join(f'{b.role} {b.dtype} *{b.name}' for b in k.params)}"
              f"{''.join(', i64 ' + d for d in dims)})"]
     p.stmts(k.body, "  ", lines)
+    return "\n".join(lines)
+
+
+def dump(k: L.Kernel) -> str:
+    """The kernel as indented readable text for people and tests, each expression in full
+    (`kernel_text`, the cache's text, shares sub-expressions instead)."""
+    lines = [f"kernel {k.name}({', '.join(f'{p.role} {p.dtype} *{p.name}' for p in k.params)}"
+             f"{''.join(', i64 ' + d for d in k.dims)})"]
+
+    def walk(stmts: list, ind: str) -> None:
+        for s in stmts:
+            if isinstance(s, L.Loop):
+                par = f" (parallel, <= {s.most} threads)" if isinstance(s, L.Parallel) else ""
+                lines.append(f"{ind}for {s.var} in 0..{s.extent!r}:{par}")
+                walk(s.body, ind + "  ")
+            elif isinstance(s, L.Store):
+                lines.append(f"{ind}{s.buf}[{s.idx!r}] = {s.value!r}")
+            elif isinstance(s, L.Acc):
+                lines.append(f"{ind}{s.dtype} {s.var} = {s.init!r}")
+            elif isinstance(s, L.SetAcc):
+                lines.append(f"{ind}{s.var} = {s.value!r}")
+            elif isinstance(s, L.MacroMM):
+                lines.append(f"{ind}tiles {s.rows}x{s.cols} of {s.a}[{s.aoff!r} + it*{s.astep}] x "
+                             f"{s.b}[{s.boff!r} + jt*{s.bstep}] -> {s.out}[{s.ooff!r}] (it<{s.ni!r}, jt<{s.nj!r},"
+                             f" rows<{s.mrem!r}, cols<{s.nrem!r}, k<{s.kext!r}, beta {s.beta!r})")
+            elif isinstance(s, L.DirectMM):
+                lines.append(f"{ind}direct tiles {s.rows}x{s.cols} of {s.a}[{s.aoff!r} + it*{s.astep!r}] x "
+                             f"{s.b}[{s.boff!r} + q] -> {s.out}[{s.ooff!r}] ({s.static()}; "
+                             f"{', '.join(map(repr, s.exprs()))})")
+            elif isinstance(s, L.PackT):
+                lines.append(f"{ind}pack {s.dst}[{s.doff!r} + k*{s.width} + r] = "
+                             f"{s.src}[{s.soff!r} + r*{s.ld!r} + k] (r<{s.rows!r}, k<{s.klen!r})")
+            elif isinstance(s, L.PackN):
+                lines.append(f"{ind}pack {s.dst}[{s.doff!r} + k*{s.width} + c] = "
+                             f"{s.src}[{s.soff!r} + k*{s.ld!r} + c] (c<{s.cols!r}, k<{s.klen!r})")
+            elif isinstance(s, L.TileMM):
+                lines.append(f"{ind}tile {s.rows}x{s.cols} k<{s.kext!r}: {s.out}[{s.ooff!r} + r*{s.ostride!r} + c]"
+                             f" {'+' if s.beta.op != 'const' or s.beta.arg else ''}= "
+                             f"{s.a}[{s.aoff!r} + k*{s.rows} + r] * {s.b}[{s.boff!r} + k*{s.cols} + c]"
+                             f" (r<{s.rvalid!r}, c<{s.cvalid!r}, beta {s.beta!r})")
+    walk(k.body, "  ")
     return "\n".join(lines)

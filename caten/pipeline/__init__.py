@@ -208,9 +208,9 @@ _fingerprints: dict[tuple[str, str], str] = {}
 
 def code_fingerprint(runtime: Runtime) -> str:
     """A hash of the code that turns loop IR into machine code for `runtime` (the renderers, the
-    bounds pass, this package, the built-in runtimes and the plugin's own file) and of caten's
-    version: editing any of them invalidates cached code. Files are read, not imported: a warm
-    start never loads a renderer."""
+    passes after the cache key: bounds, decompose, the kernels' dim arguments; this package, the
+    built-in runtimes and the plugin's own file) and of caten's version: editing any of them
+    invalidates cached code. Files are read, not imported: a warm start never loads a renderer."""
     mod = type(runtime).__module__
     if (runtime.name, mod) not in _fingerprints:
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # caten/
@@ -219,9 +219,9 @@ def code_fingerprint(runtime: Runtime) -> str:
         builtin = sys.modules.get("caten.runtimes")
         if builtin is not None and getattr(builtin, "__file__", None):
             files += sorted(glob.glob(os.path.join(os.path.dirname(builtin.__file__), "*.py")))
-        files += [os.path.join(here, "lower", f) for f in ("bounds.py", "decompose.py", "dimx.py", "numerics_float.py",
-                                                          "numerics_int.py", "numerics_narrow.py", "numerics_sin.py",
-                                                          "xops.py")]
+        files += [os.path.join(here, "lower", f) for f in ("bounds.py", "decompose.py", "dimargs.py", "dimx.py",
+                                                          "numerics_float.py", "numerics_int.py", "numerics_narrow.py",
+                                                          "numerics_sin.py", "xops.py")]
         code = next((f.__code__ for f in vars(type(runtime)).values() if hasattr(f, "__code__")), None)
         if code is not None and os.path.isfile(code.co_filename):  # the plugin's own file, wherever it is
             files.append(code.co_filename)

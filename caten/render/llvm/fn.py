@@ -268,6 +268,8 @@ class FnGen(Emitter):
                 self.emit(f"call void @{direct.directmm(self, s)}({', '.join(args)})")
             elif isinstance(s, L.PackT):
                 pack.packt(self, s)
+            elif isinstance(s, L.PackN):
+                pack.packn(self, s)
             elif isinstance(s, direct.Inline):
                 s.emit(self)
             elif isinstance(s, StageCall):

@@ -2,7 +2,11 @@
 time. Each of the panel's rows gives one vector load of `lanes` consecutive k; a perfect-shuffle
 network (log2(lanes) rounds of interleaving row i with row i + lanes/2) turns them into one
 vector per k, stored under a mask of the panel's `width` rows. The scalar copy it replaces
-moved one float per load and store (the Mixer's channel GEMMs spent 0.9 ms a call on it)."""
+moved one float per load and store (the Mixer's channel GEMMs spent 0.9 ms a call on it).
+
+`PackN` (a straight copy: a row-major b's column panels) is one shared function per dtype and
+width too: whole vectors per k row, masked loads for a panel short of columns. Each GEMM used
+to render its own loops for it (a tenth of the Mixer's LLVM time)."""
 
 from __future__ import annotations
 
@@ -113,6 +117,81 @@ def _define(g: Emitter, s: L.PackT, lanes: int) -> str:
               "done:",
               "  ret void",
               "}"]
+    mod.funcs.append("\n".join(lines))
+    mod.root(name)
+    return name
+
+
+def packn(g: Emitter, s: L.PackN) -> None:
+    """A call of the module's straight copy for this dtype, width and vector length."""
+    lanes = g.mod.vector_bits // (8 * s.dtype.itemsize)
+    if lanes < 2 or s.dtype.bits not in (32, 64):
+        g.stmts(s.expand())
+        return
+    args = [f"ptr %b_{s.dst}", f"ptr %b_{s.src}"] + [f"i64 {g.v(x)}" for x in s.exprs()]
+    g.emit(f"call void @{_define_n(g, s, lanes)}({', '.join(args)})")
+
+
+def _define_n(g: Emitter, s: L.PackN, lanes: int) -> str:
+    """Each k row: ceil(width/lanes) vector loads and stores (a vector past the width under a
+    mask of the lanes below it); a panel short of columns loads under a mask of its `cols`
+    lanes, those past them read nothing and store zeros (the padding)."""
+    ty = rty(s.dtype)
+    name = f"caten_packn_{s.dtype.name}_{s.width}_{lanes}"
+    mod = g.mod
+    if name in mod.shared:
+        return name
+    mod.shared.add(name)
+    vt, mt = f"<{lanes} x {ty}>", f"<{lanes} x i1>"
+    suf = "f64" if ty == "double" else "f32"
+    mload, mstore = f"llvm.masked.load.v{lanes}{suf}.p0", f"llvm.masked.store.v{lanes}{suf}.p0"
+    mod.declare(mload, vt, ["ptr", "i32", mt, vt])
+    mod.declare(mstore, "void", [vt, "ptr", "i32", mt])
+    chunks = -(-s.width // lanes)
+    lines = [f"define internal void @{name}(ptr noalias %dst, ptr noalias %src, i64 %doff, i64 %soff, i64 %ld, "
+             f"i64 %cols, i64 %klen) #1 {{",
+             "entry:",
+             f"  %ci = insertelement <{lanes} x i64> poison, i64 %cols, i64 0",
+             f"  %cs = shufflevector <{lanes} x i64> %ci, <{lanes} x i64> poison, <{lanes} x i32> zeroinitializer"]
+    inside = []  # each chunk's lanes below the width, as a constant mask (None: all of them)
+    for j in range(chunks):
+        idx = ", ".join(f"i64 {j * lanes + i}" for i in range(lanes))
+        lines.append(f"  %m{j} = icmp slt <{lanes} x i64> <{idx}>, %cs")
+        whole = (j + 1) * lanes <= s.width
+        bits = ", ".join(f"i1 {'true' if j * lanes + i < s.width else 'false'}" for i in range(lanes))
+        inside.append(None if whole else f"<{bits}>")
+    lines += [f"  %full = icmp sge i64 %cols, {s.width}",
+              "  br i1 %full, label %fh, label %ph"]
+    for kind in ("f", "p"):  # the full panels' loop, then the short one's
+        lines += [f"{kind}h:",
+                  f"  %{kind}k = phi i64 [0, %entry], [%{kind}k1, %{kind}b]",
+                  f"  %{kind}more = icmp slt i64 %{kind}k, %klen",
+                  f"  br i1 %{kind}more, label %{kind}b, label %done",
+                  f"{kind}b:",
+                  f"  %{kind}so = mul i64 %{kind}k, %ld",
+                  f"  %{kind}sa = add i64 %soff, %{kind}so",
+                  f"  %{kind}do = mul i64 %{kind}k, {s.width}",
+                  f"  %{kind}da = add i64 %doff, %{kind}do"]
+        for j in range(chunks):
+            v, sp, dp = f"%{kind}v{j}", f"%{kind}sp{j}", f"%{kind}dp{j}"
+            # (no `inbounds` where lanes are masked off: a chunk wholly past the columns reads nothing)
+            exact = kind == "f" and inside[j] is None
+            lines += [f"  %{kind}si{j} = add i64 %{kind}sa, {j * lanes}",
+                      f"  {sp} = getelementptr {'inbounds ' if exact else ''}{ty}, ptr %src, i64 %{kind}si{j}",
+                      f"  %{kind}di{j} = add i64 %{kind}da, {j * lanes}",
+                      f"  {dp} = getelementptr inbounds {ty}, ptr %dst, i64 %{kind}di{j}"]
+            if exact:
+                lines.append(f"  {v} = load {vt}, ptr {sp}, align 4")
+            else:
+                mask = f"%m{j}" if kind == "p" else inside[j]
+                lines.append(f"  {v} = call {vt} @{mload}(ptr {sp}, i32 4, {mt} {mask}, {vt} zeroinitializer)")
+            if inside[j] is None:
+                lines.append(f"  store {vt} {v}, ptr {dp}, align 4")
+            else:
+                lines.append(f"  call void @{mstore}({vt} {v}, ptr {dp}, i32 4, {mt} {inside[j]})")
+        lines += [f"  %{kind}k1 = add nuw nsw i64 %{kind}k, 1",
+                  f"  br label %{kind}h"]
+    lines += ["done:", "  ret void", "}"]
     mod.funcs.append("\n".join(lines))
     mod.root(name)
     return name
