@@ -1,5 +1,4 @@
-"""The dims and buffers a piece of kernel code takes, in the order a walk of its statements
-first meets them.
+"""The dims and buffers a piece of kernel code takes, ordered by how the code uses them.
 
 The scheduler hands every kernel all of the program's dims, and the renderer used to pass a
 stage the buffers in name order. Two stages of the same structure over other dims or buffers
@@ -17,8 +16,6 @@ from caten.ir.ops import Op
 from caten.lower import loopir as L
 
 _BUFFER_FIELDS = ("buf", "a", "b", "out", "src", "dst")  # statement fields that name a buffer
-
-
 _COMMUTATIVE = (Op.ADD, Op.MUL, Op.MAX, Op.AND, Op.OR, Op.XOR, Op.CMPNE)
 
 
@@ -64,9 +61,9 @@ def first_uses(stmts: list) -> tuple[list[str], list[str]]:
         s = todo.pop()
         n += 1
         if not dataclasses.is_dataclass(s):
-            for d in s.dims:
+            for d in getattr(s, "dims", ()):
                 dims.setdefault(d, []).append((n, "call", "", 0))
-            bufs.update(dict.fromkeys(s.bufs))
+            bufs.update(dict.fromkeys(getattr(s, "bufs", ())))
             continue
         for f in dataclasses.fields(s):
             v = getattr(s, f.name)
@@ -85,5 +82,5 @@ def first_uses(stmts: list) -> tuple[list[str], list[str]]:
 
 
 def used_dims(stmts: list, among: Collection[str]) -> list[str]:
-    """The dims of `among` that `stmts` read, by first appearance (first_uses)."""
+    """The dims of `among` that `stmts` read, in first_uses' order."""
     return [d for d in first_uses(stmts)[0] if d in among]
