@@ -214,9 +214,10 @@ class LLVMRuntime(Runtime):
         if kind in ("opt-ir", "ll"):
             return {".ll": str(mod)}
         tm = target_machine(opt, t)
-        if kind == "asm":  # real machine assembly for the target
-            return {".s": tm.emit_assembly(mod)}
-        obj = tm.emit_object(mod)
+        with llvmobj.codegen_options():  # (the JIT's code generator settings)
+            if kind == "asm":  # real machine assembly for the target
+                return {".s": tm.emit_assembly(mod)}
+            obj = tm.emit_object(mod)
         if kind == "obj":
             return {".o": obj}
         if kind == "lib":

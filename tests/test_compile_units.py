@@ -160,3 +160,18 @@ def test_the_unit_key_ignores_the_order_of_a_commutative_op_s_operands():
     assert key("add nuw nsw", "%b, 13") == key("add nuw nsw", "13, %b")
     assert key("sub", "%a, %b") != key("sub", "%b, %a")  # not commutative: different code
     assert key("mul", "%a, %b") != key("add", "%a, %b")
+
+
+def test_codegen_options_hold_only_inside_caten_s_emissions():
+    """Loop strength reduction is off while caten emits (CODEGEN_OPTIONS: less code, a sixth less
+    LLVM time) and back on after: LLVM keeps options process-wide, and other users of LLVM in the
+    process (numba) keep their code."""
+    t = target.host()
+    unit = max(units.split(module_text(NORM.replace("SCALE", "9.0"))), key=lambda u: len(u.text))
+    tm = llvmobj.target_machine(t.cpu, t.features, 3, jit=True)
+    plain = tm.emit_object(llvmobj.optimize(unit.text, t.cpu, t.features, 3))
+    ours = llvmobj.compile_object(unit.text, t.cpu, t.features, 3)
+    assert ours != plain  # the option changed the code ...
+    assert tm.emit_object(llvmobj.optimize(unit.text, t.cpu, t.features, 3)) == plain  # ... and nothing after
+    with llvmobj.codegen_options():
+        assert tm.emit_object(llvmobj.optimize(unit.text, t.cpu, t.features, 3)) == ours
