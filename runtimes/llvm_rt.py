@@ -214,10 +214,9 @@ class LLVMRuntime(Runtime):
         if kind in ("opt-ir", "ll"):
             return {".ll": str(mod)}
         tm = target_machine(opt, t)
-        with llvmobj.codegen_options():  # (the JIT's code generator settings)
-            if kind == "asm":  # real machine assembly for the target
-                return {".s": tm.emit_assembly(mod)}
-            obj = tm.emit_object(mod)
+        if kind == "asm":  # real machine assembly for the target
+            return {".s": tm.emit_assembly(mod)}
+        obj = tm.emit_object(mod)
         if kind == "obj":
             return {".o": obj}
         if kind == "lib":

@@ -162,16 +162,16 @@ def test_the_unit_key_ignores_the_order_of_a_commutative_op_s_operands():
     assert key("mul", "%a, %b") != key("add", "%a, %b")
 
 
-def test_codegen_options_hold_only_inside_caten_s_emissions():
-    """Loop strength reduction is off while caten emits (CODEGEN_OPTIONS: less code, a sixth less
-    LLVM time) and back on after: LLVM keeps options process-wide, and other users of LLVM in the
-    process (numba) keep their code."""
+def test_a_unit_s_object_is_cached_under_the_compile_settings_that_made_it(cache_dir, monkeypatch):
+    """Objects made under other pass or code generator settings (an older caten's llvmobj) are
+    not reused for the same IR: the unit key holds the settings' hash."""
     t = target.host()
-    unit = max(units.split(module_text(NORM.replace("SCALE", "9.0"))), key=lambda u: len(u.text))
-    tm = llvmobj.target_machine(t.cpu, t.features, 3, jit=True)
-    plain = tm.emit_object(llvmobj.optimize(unit.text, t.cpu, t.features, 3))
-    ours = llvmobj.compile_object(unit.text, t.cpu, t.features, 3)
-    assert ours != plain  # the option changed the code ...
-    assert tm.emit_object(llvmobj.optimize(unit.text, t.cpu, t.features, 3)) == plain  # ... and nothing after
-    with llvmobj.codegen_options():
-        assert tm.emit_object(llvmobj.optimize(unit.text, t.cpu, t.features, 3)) == ours
+    parts = units.split(module_text(NORM.replace("SCALE", "10.0")))
+    stats = cache_dir.stats.by_kind
+    jobs.compile_units(parts, t.cpu, t.features, 3, cache_dir, "test", cores=1)
+    assert stats["llvmunit"] == [0, len(parts)]
+    jobs.compile_units(parts, t.cpu, t.features, 3, cache_dir, "test", cores=1)
+    assert stats["llvmunit"] == [len(parts), len(parts)]
+    monkeypatch.setattr(llvmobj, "settings_key", lambda: "other settings")
+    jobs.compile_units(parts, t.cpu, t.features, 3, cache_dir, "test", cores=1)
+    assert stats["llvmunit"] == [len(parts), 2 * len(parts)]

@@ -80,7 +80,7 @@ def compile_units(units: Sequence, cpu: str, features: str, opt: int, store: Cac
                   toolchain: str, cores: int) -> list[bytes]:
     """Objects of `units` (caten.render.llvm.units.Unit) in their order: from the cache where it
     has them, the rest compiled here and on the workers, largest first."""
-    keys = [key_of("llvm-unit", u.key, cpu, features, str(opt), toolchain) for u in units]
+    keys = [key_of("llvm-unit", u.key, cpu, features, str(opt), toolchain, llvmobj.settings_key()) for u in units]
     objs: list[bytes | None] = [store.get(k, "llvmunit") if store else None for k in keys]
     todo = sorted((i for i, o in enumerate(objs) if o is None), key=lambda i: -len(units[i].text))
     fresh = list(todo)

@@ -1,8 +1,7 @@
 """LLVM IR text -> object code: LLVM's O2 pipeline with both vectorizers, then the target's code
-generator (without loop strength reduction: CODEGEN_OPTIONS). It runs in the compiling process,
-and unchanged as a worker process (`python -m caten.compile.llvmobj`) compiling the modules sent
-over its stdin: llvmlite runs every call of a process behind one lock, so a second core needs a
-second process.
+generator. It runs in the compiling process, and unchanged as a worker process
+(`python -m caten.compile.llvmobj`) compiling the modules sent over its stdin: llvmlite runs
+every call of a process behind one lock, so a second core needs a second process.
 
 This module imports llvmlite and nothing of caten's, so a worker starts in ~0.1 s.
 """
@@ -11,8 +10,6 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
-from contextlib import contextmanager
 
 _ready: list = []
 
@@ -60,6 +57,21 @@ def target_machine(cpu: str, features: str, opt: int = 3, jit: bool = False, own
     return tm
 
 
+_settings: list[str] = []
+
+
+def settings_key() -> str:
+    """A hash of this module's source: the pass pipeline and code generator settings its objects
+    are made with. A unit's cache key holds it (caten.compile.jobs), so objects made under other
+    settings, by an older caten, are never taken for this one's (the same IR, other code)."""
+    if not _settings:
+        import hashlib
+
+        with open(__file__, "rb") as f:
+            _settings.append(hashlib.sha256(f.read()).hexdigest()[:16])
+    return _settings[0]
+
+
 def optimize(ir_text: str, cpu: str, features: str, opt: int = 3):
     """The parsed, verified and optimized module."""
     b = llvm()
@@ -83,37 +95,13 @@ def optimize(ir_text: str, cpu: str, features: str, opt: int = 3):
     return mod
 
 
-# Code generator options set around each of caten's emissions (LLVM keeps them process-wide, so
-# they are set back after, for any other user of LLVM in the process). Loop strength reduction
-# took a sixth of the Mixer's LLVM time, and its loops ran no faster with it (x86 addressing
-# modes take base + index*scale + offset as they are): benchmarks a-g within noise on AVX-512.
-CODEGEN_OPTIONS = ("-disable-lsr",)
-_emitting = threading.Lock()
-
-
-@contextmanager
-def codegen_options():
-    """CODEGEN_OPTIONS in force for the emissions inside (one thread at a time)."""
-    b = llvm()
-    with _emitting:
-        for o in CODEGEN_OPTIONS:
-            b.set_option("", f"{o}=true")
-        try:
-            yield
-        finally:
-            for o in CODEGEN_OPTIONS:
-                b.set_option("", f"{o}=false")
-
-
 def compile_object(ir_text: str, cpu: str, features: str, opt: int = 3, light: bool = False) -> bytes:
     """Object code for the in-process JIT (large code model: see JIT_CODE_MODEL). `light`: glue
     that runs a few hundred instructions a call (a program's entries, the thread pool), compiled
     without optimization: a quarter of O2's time (the Mixer's entries: 18 -> 4.4 ms)."""
     if light:
         opt = 0
-    mod = optimize(ir_text, cpu, features, opt)
-    with codegen_options():
-        return target_machine(cpu, features, opt, jit=True).emit_object(mod)
+    return target_machine(cpu, features, opt, jit=True).emit_object(optimize(ir_text, cpu, features, opt))
 
 
 def serve(inp, out) -> None:
