@@ -54,3 +54,25 @@ def rand(dtype, shape, rng, lo=-4, hi=4):
         info = np.iinfo(dt)
         return rng.integers(max(info.min, lo * 8), min(info.max, hi * 8) + 1, size=shape).astype(dt)
     return rng.uniform(lo, hi, size=shape).astype(dt)
+
+
+# the ISAs' code paths of a kernel test: AVX-512 and AVX2 on llvm (compiled for each, run where the
+# host has it), f64, and the C runtime's plain loops
+ISA_CASES = [("llvm", "rocketlake", np.float32), ("llvm", "znver3", np.float32),
+             ("llvm", "rocketlake", np.float64), ("c", "", np.float32)]
+
+
+def isa_module(src: str, rt: str, cpu: str, dt, monkeypatch):
+    """`src` (its `{T}` the dtype of dt) loaded for runtime rt and target cpu, on two threads;
+    skipped where cpu's vectors are wider than the host's (its code would die of SIGILL)."""
+    import pytest
+
+    import caten
+    from caten import target
+
+    if cpu and target.parse(cpu).vector_bits > target.host().vector_bits:
+        pytest.skip(f"{cpu}'s vectors are wider than this host's")
+    monkeypatch.setenv("CATEN_NUM_THREADS", "2")
+    name = "f32" if dt == np.float32 else "f64"
+    return caten.loads(src.replace("{T}", "{" + name + "}"), runtime=rt, use_cache=False,
+                       **({"target": cpu} if cpu else {}))

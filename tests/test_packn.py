@@ -18,6 +18,7 @@ import caten
 from caten import pipeline, target
 from caten.lower import loopir as L
 from caten.options import Options
+from tests.llvm_util import ISA_CASES, isa_module
 
 SRC = """
 (composite mm ((A{T}[M, K]) (B{T}[K, N]) -> (C{T}[M, N])) (matmul A B))
@@ -60,19 +61,9 @@ def test_both_isas_compile_one_shared_copy(cpu, masked):
     assert masked in body[:body.index("\t.size")]
 
 
-def _runnable(cpu: str) -> bool:
-    return target.parse(cpu).vector_bits <= target.host().vector_bits
-
-
-@pytest.mark.parametrize("rt,cpu,dt", [("llvm", "rocketlake", np.float32), ("llvm", "znver3", np.float32),
-                                       ("llvm", "rocketlake", np.float64), ("c", "", np.float32)])
+@pytest.mark.parametrize("rt,cpu,dt", ISA_CASES)
 def test_values_at_every_column_tail(rt, cpu, dt, monkeypatch):
-    if cpu and not _runnable(cpu):
-        pytest.skip(f"{cpu}'s vectors are wider than this host's")
-    monkeypatch.setenv("CATEN_NUM_THREADS", "2")
-    name = "f32" if dt == np.float32 else "f64"
-    mod = caten.loads(SRC.replace("{T}", "{" + name + "}"), runtime=rt, use_cache=False,
-                      **({"target": cpu} if cpu else {}))
+    mod = isa_module(SRC, rt, cpu, dt, monkeypatch)
     rng = np.random.default_rng(0)
     for n in (1, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 130):
         for m, k in ((1, 1), (14, 17), (29, 300)):
@@ -122,7 +113,7 @@ def test_a_short_panel_reads_nothing_past_its_columns(cpu):
     import subprocess
     import sys
 
-    if not _runnable(cpu):
+    if target.parse(cpu).vector_bits > target.host().vector_bits:
         pytest.skip(f"{cpu}'s vectors are wider than this host's")
     src = SRC.replace("{T}", "{f32}")
     r = subprocess.run([sys.executable, "-c", GUARDED, src, cpu], capture_output=True, text=True, timeout=300)

@@ -17,6 +17,7 @@ import caten
 from caten import pipeline, target
 from caten.lower import loopir as L
 from caten.render.llvm.pack import interleave
+from tests.llvm_util import ISA_CASES, isa_module
 
 SRC = """
 (composite mm ((A{T}[M, K]) (B{T}[K, N]) -> (C{T}[M, N])) (matmul A B))
@@ -57,19 +58,9 @@ def test_chosen_for_a_row_major_a_only():
     assert _packs(_kernels("tm", "rocketlake")) == 0
 
 
-def _runnable(cpu: str) -> bool:
-    return target.parse(cpu).vector_bits <= target.host().vector_bits
-
-
-@pytest.mark.parametrize("rt,cpu,dt", [("llvm", "rocketlake", np.float32), ("llvm", "znver3", np.float32),
-                                       ("llvm", "rocketlake", np.float64), ("c", "", np.float32)])
+@pytest.mark.parametrize("rt,cpu,dt", ISA_CASES)
 def test_values_at_every_tail(rt, cpu, dt, monkeypatch):
-    if cpu and not _runnable(cpu):
-        pytest.skip(f"{cpu}'s vectors are wider than this host's")
-    monkeypatch.setenv("CATEN_NUM_THREADS", "2")
-    name = "f32" if dt == np.float32 else "f64"
-    mod = caten.loads(SRC.replace("{T}", "{" + name + "}"), runtime=rt, use_cache=False,
-                      **({"target": cpu} if cpu else {}))
+    mod = isa_module(SRC, rt, cpu, dt, monkeypatch)
     rng = np.random.default_rng(0)
     for m in (1, 6, 13, 14, 15, 29, 130):
         for k in (1, 7, 8, 15, 16, 17, 33, 300):

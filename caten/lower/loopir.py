@@ -282,10 +282,9 @@ class MacroMM:
 
 
 @dataclass
-class PackT:
-    """A transposing copy, a GEMM's row panel packed from a row-major a (rows < width):
-    dst[doff + k*width + r] = src[soff + r*ld + k] for k < klen, r < rows. A renderer may move
-    whole vectors of k and transpose them in registers; `expand()` is the plain loops."""
+class PanelCopy:
+    """A copy that packs one GEMM panel, `valid` of its `width` lanes by `klen` k rows, from
+    src[soff ...] (row stride `ld`) to dst[doff + k*width + lane] (PackT, PackN)."""
     var: str
     dtype: DType
     width: int
@@ -294,48 +293,42 @@ class PackT:
     src: str
     soff: X
     ld: X
-    rows: X
+    valid: X
     klen: X
 
     def exprs(self) -> tuple[X, ...]:
-        return (self.doff, self.soff, self.ld, self.rows, self.klen)
+        return (self.doff, self.soff, self.ld, self.valid, self.klen)
+
+
+@dataclass
+class PackT(PanelCopy):
+    """A transposing copy, a GEMM's row panel packed from a row-major a (rows < width):
+    dst[doff + k*width + r] = src[soff + r*ld + k] for k < klen, r < valid. A renderer may move
+    whole vectors of k and transpose them in registers; `expand()` is the plain loops."""
 
     def expand(self) -> list:
         k, r = var(f"{self.var}_k"), var(f"{self.var}_r")
         at = iadd(self.soff, iadd(imul(r, self.ld), k))
-        return [Loop(k.arg, self.klen, [Loop(r.arg, self.rows, [
+        return [Loop(k.arg, self.klen, [Loop(r.arg, self.valid, [
             Store(self.dst, iadd(self.doff, iadd(imul(k, const(self.width)), r)), load(self.src, at, self.dtype))],
             "cold")], "cold")]
 
 
 @dataclass
-class PackN:
+class PackN(PanelCopy):
     """A straight copy, a GEMM's panel packed from a matrix whose panel lanes are contiguous (the
     columns of a row-major b: the Mixer's weights): dst[doff + k*width + c] = src[soff + k*ld + c]
-    for c < cols, 0 for cols <= c < width, k < klen. A renderer may move whole rows of the panel
-    with (masked) vector loads; `expand()` is the plain loops."""
-    var: str
-    dtype: DType
-    width: int
-    dst: str
-    doff: X
-    src: str
-    soff: X
-    ld: X
-    cols: X
-    klen: X
-
-    def exprs(self) -> tuple[X, ...]:
-        return (self.doff, self.soff, self.ld, self.cols, self.klen)
+    for c < valid, 0 for valid <= c < width, k < klen. A renderer may move whole rows of the
+    panel with (masked) vector loads; `expand()` is the plain loops."""
 
     def expand(self) -> list:
         k, c, z = var(f"{self.var}_k"), var(f"{self.var}_c"), var(f"{self.var}_z")
         row = iadd(self.doff, imul(k, const(self.width)))
         return [Loop(k.arg, self.klen, [
-            Loop(c.arg, self.cols, [Store(self.dst, iadd(row, c),
-                                          load(self.src, iadd(self.soff, iadd(imul(k, self.ld), c)), self.dtype))]),
-            Loop(z.arg, isub(const(self.width), self.cols), [Store(self.dst, iadd(row, iadd(self.cols, z)),
-                                                                    const(0.0, self.dtype))], "cold")])]
+            Loop(c.arg, self.valid, [Store(self.dst, iadd(row, c),
+                                           load(self.src, iadd(self.soff, iadd(imul(k, self.ld), c)), self.dtype))]),
+            Loop(z.arg, isub(const(self.width), self.valid), [Store(self.dst, iadd(row, iadd(self.valid, z)),
+                                                                     const(0.0, self.dtype))], "cold")])]
 
 
 @dataclass

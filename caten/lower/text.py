@@ -29,7 +29,7 @@ def _exprs(s) -> tuple[X, ...]:
         return (s.init,)
     if isinstance(s, L.SetAcc):
         return (s.value,)
-    if isinstance(s, (L.MacroMM, L.DirectMM, L.PackT, L.PackN)):
+    if isinstance(s, (L.MacroMM, L.DirectMM, L.PanelCopy)):
         return s.exprs()
     if isinstance(s, L.TileMM):
         return (s.kext, s.aoff, s.boff, s.ooff, s.ostride, s.rvalid, s.cvalid, s.beta)
@@ -187,10 +187,10 @@ def dump(k: L.Kernel) -> str:
                              f"{', '.join(map(repr, s.exprs()))})")
             elif isinstance(s, L.PackT):
                 lines.append(f"{ind}pack {s.dst}[{s.doff!r} + k*{s.width} + r] = "
-                             f"{s.src}[{s.soff!r} + r*{s.ld!r} + k] (r<{s.rows!r}, k<{s.klen!r})")
+                             f"{s.src}[{s.soff!r} + r*{s.ld!r} + k] (r<{s.valid!r}, k<{s.klen!r})")
             elif isinstance(s, L.PackN):
                 lines.append(f"{ind}pack {s.dst}[{s.doff!r} + k*{s.width} + c] = "
-                             f"{s.src}[{s.soff!r} + k*{s.ld!r} + c] (c<{s.cols!r}, k<{s.klen!r})")
+                             f"{s.src}[{s.soff!r} + k*{s.ld!r} + c] (c<{s.valid!r}, k<{s.klen!r})")
             elif isinstance(s, L.TileMM):
                 lines.append(f"{ind}tile {s.rows}x{s.cols} k<{s.kext!r}: {s.out}[{s.ooff!r} + r*{s.ostride!r} + c]"
                              f" {'+' if s.beta.op != 'const' or s.beta.arg else ''}= "

@@ -104,7 +104,7 @@ def problems(kernel: L.Kernel) -> list[str]:
                 exprs((s.value,), scope)
                 if s.var not in scope:
                     out.append(f"kernel {kernel.name}: sets {s.var} before its accumulator")
-            elif isinstance(s, (L.PackT, L.PackN)):
+            elif isinstance(s, L.PanelCopy):
                 exprs(s.exprs(), scope)
                 if s.src not in params or s.dst not in params:
                     out.append(f"kernel {kernel.name}: packs {s.src} into {s.dst}, not both parameters")

@@ -33,17 +33,27 @@ def interleave(lanes: int, hi: bool) -> list[int]:
     return [x for i in range(lanes // 2) for x in (base + i, lanes + base + i)]
 
 
-def _define(g: Emitter, s: L.PackT, lanes: int) -> str:
+def _begin(g: Emitter, s: L.PanelCopy, kind: str, lanes: int) -> tuple[str, tuple[str, str, str, str] | None]:
+    """The module's function for copies like s, and None where it is defined already (by an
+    earlier copy of the same dtype, width and vector length), else what its definition needs:
+    (element type, vector type, mask type, masked store), the store declared."""
+    name = f"caten_{kind}_{s.dtype.name}_{s.width}_{lanes}"
+    if name in g.mod.shared:
+        return name, None
+    g.mod.shared.add(name)
     ty = rty(s.dtype)
-    name = f"caten_packt_{s.dtype.name}_{s.width}_{lanes}"
-    mod = g.mod
-    if name in mod.shared:
+    vt, mt = f"<{lanes} x {ty}>", f"<{lanes} x i1>"
+    store = f"llvm.masked.store.v{lanes}{'f64' if ty == 'double' else 'f32'}.p0"
+    g.mod.declare(store, "void", [vt, "ptr", "i32", mt])
+    return name, (ty, vt, mt, store)
+
+
+def _define(g: Emitter, s: L.PackT, lanes: int) -> str:
+    name, types = _begin(g, s, "packt", lanes)
+    if types is None:
         return name
-    mod.shared.add(name)
-    vt = f"<{lanes} x {ty}>"
-    suf = "f64" if ty == "double" else "f32"
-    store = f"llvm.masked.store.v{lanes}{suf}.p0"
-    mod.declare(store, "void", [vt, "ptr", "i32", f"<{lanes} x i1>"])
+    mod = g.mod
+    ty, vt, _, store = types
     mask = "<" + ", ".join(f"i1 {'true' if r < s.width else 'false'}" for r in range(lanes)) + ">"
     lines = [f"define internal void @{name}(ptr noalias %dst, ptr noalias %src, i64 %doff, i64 %soff, i64 %ld, "
              f"i64 %rows, i64 %klen) #1 {{",
@@ -136,17 +146,13 @@ def _define_n(g: Emitter, s: L.PackN, lanes: int) -> str:
     """Each k row: ceil(width/lanes) vector loads and stores (a vector past the width under a
     mask of the lanes below it); a panel short of columns loads under a mask of its `cols`
     lanes, those past them read nothing and store zeros (the padding)."""
-    ty = rty(s.dtype)
-    name = f"caten_packn_{s.dtype.name}_{s.width}_{lanes}"
-    mod = g.mod
-    if name in mod.shared:
+    name, types = _begin(g, s, "packn", lanes)
+    if types is None:
         return name
-    mod.shared.add(name)
-    vt, mt = f"<{lanes} x {ty}>", f"<{lanes} x i1>"
-    suf = "f64" if ty == "double" else "f32"
-    mload, mstore = f"llvm.masked.load.v{lanes}{suf}.p0", f"llvm.masked.store.v{lanes}{suf}.p0"
+    mod = g.mod
+    ty, vt, mt, mstore = types
+    mload = mstore.replace("masked.store", "masked.load")
     mod.declare(mload, vt, ["ptr", "i32", mt, vt])
-    mod.declare(mstore, "void", [vt, "ptr", "i32", mt])
     chunks = -(-s.width // lanes)
     lines = [f"define internal void @{name}(ptr noalias %dst, ptr noalias %src, i64 %doff, i64 %soff, i64 %ld, "
              f"i64 %cols, i64 %klen) #1 {{",

@@ -101,7 +101,7 @@ def uses(stmts: list) -> tuple[set[str], set[str]]:
                 bufs.update((s.a, s.b, s.out))
                 for e in s.exprs():
                     x(e)
-            elif isinstance(s, (L.PackT, L.PackN)):
+            elif isinstance(s, L.PanelCopy):
                 bufs.update((s.src, s.dst))
                 for e in s.exprs():
                     x(e)
