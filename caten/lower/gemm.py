@@ -222,8 +222,7 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
         row = panel_rows(cc, cz, cv, nr, L.Store(pb, L.iadd(bbase, cc), bval), pad)
     straight = None
     if len(plan.js) == 1:  # b read from a buffer: one copy statement (caten.lower.panels)
-        bc = Coords(src.shape, axes=[bat.get(a, coord.get(a, Aff())) for a in range(src.rank)])
-        straight = panel_copy(kl, opb, bc, bval, kk, cc, bat[plan.js[0]], coord, plan, si, dt, nr, pb,
+        straight = panel_copy(kl, opb, coords_at(bat), bval, kk, cc, bat[plan.js[0]], coord, plan, si, dt, nr, pb,
                               L.subst(bbase, kk, L.const(0)), cv, klen)
     pack_b = [L.Loop(jp.arg, npj, straight or [L.Loop(kk.arg, klen, row)])]
     # pack A: panels of mr rows, k-major, zero-padded past M
@@ -249,8 +248,7 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     k_at = coord[plan.red[0]].terms if len(plan.red) == 1 else {}
     rowp = None
     if len(i_at) == 1 and len(k_at) == 1:
-        ac = Coords(src.shape, axes=[at.get(a, coord.get(a, Aff())) for a in range(src.rank)])
-        rowp = strided_panel(kl, opa, ac, aval, rr, ka, next(iter(i_at)), next(iter(k_at)))
+        rowp = strided_panel(kl, opa, coords_at(at), aval, rr, ka, next(iter(i_at)), next(iter(k_at)))
     if rowp is not None:  # a row-major a: a transposing copy (caten.lower.panels)
         copy = [L.PackT(f"s{si}pk{kl.nvar}", dt, mr, pa, abase, rowp[0], rowp[1], rowp[2], rv, klen)]
         kl.nvar += 1
