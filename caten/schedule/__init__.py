@@ -279,22 +279,9 @@ def _overwritable(n: Node, members: list[Node], p: int, realized: set[Node], nod
 
 def _elementwise_reads(n: Node, m: Node, realized: set[Node]) -> bool:
     """Whether every read of realized node m in n's (unrealized) cone is at n's own element: the
-    paths from n to m cross only elementwise ops and contiguous reshapes of m's size. (Walked
-    with explicit stacks: a long elementwise chain must not reach Python's recursion limit.)"""
-    cone: list[Node] = []  # n's unrealized cone, each node after its sources
-    seen: set[Node] = set()
-    stack: list[tuple[Node, bool]] = [(n, False)]
-    while stack:
-        x, done = stack.pop()
-        if done:
-            cone.append(x)
-            continue
-        if x in seen:
-            continue
-        seen.add(x)
-        stack.append((x, True))
-        stack.extend((s, False) for s in x.src
-                     if s is not m and s not in realized and s.op is not Op.BUFFER and s not in seen)
+    paths from n to m cross only elementwise ops and contiguous reshapes of m's size."""
+    # n's unrealized cone, each node after its sources
+    cone = toposort([n], lambda x: [s for s in x.src if s is not m and s not in realized and s.op is not Op.BUFFER])
     reaches = {x: False for x in cone}
     for x in cone:
         reaches[x] = any(s is m or reaches.get(s, False) for s in x.src)
