@@ -152,6 +152,22 @@ def test_twin_stages_over_other_dims_and_buffers_are_one_unit():
     np.testing.assert_allclose(b, np.exp(y).sum(1, keepdims=True), rtol=1e-5)
 
 
+def test_the_mixer_s_channel_mixing_gemms_are_one_unit():
+    """The channel-mixing MLP's two GEMMs (T x C by C x DC, T x DC by DC x C) are twins: a
+    thread's packing slot is sized without the kernel's other GEMMs' dims (plan.thread_slots),
+    so of the Mixer's four GEMM stages three units call the tile function."""
+    import re
+
+    src = open(os.path.join(os.path.dirname(__file__), "..", "examples", "mlp_mixer.lisp")).read()
+    parts = units.split(module_text(src, "mixer_block"))
+    tiles = {m[1] for u in parts for m in re.finditer(r"define void @(\w+)\(ptr noalias %b_A, ptr noalias %b_B",
+                                                             u.text)}
+    assert len(tiles) == 1
+    tile = tiles.pop()
+    callers = [u.name for u in parts if re.search(rf"call void @{tile}\(", u.text)]
+    assert len(callers) == 3, callers
+
+
 def test_the_unit_key_ignores_the_order_of_a_commutative_op_s_operands():
     body = ("define void @f(i64 %a, i64 %b, ptr %p) #1 {{\nentry:\n  %t = {} i64 {}\n"
             "  store i64 %t, ptr %p\n  ret void\n}}")

@@ -161,11 +161,19 @@ def thread_slots(plans: Sequence[GemmPlan | None]) -> tuple[Dim, Dim]:
     """One thread's packed A and B slot for GEMMs of one kernel and dtype that different threads
     run at the same time (a kernel split over its outer loop, `small_gemms`): as large as the
     largest of them needs, so that no thread's GEMM reaches into another's slot."""
-    sizes = [g.pack_sizes() for g in plans if g is not None]
+    sizes = [(_bounded(g, g.pack_sizes()[0]), g.pack_sizes()[1]) for g in plans if g is not None]
     slot_a, slot_b = sizes[0]
     for sa, sb in sizes[1:]:
         slot_a, slot_b = D.dmax(slot_a, sa), D.dmax(slot_b, sb)
     return slot_a, slot_b
+
+
+def _bounded(g: GemmPlan, size: Dim) -> Dim:
+    """A packed A block's size, its upper bound mc x kc where it is symbolic: a thread's slot
+    (the stride of the threads' slots in every GEMM of the kernel) then holds no other GEMM's
+    dims, and twin GEMMs over other dims (a Mixer's two channel-mixing products) are equal code
+    (caten.lower.dimargs). At most mc x kc elements a thread: 112 KB in f32."""
+    return size if isinstance(size, int) or g.direct is not None else g.mc * g.kc
 
 
 def _ceil_to(x: Dim, m: int) -> Dim:
