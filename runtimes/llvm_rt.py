@@ -108,6 +108,24 @@ class LLVMExecutable:
             ctypes.memset(ctypes.addressof(arr), 0, ctypes.sizeof(arr))
         return out
 
+    def stage_cycles(self, reset: bool = True) -> dict[str, list[tuple[int, int]]]:
+        """Per kernel, (schedule stage number or -1, cycles) of each of its outlined stages over
+        the calls since the last reset, summed over the threads that ran it
+        (caten.render.llvm.kernel). Kernels with no outlined stage are absent."""
+        if self._prof is None:
+            raise Error("this program was not compiled with Options(profile=True)")
+        eng, out = _engine(), {}
+        for k in self.kernel_names:
+            at = eng.get_global_value_address(f"{k}__sprof")
+            if not at:
+                continue
+            n = ctypes.c_int64.from_address(at).value  # then n counters, then n stage numbers
+            arr = (ctypes.c_int64 * (2 * n)).from_address(at + 8)
+            out[k] = list(zip(arr[n:], arr[:n]))
+            if reset:
+                ctypes.memset(at + 8, 0, 8 * n)
+        return out
+
     def cycles(self) -> int:
         """The cycle counter now (to calibrate it against the wall clock)."""
         addr = _engine().get_function_address(self._prof[:-len("__prof")] + "__cycles")
@@ -164,6 +182,7 @@ class LLVMRuntime(Runtime):
 
         mod = ModuleGen(_llvm().get_process_triple(), str(target_machine(3, t).target_data), t.cpu, t.features,
                         t.vector_bits)
+        mod.profile = options.profile
         for lw in lowered:
             for k in lw.kernels:
                 mod.kernel(k, lw.defines)

@@ -72,10 +72,11 @@ def test_cli_prints_the_table_and_writes_the_roofline_svg(tmp_path):
                                  "-D", "DT=16", "-D", "DC=64", "--reps", "3", "--svg", str(svg), "--no-cache"])
     assert r.exit_code == 0, r.output
     assert "mixer-block__k0" in r.output and "GF/s" in r.output and "of roofline" in r.output
+    assert r.output.count(" gemm 2 x ") >= 2  # stage rows under the kernels of several stages
     root = ET.parse(svg).getroot()
     ns = "{http://www.w3.org/2000/svg}"
     assert root.findall(f".//{ns}polyline[@class='roof']")
-    assert len(root.findall(f".//{ns}circle[@class='kernel']")) >= 1
+    assert len(root.findall(f".//{ns}circle[@class='kernel']")) >= 5  # the kernel and its stages
 
 
 def test_cli_needs_llvm_and_bound_sizes(tmp_path):
@@ -131,3 +132,35 @@ def test_random_inputs_keep_a_network_in_range():
     y = h @ w4
     for v in (h, y):
         assert 0.01 < float(v.std()) < 3.0, float(v.std())
+
+
+def test_a_fused_kernel_s_stages_share_out_its_time():
+    """The Mixer block is one kernel of many stages: each outlined stage's calls are timed
+    (summed over the threads that run it) and the kernel's time is shared out among the
+    schedule's stages by those cycles; a GEMM stage's work is its batch's multiply-adds."""
+    src = (Path(__file__).resolve().parent.parent / "examples" / "mlp_mixer.lisp").read_text()
+    m = caten.loads(src, profile=True, use_cache=False)
+    rng = np.random.default_rng(0)
+    B, T, C, DT, DC = 2, 16, 32, 16, 64
+    shapes = [(B, T, C), (C,), (C,), (T, DT), (DT,), (DT, T), (T,), (C,), (C,), (C, DC), (DC,), (DC, C), (C,)]
+    args = [(rng.standard_normal(s) / np.sqrt(s[-1])).astype(np.float32) for s in shapes]
+    stats, _ = profile(m.mixer_block, args, reps=5)
+    (k,) = stats
+    assert len(k.stages) > 5
+    assert sum(s.seconds for s in k.stages) == pytest.approx(k.seconds, rel=1e-6)
+    gemms = [s for s in k.stages if " gemm " in s.name]
+    assert sorted(s.flops for s in gemms) == sorted([2.0 * B * C * T * DT] * 2 + [2.0 * B * T * C * DC] * 2)
+    assert all(s.seconds > 0 for s in gemms)
+    # the stages are named after the schedule's (s<N>, in program order)
+    nums = [int(s.name.split()[0][1:]) for s in k.stages if s.name.strip().startswith("s")]
+    assert nums == sorted(nums) and len(set(nums)) == len(nums)
+
+
+def test_stage_counters_are_only_in_profiled_code():
+    src = (Path(__file__).resolve().parent.parent / "examples" / "mlp_mixer.lisp").read_text()
+    from caten.pipeline import emit
+
+    for prof in (False, True):
+        m = caten.loads(src, profile=prof, use_cache=False)
+        text = next(iter(emit(m.runtime, m.mixer_block.elaborate({}), "source", m.options).values()))
+        assert ("__sprof" in text) == prof

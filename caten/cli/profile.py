@@ -6,7 +6,8 @@ that a network's activations stay near 1: unit-variance weights made a Mixer's a
 overflow and its GELU gradients underflow into subnormals, which the CPU computes ~20x slower,
 and the table blamed the kernels for it (give real inputs as NAME=PATH.npy). The
 table shows per kernel its time, share, GF/s, GB/s, arithmetic intensity and how close it comes
-to the roofline bound at that intensity; `--svg` draws the roofline with the kernels on it.
+to the roofline bound at that intensity, and under a kernel of several stages each stage's
+(caten.run.profile.stage_stats); `--svg` draws the roofline with the kernels and stages on it.
 """
 
 from __future__ import annotations
@@ -115,17 +116,23 @@ def _print(name: str, stats: list[KernelStat], wall: float, roof: Roofline) -> N
                     f"(roofline: {roof.peak_gflops:.0f} GF/s, {roof.bandwidth_gbs:.1f} GB/s on {roof.cpu})")
     for col in ("kernel", "ms", "share", "GF/s", "GB/s", "flop/byte", "of roofline"):
         t.add_column(col, justify="left" if col == "kernel" else "right")
-    for s in sorted(stats, key=lambda s: -s.seconds):
+    def row(s: KernelStat, style: str | None = None) -> None:
         bound = roof.attainable(s.intensity)
         t.add_row(s.name, f"{s.seconds * 1e3:.3f}", f"{100 * s.seconds / total:.1f}%", f"{s.gflops:.1f}",
-                  f"{s.gbytes:.1f}", f"{s.intensity:.2f}", f"{100 * s.gflops / bound:.0f}%" if bound else "-")
+                  f"{s.gbytes:.1f}", f"{s.intensity:.2f}",
+                  f"{100 * s.gflops / bound:.0f}%" if bound and s.flops else "-", style=style)
+    for s in sorted(stats, key=lambda s: -s.seconds):
+        row(s)
+        for st in s.stages if len(s.stages) > 1 else []:  # (in program order: where the time goes)
+            row(st, "dim")
     Console(width=140).print(t)
 
 
 def roofline_svg(stats: list[KernelStat], roof: Roofline, title: str) -> str:
     """A log-log roofline plot (arithmetic intensity against GF/s) with one dot per kernel."""
     w, h, m = 640, 420, 60
-    pts = [s for s in stats if s.flops > 0 and s.bytes > 0 and s.seconds > 0]
+    pts = [s for k in stats for s in [k, *(k.stages if len(k.stages) > 1 else [])]
+           if s.flops > 0 and s.bytes > 0 and s.seconds > 0]
     xs = [s.intensity for s in pts] + [roof.peak_gflops / roof.bandwidth_gbs]
     ys = [s.gflops for s in pts] + [roof.peak_gflops]
     x0, x1 = math.log10(max(min(xs) / 4, 1e-3)), math.log10(max(xs) * 4)
@@ -154,7 +161,7 @@ def roofline_svg(stats: list[KernelStat], roof: Roofline, title: str) -> str:
                      f'fill="#06c"><title>{_esc(s.name)}: {s.seconds * 1e3:.3f} ms, {s.gflops:.1f} GF/s'
                      f'</title></circle>')
         parts.append(f'<text x="{px(s.intensity) + 6:.1f}" y="{py(s.gflops) - 4:.1f}" font-size="9">'
-                     f'{_esc(s.name.rsplit("__", 1)[-1])}</text>')
+                     f'{_esc(s.name.strip().split(" ")[0].rsplit("__", 1)[-1])}</text>')
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -29,6 +29,7 @@ class KernelStat:
     seconds: float  # per call
     flops: float
     bytes: float
+    stages: list[KernelStat] = field(default_factory=list)  # a kernel's stages (its time shared out)
 
     @property
     def gflops(self) -> float:
@@ -69,27 +70,85 @@ def _cone_ops(n: Any, stop: set) -> int:
 
 def kernel_work(sched: Any, env: dict[str, int]) -> list[tuple[float, float]]:
     """(FLOPs, bytes) of each kernel of a schedule at the dims `env`."""
+    out = []
+    for k in sched.kernels:
+        flops = sum(stage_work(sched, st, env)[0] for st in k.stages)
+        out.append((flops, _nbytes(sched, set(k.reads) | set(k.writes), env)))
+    return out
+
+
+def stage_work(sched: Any, st: Any, env: dict[str, int]) -> tuple[float, float]:
+    """(FLOPs, bytes) of one schedule stage: the ops of its loop body times its points, and the
+    stored values it reads and the buffer it writes (each once)."""
     stored = set(sched.node_buf)
+    n = st.node
 
     def size(shape: Any) -> float:
         return float(np.prod([D.evaluate(d, env) for d in shape], dtype=np.float64))
 
-    out = []
-    for k in sched.kernels:
-        flops = 0.0
-        for st in k.stages:
-            n = st.node
-            if n.op is Op.REDUCE and st.plan is not None and st.plan.gemm is not None:
-                flops += 2 * size(n.src[0].shape)  # a packed GEMM: its operands are computed once each, not per point
-            elif n.op is Op.REDUCE:
-                src = n.src[0]
-                flops += size(src.shape) * (_cone_ops(src, stored) + 1) if src not in stored else size(src.shape)
-            else:
-                flops += size(n.shape) * max(1, _cone_ops(n, stored) - (n.op in FREE))
-        nbytes = sum(float(D.evaluate(sched.buffers[b].nbytes, env)) for b in set(k.reads) | set(k.writes)
-                     if b in sched.buffers)
-        out.append((flops, nbytes))
-    return out
+    if n.op is Op.REDUCE and st.plan is not None and st.plan.gemm is not None:
+        flops = 2 * size(n.src[0].shape)  # a packed GEMM: its operands are computed once each, not per point
+    elif n.op is Op.REDUCE:
+        src = n.src[0]
+        flops = size(src.shape) * (_cone_ops(src, stored) + 1) if src not in stored else size(src.shape)
+    else:
+        flops = size(n.shape) * max(1, _cone_ops(n, stored) - (n.op in FREE))
+    reads: set[str] = set()
+    seen, stack = {n}, list(n.src)
+    while stack:
+        x = stack.pop()
+        if x in stored:
+            reads.add(sched.node_buf[x])
+            continue
+        for s in x.src:
+            if s not in seen:
+                seen.add(s)
+                stack.append(s)
+    return flops, _nbytes(sched, reads | ({st.buffer} if st.buffer else set()), env)
+
+
+def _nbytes(sched: Any, bufs: set[str], env: dict[str, int]) -> float:
+    return sum(float(D.evaluate(sched.buffers[b].nbytes, env)) for b in bufs if b in sched.buffers)
+
+
+def _describe(st: Any, env: dict[str, int]) -> str:
+    """A stage in a few words: a GEMM's M x N x K, else its op and shape."""
+    n = st.node
+
+    def dims(ds: Any) -> str:
+        return "x".join(str(D.evaluate(d, env)) for d in ds)
+    if st.plan is not None and st.plan.gemm is not None:
+        g = st.plan.gemm
+        mnk = [D.evaluate(d, env) for d in (g.M, g.N, g.K)]
+        batch = np.prod([D.evaluate(d, env) for d in n.src[0].shape], dtype=np.float64) / max(1, np.prod(mnk))
+        return f"{'conv' if g.direct is not None else 'gemm'} {f'{batch:.0f} x ' if batch > 1 else ''}{dims(mnk)}"
+    op = f"reduce-{n.arg[0]}" if n.op is Op.REDUCE else n.op.name.lower()
+    return f"{op} {dims(n.shape)}"
+
+
+def stage_stats(sched: Any, kernel: Any, stat: KernelStat, cycles: list[tuple[int, int]],
+                env: dict[str, int]) -> list[KernelStat]:
+    """The schedule stages of one kernel, its time shared out by their cycles (summed over the
+    threads that ran each: under a split outer loop the stages' cycles add up to about the
+    threads times the kernel's); cycles outside any known stage (packing operands once, before
+    the threads start) make a row of their own. A stage's bytes count each buffer once: a
+    stage whose data stays in cache can run past the DRAM roofline."""
+    total = sum(c for _, c in cycles)
+    if total <= 0:
+        return []
+    by: dict[int, int] = {}
+    for si, c in cycles:
+        by[si] = by.get(si, 0) + c
+    rows = []
+    for si, c in sorted(by.items()):
+        share = stat.seconds * c / total
+        if 0 <= si < len(kernel.stages):
+            st = kernel.stages[si]
+            flops, nbytes = stage_work(sched, st, env)
+            rows.append(KernelStat(f"  s{si} {_describe(st, env)}", share, flops, nbytes))
+        else:
+            rows.append(KernelStat("  (outside the stages)", share, 0.0, 0.0))
+    return rows
 
 
 def profile(composite: Any, arrays: list[np.ndarray], reps: int = 10) -> tuple[list[KernelStat], float]:
@@ -112,12 +171,16 @@ def profile(composite: Any, arrays: list[np.ndarray], reps: int = 10) -> tuple[l
         composite(*arrays)
         walls.append(time.perf_counter() - t)
     cycles = exe.kernel_cycles(reset=True)
+    per_stage = exe.stage_cycles(reset=True)
     work = kernel_work(exe.sched, env)
     if len(work) != len(cycles):
         work = [(0.0, 0.0)] * len(cycles)
     label = composite.cdef.name
     stats = [KernelStat(f"{label}__k{i}", c / hz / max(1, reps), f, b)
              for i, (c, (f, b)) in enumerate(zip(cycles, work))]
+    if len(exe.sched.kernels) == len(stats):
+        for name, k, st in zip(exe.kernel_names, exe.sched.kernels, stats):
+            st.stages = stage_stats(exe.sched, k, st, per_stage.get(name, []), env)
     return stats, float(np.mean(walls))
 
 

@@ -273,9 +273,19 @@ class FnGen(Emitter):
             elif isinstance(s, direct.Inline):
                 s.emit(self)
             elif isinstance(s, StageCall):
-                self.emit(f"call void @{s.name}({', '.join(s.args)})")
+                self.stage_call(s)
             else:
                 raise TypeError(s)
+
+    def stage_call(self, s: StageCall) -> None:
+        """The call; timed (`s.timer`: the counter array and slot) by the CPU's cycle counter,
+        the cycles added atomically: the threads of a split loop call stages at once."""
+        c0 = self.ins("call i64 @llvm.readcyclecounter()") if s.timer else None
+        self.emit(f"call void @{s.name}({', '.join(s.args)})")
+        if s.timer:
+            took = self.ins(f"sub i64 {self.ins('call i64 @llvm.readcyclecounter()')}, {c0}")
+            slot = self.ins(f"getelementptr inbounds i64, ptr @{s.timer[0]}, i64 {s.timer[1]}")
+            self.emit(f"atomicrmw add ptr {slot}, i64 {took} monotonic")
 
     def loop(self, s: L.Loop) -> None:
         ext = self.v(s.extent)
@@ -308,6 +318,8 @@ class StageCall:
     parameters' order) and `reads` (loop counters) are what it uses, for a Parallel around it to
     pass on (threads.uses, caten.lower.dimargs)."""
 
-    def __init__(self, name: str, args: list[str], bufs: list[str], dims: list[str], reads: set[str]):
+    def __init__(self, name: str, args: list[str], bufs: list[str], dims: list[str], reads: set[str],
+                 timer: tuple[str, int] | None = None):
         self.name, self.args, self.bufs, self.dims, self.reads = name, args, bufs, dims, reads
+        self.timer = timer  # (a profiled kernel's counter array, this stage's slot in it)
 

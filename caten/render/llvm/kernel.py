@@ -4,6 +4,7 @@ inside a kernel's loops outlined into functions of their own."""
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from caten.ir import dims as D
 from caten.lower import loopir as L
@@ -15,6 +16,13 @@ from caten.render.llvm.threads import uses
 _STAGES = (L.Loop, L.TileMM, L.MacroMM, L.DirectMM)
 
 
+def stage_of(st: object) -> int:
+    """The schedule stage a statement lowers (N of its loop variables' `s<N>` prefix, caten.lower),
+    or -1 where that is not known."""
+    m = re.match(r"s(\d+)(?!\d)", getattr(st, "var", ""))
+    return int(m[1]) if m else -1
+
+
 def _entered(st: object) -> bool:
     """Whether the outliner looks inside loop st rather than outlining it whole: a kernel's
     shared outer loop, or the loop its threads share after its packed-once operands."""
@@ -22,7 +30,11 @@ def _entered(st: object) -> bool:
 
 
 class ModuleGen(Module):
-    """A Module that renders loop-IR kernels (`kernel`)."""
+    """A Module that renders loop-IR kernels (`kernel`); `profile`: `KERNEL__sprof` holds the
+    number n of the kernel's outlined stages, then each one's cycles (its calls add what they
+    took), then the number of the schedule stage each lowers (caten.run.profile reads them)."""
+
+    profile = False
 
     def kernel(self, k: L.Kernel, defines: dict[str, D.Dim]) -> None:
         """One function per kernel; the stages inside its shared outer loops (and inside the loop
@@ -31,7 +43,13 @@ class ModuleGen(Module):
         alone (caten.render.llvm.units)."""
         params = [f"ptr noalias %b_{p.name}" for p in k.params] + [f"i64 %d_{d}" for d in k.dims]
         self._stage_no = 0
+        self._timed: list[int] = []
         body = self._outline(k, k.body, [], defines)
+        if self._timed:  # (profile) the stages' cycle counters, then which schedule stage each lowers
+            n = len(self._timed)
+            init = ", ".join(f"i64 {v}" for v in [n] + [0] * n + self._timed)
+            self.funcs.append(f"@{k.name}__sprof = global [{1 + 2 * n} x i64] [{init}], align 64")
+            self.declare("llvm.readcyclecounter", "i64", [])
         g = FnGen(self, k.dims, defines)
         g.stmts(body)
         self.funcs.append(g.text(f"define internal void @{k.name}({', '.join(params)}) #1 {{"))
@@ -69,7 +87,11 @@ class ModuleGen(Module):
                 ps = [f"ptr noalias %b_{b}" for b in mine] + args
                 self.funcs.append(g.text(f"define internal void @{name}({', '.join(ps)}) #1 {{"))
                 self.root(name)
-                new.append(StageCall(name, [f"ptr %b_{b}" for b in mine] + args, mine, sd, set(outer)))
+                timer = None
+                if self.profile:
+                    timer = (f"{k.name}__sprof", 1 + len(self._timed))
+                    self._timed.append(stage_of(st))
+                new.append(StageCall(name, [f"ptr %b_{b}" for b in mine] + args, mine, sd, set(outer), timer))
             else:
                 new.append(st)
         return new
