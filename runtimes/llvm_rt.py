@@ -228,6 +228,17 @@ class LLVMRuntime(Runtime):
 
         if kind == "source":
             return {".ll": source}
+        if kind == "lib" and (parts := units.split(source)) is not None:
+            # as the JIT compiles it: units in parallel, each cached by content, linked by cc
+            from caten.cache.store import default_cache
+
+            store = default_cache() if options.use_cache else None
+            objs = jobs.compile_units(parts, t.cpu, t.features, _opt(options), store, _llvm_version(), threads(),
+                                      pic=True)
+            header = c_header([lw.program for lw in lowered], [lw.name for lw in lowered],
+                              options.extra.get("library"))
+            entries = [n for lw in lowered for n in (lw.name, f"{lw.name}__impl")]
+            return {".so": link_shared(*objs, exports=entries), ".h": header}
         opt = max(0, min(3, int(options.opt_level if options.opt_level is not None else 3)))
         mod = optimize(source, opt, t)
         if kind in ("opt-ir", "ll"):
@@ -259,13 +270,22 @@ def _llvm_version() -> str:
         return "llvmlite-unknown"
 
 
-def link_shared(obj: bytes) -> bytes:
+def link_shared(*objs: bytes, exports: list[str] | None = None) -> bytes:
+    """A shared library of the objects, linked by the system's C compiler (CC); `exports`: the
+    only symbols it exports (the units' functions link to each other but stay inside)."""
     cc = os.environ.get("CC", "cc")
     with tempfile.TemporaryDirectory() as d:
-        o, so = os.path.join(d, "k.o"), os.path.join(d, "k.so")
-        with open(o, "wb") as f:
-            f.write(obj)
-        r = subprocess.run([cc, "-shared", "-o", so, o, "-lm", "-lpthread"], capture_output=True, text=True)
+        os_, so = [os.path.join(d, f"k{i}.o") for i in range(len(objs))], os.path.join(d, "k.so")
+        for o, obj in zip(os_, objs):
+            with open(o, "wb") as f:
+                f.write(obj)
+        flags = []
+        if exports is not None:
+            script = os.path.join(d, "exports.map")
+            with open(script, "w") as f:
+                f.write(f"{{ global: {'; '.join(exports)}; local: *; }};\n")
+            flags = [f"-Wl,--version-script={script}"]
+        r = subprocess.run([cc, "-shared", "-o", so, *os_, *flags, "-lm", "-lpthread"], capture_output=True, text=True)
         if r.returncode != 0:
             raise Error(f"linking the shared library failed: {r.stderr.strip()}")
         with open(so, "rb") as f:

@@ -74,3 +74,35 @@ int main(void) {
     assert r.returncode == 0, r.stderr
     out = subprocess.run([str(tmp_path / "main")], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["0", "1", "1", "15", str(int(np.sum(2.0 * np.arange(8) + 1)))]
+
+
+def test_a_library_of_units_exports_its_entries_only_and_runs_as_the_jit_does(tmp_path):
+    """A module that splits into units is compiled unit by unit (in parallel, cached) and linked
+    by cc; the units' functions link to each other inside the library, which exports only the
+    entry and its __impl."""
+    import ctypes
+    import os
+
+    import caten
+    from caten.render.llvm import units
+
+    src = open(os.path.join(os.path.dirname(__file__), "..", "examples", "mlp_mixer.lisp")).read()
+    m = caten.loads(src, runtime="llvm")
+    prog = m.mixer_block.elaborate({})
+    assert units.split(pipeline.emit(RUNTIME, prog, "source", Options())[".ll"]) is not None
+    lib = tmp_path / "libmix.so"
+    lib.write_bytes(pipeline.emit(RUNTIME, prog, "lib", Options())[".so"])
+    so = ctypes.CDLL(str(lib))
+    assert hasattr(so, "mixer_block") and hasattr(so, "mixer_block__impl")
+    if shutil.which("nm"):
+        syms = subprocess.run(["nm", "-D", "--defined-only", str(lib)], capture_output=True, text=True).stdout
+        assert sorted(ln.split()[-1] for ln in syms.splitlines() if " T " in ln) == ["mixer_block",
+                                                                                    "mixer_block__impl"]
+    rng = np.random.default_rng(0)
+    B, T, C, DT, DC = 3, 20, 24, 12, 40
+    shapes = [(B, T, C), (C,), (C,), (T, DT), (DT,), (DT, T), (T,), (C,), (C,), (C, DC), (DC,), (DC, C), (C,)]
+    args = [(rng.standard_normal(s) / np.sqrt(s[-1])).astype(np.float32) for s in shapes]
+    y = np.zeros((B, T, C), np.float32)
+    ptrs = [a.ctypes.data_as(ctypes.c_void_p) for a in [*args, y]]
+    assert so.mixer_block(*ptrs, *[ctypes.c_int64(v) for v in (B, T, C, DT, DC)]) == 0
+    np.testing.assert_allclose(y, m.mixer_block(*args), rtol=1e-5, atol=1e-6)

@@ -36,10 +36,11 @@ class _Worker:
         self.busy = threading.Lock()  # one request at a time on its pipe
         self.owner = os.getpid()  # a forked child must not talk on its parent's pipes
 
-    def compile(self, text: str, cpu: str, features: str, opt: int, light: bool) -> bytes | None:
+    def compile(self, text: str, cpu: str, features: str, opt: int, light: bool, pic: bool = False) -> bytes | None:
         """The object, or None where the worker failed (it is dropped if it died)."""
         body = text.encode()
-        req = json.dumps({"cpu": cpu, "features": features, "opt": opt, "light": light, "size": len(body)})
+        req = json.dumps({"cpu": cpu, "features": features, "opt": opt, "light": light, "pic": pic,
+                          "size": len(body)})
         try:
             self.proc.stdin.write(req.encode() + b"\n" + body)
             self.proc.stdin.flush()
@@ -77,10 +78,12 @@ def warm_up(cores: int) -> None:
 
 
 def compile_units(units: Sequence, cpu: str, features: str, opt: int, store: Cache | None,
-                  toolchain: str, cores: int) -> list[bytes]:
+                  toolchain: str, cores: int, pic: bool = False) -> list[bytes]:
     """Objects of `units` (caten.render.llvm.units.Unit) in their order: from the cache where it
-    has them, the rest compiled here and on the workers, largest first."""
-    keys = [key_of("llvm-unit", u.key, cpu, features, str(opt), toolchain, llvmobj.settings_key()) for u in units]
+    has them, the rest compiled here and on the workers, largest first; `pic`: for a shared
+    library (llvmobj.compile_object)."""
+    keys = [key_of("llvm-unit", u.key, cpu, features, str(opt), toolchain, llvmobj.settings_key(),
+                   *(["pic"] if pic else [])) for u in units]
     objs: list[bytes | None] = [store.get(k, "llvmunit") if store else None for k in keys]
     todo = sorted((i for i, o in enumerate(objs) if o is None), key=lambda i: -len(units[i].text))
     fresh = list(todo)
@@ -95,7 +98,7 @@ def compile_units(units: Sequence, cpu: str, features: str, opt: int, store: Cac
             return  # another thread's compile has this worker
         try:
             while (i := take()) is not None:
-                o = w.compile(units[i].text, cpu, features, opt, units[i].light)
+                o = w.compile(units[i].text, cpu, features, opt, units[i].light, pic)
                 if o is None:  # compiled again by the calling thread, for its diagnostic
                     with queue_lock:
                         todo.append(i)
@@ -113,11 +116,11 @@ def compile_units(units: Sequence, cpu: str, features: str, opt: int, store: Cac
         for f in feeders:
             f.start()
     while (i := take()) is not None:
-        objs[i] = llvmobj.compile_object(units[i].text, cpu, features, opt, units[i].light)
+        objs[i] = llvmobj.compile_object(units[i].text, cpu, features, opt, units[i].light, pic)
     for f in feeders:
         f.join()
     while (i := take()) is not None:  # units a worker gave back after the queue ran dry here
-        objs[i] = llvmobj.compile_object(units[i].text, cpu, features, opt, units[i].light)
+        objs[i] = llvmobj.compile_object(units[i].text, cpu, features, opt, units[i].light, pic)
     if store:
         for i in fresh:
             store.put(keys[i], "llvmunit", objs[i])

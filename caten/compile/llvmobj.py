@@ -95,13 +95,15 @@ def optimize(ir_text: str, cpu: str, features: str, opt: int = 3):
     return mod
 
 
-def compile_object(ir_text: str, cpu: str, features: str, opt: int = 3, light: bool = False) -> bytes:
-    """Object code for the in-process JIT (large code model: see JIT_CODE_MODEL). `light`: glue
-    that runs a few hundred instructions a call (a program's entries, the thread pool), compiled
-    without optimization: a quarter of O2's time (the Mixer's entries: 18 -> 4.4 ms)."""
+def compile_object(ir_text: str, cpu: str, features: str, opt: int = 3, light: bool = False,
+                   pic: bool = False) -> bytes:
+    """Object code for the in-process JIT (large code model: see JIT_CODE_MODEL), or with `pic`
+    for a shared library (position independent, the default model). `light`: glue that runs a
+    few hundred instructions a call (a program's entries, the thread pool), compiled without
+    optimization: a quarter of O2's time (the Mixer's entries: 18 -> 4.4 ms)."""
     if light:
         opt = 0
-    return target_machine(cpu, features, opt, jit=True).emit_object(optimize(ir_text, cpu, features, opt))
+    return target_machine(cpu, features, opt, jit=not pic).emit_object(optimize(ir_text, cpu, features, opt))
 
 
 def serve(inp, out) -> None:
@@ -117,7 +119,8 @@ def serve(inp, out) -> None:
         req = json.loads(line)
         text = inp.read(req["size"]).decode()
         try:
-            status, body = b"ok", compile_object(text, req["cpu"], req["features"], req["opt"], req["light"])
+            status, body = b"ok", compile_object(text, req["cpu"], req["features"], req["opt"], req["light"],
+                                                 req.get("pic", False))
         except Exception as e:  # the caller compiles it again in its own process, for its diagnostic
             status, body = b"error", str(e).encode()
         out.write(status + b" %d\n" % len(body) + body)
