@@ -228,6 +228,8 @@ class LLVMRuntime(Runtime):
 
         if kind == "source":
             return {".ll": source}
+        header = c_header([lw.program for lw in lowered], [lw.name for lw in lowered],
+                          options.extra.get("library")) if kind == "lib" else ""
         if kind == "lib" and (parts := units.split(source)) is not None:
             # as the JIT compiles it: units in parallel, each cached by content, linked by cc
             from caten.cache.store import default_cache
@@ -235,8 +237,6 @@ class LLVMRuntime(Runtime):
             store = default_cache() if options.use_cache else None
             objs = jobs.compile_units(parts, t.cpu, t.features, _opt(options), store, _llvm_version(), threads(),
                                       pic=True)
-            header = c_header([lw.program for lw in lowered], [lw.name for lw in lowered],
-                              options.extra.get("library"))
             entries = [n for lw in lowered for n in (lw.name, f"{lw.name}__impl")]
             return {".so": link_shared(*objs, exports=entries), ".h": header}
         opt = max(0, min(3, int(options.opt_level if options.opt_level is not None else 3)))
@@ -250,8 +250,6 @@ class LLVMRuntime(Runtime):
         if kind == "obj":
             return {".o": obj}
         if kind == "lib":
-            header = c_header([lw.program for lw in lowered], [lw.name for lw in lowered],
-                              options.extra.get("library"))
             return {".so": link_shared(obj), ".h": header}
         raise Error(f"runtime 'llvm' cannot emit '{kind}'", hint="use loops, source, asm, obj, lib or schedule")
 
