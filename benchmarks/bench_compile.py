@@ -147,9 +147,7 @@ def _bytecode() -> None:
     write would otherwise be compiled from source in each timed process (40 ms of "elaborate")."""
     import compileall
 
-    import caten.runtimes
-
-    import caten
+    import caten.runtimes  # (binds caten too)
 
     for d in {os.path.dirname(os.path.abspath(caten.__file__)), *caten.runtimes.__path__}:
         compileall.compile_dir(d, quiet=1)
