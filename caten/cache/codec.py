@@ -69,10 +69,19 @@ class _Enc:
         return _enc(x, self.enc)
 
 
-def _enc(x: object, enc) -> object:
-    from caten.ir.dims import Atom, DimExpr
-    from caten.ir.dtypes import DType
+_IR: list = []  # DType, Atom, DimExpr: imported at the first value that needs them, then kept
 
+
+def _ir_types() -> list:
+    if not _IR:
+        from caten.ir.dims import Atom, DimExpr
+        from caten.ir.dtypes import DType
+
+        _IR.extend((DType, Atom, DimExpr))
+    return _IR
+
+
+def _enc(x: object, enc) -> object:
     if x is None or isinstance(x, (bool, str)):
         return x
     if isinstance(x, int) and type(x) is int or type(x) is float:
@@ -87,6 +96,7 @@ def _enc(x: object, enc) -> object:
         return {TAG: "fs" if isinstance(x, frozenset) else "s", "v": [enc(v) for v in x]}
     if isinstance(x, (bytes, bytearray)):
         return {TAG: "b", "v": base64.b64encode(bytes(x)).decode()}
+    DType, Atom, DimExpr = _ir_types()
     if isinstance(x, DType):
         return {TAG: "dt", "v": x.name}
     if isinstance(x, Atom):
@@ -125,9 +135,6 @@ def _record(name: str) -> tuple[type, frozenset[str], bool]:
 
 
 def _plain(tag: str, d: dict, table: list[str]) -> object:
-    from caten.ir import dtypes as T
-    from caten.ir.dims import Atom, DimExpr
-
     if tag == "r":
         return table[d["v"]]
     if tag == "t":
@@ -140,6 +147,9 @@ def _plain(tag: str, d: dict, table: list[str]) -> object:
         return set(d["v"])
     if tag == "b":
         return base64.b64decode(d["v"], validate=True)
+    from caten.ir import dtypes as T
+
+    _, Atom, DimExpr = _ir_types()
     if tag == "dt":
         return T.BY_NAME[d["v"]]
     if tag == "A":
