@@ -81,6 +81,13 @@ def first_uses(stmts: list) -> tuple[list[str], list[str]]:
     return sorted(dims, key=lambda d: (sorted(dims[d]), first[d])), list(bufs)
 
 
+def takes(stmts: list, dims: Collection[str], bufs: Collection[str]) -> tuple[list[str], list[str]]:
+    """The parameters of a function made of `stmts` (an outlined stage, a parallel loop's body):
+    those of `dims` and `bufs` it uses, in first_uses' order."""
+    order, seen = first_uses(stmts)
+    return [d for d in order if d in dims], [b for b in seen if b in bufs] + sorted(set(bufs) - set(seen))
+
+
 def used_dims(stmts: list, among: Collection[str]) -> list[str]:
     """The dims of `among` that `stmts` read, in first_uses' order."""
     return [d for d in first_uses(stmts)[0] if d in among]

@@ -242,11 +242,6 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     # (a weight gradient's activations, contiguous along the rows) is read in order too (rows
     # outer read it a cache line per element: dW3 of the Mixer 271 -> 292-300 GF/s; e1 0.96-0.98x
     # -> 1.03-1.04x numpy; row-major a reads mr rows side by side, each line reused over k)
-    # (a full panel's row a loop of constant length, vector moves: a count of rv became a call of
-    # memcpy per k row, 56 bytes each, 4.5% of a Mixer training step)
-    arow = L.iadd(abase, L.imul(ka, L.const(mr)))
-    copy = [L.Loop(ka.arg, klen, panel_rows(rr, rz, rv, mr, L.Store(pa, L.iadd(arow, rr), aval),
-                                            L.Store(pa, L.iadd(arow, L.iadd(rv, rz)), zero)))]
     i_at = at[plan.i].terms if plan.i is not None else {}
     k_at = coord[plan.red[0]].terms if len(plan.red) == 1 else {}
     rowp = None
@@ -258,6 +253,11 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
                     L.Store(pa, L.iadd(abase, L.iadd(L.imul(kz, L.const(mr)), L.iadd(rv, rz))), zero)], "cold")],
                        "cold")]
         kl.nvar += 1
+    else:  # (a full panel's row a loop of constant length, vector moves: a count of rv became a
+        # call of memcpy per k row, 56 bytes each, 4.5% of a Mixer training step)
+        arow = L.iadd(abase, L.imul(ka, L.const(mr)))
+        copy = [L.Loop(ka.arg, klen, panel_rows(rr, rz, rv, mr, L.Store(pa, L.iadd(arow, rr), aval),
+                                                L.Store(pa, L.iadd(arow, L.iadd(rv, rz)), zero)))]
     pack_a = [L.Loop(ip.arg, npi, copy)]
     # micro-tiles of the block at (i0, j0)
 

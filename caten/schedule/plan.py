@@ -161,7 +161,7 @@ def thread_slots(plans: Sequence[GemmPlan | None]) -> tuple[Dim, Dim]:
     """One thread's packed A and B slot for GEMMs of one kernel and dtype that different threads
     run at the same time (a kernel split over its outer loop, `small_gemms`): as large as the
     largest of them needs, so that no thread's GEMM reaches into another's slot."""
-    sizes = [(_bounded(g, g.pack_sizes()[0]), g.pack_sizes()[1]) for g in plans if g is not None]
+    sizes = [(_bounded(g, a), b) for g in plans if g is not None for a, b in [g.pack_sizes()]]
     slot_a, slot_b = sizes[0]
     for sa, sb in sizes[1:]:
         slot_a, slot_b = D.dmax(slot_a, sa), D.dmax(slot_b, sb)

@@ -8,7 +8,7 @@ import re
 
 from caten.ir import dims as D
 from caten.lower import loopir as L
-from caten.lower.dimargs import first_uses
+from caten.lower.dimargs import takes
 from caten.render.llvm.fn import FnGen, StageCall
 from caten.render.llvm.module import Module
 from caten.render.llvm.threads import uses
@@ -77,10 +77,7 @@ class ModuleGen(Module):
                 self._stage_no += 1
                 # and the dims it reads, both in its structure's order: stages of equal structure
                 # over other buffers and dims (the Mixer's two MLPs) are equal units, compiled once
-                sd, order = first_uses([st])
-                sd = [d for d in sd if d in k.dims]
-                mine = [b for b in order if b in bufs] + sorted(bufs - set(order))
-                mine = [b for b in mine if b in pnames]
+                sd, mine = takes([st], k.dims, bufs & pnames)
                 g = FnGen(self, sd, defines)
                 g.stmts([st])
                 args = [f"i64 %d_{d}" for d in sd] + [f"i64 %v_{v}" for v in outer]

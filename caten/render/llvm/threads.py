@@ -5,7 +5,7 @@ outlining needs (shared with the module's stage outlining)."""
 from __future__ import annotations
 
 from caten.lower import loopir as L
-from caten.lower.dimargs import first_uses
+from caten.lower.dimargs import takes
 from caten.lower.loopir import X
 from caten.render.llvm.emit import Emitter
 from caten.render.llvm.pool import declare_pool
@@ -19,9 +19,7 @@ def parallel(g: Emitter, s: L.Parallel) -> None:
     free.discard(s.var)
     if any(v in g.accs or v == "?" for v in free):
         raise TypeError("a parallel loop body must not read enclosing accumulators")
-    dims, order = first_uses(s.body)  # in its structure's order (caten.lower.dimargs)
-    dims = [d for d in dims if d in g.dims]
-    order = [b for b in order if b in bufs] + sorted(bufs - set(order))
+    dims, order = takes(s.body, g.dims, bufs)  # in its structure's order (caten.lower.dimargs)
     params = [("ptr", f"%b_{b}") for b in order] + [("i64", f"%d_{d}") for d in dims]
     params += [("i64", f"%v_{v}") for v in sorted(free)] + [("i64", f"%v_{s.var}")]
     body, tramp = g.mod.fresh("par"), g.mod.fresh("par_thread")
