@@ -36,6 +36,10 @@ class Capabilities:
     extern_split: bool = False
     device: bool = False  # kernels run on a device: the bounds record is a kernel argument
     direct_conv: bool = False  # the renderer has direct convolution tiles (caten.schedule.direct)
+    # kernels run on a GPU's thread blocks: GEMMs are the renderer's block tiles, not packed CPU
+    # plans, and values a reduction reads are recomputed rather than kept in scratch memory
+    gpu: bool = False
+    gemm_tile: tuple[int, ...] = ()  # a GPU's GEMM block tile: caten.render.cstyle.gemm.Tile's fields
     # the hard ops (caten.lower.decompose.DECOMPOSED) and roundings (("round", "f16"), ("round",
     # "bf16")) the renderer spells itself; None: all of them (the decompose pass is skipped); an
     # empty set: every one is written in primitives first

@@ -9,11 +9,15 @@ from caten.ir.dims import Dim
 from caten.ir.ops import Op
 from caten.lower import loopir as L
 from caten.lower.loopir import X
+from caten.schedule.plan import on_gpu
 from caten.schedule.split import SPLIT_MIN
 
 
 def threads_for(work: Dim, most: int) -> X:
-    """How many threads a split loop runs on: `most`, or 1 below SPLIT_MIN elements of work."""
+    """How many threads a split loop runs on: `most`, or 1 below SPLIT_MIN elements of work; on a
+    GPU always `most` (its work-groups, the launch's grid: a size the host knows from the dims)."""
+    if on_gpu():
+        return L.const(most)
     return L.alu(Op.WHERE, L.IDX, L.icmplt(L.dim(work), L.const(SPLIT_MIN)), L.const(1), L.const(most))
 
 

@@ -43,7 +43,7 @@ from caten.lower.verify import problems as loop_problems
 from caten.pipeline.extern import ExternSplit, has_extern
 from caten.plugin import Options, Runtime, named_programs
 from caten.schedule import Schedule, schedule
-from caten.schedule.plan import direct_tiles
+from caten.schedule.plan import direct_tiles, gpu_schedule
 from caten.target import Target
 from caten.version import __version__
 
@@ -168,12 +168,13 @@ class Timings:
 
 
 def lower_program(program: Program, name: str, t: Target | None, threads: int,
-                  timings: Timings | None = None, direct: bool = False) -> Lowered:
+                  timings: Timings | None = None, direct: bool = False, gpu: bool = False) -> Lowered:
     """schedule -> lower for CPU target `t` (None for a device: kernel shapes must not follow the
     host's vector width); the kernels are named NAME__kK. `direct`: the renderer has direct
-    convolution tiles (`Capabilities.direct_conv`)."""
+    convolution tiles (`Capabilities.direct_conv`); `gpu`: the kernels run on a GPU
+    (`Capabilities.gpu`)."""
     timings = timings or Timings()
-    with target.use(t), direct_tiles(direct):
+    with target.use(t), direct_tiles(direct), gpu_schedule(gpu):
         with timings.stage("schedule"):
             sched = schedule(program, check=check_group, threads=threads)
         for i, k in enumerate(sched.kernels):
@@ -192,7 +193,8 @@ def lower_all(runtime: Runtime, programs: Program | Sequence[Program], t: Target
     progs, names = named_programs(programs)
     caps = runtime.capabilities(t)
     timings = timings or Timings()
-    out = [lower_program(p, n, None if caps.device else t, caps.threads, timings, caps.direct_conv)
+    out = [lower_program(p, n, None if caps.device else t, caps.threads, timings, caps.direct_conv,
+                         caps.gpu)
            for p, n in zip(progs, names)]
     for lw in out:  # bounds first: its checks read buffer extents, dims that the pass then writes
         if check_bounds:
@@ -275,7 +277,8 @@ def _build(runtime: Runtime, program: Program, t: Target, options: Options):
     tm = Timings()
     caps = runtime.capabilities(t)
     runtime.prepare(t, options)
-    lw = lower_program(program, PLACEHOLDER, None if caps.device else t, caps.threads, tm, caps.direct_conv)
+    lw = lower_program(program, PLACEHOLDER, None if caps.device else t, caps.threads, tm, caps.direct_conv,
+                      caps.gpu)
     key = cache_key(runtime, [lw], t, options)
     lw.rename(f"caten_{key[:16]}")  # unique per code: JIT engines share one symbol table
     if options.check_bounds:  # before decompose: its checks read buffer extents, dims it writes

@@ -81,11 +81,20 @@ class DeviceExecutable:
         self.defines = dict(dp.program.defines)
         self.buffers: dict[str, tuple[Any, int]] = {}  # name -> (device buffer, bytes)
         self.kernels: list[tuple[Any, Any]] | None = None  # (DeviceKernel, loaded kernel)
+        self.last: list[tuple[Any, list, Grid]] = []  # the last run's launches (`replay`)
         self._lock = threading.Lock()
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], env: dict[str, int]) -> None:
         with self._lock:
             self._run(inputs, outputs, env)
+
+    def replay(self) -> None:
+        """Enqueue the last run's launches again over its device buffers, without copies or a
+        wait: the device work alone, for timing it between device events (benchmarks/bench_cuda.py)."""
+        with self._lock:
+            self.adapter.begin()
+            for launch in self.last:
+                self.adapter.launch(*launch)
 
     def _buffer(self, name: str, nbytes: int) -> Any:
         """The cached buffer `name`, reallocated when too small (at least one byte: devices
@@ -137,6 +146,7 @@ class DeviceExecutable:
             else:
                 bufs[b.name] = self._buffer(b.name, eval_dim(b.nbytes, env))
         dims: dict[str, np.int64] = {}
+        self.last = []
         for k, fn in self.kernels:
             count = eval_dim(k.count, env)
             if count == 0:
@@ -144,8 +154,9 @@ class DeviceExecutable:
             groups = count if k.mode == "groups" else -(-count // k.local)
             for d in k.dims:
                 dims.setdefault(d, np.int64(env[d]))
-            ad.launch(fn, [bufs[p.name] for p in k.params] + [dims[d] for d in k.dims],
-                      Grid(count, groups, k.local, k.mode))
+            self.last.append((fn, [bufs[p.name] for p in k.params] + [dims[d] for d in k.dims],
+                              Grid(count, groups, k.local, k.mode)))
+            ad.launch(*self.last[-1])
         for o, buf in outs:
             ad.copy_out(buf, o)
         if oob is not None:

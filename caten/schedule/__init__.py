@@ -22,7 +22,7 @@ from caten.ir.graph import Node, toposort
 from caten.ir.ops import FREE, HEAVY, TRANSCENDENTAL, Op
 from caten.ir.program import Program
 from caten.schedule.layout import orient
-from caten.schedule.plan import ReducePlan, gemm_plan, max_outer, plan_reduce, thread_slots
+from caten.schedule.plan import ReducePlan, gemm_plan, gemm_shaped, max_outer, on_gpu, plan_reduce, thread_slots
 from caten.schedule.split import outer_either, outer_split, small_gemms, stagewise, sum_split
 
 ALIGN = 64
@@ -190,6 +190,7 @@ def realize_set(outputs: list[Node]) -> tuple[list[Node], set[Node]]:
             realized.add(n)
         if n.op is Op.VIEW:
             view_users.setdefault(n.src[0], []).append(n)
+    gpu = on_gpu()  # (a GPU recomputes transcendentals a reduction reads)
     operands: set[Node] = set()  # what a packed GEMM reads (through views): its packing loop computes it
     for n in order:
         g = gemm_plan(n) if n.op is Op.REDUCE else None
@@ -223,8 +224,10 @@ def realize_set(outputs: list[Node]) -> tuple[list[Node], set[Node]]:
             realized.add(n)  # packing loops run scalar: a costly operand is computed in a (vector) loop of its own
         elif cost[n] >= OVERLAP_MIN and any(_overlaps(v) for v in vus):
             realized.add(n)  # each window would compute it again: KH*KW times for a convolution's transpose
-        elif n.op in _TRANSC and len(users.get(n, ())) >= 2 and any(u.op is Op.REDUCE for u in users[n]):
-            realized.add(n)  # e.g. softmax's exp: computed once into a row-local scratch buffer
+        elif n.op in _TRANSC and len(users.get(n, ())) >= 2 and any(u.op is Op.REDUCE for u in users[n]) \
+                and not gpu:
+            realized.add(n)  # e.g. softmax's exp: computed once into a row-local scratch buffer (a GPU
+            #                  computes it twice: cheaper than the scratch's trip through memory)
         elif cost[n] > INLINE_MAX and readers[n] >= 2 and cone_size(n, realized, INLINE_MAX + 1) > INLINE_MAX:
             realized.add(n)
         elif cost[n] > BODY_MAX and cone_size(n, realized, BODY_MAX + 1) > BODY_MAX:
@@ -304,7 +307,9 @@ def schedule(program: Program, check: Callable | None, threads: int = 1) -> Sche
     """Group `program` into kernels. `check(members, outer, realized)` may veto a fusion by
     raising Unfusable (the pipeline passes the lowering's trial, `caten.lower.check_group`, so
     that no group is committed that cannot be lowered; None: no veto).
-    `threads` > 1 gives every GEMM stage one set of packed panels per thread."""
+    `threads` > 1 gives every GEMM stage one set of packed panels per thread; on a GPU
+    (`plan.gpu_schedule`) it is the work-groups a full sum is cut into, and nothing else."""
+    gpu = on_gpu()
     check = check or (lambda members, outer, realized: None)
     check = getattr(check, "fresh", lambda: check)()  # a checker with state gets its own for this schedule
     outs: list[Node] = []
@@ -335,7 +340,10 @@ def schedule(program: Program, check: Callable | None, threads: int = 1) -> Sche
             while q > 0 and tuple(sh[:q]) != tuple(gsh[:q]):
                 q -= 1
             size = cone_size(n, realized, BODY_MAX + 1)
-            if q >= 1 and len(members) < MAX_STAGES and body + size <= BODY_MAX:
+            # (on a GPU a GEMM is a kernel of its own: its grid is the output's blocks, where a
+            # fused one would run in one work-group per outer iteration)
+            alone = gpu and (gemm_shaped(n) or gemm_shaped(members[-1]))
+            if q >= 1 and len(members) < MAX_STAGES and body + size <= BODY_MAX and not alone:
                 try:
                     if check is not None:
                         check(members + [n], q, realized)
@@ -472,7 +480,7 @@ def schedule(program: Program, check: Callable | None, threads: int = 1) -> Sche
         for b in k.reads:
             buffers[b].last = max(buffers[b].last, gi)
     for k in kernels:
-        if k.outer > 0:
+        if k.outer > 0 and not gpu:  # (a GPU's grid takes the outer loops)
             k.split = outer_split(k, threads)
         for s in k.stages:
             if s.buffer and buffers[s.buffer].local >= 0 and (not stagewise(k, threads) or outer_either(k, threads)):

@@ -188,6 +188,7 @@ def _roundup(x: int, m: int) -> int:
 
 _PLANS: dict = {}
 _DIRECT: contextvars.ContextVar[bool] = contextvars.ContextVar("caten_direct_tiles", default=False)
+_GPU: contextvars.ContextVar[bool] = contextvars.ContextVar("caten_gpu_schedule", default=False)
 
 
 @contextlib.contextmanager
@@ -201,8 +202,32 @@ def direct_tiles(on: bool) -> Iterator[None]:
         _DIRECT.reset(tok)
 
 
+@contextlib.contextmanager
+def gpu_schedule(on: bool) -> Iterator[None]:
+    """Schedules made inside are for a GPU (`Capabilities.gpu`): no GEMM plans (its renderer tiles
+    a GEMM over thread blocks itself, caten.render.cstyle.gemm; a packed CPU plan there is one
+    thread's loop nest), GEMM sums not cut into blocks, and a transcendental that a reduction and a
+    later stage read computed twice rather than stored (caten.schedule.realize_set)."""
+    tok = _GPU.set(on)
+    try:
+        yield
+    finally:
+        _GPU.reset(tok)
+
+
+def on_gpu() -> bool:
+    return _GPU.get()
+
+
+def gemm_shaped(n: Node) -> bool:
+    """Whether n is a GEMM (whatever the target: a packed plan for some CPU exists)."""
+    return n.op is Op.REDUCE and _gemm_plan(n, 64, 1 << 20, {}) is not None
+
+
 def gemm_plan(n: Node) -> GemmPlan | None:
     """The GEMM plan of a REDUCE-add of a product whose operands each vary along one kept axis."""
+    if _GPU.get():
+        return None
     if n.op is not Op.REDUCE or n.arg[0] != "add" or n.dtype.name not in ("f32", "f64"):
         return None
     t = target.current()
@@ -420,6 +445,8 @@ def plan_reduce(n: Node, outer: int, packable: bool = True) -> ReducePlan:
         return ReducePlan(mode, tile=(6 if len(nonred) >= 2 else 1, max(16, 256 // n.dtype.itemsize)))
     if mode == "register":
         acc_dt = T.f32 if n.dtype.name in LOWP else n.dtype
+        if _GPU.get() and gemm_shaped(n):
+            return ReducePlan(mode)  # a GPU's tiled GEMM sums K in registers, as cuBLAS does
         return ReducePlan(mode, block=block_plan(rop, acc_dt, [src.shape[a] for a in range(outer, src.rank)
                                                                 if a in axes]))
     return ReducePlan(mode)

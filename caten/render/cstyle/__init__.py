@@ -23,9 +23,10 @@ exports what the runtimes use.
 """
 
 from caten.render.cstyle.fn import Fn, c_function
+from caten.render.cstyle.gemm import Tile
 from caten.render.cstyle.helpers import helper_source
-from caten.render.cstyle.program import DeviceProgram, device_program, device_source, manifest
+from caten.render.cstyle.program import SUM_GROUPS, DeviceProgram, device_program, device_source, manifest
 from caten.render.cstyle.targets import CUDA, OPENCL, C, eval_dim, stype
 
 __all__ = ["C", "OPENCL", "CUDA", "stype", "eval_dim", "helper_source", "Fn", "c_function",
-           "DeviceProgram", "device_program", "device_source", "manifest"]
+           "DeviceProgram", "device_program", "Tile", "SUM_GROUPS", "device_source", "manifest"]

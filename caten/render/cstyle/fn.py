@@ -26,7 +26,7 @@ from caten.render.cstyle.targets import Target, ctype, idx_lit, int_lit, stype, 
 # the spellings of the ALU ops, by the class of the result ({0}, {1}, {2}: the operands)
 ANY = {Op.WHERE: "({0} ? {1} : {2})", Op.CMPLT: "({0} < {1})", Op.CMPNE: "({0} != {1})"}
 FLOAT = {Op.ADD: "({0} + {1})", Op.MUL: "({0} * {1})", Op.NEG: "(-{0})", Op.RECIP: "({one} / {0})",
-         Op.FDIV: "({0} / {1})", Op.SQRT: "{sqrt}({0})",
+         Op.FDIV: "({0} / {1})", Op.SQRT: "{sqrt}({0})", Op.EXP2: "{exp2}({0})",
          Op.MAX: "(({0} >= {1} || {0} != {0}) ? {0} : {1})"}  # nan propagates from either side
 BOOL = {Op.NOT: "(!{0})", Op.AND: "(({0} & {1}) != 0)", Op.OR: "(({0} | {1}) != 0)", Op.XOR: "(({0} ^ {1}) != 0)",
         Op.MAX: "(({0} | {1}) != 0)", Op.ADD: "(({0} | {1}) != 0)", Op.MUL: "(({0} & {1}) != 0)"}
@@ -212,11 +212,11 @@ class Fn:
             return ANY[op].format(*s)
         if dt.is_float:
             if op not in FLOAT:
-                raise NotImplementedError(f"{op} on floats: the C-style renderer spells EXP2/LOG2/SIN/IDIV/MOD "
+                raise NotImplementedError(f"{op} on floats: the C-style renderer spells LOG2/SIN/IDIV/MOD "
                                           "only as the decompose pass's primitives; declare "
-                                          "Capabilities(native=frozenset())")
+                                          "Capabilities(native=frozenset()) or {Op.EXP2}")
             one, sqrt = ("1.0f" if ctype(dt) == "f32" else "1.0"), self.fmath("sqrt", dt)
-            return FLOAT[op].format(*s, one=one, sqrt=sqrt)
+            return FLOAT[op].format(*s, one=one, sqrt=sqrt, exp2=self.fmath("exp2", dt))
         if dt.is_bool:
             return BOOL[op].format(*s)
         n, ut = dt.name, uty(dt)

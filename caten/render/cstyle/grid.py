@@ -14,6 +14,7 @@ from caten.ir.ops import COMBINERS, Op
 from caten.ir.walk import Visit, drive
 from caten.lower import loopir as L
 from caten.lower.loopir import X
+from caten.render.cstyle import gemm as G
 from caten.render.cstyle.fn import Fn, expand, params
 from caten.render.cstyle.targets import Target, ctype, dim_py, eval_dim
 
@@ -72,10 +73,8 @@ def reduction_loop(loop: L.Loop, var: str) -> Op | None:
     op = None
     own: set[str] = set()
     for s in _walk([loop]):
-        if isinstance(s, L.Loop):
-            if _extent(s.extent) is None and not own:  # a block's loop may end at min(c, rest)
-                return None
-            continue
+        if isinstance(s, L.Loop):  # (any extent: a block's loop ends at min(c, rest), a thread's chunk
+            continue               # of blocks at min(n, rest); extents read loop variables and dims)
         if isinstance(s, L.Acc) and s.var != var:
             own.add(s.var)
             continue
@@ -92,6 +91,17 @@ def reduction_loop(loop: L.Loop, var: str) -> Op | None:
             return None
         op = v.op
     return op
+
+
+def _blocked(loop: L.Loop) -> bool:
+    """Whether `loop` runs the blocks of a blocked sum (caten.lower.reduce): each iteration sums a
+    block into an accumulator of its own, then adds that to the outer one. A work-group then
+    shares each block (2048 elements: 8 a work-item) rather than giving whole blocks to a few
+    work-items (a softmax row of 4096: two)."""
+    b = loop.body
+    return (len(b) == 3 and isinstance(b[0], L.Acc) and isinstance(b[1], L.Loop) and isinstance(b[2], L.SetAcc)
+            and b[0].var in _vars(b[2].value)  # (the block's own loop ends at min(c, rest): its body decides)
+            and reduction_loop(L.Loop(b[1].var, L.const(1), b[1].body), b[0].var) is not None)
 
 
 def coop_ok(stmts: list, rebased: set[str]) -> bool:
@@ -126,6 +136,10 @@ class DeviceFn(Fn):
         self.loop(loop, start="(i64)lid", step=f"{self.L}")
 
     def tree_reduce(self, var: str, dt: DType, op: Op) -> None:
+        nw = self.L // 32
+        if self.t.name == "cuda" and self.L % 32 == 0 and nw & (nw - 1) == 0 and not dt.is_bool and dt.bits >= 32:
+            self.warp_reduce(var, dt, op, nw)
+            return
         st = "u8" if dt.is_bool else ctype(dt)
         arr = self.shared.get(st)
         if arr is None:
@@ -146,6 +160,26 @@ class DeviceFn(Fn):
         self.emit(f"a_{var} = {arr}[0]{' != 0' if dt.is_bool else ''};")
         self.emit(f"{b};")
 
+    def warp_reduce(self, var: str, dt: DType, op: Op, nw: int) -> None:
+        """CUDA: each warp combines its 32 values by register shuffles, then every warp combines
+        the `nw` warps' results from shared memory the same way: two barriers, where the tree
+        in shared memory takes log2(L) + 2. Each lane combines in the same butterfly order (and
+        x op y equals y op x), so every work-item holds the same result."""
+        st, a = ctype(dt), f"a_{var}"
+        arr = self.shared.get(f"w{st}")
+        if arr is None:
+            arr = self.shared[f"w{st}"] = f"wred_{st}"
+            self.decls.append(f"{self.t.shared} {st} {arr}[{nw}];")
+        comb = self.alu(op, dt, dt, ["x", "y"])
+        shfl = f"{{ {st} x = {a}, y = __shfl_xor_sync(0xffffffffU, x, o); {a} = {comb}; }}"
+        self.emit(f"for (i32 o = 16; o > 0; o >>= 1) {shfl}")
+        self.emit(f"if ((lid & 31) == 0) {arr}[lid >> 5] = {a};")
+        self.emit(f"{self.t.barrier};")
+        self.emit(f"{a} = {arr}[lid & {nw - 1}];")
+        if nw > 1:
+            self.emit(f"for (i32 o = {nw // 2}; o > 0; o >>= 1) {shfl}")
+        self.emit(f"{self.t.barrier};")
+
     def coop(self, stmts: list) -> None:
         """Run `stmts` with the whole work-group: parallel loops strided over the work-items,
         reductions strided then combined in shared memory, scalar stores by work-item 0, a
@@ -160,7 +194,15 @@ class DeviceFn(Fn):
                 if isinstance(nxt, L.Loop) and any(isinstance(u, L.SetAcc) and u.var == s.var for u in _walk([nxt])):
                     op = reduction_loop(nxt, s.var)
                     if op is not None:
-                        self.strided(nxt)
+                        if _blocked(nxt):  # the blocks in turn, each strided over the work-items
+                            ext = self.v(nxt.extent)
+                            self.open(f"for (i64 v_{nxt.var} = 0; v_{nxt.var} < {ext}; v_{nxt.var}++)")
+                            self.stmt(nxt.body[0])
+                            self.strided(nxt.body[1])
+                            self.stmt(nxt.body[2])
+                            self.close()
+                        else:
+                            self.strided(nxt)
                         self.tree_reduce(s.var, s.dtype, op)
                     else:
                         self.coop([nxt])
@@ -212,16 +254,48 @@ class DeviceKernel:
                 "num_groups": groups, "global_size": f"({groups}) * {self.local}"}
 
 
+def _launches(body: list) -> list[list]:
+    """The top-level statements as launches, in order: one per loop nest, with the statements
+    before it (and the last one with those after), where no accumulator crosses between them
+    (the kernels communicate through memory only): a GPU sum's work-groups' partials, then their
+    total, are two launches."""
+    segs: list[list] = [[]]
+    for s in body:
+        segs[-1].append(s)
+        if isinstance(s, L.Loop):
+            segs.append([])
+    if not segs[-1]:
+        segs.pop()
+    elif len(segs) > 1:
+        tail = segs.pop()
+        segs[-1] += tail
+    if len(segs) < 2:
+        return [body]
+    owned = [{s.var for s in _walk(seg) if isinstance(s, L.Acc)} for seg in segs]
+    for i, seg in enumerate(segs):
+        used: set[str] = set()
+        for s in _walk(seg):
+            if isinstance(s, L.SetAcc):
+                used.add(s.var)
+            for f in ("idx", "value", "init", "extent"):
+                x = getattr(s, f, None)
+                if isinstance(x, X):
+                    used |= _vars(x)
+        if any(used & acc for j, acc in enumerate(owned) if j != i):
+            return [body]
+    return segs
+
+
 def device_kernels(k: L.Kernel, outer: int, local_bufs: dict[str, Dim], target: Target, defines: dict[str, Dim],
-                   used: set[str], local: int, coop: bool, chunk: int = 1) -> tuple[list[DeviceKernel], dict[str, Dim]]:
+                   used: set[str], local: int, coop: bool, chunk: int = 1,
+                   gemm: G.Tile | None = None) -> tuple[list[DeviceKernel], dict[str, Dim]]:
     """Map one loop-IR kernel to device kernels. `local_bufs`: kernel-local slice buffers and
     their slice sizes; returns the kernels and the element counts those buffers need.
     `chunk` > 1 (CPUs): in "items" mode a work-item runs `chunk` iterations of the innermost
-    grid loop as a plain loop, which the device compiler vectorizes."""
+    grid loop as a plain loop, which the device compiler vectorizes. `gemm`: GEMM nests become
+    thread-block tiles of this shape (caten.render.cstyle.gemm)."""
     kbody = expand(k.body)
-    roots = [kbody]
-    if len(kbody) > 1 and all(isinstance(s, L.Loop) for s in kbody) and not local_bufs:
-        roots = [[s] for s in kbody]  # independent top-level nests: one launch each, in order
+    roots = _launches(kbody) if not local_bufs else [kbody]
     out: list[DeviceKernel] = []
     sizes: dict[str, Dim] = {}
     rebased = set(local_bufs)
@@ -232,6 +306,13 @@ def device_kernels(k: L.Kernel, outer: int, local_bufs: dict[str, Dim], target: 
         while len(body) == 1 and isinstance(body[0], L.Loop) and parallel_ok(body[0], rebased):
             chain.append(body[0])
             body = body[0].body
+        found = G.match(chain, body) if gemm is not None and not local_bufs else None
+        if found is not None:
+            src, count, nt, f64 = G.kernel(name, k, found, target, defines, used, gemm)
+            dk = DeviceKernel(name, k.params, list(k.dims), "groups", count, nt, src)
+            dk.uses_f64 = f64  # type: ignore[attr-defined]
+            out.append(dk)
+            continue
         exts = [_extent(lp.extent) for lp in chain]
         groups = coop and local > 1 and any(isinstance(s, L.Loop) for s in body) and coop_ok(body, rebased)
         small = isinstance(exts[-1], int) and exts[-1] <= chunk // 4 if chain else True

@@ -12,9 +12,14 @@ from caten.ir import dtypes as T
 from caten.ir.dims import Dim
 from caten.ir.dtypes import DType
 from caten.ir.oob import DEVICE_BUF, SLOTS
+from caten.render.cstyle.gemm import Tile
 from caten.render.cstyle.grid import DeviceKernel, device_kernels
 from caten.render.cstyle.helpers import helper_source
 from caten.render.cstyle.targets import Target, dim_py, stype
+
+# the work-groups a GPU's full sum is cut into (`Capabilities.threads` of a GPU runtime): about
+# one wave of 256-item work-groups on a 132-SM GPU
+SUM_GROUPS = 1024
 
 
 @dataclass
@@ -57,9 +62,11 @@ class DeviceProgram:
         }
 
 
-def device_program(lowered, target: Target, local: int = 256, coop: bool = True, chunk: int = 1) -> DeviceProgram:
+def device_program(lowered, target: Target, local: int = 256, coop: bool = True, chunk: int = 1,
+                   gemm: Tile | None = None) -> DeviceProgram:
     """The device kernels of one lowered program (`caten.pipeline.Lowered`: schedule, loop IR,
-    bounds table), named by its kernels; what a host needs to run them comes with them."""
+    bounds table), named by its kernels; what a host needs to run them comes with them.
+    `gemm`: GEMMs as thread-block tiles of this shape (a GPU; caten.render.cstyle.gemm)."""
     sched, lkernels, table, program = lowered.sched, lowered.kernels, lowered.bounds, lowered.program
     defines = program.dim_defines()
     buffers: dict[str, DeviceBuffer] = {}
@@ -74,7 +81,7 @@ def device_program(lowered, target: Target, local: int = 256, coop: bool = True,
         local_bufs = {p.name: D.prod(sched.buffers[p.name].shape[sched.buffers[p.name].local:])
                       for p in lk.params if p.name in sched.buffers and sched.buffers[p.name].role == "temp"
                       and sched.buffers[p.name].local >= 0}
-        ks, sizes = device_kernels(lk, sk.outer, local_bufs, target, defines, used, local, coop, chunk)
+        ks, sizes = device_kernels(lk, sk.outer, local_bufs, target, defines, used, local, coop, chunk, gemm)
         for b, n in sizes.items():
             sb = sched.buffers[b]
             buffers[b] = DeviceBuffer(b, sb.dtype, "temp", -1, n)

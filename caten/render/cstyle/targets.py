@@ -33,7 +33,7 @@ class Target:
 
 
 # SQRT and the primitives of the decompose pass (caten.render.cstyle.prims) that are libm calls
-_MATH = ("sqrt", "floor", "rint", "fma", "fmod")
+_MATH = ("sqrt", "floor", "rint", "fma", "fmod", "exp2")
 _CMATH = {n: (n + "f", n) for n in _MATH}
 
 C = Target(
