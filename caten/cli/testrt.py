@@ -11,9 +11,10 @@ from caten.errors import Error
 
 
 def run_conformance(runtime: str, output: str | None, compile_only: bool, pattern: str | None,
-                    plugin: str | None, gradients: bool = True) -> int:
+                    plugin: str | None, gradients: bool = True, jobs: int = 1) -> int:
     """Run the suite, write reports/RUNTIME.md and .json (or OUTPUT and its .json), print the
-    summary line; 0 if no case failed, else 1. `gradients` False skips the gradient cases."""
+    summary line; 0 if no case failed, else 1. `gradients` False skips the gradient cases; `jobs`:
+    forward rows on that many worker processes at once."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -42,7 +43,7 @@ def run_conformance(runtime: str, output: str | None, compile_only: bool, patter
             bar.update(task, advance=n, description=name)
 
         res = run_suite(rt, compile_only=compile_only, progress=progress, rows=rows,
-                        plugins=[plugin] if plugin else [], grads=gradients)
+                        plugins=[plugin] if plugin else [], grads=gradients, jobs=jobs)
     md = output or os.path.join("reports", f"{rt.name}.md")
     md_path, js_path = report.write(res, md)
     grads = f"; gradients: {res.summary(grads=True)}" if gradients else ""

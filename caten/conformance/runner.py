@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from caten.conformance import cases as C
-from caten.conformance.values import EDGES, EDGES_NO_HUGE, NEAR_ONE, ORDINARY, compare, generate, seed_of
+from caten.conformance.values import EDGES, EDGES_NO_HUGE, EDGES_PRODUCT, NEAR_ONE, ORDINARY, compare, generate, seed_of
 from caten.errors import Error
 from caten.ir import dims as D
 from caten.ir import dtypes as T
@@ -168,6 +168,7 @@ class Worker:
     becomes a FAIL cell (and a fresh worker), not the end of the report."""
 
     def __init__(self, plugins: list[str]):
+        self.plugins = plugins
         self.iso = Isolated(_runtime_worker, (plugins,), RUN_TIMEOUT_S)
 
     def __call__(self, *msg: Any) -> tuple:
@@ -226,8 +227,9 @@ class RowRunner:
 def _inputs(prog: Any, row: str, dt: DType, domains: dict[str, str], edges: str,
             ordinary: str = ORDINARY) -> list[dict[str, np.ndarray]]:
     """Input arrays by parameter name for each call (seeded by name: a subset sees the same).
-    The middle call gets the edge values; where a float sum or product is involved, without
-    huge finite ones, whose overflow depends on the order of accumulation."""
+    The middle call gets the edge values; where a float sum is involved, without huge finite
+    ones, whose overflow depends on the order of accumulation; where a product is, without tiny
+    ones either (a partial product that underflows to 0 meets an inf as nan in one order only)."""
     out = []
     for ci, sizes in enumerate(C.SIZES):
         profile = edges if ci == 1 else ordinary
@@ -250,8 +252,8 @@ def _reference(rr: RowRunner, variants: list[C.Variant], dt: DType) -> tuple[lis
         prog = ref.all.elaborate(dict(types))
         overflow_order = any(n.op is Op.REDUCE and n.dtype.is_float for n in toposort(prog.nodes))
         product = any(n.op is Op.REDUCE and n.arg[0] == "mul" and n.dtype.is_float for n in toposort(prog.nodes))
-        calls = _inputs(prog, rr.row.name, dt, domains, EDGES_NO_HUGE if overflow_order else EDGES,
-                        NEAR_ONE if product else ORDINARY)
+        edges = EDGES_PRODUCT if product else EDGES_NO_HUGE if overflow_order else EDGES
+        calls = _inputs(prog, rr.row.name, dt, domains, edges, NEAR_ONE if product else ORDINARY)
         wants, bad = [], []
         for arrays in calls:
             try:
@@ -349,11 +351,12 @@ def run_cell(rr: RowRunner, dt: DType, compile_only: bool, target: Worker | None
 
 def run_suite(rt: Runtime, pattern: str | None = None, compile_only: bool = False, isolate: bool | None = None,
               progress: Callable[[str, int], None] | None = None, rows: list[C.Row] | None = None,
-              plugins: list[str] | None = None, grads: bool = True) -> Result:
+              plugins: list[str] | None = None, grads: bool = True, jobs: int = 1) -> Result:
     """Run every row matching `pattern` on rt; `progress(row_name, cells_done)` after each cell.
     `isolate` (default: every runtime but numpy; CATEN_CONFORMANCE_ISOLATE=0 turns it off) runs
     the runtime in a worker process; `plugins` are the plugin files that worker loads. `grads`
-    also runs the gradient cases of the rows (gradrun.py)."""
+    also runs the gradient cases of the rows (gradrun.py). `jobs` > 1 (isolated only): the
+    forward rows run on that many workers at once (the report is the same, in row order)."""
     t0 = time.perf_counter()
     if isolate is None:
         isolate = rt.name != "numpy" and os.environ.get("CATEN_CONFORMANCE_ISOLATE", "1") != "0"
@@ -367,7 +370,10 @@ def run_suite(rt: Runtime, pattern: str | None = None, compile_only: bool = Fals
     rows = rows if rows is not None else C.rows(pattern)
     res = Result(rt.name, device_of(rt), rows)
     try:
-        _run_rows(rt, rows, res, compile_only, worker, progress)
+        if isolate and jobs > 1:
+            _run_rows_parallel(rt, rows, res, compile_only, lambda: Worker(worker.plugins), jobs, progress)
+        else:
+            _run_rows(rt, rows, res, compile_only, worker, progress)
         if grads:
             from caten.conformance.gradrun import run_grads
 
@@ -385,26 +391,68 @@ def run_suite(rt: Runtime, pattern: str | None = None, compile_only: bool = Fals
 def _run_rows(rt: Runtime, rows: list[C.Row], res: Result, compile_only: bool, worker: Worker | None,
               progress: Callable[[str, int], None] | None) -> None:
     for row in rows:
-        C.build(row)
+        res.cells += _row_cells(rt, row, compile_only, worker, progress)
+
+
+def _row_cells(rt: Runtime, row: C.Row, compile_only: bool, worker: Worker | None,
+               progress: Callable[[str, int], None] | None) -> list[Cell]:
+    """The cells of one row, dtype by dtype."""
+    C.build(row)
+    if progress:
+        progress(row.name, 0)
+    if not row.variants:
         if progress:
-            progress(row.name, 0)
-        if not row.variants:
-            if progress:
-                progress(row.name, len(C.DTYPES))
-            continue
+            progress(row.name, len(C.DTYPES))
+        return []
+    try:
+        rr = RowRunner(row, rt)
+    except Exception as e:  # noqa: BLE001 - a broken case source is a bug here, reported as such
+        row.note = f"the generated case does not load: {_short(e)}"
+        if progress:
+            progress(row.name, len(C.DTYPES))
+        return []
+    cells = []
+    for dt in C.DTYPES:
+        cell = run_cell(rr, dt, compile_only, worker)
+        if cell is not None:
+            cells.append(cell)
+        if progress:
+            progress(row.name, 1)
+    return cells
+
+
+def _run_rows_parallel(rt: Runtime, rows: list[C.Row], res: Result, compile_only: bool,
+                       new_worker: Callable[[], Worker], jobs: int,
+                       progress: Callable[[str, int], None] | None) -> None:
+    """The rows on `jobs` threads, each with a worker process of its own (the runtime's compiles
+    and runs go on in the workers at once; the references, in this process, take turns)."""
+    import queue
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    free: queue.Queue = queue.Queue()
+    workers = [new_worker() for _ in range(jobs)]
+    for w in workers:
+        free.put(w)
+    lock = threading.Lock()
+
+    def locked(name: str, n: int) -> None:
+        with lock:
+            progress(name, n)
+
+    def one(row: C.Row) -> list[Cell]:
+        w = free.get()
         try:
-            rr = RowRunner(row, rt)
-        except Exception as e:  # noqa: BLE001 - a broken case source is a bug here, reported as such
-            row.note = f"the generated case does not load: {_short(e)}"
-            if progress:
-                progress(row.name, len(C.DTYPES))
-            continue
-        for dt in C.DTYPES:
-            cell = run_cell(rr, dt, compile_only, worker)
-            if cell is not None:
-                res.cells.append(cell)
-            if progress:
-                progress(row.name, 1)
+            return _row_cells(rt, row, compile_only, w, locked if progress else None)
+        finally:
+            free.put(w)
+    try:
+        with ThreadPoolExecutor(jobs) as pool:
+            for cells in pool.map(one, rows):
+                res.cells += cells
+    finally:
+        for w in workers:
+            w.stop()
 
 
 def device_of(rt: Runtime) -> str:

@@ -18,6 +18,7 @@ from caten.ir.dtypes import DType
 # value profiles: the call that runs at size 1 and the large call use ordinary values (so
 # reductions over many elements measure accuracy); the middle call mixes in the edge cases
 ORDINARY, EDGES, EDGES_NO_HUGE, NEAR_ONE = "ordinary", "edges", "edges-no-huge", "near-one"
+EDGES_PRODUCT = "edges-product"  # edges where a product's accumulation order decides over- and underflow
 
 
 def finfo(dt: DType):
@@ -58,7 +59,7 @@ def generate(dt: DType, shape: tuple[int, ...], seed: int, profile: str, domain:
             return small.astype(dt.np).reshape(shape)
         wide = rng.integers(ii.min, ii.max, size=n, endpoint=True, dtype=dt.np)
         out = np.where(rng.random(n) < 0.5, small.astype(dt.np), wide)
-        if profile in (EDGES, EDGES_NO_HUGE) and n:
+        if profile in (EDGES, EDGES_NO_HUGE, EDGES_PRODUCT) and n:
             sp = _int_specials(dt)
             k = max(1, n // 3)
             pos = rng.choice(n, size=min(k, n), replace=False)
@@ -70,16 +71,21 @@ def generate(dt: DType, shape: tuple[int, ...], seed: int, profile: str, domain:
             x[rng.random(n) < 0.1] = 0.0
         return x.astype(dt.np).reshape(shape)
     x = rng.standard_normal(n) * 3.0
-    if profile == NEAR_ONE:
-        # products, whose overflow would depend on the accumulation order: magnitudes near 1
-        # keep a product of hundreds of factors far from the edge of the range
-        x = np.where(x < 0, -1.0, 1.0) * np.exp(rng.uniform(-0.5, 0.5, size=n))
+    if profile in (NEAR_ONE, EDGES_PRODUCT):
+        # products, whose overflow would depend on the accumulation order: magnitudes near 1,
+        # closer for more factors (the log of a product of n is a walk of sd h sqrt(n / 3)):
+        # every partial product of the n stays within e^+-8, far inside even f16's range
+        h = min(0.5, 2.0 / np.sqrt(max(n, 1) / 3.0))
+        x = np.where(x < 0, -1.0, 1.0) * np.exp(rng.uniform(-h, h, size=n))
     if domain == "positive":
         x = np.abs(x) + 0.1
-    if profile in (EDGES, EDGES_NO_HUGE) and n:
+    if profile in (EDGES, EDGES_NO_HUGE, EDGES_PRODUCT) and n:
         sp = _float_specials(dt)
-        if profile == EDGES_NO_HUGE:  # where accumulation order decides overflow: a sum or product
+        if profile == EDGES_NO_HUGE:  # where accumulation order decides overflow: a sum
             sp = sp[~np.isfinite(sp) | (np.abs(sp) <= 4)]
+        elif profile == EDGES_PRODUCT:  # a product: order decides overflow and underflow (0 * inf)
+            a = np.abs(sp)
+            sp = sp[~np.isfinite(sp) | (a == 0) | ((a >= 0.25) & (a <= 4))]
         k = max(1, n // 3)
         pos = rng.choice(n, size=min(k, n), replace=False)
         x[pos] = sp[rng.integers(0, len(sp), size=len(pos))]

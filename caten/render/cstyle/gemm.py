@@ -29,12 +29,15 @@ from caten.render.cstyle.targets import Target
 @dataclass(frozen=True)
 class Tile:
     """A work-group's output block (bm x bn), its K step (bk) and a work-item's micro-tile (tm x tn,
-    multiples of 4: read from shared memory four at a time)."""
+    multiples of 4: read from shared memory four at a time); `pf` 1: the next step's operands are
+    loaded into registers while this step computes (their latency hidden, at the cost of the
+    registers)."""
     bm: int = 128
     bn: int = 128
     bk: int = 8
     tm: int = 8
     tn: int = 8
+    pf: int = 0
 
     @property
     def threads(self) -> int:
@@ -42,13 +45,13 @@ class Tile:
 
     @staticmethod
     def from_env(default: Tile | None = None) -> Tile:
-        """`CATEN_GPU_GEMM=BM,BN,BK,TM,TN` (a tuning's choice) over the default."""
+        """`CATEN_GPU_GEMM=BM,BN,BK,TM,TN[,PF]` (a tuning's choice) over the default."""
         spec = os.environ.get("CATEN_GPU_GEMM", "")
         if not spec:
             return default or Tile()
-        bm, bn, bk, tm, tn = (int(v) for v in spec.split(","))
-        t = Tile(bm, bn, bk, tm, tn)
-        if tm % 4 or tn % 4 or bm % tm or bn % tn or (bm * bk) % t.threads or (bn * bk) % t.threads:
+        t = Tile(*(int(v) for v in spec.split(",")))
+        if t.tm % 4 or t.tn % 4 or t.bm % t.tm or t.bn % t.tn or (t.bm * t.bk) % t.threads \
+                or (t.bn * t.bk) % t.threads:
             raise ValueError(f"CATEN_GPU_GEMM={spec}: TM, TN multiples of 4 dividing BM, BN; tiles a multiple "
                              "of the work-items")
         return t
@@ -189,10 +192,26 @@ def kernel(name: str, k: L.Kernel, m: Match, target: Target, defines: dict, used
     f.emit("#pragma unroll")
     f.emit(f"for (i32 c = 0; c < {t.tn}; c++) acc[r][c] = 0.0f;")
     f.close()
-    f.open(f"for (i64 k0 = 0; k0 < {nk}; k0 += {t.bk})")
-    _fill(f, "sx", m.x, m.rows, m.ks, nrow, nk, t.bm, t.bk, nt, px > 0, "r0")
-    _fill(f, "sy", m.y, m.cols, m.ks, ncol, nk, t.bn, t.bk, nt, py > 0, "c0")
-    f.emit(f"{target.barrier};")
+    sides = [_Side("sx", m.x, m.rows, nrow, t.bm, px > 0, "r0"), _Side("sy", m.y, m.cols, ncol, t.bn, py > 0, "c0")]
+    if t.pf:
+        for s in sides:
+            f.decls.append(f"f32 r{s.arr}[{s.b * t.bk // nt}];")
+            _load(f, s, m.ks, nk, t.bk, nt, "0L", f"r{s.arr}[l]")
+        f.open(f"for (i64 k0 = 0; k0 < {nk}; k0 += {t.bk})")
+        for s in sides:
+            _each(f, s, t.bk, nt)
+            f.emit(f"{s.arr}[kk][ii] = r{s.arr}[l];")
+            f.close()
+        f.emit(f"{target.barrier};")
+        f.open(f"if (k0 + {t.bk} < {nk})")
+        for s in sides:
+            _load(f, s, m.ks, nk, t.bk, nt, f"k0 + {t.bk}", f"r{s.arr}[l]")
+        f.close()
+    else:
+        f.open(f"for (i64 k0 = 0; k0 < {nk}; k0 += {t.bk})")
+        for s in sides:
+            _load(f, s, m.ks, nk, t.bk, nt, "k0", f"{s.arr}[kk][ii]")
+        f.emit(f"{target.barrier};")
     fma = f.fmath("fma", m.acc.dtype)
     f.emit("#pragma unroll")
     f.open(f"for (i32 kk = 0; kk < {t.bk}; kk++)")
@@ -244,24 +263,40 @@ def _slot(i: str, t: str, block: int, micro: int) -> str:
     return f"({i} / 4) * {block * 4 // micro} + {t} * 4 + {i} % 4"
 
 
-def _fill(f: _GemmFn, arr: str, x: X, loops: list[L.Loop], ks: list[L.Loop], n: str, nk: str,
-          b: int, bk: int, nt: int, k_fast: bool, base: str) -> None:
-    """Stage the b x bk tile of operand x (rows `loops`) from `base`, k0 into shared `arr`[k][i]:
-    each element computed once by x's expression where it lies inside the operand, else 0.
-    `k_fast`: consecutive work-items take consecutive k (x steps by one along k)."""
+@dataclass
+class _Side:
+    """One operand's tile: shared array `arr`[k][i] of b rows (i: the grid loops `loops`, n in all,
+    from `base`); `k_fast`: consecutive work-items take consecutive k (x steps by one along k)."""
+    arr: str
+    x: X
+    loops: list[L.Loop]
+    n: str
+    b: int
+    k_fast: bool
+    base: str
+
+
+def _each(f: _GemmFn, s: _Side, bk: int, nt: int) -> None:
+    """Open the (unrolled) loop over a work-item's elements l of side s's tile: kk, ii."""
     f.emit("#pragma unroll")
-    f.open(f"for (i32 l = 0; l < {b * bk // nt}; l++)")
+    f.open(f"for (i32 l = 0; l < {s.b * bk // nt}; l++)")
     f.emit(f"const i32 e = lid + l * {nt};")
-    if k_fast:
+    if s.k_fast:
         f.emit(f"const i32 kk = e % {bk}, ii = e / {bk};")
     else:
-        f.emit(f"const i32 kk = e / {b}, ii = e % {b};")
-    f.emit(f"const i64 w = {base} + ii, kf = k0 + kk;")
+        f.emit(f"const i32 kk = e / {s.b}, ii = e % {s.b};")
+
+
+def _load(f: _GemmFn, s: _Side, ks: list[L.Loop], nk: str, bk: int, nt: int, k0: str, dst: str) -> None:
+    """Each of a work-item's elements of side s's tile at K step k0 into `dst` (shared memory or
+    registers): computed by the operand's expression where it lies inside the operand, else 0."""
+    _each(f, s, bk, nt)
+    f.emit(f"const i64 w = {s.base} + ii, kf = {k0} + kk;")
     f.emit("f32 val = 0.0f;")
-    f.open(f"if (w < {n} && kf < {nk})")
-    f.decode("w", loops)
+    f.open(f"if (w < {s.n} && kf < {nk})")
+    f.decode("w", s.loops)
     f.decode("kf", ks)
-    f.emit(f"val = {f.v(x)};")
+    f.emit(f"val = {f.v(s.x)};")
     f.close()
-    f.emit(f"{arr}[kk][ii] = val;")
+    f.emit(f"{dst} = val;")
     f.close()
