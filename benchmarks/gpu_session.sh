@@ -28,5 +28,5 @@ timeout "$T_TESTS" python3 -m pytest -q -p no:cacheprovider --timeout 60 -rs "$R
 echo "== bench_cuda (${T_BENCH}s)"
 timeout "$T_BENCH" python3 "$REPO/benchmarks/bench_cuda.py" --json "$OUT/bench.json" "$@" 2>&1 | tee "$OUT/bench.log"
 echo "== test-runtime -r cuda, forward cases (${T_SUITE}s)"
-timeout "$T_SUITE" python3 -m caten test-runtime -r cuda --no-gradients -o "$OUT/cuda.md" > "$OUT/suite.log" 2>&1
+timeout "$T_SUITE" python3 -m caten test-runtime -r cuda --no-gradients -j 8 -o "$OUT/cuda.md" > "$OUT/suite.log" 2>&1
 echo "suite exit $?"; tail -15 "$OUT/suite.log"

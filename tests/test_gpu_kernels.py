@@ -162,3 +162,22 @@ def test_cuda_gemm_tile_assembles_without_spills(tmp_path):
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in r.stderr
+
+
+def test_cuda_reductions_use_warp_shuffles_and_assemble(tmp_path):
+    """CUDA combines a work-group's partials by warp shuffles (two barriers) and spells exp as
+    exp2f; the sum's two launches and the softmax assemble (no GPU needed)."""
+    from caten.runtimes import cuda_rt
+
+    if cuda_rt.nvrtc_version() is None and shutil.which("nvcc") is None:
+        pytest.skip("needs NVRTC or nvcc (the cuda extra)")
+    total, sm = _source("cuda", SUM), _source("cuda", SM)
+    assert "__shfl_xor_sync(0xffffffffU" in total and "total__k0_1" in total
+    assert "exp2f(" in sm and "__shfl_xor_sync" in sm and " red_f32[" not in sm
+    if shutil.which("ptxas") is None:
+        return
+    for name, src in (("sum", total), ("sm", sm)):
+        (tmp_path / f"{name}.ptx").write_text(cuda_rt.to_ptx(src, "sm_90"))
+        cmd = ["ptxas", "-arch=sm_90", "-o", str(tmp_path / f"{name}.cubin"), str(tmp_path / f"{name}.ptx")]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
