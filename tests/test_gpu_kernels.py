@@ -30,12 +30,9 @@ SHAPES = [(1, 1, 1), (7, 13, 127), (127, 1025, 13), (1000, 7, 1023), (1025, 127,
 
 
 def _runtime(name: str, monkeypatch) -> str:
-    try:
-        ok, why = R.get(name).available()
-    except Exception as e:  # pragma: no cover - an import failure is a reason to skip
-        ok, why = False, str(e)
-    if not ok:
-        pytest.skip(f"runtime {name} unavailable: {why}")
+    from test_backends import _usable
+
+    _usable(name)  # (skips when it is not)
     if name == "opencl":  # mapped as for a GPU
         for k, v in {"GEMM": "1", "COOP": "1", "LOCAL": "256", "CHUNK": "1"}.items():
             monkeypatch.setenv(f"CATEN_OPENCL_{k}", v)
@@ -73,7 +70,7 @@ def test_matmul_with_fused_epilogue(rt, mkn):
 
 
 def test_batched_transposed_and_conv(rt):
-    import torch
+    torch = pytest.importorskip("torch")
 
     rng = np.random.default_rng(3)
     for B, M, K, N in [(3, 7, 13, 127), (2, 129, 64, 5)]:
