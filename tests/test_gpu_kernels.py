@@ -178,3 +178,11 @@ def test_cuda_reductions_use_warp_shuffles_and_assemble(tmp_path):
         cmd = ["ptxas", "-arch=sm_90", "-o", str(tmp_path / f"{name}.cubin"), str(tmp_path / f"{name}.ptx")]
         r = subprocess.run(cmd, capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("spec", ["64,64", "a,b,c,d,e", "128,128,8,6,8", "0,128,8,8,8", "256,256,8,4,4"])
+def test_bad_tile_shape_is_a_diagnostic(monkeypatch, spec):
+    """A bad CATEN_GPU_GEMM is an error that names it and says what a shape is, not a traceback."""
+    monkeypatch.setenv("CATEN_GPU_GEMM", spec)
+    with pytest.raises(caten.Error, match="CATEN_GPU_GEMM=.* is not a tile shape"):
+        caten.loads(MM, runtime="cuda", use_cache=False).mm.program({})

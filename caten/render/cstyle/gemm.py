@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from caten.errors import Error
 from caten.ir import dims as D
 from caten.ir.dims import Dim
 from caten.ir.ops import Op
@@ -49,11 +50,18 @@ class Tile:
         spec = os.environ.get("CATEN_GPU_GEMM", "")
         if not spec:
             return default or Tile()
-        t = Tile(*(int(v) for v in spec.split(",")))
-        if t.tm % 4 or t.tn % 4 or t.bm % t.tm or t.bn % t.tn or (t.bm * t.bk) % t.threads \
-                or (t.bn * t.bk) % t.threads:
-            raise ValueError(f"CATEN_GPU_GEMM={spec}: TM, TN multiples of 4 dividing BM, BN; tiles a multiple "
-                             "of the work-items")
+        hint = ("five or six positive integers BM,BN,BK,TM,TN[,PF]: TM and TN multiples of 4 dividing BM and "
+                "BN, BMxBK and BNxBK multiples of the work-items (BM/TM x BN/TN), at most 1024 of them")
+        try:
+            vals = [int(v) for v in spec.split(",")]
+            if len(vals) not in (5, 6):
+                raise ValueError(spec)
+            t = Tile(*vals)
+        except ValueError:
+            raise Error(f"CATEN_GPU_GEMM={spec!r} is not a tile shape", hint=hint) from None
+        if min(t.bm, t.bn, t.bk, t.tm, t.tn) < 1 or t.tm % 4 or t.tn % 4 or t.bm % t.tm or t.bn % t.tn \
+                or t.threads > 1024 or (t.bm * t.bk) % t.threads or (t.bn * t.bk) % t.threads:
+            raise Error(f"CATEN_GPU_GEMM={spec!r} is not a tile shape", hint=hint)
         return t
 
 
