@@ -87,6 +87,20 @@ def test_batched_transposed_and_conv(rt):
         assert _tiled(rt, src), src
 
 
+MM64 = "(composite mm ((A{f64}[M, K]) (B{f64}[K, N]) -> (C{f64}[M, N])) (matmul A B))"
+
+
+def test_f64_matmul_tiles(rt):
+    """f64 GEMMs are tiles too (f64 shared tiles and accumulators), against a long-double sum."""
+    assert "f64 sx[" in _source(rt, MM64)
+    m = caten.loads(MM64, runtime=rt, use_cache=False)
+    rng = np.random.default_rng(9)
+    for M, K, N in [(1, 1, 1), (7, 13, 127), (130, 1000, 65)]:
+        a, b = rng.standard_normal((M, K)), rng.standard_normal((K, N))
+        ref = np.einsum("ik,kj->ij", a.astype(np.longdouble), b.astype(np.longdouble)).astype(np.float64)
+        assert _rel(m.mm(a, b), ref) < 1e-13
+
+
 SUM = "(composite total ((X{f32}[N]) -> (Y{f32}[1])) (sum X :axis 0 :keepdims true))"
 SM = "(composite sm ((X{f32}[R, N]) -> (Y{f32}[R, N])) (softmax X :axis -1))"
 LN = "(composite ln ((X{f32}[R, N]) (G{f32}[N]) (B{f32}[N]) -> (Y{f32}[R, N])) (layernorm X G B :axis -1 :eps 1e-5))"

@@ -24,7 +24,7 @@ from caten.ir.ops import Op
 from caten.lower import loopir as L
 from caten.lower.loopir import X
 from caten.render.cstyle.fn import Fn, params
-from caten.render.cstyle.targets import Target
+from caten.render.cstyle.targets import Target, ctype
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ def match(chain: list[L.Loop], body: list) -> Match | None:
     if len(body) < 3 or not isinstance(body[0], L.Acc) or not isinstance(body[1], L.Loop):
         return None
     acc, after = body[0], body[2:]
-    if acc.dtype.name != "f32" or acc.init.op != "const" or acc.init.arg != 0:
+    if acc.dtype.name not in ("f32", "f64") or acc.init.op != "const" or acc.init.arg != 0:
         return None
     if not all(isinstance(s, L.Store) for s in after):
         return None
@@ -102,7 +102,7 @@ def match(chain: list[L.Loop], body: list) -> Match | None:
         return None
     v = inner[0].value
     if not (v.op is Op.ADD and v.arg == "acc" and v.src[0].op == "var" and v.src[0].arg == acc.var
-            and v.src[1].op is Op.MUL and v.dtype.name == "f32"):
+            and v.src[1].op is Op.MUL and v.dtype == acc.dtype and v.src[1].dtype == acc.dtype):
         return None
     if not all(_const_extent(lp) for lp in chain + ks):
         return None
@@ -183,9 +183,11 @@ def kernel(name: str, k: L.Kernel, m: Match, target: Target, defines: dict, used
     a = f"a_{m.acc.var}"
     px = 4 if _unit(m.x, m.ks[-1].var) else 0  # (a row of k written by consecutive items: pad the banks)
     py = 4 if not _unit(m.y, _last(m.cols)) else 0
-    f.decls.append(f"{target.shared} f32 sx[{t.bk}][{t.bm + px}];")
-    f.decls.append(f"{target.shared} f32 sy[{t.bk}][{t.bn + py}];")
-    f.decls.append(f"f32 acc[{t.tm}][{t.tn}];")
+    ty = ctype(m.acc.dtype)
+    zero = f.lit(0, m.acc.dtype)
+    f.decls.append(f"{target.shared} {ty} sx[{t.bk}][{t.bm + px}];")
+    f.decls.append(f"{target.shared} {ty} sy[{t.bk}][{t.bn + py}];")
+    f.decls.append(f"{ty} acc[{t.tm}][{t.tn}];")
     f.emit(f"const i64 g = {target.grp};")
     f.emit(f"const i32 lid = {target.lid};")
     nrow, ncol, nk = f.size(m.rows), f.size(m.cols), f.size(m.ks)
@@ -198,12 +200,12 @@ def kernel(name: str, k: L.Kernel, m: Match, target: Target, defines: dict, used
     f.emit("#pragma unroll")
     f.open(f"for (i32 r = 0; r < {t.tm}; r++)")
     f.emit("#pragma unroll")
-    f.emit(f"for (i32 c = 0; c < {t.tn}; c++) acc[r][c] = 0.0f;")
+    f.emit(f"for (i32 c = 0; c < {t.tn}; c++) acc[r][c] = {zero};")
     f.close()
     sides = [_Side("sx", m.x, m.rows, nrow, t.bm, px > 0, "r0"), _Side("sy", m.y, m.cols, ncol, t.bn, py > 0, "c0")]
     if t.pf:
         for s in sides:
-            f.decls.append(f"f32 r{s.arr}[{s.b * t.bk // nt}];")
+            f.decls.append(f"{ty} r{s.arr}[{s.b * t.bk // nt}];")
             _load(f, s, m.ks, nk, t.bk, nt, "0L", f"r{s.arr}[l]")
         f.open(f"for (i64 k0 = 0; k0 < {nk}; k0 += {t.bk})")
         for s in sides:
@@ -223,7 +225,7 @@ def kernel(name: str, k: L.Kernel, m: Match, target: Target, defines: dict, used
     fma = f.fmath("fma", m.acc.dtype)
     f.emit("#pragma unroll")
     f.open(f"for (i32 kk = 0; kk < {t.bk}; kk++)")
-    f.emit(f"f32 xr[{t.tm}], yr[{t.tn}];")
+    f.emit(f"{ty} xr[{t.tm}], yr[{t.tn}];")
     f.emit("#pragma unroll")
     f.emit(f"for (i32 r = 0; r < {t.tm}; r++) xr[r] = sx[kk][{_slot('r', 'ty', t.bm, t.tm)}];")
     f.emit("#pragma unroll")
@@ -300,7 +302,7 @@ def _load(f: _GemmFn, s: _Side, ks: list[L.Loop], nk: str, bk: int, nt: int, k0:
     registers): computed by the operand's expression where it lies inside the operand, else 0."""
     _each(f, s, bk, nt)
     f.emit(f"const i64 w = {s.base} + ii, kf = {k0} + kk;")
-    f.emit("f32 val = 0.0f;")
+    f.emit(f"{ctype(s.x.dtype)} val = {f.lit(0, s.x.dtype)};")
     f.open(f"if (w < {s.n} && kf < {nk})")
     f.decode("w", s.loops)
     f.decode("kf", ks)
