@@ -220,8 +220,14 @@ def on_gpu() -> bool:
 
 
 def gemm_shaped(n: Node) -> bool:
-    """Whether n is a GEMM (whatever the target: a packed plan for some CPU exists)."""
-    return n.op is Op.REDUCE and _gemm_plan(n, 64, 1 << 20, {}) is not None
+    """Whether n is a GEMM (whatever the target: a packed plan for some CPU exists); asked per
+    node and placement by a GPU's schedule, so kept with the plans."""
+    if n.op is not Op.REDUCE:
+        return False
+    key = ("shaped", n)
+    if key not in _PLANS:
+        _PLANS[key] = _gemm_plan(n, 64, 1 << 20, {}) is not None
+    return _PLANS[key]
 
 
 def gemm_plan(n: Node) -> GemmPlan | None:

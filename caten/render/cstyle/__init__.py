@@ -18,7 +18,8 @@ the JSON manifest beside `-S` output holds.
 The modules: `targets` (the target tables and dtype spellings), `helpers` (the C helper
 functions), `prims` (the spellings of the
 decompose pass's primitives), `fn` (one function body: expressions, casts, ALU, loops), `grid` (the device
-mapping and kernels), `program` (device programs, their source file and manifest). This package
+mapping and kernels), `gemm` (a GPU's GEMMs as thread-block tiles), `loops` (what the mappings read off
+the loop IR), `program` (device programs, their source file and manifest). This package
 exports what the runtimes use.
 """
 

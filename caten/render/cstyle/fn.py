@@ -289,6 +289,19 @@ class Fn:
             self.emit(f"a_{a} = a_{a} + {terms[0]};")
         self.close()
 
+    def decode(self, flat: str, loops: list[L.Loop]) -> None:
+        """Define the variables of `loops` (the last fastest) from their flattened index `flat`:
+        a device grid's point, a GEMM tile's row."""
+        rest = flat
+        for j in range(len(loops) - 1, -1, -1):
+            lp = loops[j]
+            if j == 0:
+                self.emit(f"const i64 v_{lp.var} = {rest};")
+            else:
+                e = self.v(lp.extent)
+                self.emit(f"const i64 v_{lp.var} = {rest} % {e};")
+                rest = self.tmp("const i64", f"{rest} / {e}")
+
     def body(self) -> str:
         return "\n".join(["  " + d for d in self.decls] + self.lines)
 

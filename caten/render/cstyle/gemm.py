@@ -24,7 +24,8 @@ from caten.ir.ops import Op
 from caten.lower import loopir as L
 from caten.lower.loopir import X
 from caten.render.cstyle.fn import Fn, params
-from caten.render.cstyle.targets import Target, ctype
+from caten.render.cstyle.loops import extent, variables
+from caten.render.cstyle.targets import Target, ctype, kernel_head
 
 
 @dataclass(frozen=True)
@@ -77,14 +78,6 @@ class Match:
     after: list  # the stores of the sum
 
 
-def _vars(x: X) -> set[str]:
-    return {n.arg for n in L.nodes(x) if n.op == "var"}
-
-
-def _const_extent(lp: L.Loop) -> bool:
-    return lp.extent.op in ("const", "dim") and not _vars(lp.extent)
-
-
 def match(chain: list[L.Loop], body: list) -> Match | None:
     """The GEMM in grid loops `chain` around `body`, or None."""
     if len(body) < 3 or not isinstance(body[0], L.Acc) or not isinstance(body[1], L.Loop):
@@ -104,11 +97,11 @@ def match(chain: list[L.Loop], body: list) -> Match | None:
     if not (v.op is Op.ADD and v.arg == "acc" and v.src[0].op == "var" and v.src[0].arg == acc.var
             and v.src[1].op is Op.MUL and v.dtype == acc.dtype and v.src[1].dtype == acc.dtype):
         return None
-    if not all(_const_extent(lp) for lp in chain + ks):
+    if any(extent(lp.extent) is None for lp in ks):  # (the grid's loops have theirs)
         return None
     x, y = v.src[1].src
     grid, kv = {lp.var for lp in chain}, {lp.var for lp in ks}
-    vx, vy = _vars(x), _vars(y)
+    vx, vy = variables(x), variables(y)
     if not (vx <= grid | kv and vy <= grid | kv):
         return None
     rows = [lp for lp in chain if lp.var in vx and lp.var not in vy]
@@ -116,14 +109,10 @@ def match(chain: list[L.Loop], body: list) -> Match | None:
     if not rows or not cols:
         return None
     for s in after:
-        if not _vars(s.idx) | _vars(s.value) <= grid | {acc.var}:
+        if not variables(s.idx) | variables(s.value) <= grid | {acc.var}:
             return None
     batch = [lp for lp in chain if lp not in rows and lp not in cols]
     return Match(rows, cols, batch, acc, ks, x, y, after)
-
-
-def _extent(lp: L.Loop) -> Dim:
-    return lp.extent.arg if lp.extent.op == "dim" else int(lp.extent.arg)
 
 
 def _unit(x: X, var: str) -> bool:
@@ -139,7 +128,7 @@ def _coef(x: X, var: str) -> int | None:
     """The coefficient of `var` in affine index x (None where it is not affine in it)."""
     if x.op == "var":
         return 1 if x.arg == var else 0
-    if var not in _vars(x):
+    if var not in variables(x):
         return 0
     if x.op is Op.ADD:
         a, b = (_coef(s, var) for s in x.src)
@@ -154,18 +143,6 @@ def _coef(x: X, var: str) -> int | None:
 
 
 class _GemmFn(Fn):
-    def decode(self, flat: str, loops: list[L.Loop]) -> None:
-        """Define the variables of `loops` (last fastest) from their flattened index."""
-        rest = flat
-        for j in range(len(loops) - 1, -1, -1):
-            lp = loops[j]
-            if j == 0:
-                self.emit(f"const i64 v_{lp.var} = {rest};")
-            else:
-                e = self.v(lp.extent)
-                self.emit(f"const i64 v_{lp.var} = {rest} % {e};")
-                rest = self.tmp("const i64", f"{rest} / {e}")
-
     def size(self, loops: list[L.Loop]) -> str:
         out = "1L"
         for lp in loops:
@@ -251,9 +228,9 @@ def kernel(name: str, k: L.Kernel, m: Match, target: Target, defines: dict, used
     f.close()
     f.close()
     f.close()
-    count = D.mul(D.prod([_extent(lp) for lp in m.batch]),
-                  D.mul(_blocks([_extent(lp) for lp in m.rows], t.bm), _blocks([_extent(lp) for lp in m.cols], t.bn)))
-    head = target.kernel + (f" __launch_bounds__({nt})" if target.name == "cuda" else "")
+    count = D.mul(D.prod([extent(lp.extent) for lp in m.batch]),
+                  D.mul(_blocks(m.rows, t.bm), _blocks(m.cols, t.bn)))
+    head = kernel_head(target, nt)
     kp = L.Kernel(name, k.params, k.dims, [])
     return f"{head} {name}({params(kp, target)}) {{\n{f.body()}\n}}", count, nt, f.uses_f64
 
@@ -262,8 +239,8 @@ def _last(loops: list[L.Loop]) -> str:
     return loops[-1].var
 
 
-def _blocks(extents: list[Dim], b: int) -> Dim:
-    return D.floordiv(D.add(D.prod(extents), b - 1), b)
+def _blocks(loops: list[L.Loop], b: int) -> Dim:
+    return D.floordiv(D.add(D.prod([extent(lp.extent) for lp in loops]), b - 1), b)
 
 
 def _slot(i: str, t: str, block: int, micro: int) -> str:

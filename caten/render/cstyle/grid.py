@@ -11,55 +11,24 @@ from caten.ir import dims as D
 from caten.ir.dims import Dim
 from caten.ir.dtypes import DType
 from caten.ir.ops import COMBINERS, Op
-from caten.ir.walk import Visit, drive
 from caten.lower import loopir as L
 from caten.lower.loopir import X
 from caten.render.cstyle import gemm as G
 from caten.render.cstyle.fn import Fn, expand, params
-from caten.render.cstyle.targets import Target, ctype, dim_py, eval_dim
-
-
-def _walk(stmts: list):
-    for s in stmts:
-        yield s
-        if isinstance(s, L.Loop):
-            yield from _walk(s.body)
-
-
-def _vars(x: X, memo: dict | None = None) -> set[str]:
-    """The loop and accumulator variables x reads."""
-    return drive(_vars_of(x, {} if memo is None else memo))
-
-
-def _vars_of(x: X, memo: dict) -> Visit[set[str]]:
-    hit = memo.get(id(x))
-    if hit is not None:
-        return hit
-    out: set[str] = {x.arg} if x.op == "var" else set()
-    for s in x.src:
-        out |= yield _vars_of(s, memo)
-    memo[id(x)] = out
-    return out
-
-
-def _extent(x: X) -> Dim | None:
-    if x.op == "const":
-        return int(x.arg)
-    if x.op == "dim":
-        return x.arg
-    return None
+from caten.render.cstyle.loops import extent, variables, walk
+from caten.render.cstyle.targets import Target, ctype, dim_py, eval_dim, kernel_head
 
 
 def parallel_ok(loop: L.Loop, rebased: set[str]) -> bool:
     """Iterations of `loop` touch disjoint memory and carry no register state."""
-    ext = _extent(loop.extent)
+    ext = extent(loop.extent)
     if ext is None:
         return False
-    inner_accs = {s.var for s in _walk(loop.body) if isinstance(s, L.Acc)}
-    for s in _walk(loop.body):
+    inner_accs = {s.var for s in walk(loop.body) if isinstance(s, L.Acc)}
+    for s in walk(loop.body):
         if isinstance(s, L.SetAcc) and s.var not in inner_accs:
             return False
-        if isinstance(s, L.Store) and ext != 1 and s.buf not in rebased and loop.var not in _vars(s.idx):
+        if isinstance(s, L.Store) and ext != 1 and s.buf not in rebased and loop.var not in variables(s.idx):
             return False
     return True
 
@@ -72,7 +41,7 @@ def reduction_loop(loop: L.Loop, var: str) -> Op | None:
     accumulators of its own, started inside it: the blocks of a blocked sum, caten.lower.reduce)."""
     op = None
     own: set[str] = set()
-    for s in _walk([loop]):
+    for s in walk([loop]):
         if isinstance(s, L.Loop):  # (any extent: a block's loop ends at min(c, rest), a thread's chunk
             continue               # of blocks at min(n, rest); extents read loop variables and dims)
         if isinstance(s, L.Acc) and s.var != var:
@@ -100,7 +69,7 @@ def _blocked(loop: L.Loop) -> bool:
     work-items (a softmax row of 4096: two)."""
     b = loop.body
     return (len(b) == 3 and isinstance(b[0], L.Acc) and isinstance(b[1], L.Loop) and isinstance(b[2], L.SetAcc)
-            and b[0].var in _vars(b[2].value)  # (the block's own loop ends at min(c, rest): its body decides)
+            and b[0].var in variables(b[2].value)  # (the block's own loop ends at min(c, rest): its body decides)
             and reduction_loop(L.Loop(b[1].var, L.const(1), b[1].body), b[0].var) is not None)
 
 
@@ -111,14 +80,14 @@ def coop_ok(stmts: list, rebased: set[str]) -> bool:
         s = stmts[i]
         if isinstance(s, L.Acc):
             nxt = stmts[i + 1] if i + 1 < len(stmts) else None
-            if isinstance(nxt, L.Loop) and any(isinstance(u, L.SetAcc) and u.var == s.var for u in _walk([nxt])):
+            if isinstance(nxt, L.Loop) and any(isinstance(u, L.SetAcc) and u.var == s.var for u in walk([nxt])):
                 if reduction_loop(nxt, s.var) is None and not parallel_ok(nxt, rebased) and not coop_ok(nxt.body,
                                                                                                         rebased):
                     return False
                 i += 2
                 continue
         elif isinstance(s, L.Loop) and not parallel_ok(s, rebased):
-            if _extent(s.extent) is None or not coop_ok(s.body, rebased):
+            if extent(s.extent) is None or not coop_ok(s.body, rebased):
                 return False
         i += 1
     return True
@@ -137,7 +106,7 @@ class DeviceFn(Fn):
 
     def tree_reduce(self, var: str, dt: DType, op: Op) -> None:
         nw = self.L // 32
-        if self.t.name == "cuda" and self.L % 32 == 0 and nw & (nw - 1) == 0 and not dt.is_bool and dt.bits >= 32:
+        if self.t.shuffle and self.L % 32 == 0 and nw & (nw - 1) == 0 and not dt.is_bool and dt.bits >= 32:
             self.warp_reduce(var, dt, op, nw)
             return
         st = "u8" if dt.is_bool else ctype(dt)
@@ -161,8 +130,8 @@ class DeviceFn(Fn):
         self.emit(f"{b};")
 
     def warp_reduce(self, var: str, dt: DType, op: Op, nw: int) -> None:
-        """CUDA: each warp combines its 32 values by register shuffles, then every warp combines
-        the `nw` warps' results from shared memory the same way: two barriers, where the tree
+        """A target with warp shuffles (CUDA): each warp combines its 32 values by them, then every
+        warp combines the `nw` warps' results from shared memory the same way: two barriers, where the tree
         in shared memory takes log2(L) + 2. Each lane combines in the same butterfly order (and
         x op y equals y op x), so every work-item holds the same result."""
         st, a = ctype(dt), f"a_{var}"
@@ -171,7 +140,7 @@ class DeviceFn(Fn):
             arr = self.shared[f"w{st}"] = f"wred_{st}"
             self.decls.append(f"{self.t.shared} {st} {arr}[{nw}];")
         comb = self.alu(op, dt, dt, ["x", "y"])
-        shfl = f"{{ {st} x = {a}, y = __shfl_xor_sync(0xffffffffU, x, o); {a} = {comb}; }}"
+        shfl = f"{{ {st} x = {a}, y = {self.t.shuffle.format(x='x', o='o')}; {a} = {comb}; }}"
         self.emit(f"for (i32 o = 16; o > 0; o >>= 1) {shfl}")
         self.emit(f"if ((lid & 31) == 0) {arr}[lid >> 5] = {a};")
         self.emit(f"{self.t.barrier};")
@@ -191,7 +160,7 @@ class DeviceFn(Fn):
             if isinstance(s, L.Acc):
                 self.stmt(s)
                 nxt = stmts[i + 1] if i + 1 < len(stmts) else None
-                if isinstance(nxt, L.Loop) and any(isinstance(u, L.SetAcc) and u.var == s.var for u in _walk([nxt])):
+                if isinstance(nxt, L.Loop) and any(isinstance(u, L.SetAcc) and u.var == s.var for u in walk([nxt])):
                     op = reduction_loop(nxt, s.var)
                     if op is not None:
                         if _blocked(nxt):  # the blocks in turn, each strided over the work-items
@@ -218,7 +187,7 @@ class DeviceFn(Fn):
             elif isinstance(s, L.Loop):
                 if parallel_ok(s, set(self.rebase)):
                     self.strided(s)
-                    if any(isinstance(u, L.Store) for u in _walk([s])):
+                    if any(isinstance(u, L.Store) for u in walk([s])):
                         self.emit(f"{b};")
                 else:
                     ext = self.v(s.extent)
@@ -271,16 +240,16 @@ def _launches(body: list) -> list[list]:
         segs[-1] += tail
     if len(segs) < 2:
         return [body]
-    owned = [{s.var for s in _walk(seg) if isinstance(s, L.Acc)} for seg in segs]
+    owned = [{s.var for s in walk(seg) if isinstance(s, L.Acc)} for seg in segs]
     for i, seg in enumerate(segs):
         used: set[str] = set()
-        for s in _walk(seg):
+        for s in walk(seg):
             if isinstance(s, L.SetAcc):
                 used.add(s.var)
             for f in ("idx", "value", "init", "extent"):
                 x = getattr(s, f, None)
                 if isinstance(x, X):
-                    used |= _vars(x)
+                    used |= variables(x)
         if any(used & acc for j, acc in enumerate(owned) if j != i):
             return [body]
     return segs
@@ -313,7 +282,7 @@ def device_kernels(k: L.Kernel, outer: int, local_bufs: dict[str, Dim], target: 
             dk.uses_f64 = f64  # type: ignore[attr-defined]
             out.append(dk)
             continue
-        exts = [_extent(lp.extent) for lp in chain]
+        exts = [extent(lp.extent) for lp in chain]
         groups = coop and local > 1 and any(isinstance(s, L.Loop) for s in body) and coop_ok(body, rebased)
         small = isinstance(exts[-1], int) and exts[-1] <= chunk // 4 if chain else True
         chunked = chunk > 1 and not groups and not local_bufs and not small
@@ -339,19 +308,7 @@ def device_kernels(k: L.Kernel, outer: int, local_bufs: dict[str, Dim], target: 
             fn.emit(f"const i64 c0 = ({rest} % {nchunks}) * {chunk};")
             fn.emit(f"const i64 c1 = c0 + {chunk} < {e} ? c0 + {chunk} : {e};")
             rest = fn.tmp("const i64", f"{rest} / {nchunks}")
-        for j in range(len(chain) - 1, -1, -1):
-            lp = chain[j]
-            if chunked and j == len(chain) - 1:
-                continue
-            if j == 0:
-                fn.emit(f"const i64 v_{lp.var} = {rest};")
-            else:
-                e = fn.v(lp.extent)
-                fn.emit(f"const i64 v_{lp.var} = {rest} % {e};")
-                fn.n += 1
-                nxt = f"t{fn.n}"
-                fn.emit(f"const i64 {nxt} = {rest} / {e};")
-                rest = nxt
+        fn.decode(rest, chain[:-1] if chunked else chain)
         if local_bufs:
             lin = "0"
             for lp in chain[:nouter]:
@@ -367,7 +324,7 @@ def device_kernels(k: L.Kernel, outer: int, local_bufs: dict[str, Dim], target: 
         else:
             fn.stmts(body)
         kp = L.Kernel(name, k.params, k.dims, [])
-        head = target.kernel + (f" __launch_bounds__({fn.L if groups else local})" if target.name == "cuda" else "")
+        head = kernel_head(target, fn.L if groups else local)
         src = f"{head} {name}({params(kp, target)}) {{\n{fn.body()}\n}}"
         dk = DeviceKernel(name, k.params, list(k.dims), "groups" if groups else "items", count,
                           fn.L if groups else local, src)

@@ -30,6 +30,8 @@ class Target:
     bits: tuple[str, str, str, str]  # f32->u32, u32->f32, f64->u64, u64->f64
     math: dict[str, tuple[str, str]]  # name -> (f32 function, f64 function)
     gpu: bool
+    shuffle: str = ""  # a lane's value of variable {x} from lane (this one xor {o}) of its warp, if any
+    launch_bounds: str = ""  # a kernel's qualifier declaring its {} work-items a group, if any
 
 
 # SQRT and the primitives of the decompose pass (caten.render.cstyle.prims) that are libm calls
@@ -76,9 +78,15 @@ CUDA = Target(
     'extern "C" __global__ void', "static __device__ __forceinline__", "", "__restrict__", "__shared__",
     "__syncthreads()",
     "((i64)blockIdx.x * (i64)blockDim.x + (i64)threadIdx.x)", "((i64)blockIdx.x)", "((i32)threadIdx.x)",
-    ("__float_as_uint", "__uint_as_float", "(u64)__double_as_longlong", "caten_bits_u2d"), _CMATH, True)
+    ("__float_as_uint", "__uint_as_float", "(u64)__double_as_longlong", "caten_bits_u2d"), _CMATH, True,
+    shuffle="__shfl_xor_sync(0xffffffffU, {x}, {o})", launch_bounds="__launch_bounds__({})")
 
 TARGETS = {"c": C, "opencl": OPENCL, "cuda": CUDA}
+
+
+def kernel_head(t: Target, local: int) -> str:
+    """A device kernel's qualifiers, for work-groups of `local` work-items."""
+    return t.kernel + (" " + t.launch_bounds.format(local) if t.launch_bounds else "")
 
 
 def ctype(dt: DType) -> str:
