@@ -58,8 +58,10 @@ class KernelLowerer:
     def __init__(self, name: str, members: list[Node], outer: int, realized: set[Node],
                  bufname: Callable[[Node], str | None], plan: Callable[[Node], ReducePlan],
                  local: set[Node] | None = None, scratch: dict[Node, tuple] | None = None, threads: int = 1,
-                 split: tuple[int, Dim] = (1, 0), stagewise: bool = False, either: bool = False):
+                 split: tuple[int, Dim] = (1, 0), stagewise: bool = False, either: bool = False,
+                 outputs: frozenset[str] = frozenset()):
         self.name, self.members, self.p, self.realized = name, members, outer, realized
+        self.outputs = outputs  # the program's output buffers (what the caller reads)
         self.threads = threads
         self.scratch = scratch or {}
         self.bufname = bufname
@@ -372,6 +374,7 @@ def lower(sched: Schedule) -> list[L.Kernel]:
     """Loop-IR kernels of a schedule, one per scheduled kernel, in execution order."""
     out: list[L.Kernel] = []
     realized = {s.node for k in sched.kernels for s in k.stages}
+    outputs = frozenset(b for b, x in sched.buffers.items() if x.role == "out")
     for k in sched.kernels:
         plans = {s.node: s.plan for s in k.stages if s.kind == "reduce"}
         local = {s.node for s in k.stages if s.buffer and sched.buffers[s.buffer].local >= 0}
@@ -379,7 +382,7 @@ def lower(sched: Schedule) -> list[L.Kernel]:
         kl = KernelLowerer(k.name, [s.node for s in k.stages], k.outer, realized,
                            lambda n: sched.node_buf.get(n), plans.__getitem__, local, scratch,
                            sched.threads, (k.split, work(k)), stagewise(k, sched.threads),
-                           outer_either(k, sched.threads))
+                           outer_either(k, sched.threads), outputs)
         body = split_masks(kl.lower())
         params = [L.BufParam(b, sched.buffers[b].dtype, sched.buffers[b].role) for b in kl.bufs if b is not None]
         out.append(L.Kernel(k.name, params, list(sched.program.dims), body))

@@ -106,7 +106,8 @@ def direct(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> lis
                        tuple(L.dim(sizes.get(a, 0)) for a in d.taps), L.dim(d.width),
                        tuple(L.dim(x) for b in d.bounds for x in (b.lo, b.hi)),
                        buf, out_index(kl, n, plan, coord, i0, n_lo), out_stride(kl, n, plan),
-                       ceil_div(rows, mr), ceil_div(L.isub(n_hi, n_lo), nr), rows, L.isub(n_hi, n_lo))
+                       ceil_div(rows, mr), ceil_div(L.isub(n_hi, n_lo), nr), rows, L.isub(n_hi, n_lo),
+                       _streamed(kl, n, buf, plan))
     kl.nvar += 1
     body = [L.Loop(ic.arg, ceil_div(M, mc), block + [tiles])]
     for v, e in reversed(loops):
@@ -115,6 +116,18 @@ def direct(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> lis
         body = [L.Parallel(tid.arg, teff, body, most=T_)]
     kl.done.add(n)
     return zeros_if_empty(kl, n, si, buf, plan.K, Coords) + pre + body
+
+
+def _streamed(kl: KernelLowerer, n: Node, buf: str, plan: GemmPlan) -> X | None:
+    """Where the tiles may store n past the caches: n is an output of the program that no stage
+    of its kernel reads back, and (at run time) too large for the cores' L2s together, so a
+    later reader gets it from memory either way; a smaller one is left in cache for it."""
+    if plan.l2 <= 0 or buf not in kl.outputs or any(n in m.src for m in kl.members):
+        return None
+    size, least = D.prod(n.shape), -(-kl.threads * plan.l2 // n.dtype.itemsize)
+    if isinstance(size, int):
+        return L.const(1) if size >= least else None
+    return L.alu(Op.WHERE, L.IDX, L.icmplt(L.dim(size), L.const(least)), L.const(0), L.const(1))
 
 
 def _pack_a(kl: KernelLowerer, si: int, plan: GemmPlan, src: Node, pw: str, base: X, rows: X, K: X,

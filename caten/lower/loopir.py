@@ -371,20 +371,24 @@ class DirectMM:
     nj: X
     mrem: X
     nrem: X
+    stream: X | None = None  # nonzero where out is written once, for the caller, and too large
+    #                          to stay in cache: a renderer may store a single pass's tiles past it
 
     def params(self) -> list[tuple[str, X]]:
         """The expressions, each with a name (a renderer's function parameters), in one order."""
         named = [(f, getattr(self, f)) for f in ("aoff", "astep", "boff", "blen", "exact", "q0", "kin", "istride")]
         named += [(f"tc{i}", x) for i, x in enumerate(self.tcoef)] + [("width", self.width)]
         named += [(f"lim{i}", x) for i, x in enumerate(self.lims)]
-        return named + [(f, getattr(self, f)) for f in ("ooff", "ostride", "ni", "nj", "mrem", "nrem")]
+        named += [(f, getattr(self, f)) for f in ("ooff", "ostride", "ni", "nj", "mrem", "nrem")]
+        return named + ([("stream", self.stream)] if self.stream is not None else [])
 
     def exprs(self) -> tuple[X, ...]:
         return tuple(x for _, x in self.params())
 
     def static(self) -> str:
         """What the expressions do not say: the taps' positions and the bounds' lanes and shifts."""
-        return f"taps {list(self.positions)} bounds {list(self.bounds)} channels {self.cblock} a pass"
+        return f"taps {list(self.positions)} bounds {list(self.bounds)} channels {self.cblock} a pass" \
+            + (", streamed" if self.stream is not None else "")
 
     def expand(self) -> list:
         it, jt, r, c = (var(f"{self.var}_{x}") for x in ("it", "jt", "r", "c"))

@@ -186,10 +186,11 @@ class OutputPool:
     """Output arrays recycled once the caller has let go of them.
 
     Touching freshly allocated memory costs the kernel's page zeroing (about as much as a
-    memory-bound kernel itself), so an output whose array nobody references any more (no
-    variable, no view: numpy views keep their base alive) is handed out again. The pool keeps
-    at most `per_key` arrays of each shape and dtype, per calling thread (so two threads never
-    get the same array).
+    memory-bound kernel itself), so an output whose memory nobody references any more (no
+    variable, no view) is handed out again. The pool keeps at most `per_key` arrays of each
+    shape and dtype, per calling thread (so two threads never get the same array). Those start
+    on a cache line (`aligned_empty`); their memory belongs to a byte buffer, the base of every
+    view of them, so it is the buffer's references that say whether one is still in use.
     """
 
     def __init__(self, per_key: int = 2):
@@ -197,19 +198,34 @@ class OutputPool:
         self._local = threading.local()
 
     @property
-    def arrays(self) -> dict[tuple, list[np.ndarray]]:
+    def arrays(self) -> dict[tuple, list[tuple[np.ndarray, np.ndarray]]]:
         return self._local.__dict__.setdefault("arrays", {})
 
     def take(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         lst = self.arrays.setdefault((shape, dtype.str), [])
         for i in range(len(lst)):
-            # referenced only by the list (and getrefcount's own argument): free to reuse
-            if sys.getrefcount(lst[i]) <= 2:
-                return lst[i]
-        arr = np.empty(shape, dtype)
-        if len(lst) < self.per_key and arr.nbytes >= 1 << 20:  # small outputs are cheap to allocate
-            lst.append(arr)
+            # referenced only by the pool: the array by the list's tuple, the buffer by the
+            # tuple and the array (getrefcount's own argument adds one to each)
+            if sys.getrefcount(lst[i][0]) <= 2 and sys.getrefcount(lst[i][1]) <= 3:
+                return lst[i][0]
+        if int(np.prod(shape, dtype=np.int64)) * dtype.itemsize < 1 << 20:
+            return np.empty(shape, dtype)  # small outputs are cheap to allocate
+        arr = aligned_empty(shape, dtype)
+        if len(lst) < self.per_key:
+            lst.append((arr, arr.base))
         return arr
+
+
+def aligned_empty(shape: tuple[int, ...], dtype: np.dtype, align: int = 64) -> np.ndarray:
+    """An uninitialized C-contiguous array whose data starts on an `align`-byte boundary, a view
+    of a byte buffer (its `base`): numpy's large arrays start 16 bytes into a cache line, so
+    each full-vector store of a tile's row splits two lines, and non-temporal stores
+    (caten.render.llvm.direct) need aligned rows."""
+    dtype = np.dtype(dtype)
+    n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    raw = np.empty(n + align, np.uint8)
+    off = -raw.ctypes.data % align
+    return raw[off:off + n].view(dtype).reshape(shape)
 
 
 def program_cache_key(m: Module, name: str, types: tuple) -> str | None:

@@ -86,6 +86,8 @@ class GemmPlan:
     b_once: bool = False  # b reads no batch axis: packed whole, once per call, shared by the threads
     a_once: bool = False  # a reads no batch axis (a convolution's weights): likewise
     direct: Direct | None = None  # b read in place by direct tiles (caten.schedule.direct), never packed
+    l2: int = 0  # one core's L2 bytes on the plan's target: an output larger than the cores' L2s
+    #              together does not stay in them (direct tiles may stream it past the caches)
 
     def __post_init__(self) -> None:
         # the packing writes whole micro-panels: a block that is not a whole number of them
@@ -368,7 +370,7 @@ def _gemm_plan(n: Node, vbytes: int, l2: int, knobs: dict[str, int], direct: boo
     a_once = repeats and not (da & set(batch)) and i is not None and not b_once
     if dplan is not None:  # a packed whole (once per call, K unblocked), b read in place
         return GemmPlan(i, tuple(js), ai, bi, batch, dplan.red, M, N, K, mr, nr, kc, mc, nc, False, False,
-                        not (da & set(batch)), dplan)
+                        not (da & set(batch)), dplan, l2)
     return GemmPlan(i, tuple(js), ai, bi, batch, axes, M, N, K, mr, nr, kc, mc, nc, free, b_once, a_once)
 
 

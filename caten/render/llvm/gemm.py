@@ -51,11 +51,12 @@ def tilemm(g: Emitter, s: L.TileMM) -> None:
 
 
 def store_tile(g: Emitter, accs: list[list[str]], dtype: DType, rows: int, cols: int, out: str,
-               at: tuple[L.X, L.X, L.X, L.X, L.X], var: str) -> None:
+               at: tuple[L.X, L.X, L.X, L.X, L.X], var: str, stream: str | None = None) -> None:
     """A tile's rows, each as vectors side by side (`accs[r]`, equal widths summing to cols),
     into out[ooff + r*ostride + c] (plus what is there if beta), `at` = (ooff, ostride, rvalid,
     cvalid, beta): vector stores of the valid rows when every column is valid, else a spill to
-    a stack tile and scalar stores of the valid part."""
+    a stack tile and scalar stores of the valid part. `stream`: an i1, true where the plain
+    stores may go past the caches (non-temporal: every vector of every row aligned to its size)."""
     ty = rty(dtype)
     width = cols // len(accs[0])
     vt = f"<{width} x {ty}>"
@@ -63,25 +64,31 @@ def store_tile(g: Emitter, accs: list[list[str]], dtype: DType, rows: int, cols:
     lf, lp, lj = g.label("tf"), g.label("tp"), g.label("tj")
     g.emit(f"br i1 {g.icmp('eq', 'i64', cv, str(cols))}, label %{lf}, label %{lp}")
     g.block(lf)  # whole rows: vector stores of the rows below rvalid (an edge tile of M included)
-    for r, row in enumerate(accs):
-        skip = None
-        if r > 0:
-            keep, skip = g.label("tr"), g.label("ts")
-            g.emit(f"br i1 {g.icmp('slt', 'i64', str(r), rv)}, label %{keep}, label %{skip}")
-            g.block(keep)
-        oi = g.ins(f"add i64 {ooff}, {g.ins(f'mul i64 {ostr}, {r}')}")
-        for p, a in enumerate(row):
-            op = g.ins(f"getelementptr inbounds {ty}, ptr %b_{out}, i64 {g.ins(f'add i64 {oi}, {p * width}')}")
-            if at[4].op == "const" and not at[4].arg:
-                val = a
-            else:
-                old = g.ins(f"load {vt}, ptr {op}, align 4")
-                val = g.select(beta, vt, g.fop("fadd", vt, old, a, ""), a)
-            g.emit(f"store {vt} {val}, ptr {op}, align 4")
-        if skip is not None:
-            g.emit(f"br label %{skip}")
-            g.block(skip)
-    g.emit(f"br label %{lj}")
+
+    def rows_(add: bool, nt: bool = False) -> None:
+        _whole_rows(g, accs, ty, vt, width, out, ooff, ostr, rv, add, width * dtype.itemsize if nt else 0)
+        g.emit(f"br label %{lj}")
+
+    def plain() -> None:
+        if stream is not None:
+            ln, lr = g.label("tn"), g.label("tr")
+            g.emit(f"br i1 {stream}, label %{ln}, label %{lr}")
+            g.block(ln)
+            rows_(False, True)
+            g.block(lr)
+        rows_(False)
+
+    if at[4].op == "const" and at[4].arg:
+        rows_(True)
+    elif at[4].op == "const":
+        plain()
+    else:  # (a branch, not a select: the plain stores must not read the output first)
+        la, ls = g.label("ta"), g.label("ts")
+        g.emit(f"br i1 {beta}, label %{la}, label %{ls}")
+        g.block(la)
+        rows_(True)
+        g.block(ls)
+        plain()
     g.block(lp)
     tname = f"{var}_tile"
     g.allocas.append(f"  %b_{tname} = alloca [{rows * cols} x {ty}], align 64")
@@ -98,6 +105,27 @@ def store_tile(g: Emitter, accs: list[list[str]], dtype: DType, rows: int, cols:
     g.scopes.pop()
     g.emit(f"br label %{lj}")
     g.block(lj)
+
+
+def _whole_rows(g: Emitter, accs: list[list[str]], ty: str, vt: str, width: int, out: str, ooff: str,
+                ostr: str, rv: str, add: bool, nt: int) -> None:
+    """Vector stores of a tile's rows below rv, each adding what is there if `add`; `nt` > 0:
+    non-temporal stores, every vector aligned to nt bytes."""
+    for r, row in enumerate(accs):
+        skip = None
+        if r > 0:
+            keep, skip = g.label("tr"), g.label("ts")
+            g.emit(f"br i1 {g.icmp('slt', 'i64', str(r), rv)}, label %{keep}, label %{skip}")
+            g.block(keep)
+        oi = g.ins(f"add i64 {ooff}, {g.ins(f'mul i64 {ostr}, {r}')}")
+        for p, a in enumerate(row):
+            op = g.ins(f"getelementptr inbounds {ty}, ptr %b_{out}, i64 {g.ins(f'add i64 {oi}, {p * width}')}")
+            val = g.fop("fadd", vt, g.ins(f"load {vt}, ptr {op}, align 4"), a, "") if add else a
+            g.emit(f"store {vt} {val}, ptr {op}, align {nt}, !nontemporal !{{i32 1}}" if nt else
+                   f"store {vt} {val}, ptr {op}, align 4")
+        if skip is not None:
+            g.emit(f"br label %{skip}")
+            g.block(skip)
 
 
 def macromm(g: Emitter, s: L.MacroMM) -> str:
