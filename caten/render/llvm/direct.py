@@ -226,9 +226,10 @@ def _body(g: Emitter, s: L.DirectMM, v: dict[str, L.X]) -> None:
     # tiles and taps), each block summed into the output the block before stored
     ncb = X.make("idiv", L.IDX, (L.iadd(v["kin"], L.const(s.cblock - 1)), L.const(s.cblock)))
     g.stmts([L.Loop("jt", v["nj"], [Inline(column_tile), L.Loop("cb", ncb, [L.Loop("it", v["ni"], [Inline(tile)])])])])
-    if s.stream is not None:  # non-temporal stores are weakly ordered: made visible before the caller's join
-        #           (on x86 only an sfence or mfence orders them; LLVM's seq_cst fence is a locked or)
-        if g.mod.triple.startswith(("x86_64", "i686", "i386")):
+    if s.stream is not None:
+        # non-temporal stores are weakly ordered: made visible before the caller's join (on
+        # x86 only an sfence or mfence orders them; LLVM's seq_cst fence there is a locked or)
+        if g.mod.x86:
             g.mod.declare("llvm.x86.sse.sfence", "void", [])
             g.emit("call void @llvm.x86.sse.sfence()")
         else:

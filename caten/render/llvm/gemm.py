@@ -65,7 +65,7 @@ def store_tile(g: Emitter, accs: list[list[str]], dtype: DType, rows: int, cols:
     g.emit(f"br i1 {g.icmp('eq', 'i64', cv, str(cols))}, label %{lf}, label %{lp}")
     g.block(lf)  # whole rows: vector stores of the rows below rvalid (an edge tile of M included)
 
-    def rows_(add: bool, nt: bool = False) -> None:
+    def emit_rows(add: bool, nt: bool = False) -> None:
         _whole_rows(g, accs, ty, vt, width, out, ooff, ostr, rv, add, width * dtype.itemsize if nt else 0)
         g.emit(f"br label %{lj}")
 
@@ -74,19 +74,19 @@ def store_tile(g: Emitter, accs: list[list[str]], dtype: DType, rows: int, cols:
             ln, lr = g.label("tn"), g.label("tr")
             g.emit(f"br i1 {stream}, label %{ln}, label %{lr}")
             g.block(ln)
-            rows_(False, True)
+            emit_rows(False, True)
             g.block(lr)
-        rows_(False)
+        emit_rows(False)
 
     if at[4].op == "const" and at[4].arg:
-        rows_(True)
+        emit_rows(True)
     elif at[4].op == "const":
         plain()
     else:  # (a branch, not a select: the plain stores must not read the output first)
         la, ls = g.label("ta"), g.label("ts")
         g.emit(f"br i1 {beta}, label %{la}, label %{ls}")
         g.block(la)
-        rows_(True)
+        emit_rows(True)
         g.block(ls)
         plain()
     g.block(lp)

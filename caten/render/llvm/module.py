@@ -23,6 +23,11 @@ class Module:
         self.shared: set[str] = set()
         self.roots: dict[str, bool] = {}  # function -> light: the compile units' roots (units.py)
 
+    @property
+    def x86(self) -> bool:
+        """Whether the target is an x86 (its own fence and spin-wait instructions)."""
+        return self.triple.startswith(("x86_64", "i686", "i386"))
+
     def cold_md(self) -> str:
         """Loop metadata: neither vectorize nor unroll (cold or tiny loops; saves compile time)."""
         return self._loop_md('!{!"llvm.loop.vectorize.enable", i1 false}', '!{!"llvm.loop.unroll.disable"}')

@@ -170,7 +170,7 @@ def declare_pool(mod) -> None:
     if "caten_pool" in mod.shared:
         return
     mod.shared.add("caten_pool")
-    x86 = mod.triple.startswith(("x86_64", "i686", "i386"))
+    x86 = mod.x86
     mod.funcs.append(pool_ir(x86))
     mod.root("caten_pool_run", light=True)
     mod.declare("pthread_create", "i32", ["ptr", "ptr", "ptr", "ptr"])
