@@ -83,21 +83,23 @@ def test_small_or_read_back_outputs_keep_plain_stores():
     np.testing.assert_allclose(fused.conv(x, wt, b), _want(x, wt, b), rtol=1e-4, atol=1e-4)
 
 
-def test_symbolic_shapes_decide_at_run_time():
+@pytest.mark.parametrize("dt", ["f32", "f64"])
+def test_symbolic_shapes_decide_at_run_time(dt):
     """Dims bound at the call (the Python API's usual program): the size test runs in the kernel."""
-    src = ("(composite conv ((X{f32}[N, C, H, W]) (Wt{f32}[O, C, 3, 3]) -> (Y{f32}[N, O, H, W])) "
+    src = (f"(composite conv ((X{{{dt}}}[N, C, H, W]) (Wt{{{dt}}}[O, C, 3, 3]) -> (Y{{{dt}}}[N, O, H, W])) "
            "(conv2d X Wt :padding 1))")
     mod = caten.loads(src, runtime="llvm")
     rng = np.random.default_rng(2)
+    npt = np.float32 if dt == "f32" else np.float64
     o, c, h, w = 21, 5, 36, 36
-    wt = rng.standard_normal((o, c, 3, 3), np.float32)
+    wt = rng.standard_normal((o, c, 3, 3)).astype(npt)
     for n in (1, _big_n(o, h, w)):
-        x = rng.standard_normal((n, c, h, w), np.float32)
+        x = rng.standard_normal((n, c, h, w)).astype(npt)
         prog, _ = mod.conv.program(mod.conv._bind_types([x, wt]))
         assert "!nontemporal" in next(iter(emit(mod.runtime, prog, "source").values()))
         want = _want(x, wt)
         np.testing.assert_allclose(mod.conv(x, wt), want, rtol=1e-4, atol=1e-4)
-        raw = np.zeros(want.size + 16, np.float32)
+        raw = np.zeros(want.size + 16, npt)
         out = raw[2:2 + want.size].reshape(want.shape)
         mod.conv(x, wt, out=out)
         np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
