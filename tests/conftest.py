@@ -10,15 +10,10 @@ from __future__ import annotations
 import os
 
 import pytest
-from hypothesis import settings
 
 # every graph the stages build is checked as it leaves the elaborator and the rewriter
 # (caten.ir.verify); CATEN_VERIFY=0 turns it off to time the suite without it
 os.environ.setdefault("CATEN_VERIFY", "1")
-
-if os.environ.get("CI", "").lower() == "true":  # CI: the same examples on every run (no flaky red)
-    settings.register_profile("ci", derandomize=True, print_blob=True)
-    settings.load_profile("ci")
 
 
 def runtimes_under_test() -> list[str]:
@@ -35,7 +30,7 @@ def runtime(request) -> str:
 try:  # CI runs the property tests on fixed examples, so a red build is reproducible
     from hypothesis import settings
 
-    settings.register_profile("ci", derandomize=True, deadline=None)
+    settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
     if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
         settings.load_profile("ci")
 except ImportError:  # hypothesis is a dev extra
