@@ -40,7 +40,7 @@ def test_released_outputs_are_reused():
 
 def test_large_outputs_start_on_a_cache_line():
     """Whole-vector and non-temporal tile stores need aligned rows; numpy's own large arrays
-    start 16 bytes into a line."""
+    start 16-48 bytes into a line."""
     m = caten.loads(SRC, runtime="llvm")
     a = np.zeros(1 << 19, np.float32)
     held = [m.f(a + i) for i in range(4)]  # pooled ones, then fresh ones past the pool's size

@@ -218,7 +218,7 @@ class OutputPool:
 
 def aligned_empty(shape: tuple[int, ...], dtype: np.dtype, align: int = 64) -> np.ndarray:
     """An uninitialized C-contiguous array whose data starts on an `align`-byte boundary, a view
-    of a byte buffer (its `base`): numpy's large arrays start 16 bytes into a cache line, so
+    of a byte buffer (its `base`): numpy's large arrays start 16-48 bytes into a cache line, so
     each full-vector store of a tile's row splits two lines, and non-temporal stores
     (caten.render.llvm.direct) need aligned rows."""
     dtype = np.dtype(dtype)
