@@ -6,6 +6,7 @@ kernel runs, and nothing the caller passed is ever written but the `out=` arrays
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 from typing import Any
@@ -208,7 +209,7 @@ class OutputPool:
             # tuple and the array (getrefcount's own argument adds one to each)
             if sys.getrefcount(lst[i][0]) <= 2 and sys.getrefcount(lst[i][1]) <= 3:
                 return lst[i][0]
-        if int(np.prod(shape, dtype=np.int64)) * dtype.itemsize < 1 << 20:
+        if math.prod(shape) * dtype.itemsize < 1 << 20:
             return np.empty(shape, dtype)  # small outputs are cheap to allocate
         arr = aligned_empty(shape, dtype)
         if len(lst) < self.per_key:
@@ -222,7 +223,7 @@ def aligned_empty(shape: tuple[int, ...], dtype: np.dtype, align: int = 64) -> n
     each full-vector store of a tile's row splits two lines, and non-temporal stores
     (caten.render.llvm.direct) need aligned rows."""
     dtype = np.dtype(dtype)
-    n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    n = math.prod(shape) * dtype.itemsize
     raw = np.empty(n + align, np.uint8)
     off = -raw.ctypes.data % align
     return raw[off:off + n].view(dtype).reshape(shape)

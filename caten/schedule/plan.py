@@ -194,27 +194,26 @@ _GPU: contextvars.ContextVar[bool] = contextvars.ContextVar("caten_gpu_schedule"
 
 
 @contextlib.contextmanager
-def direct_tiles(on: bool) -> Iterator[None]:
-    """Plans made inside may read a convolution's image in place (`GemmPlan.direct`): for a
-    renderer with direct tiles (`Capabilities.direct_conv`)."""
-    tok = _DIRECT.set(on)
+def _setting(var: contextvars.ContextVar[bool], on: bool) -> Iterator[None]:
+    tok = var.set(on)
     try:
         yield
     finally:
-        _DIRECT.reset(tok)
+        var.reset(tok)
 
 
-@contextlib.contextmanager
-def gpu_schedule(on: bool) -> Iterator[None]:
+def direct_tiles(on: bool) -> contextlib.AbstractContextManager[None]:
+    """Plans made inside may read a convolution's image in place (`GemmPlan.direct`): for a
+    renderer with direct tiles (`Capabilities.direct_conv`)."""
+    return _setting(_DIRECT, on)
+
+
+def gpu_schedule(on: bool) -> contextlib.AbstractContextManager[None]:
     """Schedules made inside are for a GPU (`Capabilities.gpu`): no GEMM plans (its renderer tiles
     a GEMM over thread blocks itself, caten.render.cstyle.gemm; a packed CPU plan there is one
     thread's loop nest), GEMM sums not cut into blocks, and a transcendental that a reduction and a
     later stage read computed twice rather than stored (caten.schedule.realize_set)."""
-    tok = _GPU.set(on)
-    try:
-        yield
-    finally:
-        _GPU.reset(tok)
+    return _setting(_GPU, on)
 
 
 def on_gpu() -> bool:

@@ -73,6 +73,11 @@ def _blocked(loop: L.Loop) -> bool:
             and reduction_loop(L.Loop(b[1].var, L.const(1), b[1].body), b[0].var) is not None)
 
 
+def _sums_into(s: object, acc: str) -> bool:
+    """Whether statement s (the one after accumulator `acc` is declared) is a loop that sums into it."""
+    return isinstance(s, L.Loop) and any(isinstance(u, L.SetAcc) and u.var == acc for u in walk([s]))
+
+
 def coop_ok(stmts: list, rebased: set[str]) -> bool:
     """Whether a work-group can share `stmts` (see `DeviceFn.coop`)."""
     i = 0
@@ -80,7 +85,7 @@ def coop_ok(stmts: list, rebased: set[str]) -> bool:
         s = stmts[i]
         if isinstance(s, L.Acc):
             nxt = stmts[i + 1] if i + 1 < len(stmts) else None
-            if isinstance(nxt, L.Loop) and any(isinstance(u, L.SetAcc) and u.var == s.var for u in walk([nxt])):
+            if _sums_into(nxt, s.var):
                 if reduction_loop(nxt, s.var) is None and not parallel_ok(nxt, rebased) and not coop_ok(nxt.body,
                                                                                                         rebased):
                     return False
@@ -160,7 +165,7 @@ class DeviceFn(Fn):
             if isinstance(s, L.Acc):
                 self.stmt(s)
                 nxt = stmts[i + 1] if i + 1 < len(stmts) else None
-                if isinstance(nxt, L.Loop) and any(isinstance(u, L.SetAcc) and u.var == s.var for u in walk([nxt])):
+                if _sums_into(nxt, s.var):
                     op = reduction_loop(nxt, s.var)
                     if op is not None:
                         if _blocked(nxt):  # the blocks in turn, each strided over the work-items

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from caten.ir.dims import Dim
-from caten.ir.walk import Visit, drive
 from caten.lower import loopir as L
 from caten.lower.loopir import X
 
@@ -19,20 +18,9 @@ def walk(stmts: list) -> Iterator:
             yield from walk(s.body)
 
 
-def variables(x: X, memo: dict | None = None) -> set[str]:
-    """The loop and accumulator variables x reads (walked without recursion: caten.ir.walk)."""
-    return drive(_vars_of(x, {} if memo is None else memo))
-
-
-def _vars_of(x: X, memo: dict) -> Visit[set[str]]:
-    hit = memo.get(id(x))
-    if hit is not None:
-        return hit
-    out: set[str] = {x.arg} if x.op == "var" else set()
-    for s in x.src:
-        out |= yield _vars_of(s, memo)
-    memo[id(x)] = out
-    return out
+def variables(x: X) -> set[str]:
+    """The loop and accumulator variables x reads."""
+    return {n.arg for n in L.nodes(x) if n.op == "var"}
 
 
 def extent(x: X) -> Dim | None:
