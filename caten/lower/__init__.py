@@ -358,7 +358,8 @@ class KernelLowerer:
     def lower(self) -> list:
         body: list = []
         for si, n in enumerate(self.members):
-            body += self.stage(n, si)
+            if n not in self.done:  # (a GEMM's epilogue is lowered with it: caten.lower.epilogue)
+                body += self.stage(n, si)
         if self.par is None:
             return self.nest(self.outer_vars, list(self.outer_shape), body)
         a, ch, u = self.par

@@ -11,6 +11,7 @@ from caten.ir import dtypes as T
 from caten.ir.dims import Dim
 from caten.ir.graph import Node
 from caten.ir.ops import Op
+from caten.lower import epilogue
 from caten.lower import loopir as L
 from caten.lower.empty import zeros_if_empty
 from caten.lower.index import Aff, Coords, contiguous_strides
@@ -299,6 +300,18 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     tiles = [L.MacroMM(f"s{si}_{kl.nvar}", dt, mr, nr, klen, pa, poff_a, kc * mr, pb, poff_b, kc * nr, target,
                        ooff, ostride, npi, npj, L.isub(m_hi, i0), L.isub(n_hi, j0), beta)]
     kl.nvar += 1
+    # the next stage, when elementwise on this output, over each block once its last K block is in
+    epi = epilogue.candidate(kl, n, si, plan) if not ksplit else None
+    if epi is not None:
+        kl.done.add(n)  # (the epilogue reads n from its buffer)
+        last = None if nkc.op == "const" and nkc.arg == 1 else \
+            L.alu(Op.NOT, T.bool_, L.icmplt(kcv, L.isub(nkc, L.const(1))))
+        block = epilogue.fuse(kl, n, epi, si, plan, coord, (i0, L.imin(L.const(mc), L.isub(m_hi, i0))),
+                              (j0, L.imin(L.const(nc), L.isub(n_hi, j0))), last, epilogue.loaded(aval, bval))
+        if block is None:
+            epi = None
+        else:
+            tiles += block
     # a that no batch loop changes, in one M block and one K block (a convolution's weights), is
     # packed once, before the batch loops, not once per image
     hoist = bool(loops) and nkc.op == "const" and nkc.arg == 1 and isinstance(plan.M, int) and plan.M <= mc \
@@ -328,7 +341,8 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
             body = pack_whole(kl, si, plan, side, pw, node, coords_at, split,
                               teff if tid is not None else None) + body
     kl.done.add(n)
-    return zeros_if_empty(kl, n, si, buf, plan.K, Coords) + body
+    after = epilogue.if_empty(kl, epi, si + 1, plan.K) if epi is not None else []
+    return zeros_if_empty(kl, n, si, buf, plan.K, Coords) + body + after
 
 
 def batch_loops(kl: KernelLowerer, si: int, plan: GemmPlan, src: Node) -> tuple[dict[int, Aff], list, list[int]]:

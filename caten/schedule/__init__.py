@@ -299,6 +299,19 @@ def _elementwise_reads(n: Node, m: Node, realized: set[Node]) -> bool:
     return True
 
 
+def _epilogue(g: Node, n: Node, realized: set[Node]) -> bool:
+    """Whether store stage n may join GEMM g's kernel though they share no outer loop (a 2-D
+    GEMM's bias and activation): n is elementwise over g's output and reads it only at its own
+    element, so the lowering runs it over each output block as the block is done
+    (caten.lower.epilogue), not as a kernel of its own that reads the whole output back."""
+    plan = gemm_plan(g) if g.op is Op.REDUCE else None
+    if plan is None or plan.direct is not None or plan.i is None or len(plan.js) != 1 or n.op is Op.REDUCE:
+        return False
+    red = set(g.arg[1])
+    return n.shape == tuple(d for a, d in enumerate(g.shape) if a not in red) and g in deps(n, realized) \
+        and _elementwise_reads(n, g, realized)
+
+
 def stage_shape(n: Node) -> tuple[Dim, ...]:
     return n.src[0].shape if n.op is Op.REDUCE else n.shape
 
@@ -343,7 +356,8 @@ def schedule(program: Program, check: Callable | None, threads: int = 1) -> Sche
             # (on a GPU a GEMM is a kernel of its own: its grid is the output's blocks, where a
             # fused one would run in one work-group per outer iteration)
             alone = gpu and (gemm_shaped(n) or gemm_shaped(members[-1]))
-            if q >= 1 and len(members) < MAX_STAGES and body + size <= BODY_MAX and not alone:
+            epi = q == 0 and p == 0 and _epilogue(members[-1], n, realized)
+            if (q >= 1 or epi) and len(members) < MAX_STAGES and body + size <= BODY_MAX and not alone:
                 try:
                     if check is not None:
                         check(members + [n], q, realized)
