@@ -106,7 +106,7 @@ class KernelLowerer:
             self.outer_on = ok
         ch = chunk(self.newvar("tid", most), ext, teff)
         u = self.newvar(f"o{a}u", self.outer_shape[a])
-        self.outer_vars[a] = self._at(L.iadd(ch.start, u), self.outer_shape[a])
+        self.outer_vars[a] = self.at(L.iadd(ch.start, u), self.outer_shape[a])
         self.par = (a, ch, u)
 
     def prologue_tid(self) -> X:
@@ -122,12 +122,12 @@ class KernelLowerer:
             return teff
         return L.alu(Op.WHERE, L.IDX, self.outer_on, L.const(1), teff)
 
-    def _at(self, e: X, extent: Dim) -> X:
+    def at(self, e: X, extent: Dim) -> X:
         """Index e, known to lie in [0, extent)."""
         self.ranges[e] = (0, D.add(extent, -1))
         return e
 
-    def _reads_scalars(self, n: Node) -> bool:
+    def reads_scalars(self, n: Node) -> bool:
         """Whether computing n reads a register reduction's value (an accumulator of this thread)."""
         stack, seen = list(n.src), set()
         while stack:
@@ -274,13 +274,13 @@ class KernelLowerer:
             inner = list(range(p, n.rank))
             shapes = [n.shape[a] for a in inner]
             ch = None
-            if self.stage_threads > 1 and inner and shapes[0] != 1 and not self._reads_scalars(n):
+            if self.stage_threads > 1 and inner and shapes[0] != 1 and not self.reads_scalars(n):
                 ch = chunk(self.newvar(f"s{si}tid", self.stage_threads), L.dim(shapes[0]),
                            self.inner(threads_for(D.prod(shapes), self.stage_threads)))
                 u = self.newvar(f"s{si}a{p}u", shapes[0])
             vs = [self.newvar(f"s{si}a{a}", n.shape[a]) for a in inner[bool(ch):]]
             if ch:
-                vs.insert(0, self._at(L.iadd(ch.start, u), shapes[0]))
+                vs.insert(0, self.at(L.iadd(ch.start, u), shapes[0]))
             c = Coords(n.shape, axes=[Aff.of(v) for v in self.outer_vars + vs])
             val = self.val(n, c, root=True)
             buf = self.bufname(n)

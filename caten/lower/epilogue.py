@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from caten.ir import dims as D
-from caten.ir.dims import Dim
 from caten.ir.graph import Node
 from caten.ir.ops import Op
 from caten.lower import loopir as L
@@ -22,6 +20,7 @@ from caten.schedule.plan import GemmPlan
 if TYPE_CHECKING:
     from caten.lower import KernelLowerer
 
+
 def candidate(kl: KernelLowerer, n: Node, si: int, plan: GemmPlan) -> Node | None:
     """The stage after GEMM n that may run as its epilogue: elementwise, of n's shape without
     the summed axes (the keepdims ones), reading no register reduction's value."""
@@ -31,7 +30,7 @@ def candidate(kl: KernelLowerer, n: Node, si: int, plan: GemmPlan) -> Node | Non
     red = set(plan.red)
     if m.op is Op.REDUCE or m.shape != tuple(d for a, d in enumerate(n.shape) if a not in red):
         return None
-    if kl.bufname(m) is None or kl._reads_scalars(m):
+    if kl.bufname(m) is None or kl.reads_scalars(m):
         return None
     return m
 
@@ -49,8 +48,8 @@ def fuse(kl: KernelLowerer, n: Node, m: Node, si: int, plan: GemmPlan, coord: di
     er = kl.newvar(f"s{si}er", plan.mc)
     ec = kl.newvar(f"s{si}ec", plan.nc)
     at = dict(coord)
-    at[plan.i] = _exact(kl, L.iadd(rows[0], er), plan.M)
-    at[plan.j] = _exact(kl, L.iadd(cols[0], ec), plan.N)
+    at[plan.i] = Aff.of(kl.at(L.iadd(rows[0], er), plan.M))
+    at[plan.j] = Aff.of(kl.at(L.iadd(cols[0], ec), plan.N))
     red = set(plan.red)
     cn = Coords(n.shape, axes=[Aff() if a in red else at[a] for a in range(n.rank)])
     cm = Coords(m.shape, axes=[at[a] for a in range(n.rank) if a not in red])
@@ -67,25 +66,9 @@ def fuse(kl: KernelLowerer, n: Node, m: Node, si: int, plan: GemmPlan, coord: di
     return [L.Loop(er.arg, count, [L.Loop(ec.arg, cols[1], [L.Store(bm, kl.index(m, cm), val)])])]
 
 
-def if_empty(kl: KernelLowerer, m: Node, si: int, K: Dim) -> list:
-    """Stage m in full when the GEMM's K is 0 (its blocks, and so its epilogue, never run)."""
-    if isinstance(K, int) and K > 0:
-        return []
-    whole = kl.stage(m, si)
-    if isinstance(K, int):
-        return whole
-    once = L.alu(Op.WHERE, L.IDX, L.icmplt(L.dim(K), L.const(1)), L.const(1), L.const(0))
-    return [L.Loop(kl.newvar(f"s{si}ez", 1).arg, once, whole, "cold")]
-
-
 def loaded(*values: X) -> set[str]:
     """The buffers that expressions load from."""
     return {x.arg for x in L.nodes(*values) if x.op == "load"}
 
 
-def _exact(kl: KernelLowerer, e: X, size: Dim) -> Aff:
-    kl.ranges[e] = (0, D.add(size, -1))
-    return Aff.of(e)
-
-
-__all__ = ["candidate", "fuse", "if_empty", "loaded"]
+__all__ = ["candidate", "fuse", "loaded"]

@@ -302,14 +302,17 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     kl.nvar += 1
     # the next stage, when elementwise on this output, over each block once its last K block is in
     epi = epilogue.candidate(kl, n, si, plan) if not ksplit else None
+    kloops = nkc
     if epi is not None:
         kl.done.add(n)  # (the epilogue reads n from its buffer)
-        last = None if nkc.op == "const" and nkc.arg == 1 else \
-            L.alu(Op.NOT, T.bool_, L.icmplt(kcv, L.isub(nkc, L.const(1))))
+        # (an empty K runs one K block of no k: its tiles store zeros, then the epilogue runs)
+        kloops = L.imax(nkc, L.const(1)) if not (isinstance(plan.K, int) and plan.K > 0) else nkc
+        last = None if kloops.op == "const" and kloops.arg == 1 else \
+            L.alu(Op.NOT, T.bool_, L.icmplt(kcv, L.isub(kloops, L.const(1))))
         block = epilogue.fuse(kl, n, epi, si, plan, coord, (i0, L.imin(L.const(mc), L.isub(m_hi, i0))),
                               (j0, L.imin(L.const(nc), L.isub(n_hi, j0))), last, epilogue.loaded(aval, bval))
         if block is None:
-            epi = None
+            epi, kloops = None, nkc
         else:
             tiles += block
     # a that no batch loop changes, in one M block and one K block (a convolution's weights), is
@@ -322,7 +325,7 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
         body = pack_b + [L.Loop(ic.arg, ceil_div(L.isub(m_hi, m_lo), mc), pack_a + tiles)]
         if ksplit:  # (only this thread's K blocks)
             body = [L.Loop(f"{kcv.arg}_mine", L.alu(Op.WHERE, L.IDX, mine, L.const(1), L.const(0)), body)]
-        body = [L.Loop(jc.arg, ceil_div(L.isub(n_hi, n_lo), nc), [L.Loop(kcv.arg, nkc, body)])]
+        body = [L.Loop(jc.arg, ceil_div(L.isub(n_hi, n_lo), nc), [L.Loop(kcv.arg, kloops, body)])]
     for v, e in reversed(loops):
         body = [L.Loop(v.arg, e, body)]
     if hoist:  # ic and kc take their one value 0 around the whole nest
@@ -341,8 +344,7 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
             body = pack_whole(kl, si, plan, side, pw, node, coords_at, split,
                               teff if tid is not None else None) + body
     kl.done.add(n)
-    after = epilogue.if_empty(kl, epi, si + 1, plan.K) if epi is not None else []
-    return zeros_if_empty(kl, n, si, buf, plan.K, Coords) + body + after
+    return (zeros_if_empty(kl, n, si, buf, plan.K, Coords) if epi is None else []) + body
 
 
 def batch_loops(kl: KernelLowerer, si: int, plan: GemmPlan, src: Node) -> tuple[dict[int, Aff], list, list[int]]:
