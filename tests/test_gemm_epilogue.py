@@ -116,3 +116,35 @@ def test_an_epilogue_reading_another_element_is_not_fused():
     for entry in ("transposed", "shifted"):
         body = _loops(entry)
         assert "er_" not in body, body
+
+
+CONVS = [  # n, c, h, w, o, k, stride, padding, groups: the direct tiles' epilogue per block of columns
+    (2, 16, 20, 20, 24, 3, 1, 1, 1), (1, 3, 7, 13, 5, 3, 1, 1, 1), (3, 8, 33, 31, 16, 5, 1, 2, 1),
+    (8, 64, 14, 14, 64, 3, 1, 1, 1), (2, 6, 9, 17, 9, 3, 2, 1, 3), (1, 4, 40, 3, 8, 1, 1, 0, 2),
+]
+
+
+@pytest.mark.parametrize("rt", ["llvm", "c"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_conv_bias_relu_epilogue(rt, threads, monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setenv("CATEN_NUM_THREADS", str(threads))
+    rng = np.random.default_rng(3)
+    for n, c, h, w, o, k, s, p, g in CONVS:
+        x = rng.standard_normal((n, c, h, w), dtype=np.float32)
+        wt = rng.standard_normal((o, c // g, k, k), dtype=np.float32)
+        b = rng.standard_normal(o, dtype=np.float32)
+        want = torch.nn.functional.conv2d(torch.tensor(x, dtype=torch.float64), torch.tensor(wt, dtype=torch.float64),
+                                          torch.tensor(b, dtype=torch.float64), stride=s, padding=p, groups=g)
+        want = torch.relu(want).numpy()
+        ys = ", ".join(map(str, want.shape))
+        src = (f"(composite cv ((X{{f32}}[{n}, {c}, {h}, {w}]) (Wt{{f32}}[{o}, {c // g}, {k}, {k}]) (b{{f32}}[{o}]) "
+               f"-> (Y{{f32}}[{ys}])) (relu (conv2d X Wt b :stride {s} :padding {p} :groups {g})))")
+        got = caten.loads(src, runtime=rt, use_cache=False).cv(x, wt, b)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.sqrt(c * k * k), err_msg=str((n, c, h, w)))
+
+
+def test_conv_bias_relu_runs_per_block_of_the_direct_tiles():
+    body = _loops("cv", "(composite cv ((X{f32}[8, 64, 14, 14]) (Wt{f32}[64, 64, 3, 3]) (b{f32}[64]) "
+                        "-> (Y{f32}[8, 64, 14, 14])) (relu (conv2d X Wt b :padding 1)))")
+    assert "direct tiles" in body and "s0er_" in body and "s0es_" in body, body

@@ -11,6 +11,7 @@ from caten.ir import dtypes as T
 from caten.ir.dims import Dim
 from caten.ir.graph import Node
 from caten.ir.ops import Op
+from caten.lower import epilogue
 from caten.lower import loopir as L
 from caten.lower.chunks import chunk
 from caten.lower.empty import zeros_if_empty
@@ -109,13 +110,21 @@ def direct(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> lis
                        ceil_div(rows, mr), ceil_div(L.isub(n_hi, n_lo), nr), rows, L.isub(n_hi, n_lo),
                        _streamed(kl, n, buf, plan))
     kl.nvar += 1
-    body = [L.Loop(ic.arg, ceil_div(M, mc), block + [tiles])]
+    # the next stage, when elementwise on this output (a bias, an activation), over each block
+    epi = epilogue.candidate(kl, n, si, plan)
+    after = []
+    if epi is not None:
+        kl.done.add(n)  # (the epilogue reads n from its buffer)
+        after = epilogue.fuse(kl, n, epi, si, plan, coord, (i0, rows), (n_lo, L.isub(n_hi, n_lo)), None,
+                              epilogue.read_by(pre + block) | {bname}, lambda e, axes, size: merged_coords(
+                                  kl, src, e, axes, size)) or []
+    body = [L.Loop(ic.arg, ceil_div(M, mc), block + [tiles] + after)]
     for v, e in reversed(loops):
         body = [L.Loop(v.arg, e, body)]
     if tid is not None:
         body = [L.Parallel(tid.arg, teff, body, most=T_)]
     kl.done.add(n)
-    return zeros_if_empty(kl, n, si, buf, plan.K, Coords) + pre + body
+    return (zeros_if_empty(kl, n, si, buf, plan.K, Coords) if not after else []) + pre + body
 
 
 def _streamed(kl: KernelLowerer, n: Node, buf: str, plan: GemmPlan) -> X | None:

@@ -7,8 +7,12 @@ and a read of an output that has left the caches by then)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import fields
 from typing import TYPE_CHECKING
 
+from caten.ir import dims as D
+from caten.ir.dims import Dim
 from caten.ir.graph import Node
 from caten.ir.ops import Op
 from caten.lower import loopir as L
@@ -20,15 +24,17 @@ from caten.schedule.plan import GemmPlan
 if TYPE_CHECKING:
     from caten.lower import KernelLowerer
 
+Split = Callable[[X, tuple[int, ...], Dim], dict[int, Aff]]  # a merged index -> its axes' coordinates
+
 
 def candidate(kl: KernelLowerer, n: Node, si: int, plan: GemmPlan) -> Node | None:
     """The stage after GEMM n that may run as its epilogue: elementwise, of n's shape without
-    the summed axes (the keepdims ones), reading no register reduction's value."""
-    if si + 1 >= len(kl.members) or plan.i is None or len(plan.js) != 1:
+    the summed axes (the keepdims ones) and axes of size 1, reading no register reduction's
+    value."""
+    if si + 1 >= len(kl.members) or plan.i is None:
         return None
     m = kl.members[si + 1]
-    red = set(plan.red)
-    if m.op is Op.REDUCE or m.shape != tuple(d for a, d in enumerate(n.shape) if a not in red):
+    if m.op is Op.REDUCE or _axes(m, n, plan) is None:
         return None
     if kl.bufname(m) is None or kl.reads_scalars(m):
         return None
@@ -36,23 +42,40 @@ def candidate(kl: KernelLowerer, n: Node, si: int, plan: GemmPlan) -> Node | Non
 
 
 def fuse(kl: KernelLowerer, n: Node, m: Node, si: int, plan: GemmPlan, coord: dict[int, Aff],
-         rows: tuple[X, X], cols: tuple[X, X], last: X | None, reads: set[str]) -> list | None:
+         rows: tuple[X, X], cols: tuple[X, X], last: X | None, reads: set[str], split: Split) -> list | None:
     """Stage m over the block of rows [rows[0], +rows[1]) and columns [cols[0], +cols[1]) of n's
-    output (its batch axes at `coord`), run when `last` (the block's last K block) holds: the
-    statements to put after the block's tiles, or None when m may not run there -- it reads n
-    at another element, or writes a buffer the GEMM reads (`reads`; n's own it may overwrite
-    in place: the GEMM is done with that element)."""
+    output (its batch axes at `coord`; merged columns, a convolution's output rows and columns,
+    as one run per output row the block touches, `split` giving the outer ones' coordinates),
+    run when `last` (the block's last K block) holds: the statements to put after the block's
+    tiles, or None when m may not run there -- it reads n at another element, or writes a buffer
+    the GEMM reads (`reads`; n's own it may overwrite in place: the GEMM is done with that
+    element)."""
     bn, bm = kl.bufname(n), kl.bufname(m)
     if bm != bn and bm in reads:
         return None
     er = kl.newvar(f"s{si}er", plan.mc)
-    ec = kl.newvar(f"s{si}ec", plan.nc)
     at = dict(coord)
     at[plan.i] = Aff.of(kl.at(L.iadd(rows[0], er), plan.M))
-    at[plan.j] = Aff.of(kl.at(L.iadd(cols[0], ec), plan.N))
-    red = set(plan.red)
-    cn = Coords(n.shape, axes=[Aff() if a in red else at[a] for a in range(n.rank)])
-    cm = Coords(m.shape, axes=[at[a] for a in range(n.rank) if a not in red])
+    c0, count = cols
+    if len(plan.js) == 1:
+        ec = kl.newvar(f"s{si}ec", plan.nc)
+        at[plan.j] = Aff.of(kl.at(L.iadd(c0, ec), plan.N))
+        loops = [(ec, count)]
+    else:
+        wd = n.shape[plan.j]
+        wl, outer = L.dim(wd), D.prod([n.shape[a] for a in plan.js[:-1]])
+        r0 = X.make("idiv", L.IDX, (c0, wl))
+        end = L.iadd(c0, count)
+        runs = L.iadd(L.isub(X.make("idiv", L.IDX, (L.isub(end, L.const(1)), wl)), r0), L.const(1))
+        sg, t = kl.newvar(f"s{si}es", outer), kl.newvar(f"s{si}et", wd)
+        rw = L.imul(L.iadd(r0, sg), wl)
+        lo, hi = L.imax(L.const(0), L.isub(c0, rw)), L.imin(wl, L.isub(end, rw))
+        at |= split(L.iadd(r0, sg), plan.js[:-1], outer)
+        at[plan.j] = Aff.of(kl.at(L.iadd(lo, t), wd))
+        loops = [(sg, runs), (t, L.isub(hi, lo))]  # (no columns: one run of none)
+    pairs = _axes(m, n, plan) or {}
+    cn = Coords(n.shape, axes=[at[a] if a in pairs.values() else Aff() for a in range(n.rank)])
+    cm = Coords(m.shape, axes=[at[pairs[b]] if b in pairs else Aff() for b in range(m.rank)])
     try:
         val = kl.val(m, cm, root=True)
     except Unfusable:
@@ -62,8 +85,42 @@ def fuse(kl: KernelLowerer, n: Node, m: Node, si: int, plan: GemmPlan, coord: di
         return None
     kl.bufs[bm] = m.dtype
     kl.done.add(m)
-    count = rows[1] if last is None else L.alu(Op.WHERE, L.IDX, last, rows[1], L.const(0))
-    return [L.Loop(er.arg, count, [L.Loop(ec.arg, cols[1], [L.Store(bm, kl.index(m, cm), val)])])]
+    body = [L.Store(bm, kl.index(m, cm), val)]
+    for v, e in reversed(loops):
+        body = [L.Loop(v.arg, e, body)]
+    n_rows = rows[1] if last is None else L.alu(Op.WHERE, L.IDX, last, rows[1], L.const(0))
+    return [L.Loop(er.arg, n_rows, body)]
+
+
+def _axes(m: Node, n: Node, plan: GemmPlan) -> dict[int, int] | None:
+    """m's axes paired with n's (those not summed), in order, where both are longer than 1 (a
+    convolution's group axis of 1 is gone after its reshape); None if their extents differ."""
+    red = set(plan.red)
+    na = [a for a in range(n.rank) if a not in red and n.shape[a] != 1]
+    ma = [b for b in range(m.rank) if m.shape[b] != 1]
+    if [n.shape[a] for a in na] != [m.shape[b] for b in ma]:
+        return None
+    return dict(zip(ma, na))
+
+
+def read_by(stmts: list) -> set[str]:
+    """The buffers that statements load from (or copy from: a panel copy's source)."""
+    roots: list[X] = []
+    names: set[str] = set()
+    stack = list(stmts)
+    while stack:
+        s = stack.pop()
+        for f in fields(s):
+            v = getattr(s, f.name)
+            if isinstance(v, X):
+                roots.append(v)
+            elif isinstance(v, tuple):
+                roots += [e for e in v if isinstance(e, X)]
+            elif f.name == "src" and isinstance(v, str):
+                names.add(v)
+            elif f.name == "body" and isinstance(v, list):
+                stack.extend(v)
+    return names | loaded(*roots)
 
 
 def loaded(*values: X) -> set[str]:
@@ -71,4 +128,4 @@ def loaded(*values: X) -> set[str]:
     return {x.arg for x in L.nodes(*values) if x.op == "load"}
 
 
-__all__ = ["candidate", "fuse", "loaded"]
+__all__ = ["candidate", "fuse", "loaded", "read_by"]

@@ -310,7 +310,8 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
         last = None if kloops.op == "const" and kloops.arg == 1 else \
             L.alu(Op.NOT, T.bool_, L.icmplt(kcv, L.isub(kloops, L.const(1))))
         block = epilogue.fuse(kl, n, epi, si, plan, coord, (i0, L.imin(L.const(mc), L.isub(m_hi, i0))),
-                              (j0, L.imin(L.const(nc), L.isub(n_hi, j0))), last, epilogue.loaded(aval, bval))
+                              (j0, L.imin(L.const(nc), L.isub(n_hi, j0))), last,
+                              epilogue.read_by(row) | epilogue.loaded(aval), split)
         if block is None:
             epi, kloops = None, nkc
         else:
