@@ -148,3 +148,14 @@ def test_conv_bias_relu_runs_per_block_of_the_direct_tiles():
     body = _loops("cv", "(composite cv ((X{f32}[8, 64, 14, 14]) (Wt{f32}[64, 64, 3, 3]) (b{f32}[64]) "
                         "-> (Y{f32}[8, 64, 14, 14])) (relu (conv2d X Wt b :padding 1)))")
     assert "direct tiles" in body and "s0er_" in body and "s0es_" in body, body
+
+
+def test_conv_epilogue_with_no_input_channels():
+    """C = 0 (a symbolic channel count): the convolution sums nothing, so its epilogue sees zeros."""
+    src = ("(composite cv ((X{f32}[N, C, H, W]) (Wt{f32}[O, C, 3, 3]) (b{f32}[O]) -> (Y{f32}[N, O, H, W])) "
+           "(relu (conv2d X Wt b :padding 1)))")
+    b = np.array([-1.0, 0.5, 2.0, -0.25], np.float32)
+    for rt in ("llvm", "c"):
+        got = caten.loads(src, runtime=rt, use_cache=False).cv(np.zeros((2, 0, 5, 6), np.float32),
+                                                                np.zeros((4, 0, 3, 3), np.float32), b)
+        np.testing.assert_array_equal(got, np.broadcast_to(np.maximum(b, 0)[None, :, None, None], (2, 4, 5, 6)))

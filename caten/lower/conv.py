@@ -124,7 +124,7 @@ def direct(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> lis
     if tid is not None:
         body = [L.Parallel(tid.arg, teff, body, most=T_)]
     kl.done.add(n)
-    return (zeros_if_empty(kl, n, si, buf, plan.K, Coords) if not after else []) + pre + body
+    return zeros_if_empty(kl, n, si, buf, plan.K, Coords) + pre + body
 
 
 def _streamed(kl: KernelLowerer, n: Node, buf: str, plan: GemmPlan) -> X | None:
