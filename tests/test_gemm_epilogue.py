@@ -22,6 +22,8 @@ SRC = """
 (composite lin-gelu ((X{f32}[M, K]) (W{f32}[K, N]) (b{f32}[N]) -> (Y{f32}[M, N])) (gelu (linear X W b)))
 (composite blin-gelu ((X{f32}[Q, M, K]) (W{f32}[K, N]) (b{f32}[N]) -> (Y{f32}[Q, M, K]))
   (matmul (gelu (linear X W b)) (transpose W)))
+(composite bmlp-exp ((X{f32}[Q, M, K]) (W{f32}[K, N]) (b{f32}[N]) -> (Y{f32}[Q, M, K]))
+  (matmul (exp (* 0.05 (linear X W b))) (transpose W)))
 (composite residual ((X{f32}[Q, M, K]) (W{f32}[K, K]) -> (Y{f32}[Q, M, K])) (+ X (matmul X W)))
 (composite transposed ((A{f32}[Q, N, N]) (B{f32}[N, N]) -> (Y{f32}[Q, N, N]))
   (+ (matmul A B) (* 2.0 (transpose (matmul A B)))))
@@ -159,3 +161,30 @@ def test_conv_epilogue_with_no_input_channels():
         got = caten.loads(src, runtime=rt, use_cache=False).cv(np.zeros((2, 0, 5, 6), np.float32),
                                                                 np.zeros((4, 0, 3, 3), np.float32), b)
         np.testing.assert_array_equal(got, np.broadcast_to(np.maximum(b, 0)[None, :, None, None], (2, 4, 5, 6)))
+
+
+def test_epilogue_property_random_shapes():
+    """Any shape, empty dims included, on the module compiled once with symbolic dims: each
+    epilogue against numpy (the fused block loops' bounds, the last-K-block guard, the empty K)."""
+    hypothesis = pytest.importorskip("hypothesis")
+    st = hypothesis.strategies
+    mod = _module()
+    size = st.sampled_from([0, 1, 7, 13, 14, 15, 112, 113, 255, 257, 300, 513])  # (tile, block and K-block edges)
+
+    @hypothesis.settings(max_examples=80, deadline=None, database=None)
+    @hypothesis.given(st.integers(0, 3), size, size, size, st.integers(0, 2 ** 31 - 1))
+    @hypothesis.example(2, 13, 0, 17, 1)  # (an empty K, and several K blocks, every run)
+    @hypothesis.example(2, 113, 300, 257, 2)
+    def check(q, m, k, n, seed):
+        rng = np.random.default_rng(seed)
+        x, w, b = (rng.standard_normal(s, dtype=np.float32) for s in ((m, k), (k, n), (n,)))
+        ref = x.astype(np.float64) @ w + b
+        _close(mod.lin_relu(x, w, b), np.maximum(ref, 0), k, f"lin-relu {m}x{k}x{n}")
+        xb = rng.standard_normal((q, m, k), dtype=np.float32)
+        # (an epilogue written over its GEMM's output, between two GEMMs: only the last K block's may run)
+        ref = np.exp(0.05 * (xb.astype(np.float64) @ w + b)) @ w.T.astype(np.float64)
+        _close(mod.bmlp_exp(xb, w, b), ref, k * n, f"bmlp-exp {q}x{m}x{k}x{n}")
+        wk = rng.standard_normal((k, k), dtype=np.float32)
+        _close(mod.residual(xb, wk), xb + xb.astype(np.float64) @ wk, k, f"residual {q}x{m}x{k}")
+
+    check()
