@@ -8,7 +8,6 @@ and a read of an output that has left the caches by then)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import fields
 from typing import TYPE_CHECKING
 
 from caten.ir import dims as D
@@ -105,22 +104,13 @@ def _axes(m: Node, n: Node, plan: GemmPlan) -> dict[int, int] | None:
 
 def read_by(stmts: list) -> set[str]:
     """The buffers that statements load from (or copy from: a panel copy's source)."""
-    roots: list[X] = []
+    seen: set[int] = set()
     names: set[str] = set()
-    stack = list(stmts)
-    while stack:
-        s = stack.pop()
-        for f in fields(s):
-            v = getattr(s, f.name)
-            if isinstance(v, X):
-                roots.append(v)
-            elif isinstance(v, tuple):
-                roots += [e for e in v if isinstance(e, X)]
-            elif f.name == "src" and isinstance(v, str):
-                names.add(v)
-            elif f.name == "body" and isinstance(v, list):
-                stack.extend(v)
-    return names | loaded(*roots)
+    for s, roots in L.walk_stmts(stmts):
+        if isinstance(getattr(s, "src", None), str):
+            names.add(s.src)
+        names.update(x.arg for x in L.nodes(*roots, seen=seen) if x.op == "load")
+    return names
 
 
 def loaded(*values: X) -> set[str]:

@@ -449,10 +449,8 @@ def nodes(*roots: X, seen: set[int] | None = None) -> Iterator[X]:
         stack.extend(x.src)
 
 
-def stmt_vars(stmts: list) -> set[str]:
-    """The names of the variables that statements' expressions read (their loops' own included)."""
-    seen: set[int] = set()
-    names: set[str] = set()
+def walk_stmts(stmts: list) -> Iterator[tuple[Any, list[X]]]:
+    """Each statement, those in loop bodies included, with the expressions its fields hold."""
     stack = list(stmts)
     while stack:
         s = stack.pop()
@@ -465,6 +463,14 @@ def stmt_vars(stmts: list) -> set[str]:
                 roots += [e for e in v if isinstance(e, X)]
             elif f.name == "body" and isinstance(v, list):
                 stack.extend(v)
+        yield s, roots
+
+
+def stmt_vars(stmts: list) -> set[str]:
+    """The names of the variables that statements' expressions read (their loops' own included)."""
+    seen: set[int] = set()
+    names: set[str] = set()
+    for _, roots in walk_stmts(stmts):
         names.update(x.arg for x in nodes(*roots, seen=seen) if x.op == "var")
     return names
 
