@@ -2,9 +2,10 @@
 (caten.lower.epilogue): a 2-D linear layer's bias and activation, a batched one's GELU in place,
 the Mixer's residual add into the output. Values against numpy in float64 on shapes whose
 blocks have edges in every dimension (rows past an M block, columns past an N block, several K
-blocks, so that only the last K block's epilogue may run), an empty K (the blocks never run),
+blocks, so that only the last K block's epilogue may run), an empty K (one K block of no k),
 and epilogues that read the GEMM's output at another element (which must not be fused), on
-both kinds of the project's CPUs where the host runs them, and on the C runtime."""
+both kinds of the project's CPUs where the host runs them, and on the C runtime; a direct
+convolution's bias and relu against torch; and a property test over random shapes."""
 
 from __future__ import annotations
 
@@ -81,7 +82,7 @@ def _check(mod: caten.Module) -> None:
 
 
 def _check_empty(mod: caten.Module) -> None:
-    """K = 0: no block runs, so the epilogue runs over the zeros after them."""
+    """K = 0: the one K block of no k stores zeros, and the epilogue runs over them."""
     b = np.linspace(-1, 1, 9, dtype=np.float32)
     x, w = np.zeros((5, 0), np.float32), np.zeros((0, 9), np.float32)
     np.testing.assert_allclose(mod.lin_relu(x, w, b), np.broadcast_to(np.maximum(b, 0), (5, 9)))
