@@ -81,6 +81,15 @@ def test_small_or_read_back_outputs_keep_plain_stores():
     wt = rng.standard_normal((o, c, 3, 3), np.float32)
     b = rng.standard_normal(o, np.float32)
     np.testing.assert_allclose(fused.conv(x, wt, b), _want(x, wt, b), rtol=1e-4, atol=1e-4)
+    # an output that its kernel's epilogue reads back through a reshape (the conv's own shape
+    # has a group axis): the epilogue reads it right after each block, from the caches
+    both = caten.loads(f"(composite conv ((X{{f32}}[{n}, {c}, {h}, {w}]) (Wt{{f32}}[{o}, {c}, 3, 3]) "
+                       f"-> (Y{{f32}}[{n}, {o}, {h}, {w}]) (Z{{f32}}[{n}, {o}, {h}, {w}])) "
+                       "(return (conv2d X Wt :padding 1) (relu (conv2d X Wt :padding 1))))", runtime="llvm")
+    assert "!nontemporal" not in _ir(both)
+    y, z = both.conv(x, wt)
+    np.testing.assert_allclose(y, _want(x, wt), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(z, np.maximum(_want(x, wt), 0), rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("dt", ["f32", "f64"])

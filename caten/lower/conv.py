@@ -19,6 +19,7 @@ from caten.lower.gemm import batch_loops, exact_at, merged_coords, out_index, ou
 from caten.lower.index import Aff, Coords
 from caten.lower.loopir import X
 from caten.lower.panels import ceil_div, once_per_call
+from caten.schedule import deps
 from caten.schedule.plan import GemmPlan, thread_slots
 from caten.schedule.split import GEMM_THREAD_MIN
 
@@ -129,9 +130,10 @@ def direct(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> lis
 
 def _streamed(kl: KernelLowerer, n: Node, buf: str, plan: GemmPlan) -> X | None:
     """Where the tiles may store n past the caches: n is an output of the program that no stage
-    of its kernel reads back, and (at run time) too large for the cores' L2s together, so a
-    later reader gets it from memory either way; a smaller one is left in cache for it."""
-    if plan.l2 <= 0 or buf not in kl.outputs or any(n in m.src for m in kl.members):
+    of its kernel reads back (through views too: the epilogue of `(return c (relu c))`), and
+    (at run time) too large for the cores' L2s together, so a later reader gets it from memory
+    either way; a smaller one is left in cache for it."""
+    if plan.l2 <= 0 or buf not in kl.outputs or any(n in deps(m, kl.realized) for m in kl.members if m is not n):
         return None
     size, least = D.prod(n.shape), -(-kl.threads * plan.l2 // n.dtype.itemsize)
     if isinstance(size, int):

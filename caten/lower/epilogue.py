@@ -27,13 +27,12 @@ Split = Callable[[X, tuple[int, ...], Dim], dict[int, Aff]]  # a merged index ->
 
 
 def candidate(kl: KernelLowerer, n: Node, si: int, plan: GemmPlan) -> Node | None:
-    """The stage after GEMM n that may run as its epilogue: elementwise, of n's shape without
-    the summed axes (the keepdims ones) and axes of size 1, reading no register reduction's
-    value."""
+    """The stage after GEMM n that may run as its epilogue: elementwise, of n's shape
+    (`GemmPlan.epilogue_axes`), reading no register reduction's value."""
     if si + 1 >= len(kl.members) or plan.i is None:
         return None
     m = kl.members[si + 1]
-    if m.op is Op.REDUCE or _axes(m, n, plan) is None:
+    if m.op is Op.REDUCE or plan.epilogue_axes(n.shape, m.shape) is None:
         return None
     if kl.bufname(m) is None or kl.reads_scalars(m):
         return None
@@ -72,7 +71,7 @@ def fuse(kl: KernelLowerer, n: Node, m: Node, si: int, plan: GemmPlan, coord: di
         at |= split(L.iadd(r0, sg), plan.js[:-1], outer)
         at[plan.j] = Aff.of(kl.at(L.iadd(lo, t), wd))
         loops = [(sg, runs), (t, L.isub(hi, lo))]  # (no columns: one run of none)
-    pairs = _axes(m, n, plan) or {}
+    pairs = plan.epilogue_axes(n.shape, m.shape) or {}
     cn = Coords(n.shape, axes=[at[a] if a in pairs.values() else Aff() for a in range(n.rank)])
     cm = Coords(m.shape, axes=[at[pairs[b]] if b in pairs else Aff() for b in range(m.rank)])
     try:
@@ -89,17 +88,6 @@ def fuse(kl: KernelLowerer, n: Node, m: Node, si: int, plan: GemmPlan, coord: di
         body = [L.Loop(v.arg, e, body)]
     n_rows = rows[1] if last is None else L.alu(Op.WHERE, L.IDX, last, rows[1], L.const(0))
     return [L.Loop(er.arg, n_rows, body)]
-
-
-def _axes(m: Node, n: Node, plan: GemmPlan) -> dict[int, int] | None:
-    """m's axes paired with n's (those not summed), in order, where both are longer than 1 (a
-    convolution's group axis of 1 is gone after its reshape); None if their extents differ."""
-    red = set(plan.red)
-    na = [a for a in range(n.rank) if a not in red and n.shape[a] != 1]
-    ma = [b for b in range(m.rank) if m.shape[b] != 1]
-    if [n.shape[a] for a in na] != [m.shape[b] for b in ma]:
-        return None
-    return dict(zip(ma, na))
 
 
 def read_by(stmts: list) -> set[str]:

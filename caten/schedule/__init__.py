@@ -307,8 +307,7 @@ def _epilogue(g: Node, n: Node, realized: set[Node]) -> bool:
     plan = gemm_plan(g) if g.op is Op.REDUCE else None
     if plan is None or plan.direct is not None or plan.i is None or len(plan.js) != 1 or n.op is Op.REDUCE:
         return False
-    red = set(g.arg[1])
-    return n.shape == tuple(d for a, d in enumerate(g.shape) if a not in red) and g in deps(n, realized) \
+    return plan.epilogue_axes(g.shape, n.shape) is not None and g in deps(n, realized) \
         and _elementwise_reads(n, g, realized)
 
 

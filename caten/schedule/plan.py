@@ -111,6 +111,18 @@ class GemmPlan:
             q += 1
         return q
 
+    def epilogue_axes(self, out: Sequence[Dim], stage: Sequence[Dim]) -> dict[int, int] | None:
+        """A later elementwise stage's axes (shape `stage`) paired with this GEMM output's (shape
+        `out`, the summed axes kept as 1), in order, where both are longer than 1 (a
+        convolution's group axis of 1 is gone after its reshape); None if their extents differ
+        (caten.lower.epilogue runs such a stage over each output block)."""
+        red = set(self.red)
+        oa = [a for a in range(len(out)) if a not in red and out[a] != 1]
+        sa = [b for b in range(len(stage)) if stage[b] != 1]
+        if [out[a] for a in oa] != [stage[b] for b in sa]:
+            return None
+        return dict(zip(sa, oa))
+
     def splits_cols(self, threads: int, batch_loops: bool) -> bool:
         """Whether `threads` share the columns (each packs only its own columns' B): when M is
         too short to share, or a is packed once for all (a convolution's weights, a transposed
