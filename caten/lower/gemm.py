@@ -165,12 +165,14 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
                 m_lo, m_hi = L.const(0), M
             coord[a0] = exact_range(kl, L.iadd(start, u), src.shape[a0])
             loops[0] = (u, size)
-        poff_a, poff_b = (L.imul(tid, L.dim(size)) for size in plan.pack_sizes(T_, plan.splits_cols(T_, bool(loops))))
+        poff_a, poff_b = (L.imul(tid, L.dim(size)) for size in plan.thread_packs(T_, bool(loops)))
     if kl.par is not None:  # under an outer split: the outer thread's slot, sized as the schedule sized it
         slots = thread_slots([kl.plan(m).gemm for m in kl.members if m.op is Op.REDUCE and m.dtype == dt])
         oa, ob = (L.imul(kl.par[1].tid, L.dim(size)) for size in slots)
         # (with both splits one of the two thread numbers is 0: the schedule made room for either)
         poff_a, poff_b = (oa, ob) if tid is None else (L.iadd(poff_a, oa), L.iadd(poff_b, ob))
+    # a thread's rows of a packed once per K block, before its column blocks (GemmPlan.slab)
+    slab = plan.slab(T_, bool(loops)) and kl.par is None
     nkc = ceil_div(K, kc)
     jc, kcv = var("jc", D.floordiv(D.add(plan.N, nc - 1), nc)), var("kc", D.floordiv(D.add(plan.K, kc - 1), kc))
     klen = L.imin(L.const(kc), L.isub(K, L.imul(kcv, L.const(kc))))
@@ -230,8 +232,10 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     ic = var("ic", D.floordiv(D.add(plan.M, mc - 1), mc))
     i0 = L.iadd(m_lo, L.imul(ic, L.const(mc)))
     npi = ceil_div(L.imin(L.const(mc), L.isub(m_hi, i0)), mr)
-    ip, rr, rz, ka, kz = var("ip", mc // mr), var("ar", mr), var("az", mr), var("ak", kc), var("akz", kc)
-    ib = L.iadd(i0, L.imul(ip, L.const(mr)))
+    p0, npack = (m_lo, ceil_div(L.isub(m_hi, m_lo), mr)) if slab else (i0, npi)
+    ip = var("ip", D.floordiv(D.add(plan.M, mr - 1), mr) if slab else mc // mr)
+    rr, rz, ka, kz = var("ar", mr), var("az", mr), var("ak", kc), var("akz", kc)
+    ib = L.iadd(p0, L.imul(ip, L.const(mr)))
     rv = L.imin(L.const(mr), L.isub(m_hi, ib))
     kcoords(ka)
     at = {a: Aff() for a in plan.js}
@@ -259,7 +263,7 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
         arow = L.iadd(abase, L.imul(ka, L.const(mr)))
         copy = [L.Loop(ka.arg, klen, panel_rows(rr, rz, rv, mr, L.Store(pa, L.iadd(arow, rr), aval),
                                                 L.Store(pa, L.iadd(arow, L.iadd(rv, rz)), zero)))]
-    pack_a = [L.Loop(ip.arg, npi, copy)]
+    pack_a = [L.Loop(ip.arg, npack, copy)]
     # micro-tiles of the block at (i0, j0)
 
     def out_offset(i_at: X, j_at: X) -> X:
@@ -297,6 +301,8 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
         # (no K block at all: the partials hold nothing, and the output keeps its zeros)
         final = [L.Loop(var("kany", 1).arg, L.alu(Op.WHERE, L.IDX, L.icmplt(L.const(0), nkc), L.const(1),
                                                    L.const(0)), final)]
+    if slab:  # (block ic's panels in the thread's slab)
+        poff_a = L.iadd(poff_a, L.imul(ic, L.const(mc * kc)))
     tiles = [L.MacroMM(f"s{si}_{kl.nvar}", dt, mr, nr, klen, pa, poff_a, kc * mr, pb, poff_b, kc * nr, target,
                        ooff, ostride, npi, npj, L.isub(m_hi, i0), L.isub(n_hi, j0), beta)]
     kl.nvar += 1
@@ -322,6 +328,9 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
         and not (axis_deps(opa) & set(baxes)) and not a_once
     if hoist:
         body = [L.Loop(jc.arg, ceil_div(L.isub(n_hi, n_lo), nc), pack_b + tiles)]
+    elif slab:
+        body = [L.Loop(kcv.arg, kloops, pack_a + [L.Loop(jc.arg, ceil_div(L.isub(n_hi, n_lo), nc), pack_b + [
+            L.Loop(ic.arg, ceil_div(L.isub(m_hi, m_lo), mc), tiles)])])]
     else:
         body = pack_b + [L.Loop(ic.arg, ceil_div(L.isub(m_hi, m_lo), mc), pack_a + tiles)]
         if ksplit:  # (only this thread's K blocks)

@@ -443,7 +443,7 @@ def schedule(program: Program, check: Callable | None, threads: int = 1) -> Sche
                 if alone:
                     pa_size, pb_size = slots[n.dtype]
                 else:
-                    pa_size, pb_size = plan.pack_sizes(threads, plan.splits_cols(threads, local))
+                    pa_size, pb_size = plan.thread_packs(threads, local)
                     # (once: its own buffer)
                     pa_size, pb_size = (0 if plan.a_once else pa_size), \
                         (0 if plan.b_once or plan.direct is not None else pb_size)

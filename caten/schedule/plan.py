@@ -147,12 +147,33 @@ class GemmPlan:
             return False
         return not isinstance(K, int) or (M * N * K >= GEMM_THREAD_MIN and K > self.kc)
 
-    def pack_sizes(self, threads: int = 1, by_cols: bool = False) -> tuple[Dim, Dim]:
+    def slab(self, threads: int, batch_loops: bool) -> bool:
+        """Whether each thread packs its share of a's rows once per K block, for all the column
+        blocks (a slab of them), rather than each M block once per column block: a plain GEMM
+        whose columns may take several nc blocks (e2's 2048 columns are four, and packing a
+        four times took 5% of its time on a 2-core Zen 4)."""
+        if batch_loops or self.a_once or self.b_once or self.direct is not None or self.i is None:
+            return False
+        if self.splits_cols(threads, batch_loops) or self.splits_k(threads, batch_loops):
+            return False
+        one_block = (isinstance(self.N, int) and self.N <= self.nc) or (isinstance(self.M, int) and self.M <= self.mc)
+        return not one_block
+
+    def thread_packs(self, threads: int, batch_loops: bool) -> tuple[Dim, Dim]:
+        """One thread's packed A and B (`pack_sizes`) in a kernel whose GEMM the threads share
+        (`threads`; `batch_loops`: it runs batch loops of its own), as its lowering uses them."""
+        return self.pack_sizes(threads, self.splits_cols(threads, batch_loops), self.slab(threads, batch_loops))
+
+    def pack_sizes(self, threads: int = 1, by_cols: bool = False, slab: bool = False) -> tuple[Dim, Dim]:
         """Elements of one thread's packed A block and B block, none larger than its operand or
         its thread's share of the columns (`by_cols`): a symbolic N below nc would leave most of a
-        kc x nc block unused, in each thread's copy (4 MB for a Mixer's transposed token GEMM)."""
+        kc x nc block unused, in each thread's copy (4 MB for a Mixer's transposed token GEMM).
+        `slab`: A holds the thread's share of the rows in whole micro-panels (`slab`); that of
+        a lone thread, when the GEMM is too small to share, is the slabs of all threads together."""
         rows, cols = self.mc, self.nc
-        if not isinstance(self.M, int):
+        if slab:
+            rows = _ceil_to(D.floordiv(D.add(self.M, threads - 1), threads), self.mr)
+        elif not isinstance(self.M, int):
             rows = D.dmin(rows, _ceil_to(self.M, self.mr))
         share = D.floordiv(D.add(self.N, threads - 1), threads) if by_cols else self.N
         if by_cols or not isinstance(self.N, int):

@@ -14,7 +14,10 @@ from caten.render.llvm.values import rty
 def tilemm(g: Emitter, s: L.TileMM) -> None:
     """The micro-kernel: rows accumulators of <cols x T> carried in phis through the k loop,
     one vector load of B and one broadcast of A per row and k, then full-tile vector stores
-    (or, for an edge tile, a spill to a stack tile and scalar stores of the valid part)."""
+    (or, for an edge tile, a spill to a stack tile and scalar stores of the valid part). The
+    output tile's lines are prefetched (for writing) before the k loop: its rows lie a row of
+    the output apart, in L3 or memory, and the stores after the loop waited for them (a
+    2048^3 matmul on a 2-core Zen 4: 96-97 -> 92-93 ms; no change on an AVX-512 Xeon)."""
     ty, rows, cols = rty(s.dtype), s.rows, s.cols
     vt = f"<{cols} x {ty}>"
     fma = f"llvm.fma.v{cols}{'f64' if ty == 'double' else 'f32'}"
@@ -25,6 +28,15 @@ def tilemm(g: Emitter, s: L.TileMM) -> None:
     k, k1 = g.tmp(), g.tmp()
     accs = [g.tmp() for _ in range(rows)]
     news = [g.tmp() for _ in range(rows)]
+    # (a prefetch never faults: an edge tile's rows past the output are harmless)
+    g.mod.declare("llvm.prefetch.p0", "void", ["ptr", "i32", "i32", "i32"])
+    o0, ost = g.v(s.ooff), g.v(s.ostride)
+    per = 64 // s.dtype.itemsize
+    for r in range(rows):
+        oi = g.ins(f"add i64 {o0}, {g.ins(f'mul i64 {ost}, {r}')}")
+        for c in range(0, cols, per):
+            pp = g.ins(f"getelementptr {ty}, ptr %b_{s.out}, i64 {g.ins(f'add i64 {oi}, {c}')}")
+            g.emit(f"call void @llvm.prefetch.p0(ptr {pp}, i32 1, i32 3, i32 1)")
     g.emit(f"br label %{h}")
     g.block(h)
     g.emit(f"{k} = phi i64 [0, %{pre}], [{k1}, %{b}]")
