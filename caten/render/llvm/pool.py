@@ -2,9 +2,9 @@
 
 Starting a thread per iteration (pthread_create/join) cost 20-100 us a loop, more after the
 machine idled (the new thread lands on a halted core), and a Mixer block runs ~60 parallel
-loops a call. Here the workers outlive a loop: they spin a little, then poll with short sleeps,
-and exit after ~0.1 s without work (so an idle program holds no thread; the next loop starts
-them again).
+loops a call. Here the workers outlive a loop: they spin a little (`SPIN`), then poll with
+short sleeps, and exit after ~0.3 s without work (so an idle program holds no thread; the next
+loop starts them again).
 
 Protocol. `word` = generation << 32 | next iteration. The caller takes `busy` (else, another
 loop is in flight -- a nested loop or another caller thread -- and it runs its iterations
@@ -17,8 +17,12 @@ has claimed nothing, so a sleeping or missing worker only costs speed."""
 
 from __future__ import annotations
 
-SPIN = 4096  # polls with a pause between, before sleeping (~0.1-0.3 ms)
-SLEEPS = 2000  # 50 us sleeps before the worker exits (~0.1 s)
+# polls with a pause between, before sleeping (~1.5-3 ms): a worker that has gone to sleep
+# joins a loop only at its next poll, and a sleeping vCPU wakes slowly (a 16M-float sum on a
+# 2-core Zen 4 VM, calls after a pause: the worker joined 50-140 us late in each, 2.8 ms a
+# call; spinning ~1.7 ms instead of ~0.1: 2.4 ms, torch's 2.3). OpenMP and OpenBLAS spin longer.
+SPIN = 65536
+SLEEPS = 2000  # 50 us sleeps (~140 us on a VM) before the worker exits (~0.1-0.3 s)
 
 
 def pool_ir(x86: bool) -> str:
