@@ -3,7 +3,7 @@
 Starting a thread per iteration (pthread_create/join) cost 20-100 us a loop, more after the
 machine idled (the new thread lands on a halted core), and a Mixer block runs ~60 parallel
 loops a call. Here the workers outlive a loop: they spin a little (`SPIN`), then poll with
-short sleeps, and exit after ~0.3 s without work (so an idle program holds no thread; the next
+short sleeps, and exit after 1-2 s without work (so an idle program holds no thread; the next
 loop starts them again).
 
 Protocol. `word` = generation << 32 | next iteration. The caller takes `busy` (else, another
@@ -22,7 +22,11 @@ from __future__ import annotations
 # 2-core Zen 4 VM, calls after a pause: the worker joined 50-140 us late in each, 2.8 ms a
 # call; spinning ~1.7 ms instead of ~0.1: 2.4 ms, torch's 2.3). OpenMP and OpenBLAS spin longer.
 SPIN = 65536
-SLEEPS = 2000  # 50 us sleeps (~140 us on a VM) before the worker exits (~0.1-0.3 s)
+# 50 us sleeps (~140 us on a VM) before the worker exits (~1-2 s): a worker started anew lands
+# beside its caller, and the two share a core until the kernel moves one (the calls after a
+# 0.3 s pause of a 16M-float sum on a Zen 4 VM: 2.5-2.8 ms with workers that had exited at
+# ~0.3 s, 2.2 with workers that stay)
+SLEEPS = 12000
 
 
 def pool_ir(x86: bool) -> str:
