@@ -1,7 +1,8 @@
 """A plain GEMM whose columns take several N blocks packs each thread's rows of A once per K
-block, for all the column blocks (`GemmPlan.slab`), where it packed each M block once per
-column block. Checked: which plans take it, the slot it needs (a thread's share of the rows,
-and all of them when one thread runs the GEMM alone), and values against numpy in float64 in
+block, for all the column blocks, in slabs of at most ~2048 rows (`GemmPlan.slab`), where it
+packed each M block once per column block. Checked: which plans take it, the slot it needs (a
+thread's share of the rows, at most a slab, and the threads' slots together when one thread
+runs the GEMM alone), and values against numpy in float64 in
 the bounds-checked mode (every packed-panel access checked), on shapes with edges in every
 block (rows past a thread's share and past an M block, columns past an N block, several K
 blocks with an epilogue that may run only after the last), on one and two threads, with
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import caten
@@ -55,16 +56,19 @@ def test_which_gemms_pack_a_slab():
 
 def test_a_slab_holds_a_threads_rows():
     """One thread's packed A: its share of the rows in whole micro-panels for every column block
-    (a slab), so that the two threads' slots together hold all the rows (one thread runs a GEMM
-    too small to share with all of them)."""
+    (a slab), at most `slab_rows` of them (whole M blocks, ~2048), so that the two threads' slots
+    together hold a lone thread's slab (one thread runs a GEMM too small to share)."""
     plan = _plan(_static(MM, M=2049, K=2048, N=2048), "mm")
+    assert plan.slab_rows % plan.mc == 0 and 1024 < plan.slab_rows <= 2048
     a, _ = plan.thread_packs(2, False)
     share = 1025  # (2049 rows over two threads, rounded up)
     rows = -(-share // plan.mr) * plan.mr
     assert a == rows * plan.kc
-    assert 2 * rows >= -(-2049 // plan.mr) * plan.mr
-    assert plan.thread_packs(1, False)[0] == -(-2049 // plan.mr) * plan.mr * plan.kc
+    assert 2 * rows >= min(plan.slab_rows, -(-2049 // plan.mr) * plan.mr)
+    assert plan.thread_packs(1, False)[0] == plan.slab_rows * plan.kc  # (2049 rows: more than a slab)
     assert plan.pack_sizes(2)[0] == plan.mc * plan.kc  # (without the slab: one M block)
+    tall = _plan(_static(MM, M=100000, K=2048, N=2048), "mm")
+    assert tall.thread_packs(2, False)[0] == tall.slab_rows * tall.kc  # (not 50000 rows a thread)
 
 
 def _ref_lin(x, w, b):
@@ -73,8 +77,9 @@ def _ref_lin(x, w, b):
 
 # (M, K, N): rows past a thread's share and an M block, columns past an N block, K past a K
 # block; the first two small enough (under GEMM_THREAD_MIN multiply-adds) that one thread runs
-# them whole in the two threads' slots
-SHAPES = [(130, 3, 700), (300, 5, 1200), (1025, 700, 1100), (241, 1300, 1537)]
+# them whole in the two threads' slots; the last with several slabs a thread (a K short enough
+# for static dims to take N blocks of 2048 columns, which its 2100 exceed)
+SHAPES = [(130, 3, 700), (300, 5, 1200), (1025, 700, 1100), (241, 1300, 1537), (4500, 3, 2100)]
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -111,11 +116,12 @@ _CHECKED = {}
 
 
 @settings(max_examples=12, deadline=None)
-@given(dims=st.tuples(st.integers(1, 400), st.integers(0, 700), st.integers(1, 1500)))
+@given(dims=st.tuples(st.integers(1, 4600), st.integers(0, 700), st.integers(1, 1500)))
 def test_property_symbolic_gemm_in_bounds(dims):
     """Random shapes through one symbolic, bounds-checked module: the slab, or not, as each
     shape falls (M and N across their block sizes, K across a K block and empty)."""
     m, k, n = dims
+    assume(m * max(k, 1) * n <= 300_000_000)  # (seconds, not minutes, of checked code)
     if "mod" not in _CHECKED:
         _CHECKED["mod"] = caten.loads(MM + LIN, use_cache=False, check_bounds=True)
     mod = _CHECKED["mod"]

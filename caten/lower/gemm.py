@@ -171,8 +171,14 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
         oa, ob = (L.imul(kl.par[1].tid, L.dim(size)) for size in slots)
         # (with both splits one of the two thread numbers is 0: the schedule made room for either)
         poff_a, poff_b = (oa, ob) if tid is None else (L.iadd(poff_a, oa), L.iadd(poff_b, ob))
-    # a thread's rows of a packed once per K block, before its column blocks (GemmPlan.slab)
+    # a thread's rows of a packed once per K block, before its column blocks, in slabs of at
+    # most slab_rows rows (GemmPlan.slab)
     slab = plan.slab(T_, bool(loops)) and kl.par is None
+    s_lo = m_lo
+    if slab:
+        sb = var("sb", D.floordiv(D.add(plan.M, plan.slab_rows - 1), plan.slab_rows))
+        s_lo = L.iadd(m_lo, L.imul(sb, L.const(plan.slab_rows)))
+        s_hi = L.imin(m_hi, L.iadd(s_lo, L.const(plan.slab_rows)))
     nkc = ceil_div(K, kc)
     jc, kcv = var("jc", D.floordiv(D.add(plan.N, nc - 1), nc)), var("kc", D.floordiv(D.add(plan.K, kc - 1), kc))
     klen = L.imin(L.const(kc), L.isub(K, L.imul(kcv, L.const(kc))))
@@ -230,10 +236,10 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     pack_b = [L.Loop(jp.arg, npj, straight or [L.Loop(kk.arg, klen, row)])]
     # pack A: panels of mr rows, k-major, zero-padded past M
     ic = var("ic", D.floordiv(D.add(plan.M, mc - 1), mc))
-    i0 = L.iadd(m_lo, L.imul(ic, L.const(mc)))
+    i0 = L.iadd(s_lo, L.imul(ic, L.const(mc)))
     npi = ceil_div(L.imin(L.const(mc), L.isub(m_hi, i0)), mr)
-    p0, npack = (m_lo, ceil_div(L.isub(m_hi, m_lo), mr)) if slab else (i0, npi)
-    ip = var("ip", D.floordiv(D.add(plan.M, mr - 1), mr) if slab else mc // mr)
+    p0, npack = (s_lo, ceil_div(L.isub(s_hi, s_lo), mr)) if slab else (i0, npi)
+    ip = var("ip", plan.slab_rows // mr if slab else mc // mr)
     rr, rz, ka, kz = var("ar", mr), var("az", mr), var("ak", kc), var("akz", kc)
     ib = L.iadd(p0, L.imul(ip, L.const(mr)))
     rv = L.imin(L.const(mr), L.isub(m_hi, ib))
@@ -328,9 +334,10 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
         and not (axis_deps(opa) & set(baxes)) and not a_once
     if hoist:
         body = [L.Loop(jc.arg, ceil_div(L.isub(n_hi, n_lo), nc), pack_b + tiles)]
-    elif slab:
+    elif slab:  # (a slab's M blocks: whole ones but the thread's last, slab_rows being a multiple of mc)
         body = [L.Loop(kcv.arg, kloops, pack_a + [L.Loop(jc.arg, ceil_div(L.isub(n_hi, n_lo), nc), pack_b + [
-            L.Loop(ic.arg, ceil_div(L.isub(m_hi, m_lo), mc), tiles)])])]
+            L.Loop(ic.arg, ceil_div(L.isub(s_hi, s_lo), mc), tiles)])])]
+        body = [L.Loop(sb.arg, ceil_div(L.isub(m_hi, m_lo), plan.slab_rows), body)]
     else:
         body = pack_b + [L.Loop(ic.arg, ceil_div(L.isub(m_hi, m_lo), mc), pack_a + tiles)]
         if ksplit:  # (only this thread's K blocks)

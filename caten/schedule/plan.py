@@ -57,6 +57,7 @@ def _axis_deps(n: Node, memo: dict) -> Visit[frozenset]:
 
 
 HOIST_COLS = 512  # GEMM columns below which a batch-free a is packed once for all batch loops
+SLAB_ROWS = 2048  # rows of a GEMM's packed a slab at most (GemmPlan.slab_rows)
 
 
 @dataclass(frozen=True)
@@ -147,9 +148,16 @@ class GemmPlan:
             return False
         return not isinstance(K, int) or (M * N * K >= GEMM_THREAD_MIN and K > self.kc)
 
+    @property
+    def slab_rows(self) -> int:
+        """Rows of a slab (`slab`) at most: whole M blocks, ~2048 rows (2 MB a thread in f32 at
+        kc 256), so that a tall a needs no scratch its size; each slab packs B again, 1/2048
+        of its work."""
+        return self.mc * max(1, SLAB_ROWS // self.mc)
+
     def slab(self, threads: int, batch_loops: bool) -> bool:
-        """Whether each thread packs its share of a's rows once per K block, for all the column
-        blocks (a slab of them), rather than each M block once per column block: a plain GEMM
+        """Whether each thread packs its rows of a once per K block, in slabs of `slab_rows`,
+        for all the column blocks, rather than each M block once per column block: a plain GEMM
         whose columns may take several nc blocks (e2's 2048 columns are four, and packing a
         four times took 5% of its time on a 2-core Zen 4)."""
         if batch_loops or self.a_once or self.b_once or self.direct is not None or self.i is None:
@@ -168,11 +176,12 @@ class GemmPlan:
         """Elements of one thread's packed A block and B block, none larger than its operand or
         its thread's share of the columns (`by_cols`): a symbolic N below nc would leave most of a
         kc x nc block unused, in each thread's copy (4 MB for a Mixer's transposed token GEMM).
-        `slab`: A holds the thread's share of the rows in whole micro-panels (`slab`); that of
-        a lone thread, when the GEMM is too small to share, is the slabs of all threads together."""
+        `slab`: A holds a slab (`slab`): the thread's share of the rows in whole micro-panels,
+        at most `slab_rows`; that of a lone thread, when the GEMM is too small to share, is the
+        slots of all threads together."""
         rows, cols = self.mc, self.nc
         if slab:
-            rows = _ceil_to(D.floordiv(D.add(self.M, threads - 1), threads), self.mr)
+            rows = D.dmin(self.slab_rows, _ceil_to(D.floordiv(D.add(self.M, threads - 1), threads), self.mr))
         elif not isinstance(self.M, int):
             rows = D.dmin(rows, _ceil_to(self.M, self.mr))
         share = D.floordiv(D.add(self.N, threads - 1), threads) if by_cols else self.N
