@@ -17,6 +17,7 @@ from caten.ir.ops import Op
 from caten.lower import loopir as L
 from caten.lower.index import Aff, Coords
 from caten.lower.loopir import X
+from caten.lower.panels import row_runs
 from caten.schedule import Unfusable
 from caten.schedule.plan import GemmPlan
 
@@ -62,13 +63,9 @@ def fuse(kl: KernelLowerer, n: Node, m: Node, si: int, plan: GemmPlan, coord: di
     else:
         wd = n.shape[plan.j]
         wl, outer = L.dim(wd), D.prod([n.shape[a] for a in plan.js[:-1]])
-        r0 = X.make("idiv", L.IDX, (c0, wl))
-        end = L.iadd(c0, count)
-        runs = L.iadd(L.isub(X.make("idiv", L.IDX, (L.isub(end, L.const(1)), wl)), r0), L.const(1))
         sg, t = kl.newvar(f"s{si}es", outer), kl.newvar(f"s{si}et", wd)
-        rw = L.imul(L.iadd(r0, sg), wl)
-        lo, hi = L.imax(L.const(0), L.isub(c0, rw)), L.imin(wl, L.isub(end, rw))
-        at |= split(L.iadd(r0, sg), plan.js[:-1], outer)
+        row, runs, _, lo, hi = row_runs(c0, count, wl, sg)
+        at |= split(row, plan.js[:-1], outer)
         at[plan.j] = Aff.of(kl.at(L.iadd(lo, t), wd))
         loops = [(sg, runs), (t, L.isub(hi, lo))]  # (no columns: one run of none)
     pairs = plan.epilogue_axes(n.shape, m.shape) or {}

@@ -16,7 +16,7 @@ from caten.lower import loopir as L
 from caten.lower.empty import zeros_if_empty
 from caten.lower.index import Aff, Coords, contiguous_strides
 from caten.lower.loopir import X
-from caten.lower.panels import ceil_div, pack_whole, panel_copy, panel_rows, strided_panel
+from caten.lower.panels import ceil_div, pack_whole, panel_copy, panel_rows, row_runs, strided_panel
 from caten.lower.reduce import identity
 from caten.schedule.plan import GemmPlan, axis_deps, thread_slots
 from caten.schedule.split import GEMM_THREAD_MIN
@@ -214,14 +214,10 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
         # row the panel touches, so that a merged index is divided once a row, not per element
         wd = src.shape[plan.j]
         wl, rows = L.dim(wd), D.prod([src.shape[a] for a in plan.js[:-1]])
-        r0 = X.make("idiv", L.IDX, (jb, wl))
-        nseg = L.iadd(L.isub(X.make("idiv", L.IDX, (L.iadd(jb, L.isub(cv, L.const(1))), wl)), r0), L.const(1))
         sg, t = var("bs", rows), var("bt", wd)
-        rw = L.imul(L.iadd(r0, sg), wl)
-        lo = L.imax(L.const(0), L.isub(jb, rw))
-        hi = L.imin(wl, L.isub(L.iadd(jb, cv), rw))
+        row_at, nseg, rw, lo, hi = row_runs(jb, cv, wl, sg)
         w = L.iadd(lo, t)
-        at = split(L.iadd(r0, sg), plan.js[:-1], rows) | {plan.j: exact(w, wd)} | no_i
+        at = split(row_at, plan.js[:-1], rows) | {plan.j: exact(w, wd)} | no_i
         row = [L.Loop(sg.arg, nseg, [L.Loop(t.arg, L.isub(hi, lo), [
                    L.Store(pb, L.iadd(bbase, L.isub(L.iadd(rw, w), jb)), operand(opb, at))])]),
                L.Loop(cz.arg, L.isub(L.const(nr), cv), [pad], "cold")]

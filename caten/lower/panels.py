@@ -110,6 +110,19 @@ def panel_rows(cc: X, cz: X, cv: X, width: int, store: L.Store, zero: L.Store) -
                    [L.Loop(cp.arg, cv, [part]), L.Loop(cz.arg, L.isub(L.const(width), cv), [zero], "cold")])]
 
 
+def row_runs(c0: X, count: X, wl: X, sg: X) -> tuple[X, X, X, X, X]:
+    """Merged columns [c0, c0 + count) of rows wl wide (a convolution's output rows and columns)
+    as one run per row they touch, run sg the row's part: (its row, the number of runs, the
+    row's first merged index, and its columns [lo, hi) within the row). A B panel's copy and a
+    direct convolution's epilogue walk them so that a merged index is divided once a row."""
+    r0 = X.make("idiv", L.IDX, (c0, wl))
+    end = L.iadd(c0, count)
+    runs = L.iadd(L.isub(X.make("idiv", L.IDX, (L.isub(end, L.const(1)), wl)), r0), L.const(1))
+    row = L.iadd(r0, sg)
+    start = L.imul(row, wl)
+    return row, runs, start, L.imax(L.const(0), L.isub(c0, start)), L.imin(wl, L.isub(end, start))
+
+
 def strided_panel(kl: KernelLowerer, n: Node, c: Coords, value: X, slow: X, fast: X, slow_at: X,
                   fast_at: X) -> tuple[str, X, X] | None:
     """(buffer, soff, ld) such that `value`, n's value at c, is buffer[soff + slow*ld + fast],
