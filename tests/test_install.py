@@ -1,12 +1,16 @@
 """`pip install .` into a fresh virtual environment works from any folder (spine acceptance 1).
 
 The venv does not see this checkout: its dependencies come through a .pth line naming the
-host's site-packages, which adds the folder but not the editable-install hooks inside it.
+host's site-packages, which adds the folder but not the editable-install hooks inside it. The venv
+has no pip or setuptools of its own (ensurepip's setuptools may predate the SPDX `license` that
+pyproject.toml uses): the build runs on the host's, which must satisfy pyproject's build-system.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
+import re
 import site
 import subprocess
 import sys
@@ -21,8 +25,13 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory) -> Path:
+    need = re.search(r'"setuptools>=([\d.]+)"', (REPO / "pyproject.toml").read_text()).group(1)
+    have = importlib.metadata.version("setuptools")
+    if _version(have) < _version(need):  # (torch's install brings one: it needs >= 77 too)
+        pytest.skip(f"building caten needs setuptools>={need}, this Python has {have}: "
+                    f"pip install 'setuptools>={need}'")
     root = tmp_path_factory.mktemp("venv")
-    subprocess.run([sys.executable, "-m", "venv", str(root)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
     py = root / "bin" / "python"
     purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                              capture_output=True, text=True, check=True).stdout.strip()
@@ -33,6 +42,10 @@ def venv(tmp_path_factory) -> Path:
                        capture_output=True, text=True, cwd=build)
     assert r.returncode == 0, r.stdout + r.stderr
     return root
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
 
 
 def _run(venv: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
