@@ -16,7 +16,8 @@ from click.testing import CliRunner
 
 import caten
 from caten.cli.main import cli
-from caten.run.profile import Roofline, kernel_work, profile
+from caten.compile.roofline import Roofline
+from caten.run.profile import kernel_work, profile
 
 MM = "(composite mm ((A{f32}[256, 128]) (B{f32}[128, 192]) -> (C{f32}[256, 192])) (relu (matmul A B)))"
 
@@ -24,7 +25,7 @@ MM = "(composite mm ((A{f32}[256, 128]) (B{f32}[128, 192]) -> (C{f32}[256, 192])
 @pytest.fixture(autouse=True)
 def fixed_roofline(monkeypatch):
     """A fixed roofline: measuring the machine's takes seconds and is not what is tested here."""
-    import caten.run.profile as P
+    import caten.compile.roofline as P
 
     monkeypatch.setattr(P, "roofline", lambda refresh=False: Roofline("test cpu", 100.0, 10.0))
 
@@ -93,7 +94,7 @@ def test_cli_needs_llvm_and_bound_sizes(tmp_path):
 def test_a_peak_below_a_kernel_is_measured_again(tmp_path, monkeypatch):
     """A cached peak that a kernel outruns was measured on a busy machine (a test run beside
     it): profile measures it again rather than print kernels at 500% of the roofline."""
-    import caten.run.profile as P
+    import caten.compile.roofline as P
     from caten.cli.profile import profile_file
     from caten.options import Options
 

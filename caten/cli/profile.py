@@ -17,16 +17,18 @@ from typing import Any
 
 import numpy as np
 
+from caten.compile.roofline import Roofline
 from caten.errors import Error
 from caten.options import Options
-from caten.run.profile import KernelStat, Roofline
+from caten.run.profile import KernelStat
 
 
 def profile_file(file: str, inputs: list[str], options: Options, entry: str | None, reps: int,
                  svg: str | None, remeasure: bool = False) -> tuple[list[KernelStat], float, Roofline]:
     from caten.api import module
+    from caten.compile.roofline import roofline
     from caten.read.source import read_source
-    from caten.run.profile import profile, roofline
+    from caten.run.profile import profile
 
     if options.runtime != "llvm":
         raise Error(f"caten profile times kernels of the llvm runtime, not '{options.runtime}'", hint="use -r llvm")

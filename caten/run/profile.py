@@ -4,14 +4,12 @@ The llvm runtime compiled with `Options(profile=True)` adds each kernel call's c
 counter (caten.render.llvm.entry); the counter is calibrated against the wall clock. A kernel's
 work comes from its schedule: FLOPs are the ops of each stage's loop body times its iteration
 space (a contraction's multiply and add: 2 per point), bytes are the buffers it reads and writes
-(each once: a lower bound of its traffic). The roofline -- peak FLOP/s (numpy's BLAS SGEMM on
-every core) and memory bandwidth (numpy copying 64 MiB) -- is measured once per host CPU and
-cached, as `caten profile` promises.
+(each once: a lower bound of its traffic). The roofline they are set against is
+caten.compile.roofline's.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,17 +40,6 @@ class KernelStat:
     @property
     def intensity(self) -> float:
         return self.flops / self.bytes if self.bytes else float("inf")
-
-
-@dataclass
-class Roofline:
-    cpu: str
-    peak_gflops: float
-    bandwidth_gbs: float
-
-    def attainable(self, intensity: float) -> float:
-        """GF/s a kernel of this arithmetic intensity can reach at best."""
-        return min(self.peak_gflops, intensity * self.bandwidth_gbs)
 
 
 def _cone_ops(n: Any, stop: set) -> int:
@@ -190,46 +177,3 @@ def _calibrate(exe: Any, seconds: float = 0.05) -> float:
     while time.perf_counter() - t0 < seconds:
         pass
     return (exe.cycles() - c0) / (time.perf_counter() - t0)
-
-
-def roofline(refresh: bool = False) -> Roofline:
-    """This host's peak FLOP/s and memory bandwidth, measured once per CPU and cached (`refresh`:
-    measure again, e.g. after a first measurement on a busy machine)."""
-    from caten import target
-    from caten.cache import default_cache, key_of
-
-    cpu = target.host().describe()
-    store = default_cache()
-    key = key_of("roofline/1", cpu)
-    blob = None if refresh else store.get(key, "roofline")
-    if blob is not None:
-        try:
-            d = json.loads(blob)
-            return Roofline(cpu, float(d["peak_gflops"]), float(d["bandwidth_gbs"]))
-        except (ValueError, KeyError, TypeError):
-            pass
-    r = Roofline(cpu, _peak_gflops(), _bandwidth())
-    store.put(key, "roofline", json.dumps({"peak_gflops": r.peak_gflops, "bandwidth_gbs": r.bandwidth_gbs}).encode())
-    return r
-
-
-def _best(fn: Any, reps: int = 8) -> float:
-    fn()
-    fn()
-    best = float("inf")
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
-
-
-def _peak_gflops(n: int = 2048) -> float:
-    a = np.random.default_rng(0).random((n, n), dtype=np.float32)
-    return 2 * n ** 3 / _best(lambda: a @ a) / 1e9
-
-
-def _bandwidth(nbytes: int = 64 << 20) -> float:
-    a = np.ones(nbytes // 4, np.float32)
-    b = np.empty_like(a)
-    return 2 * nbytes / _best(lambda: np.copyto(b, a)) / 1e9
