@@ -34,8 +34,8 @@ def profile_file(file: str, inputs: list[str], options: Options, entry: str | No
         raise Error(f"caten profile times kernels of the llvm runtime, not '{options.runtime}'", hint="use -r llvm")
     mod = module(read_source(file), options.but(profile=True))
     name, arrays = entry_inputs(mod, file, entry, inputs)
+    roof = roofline(refresh=remeasure)  # before the kernels run: their pool's threads idle after
     stats, wall = profile(getattr(mod, name.replace("-", "_")), arrays, reps)
-    roof = roofline(refresh=remeasure)
     if not remeasure and any(st.gflops > 1.05 * roof.peak_gflops for st in stats):
         # no kernel outruns the machine's peak: the cached one was measured on a busy machine
         roof = roofline(refresh=True)
