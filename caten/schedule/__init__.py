@@ -21,11 +21,11 @@ from caten.ir.dims import Dim
 from caten.ir.graph import Node, toposort
 from caten.ir.ops import FREE, HEAVY, TRANSCENDENTAL, Op
 from caten.ir.program import Program
+from caten.schedule.arena import plan_arena
 from caten.schedule.layout import orient
 from caten.schedule.plan import ReducePlan, gemm_plan, gemm_shaped, max_outer, on_gpu, plan_reduce, thread_slots
 from caten.schedule.split import outer_either, outer_split, small_gemms, stagewise, sum_split
 
-ALIGN = 64
 _HEAVY = HEAVY  # the op table's cost classes
 _TRANSC = TRANSCENDENTAL
 MAX_STAGES = 32  # stages per kernel: fusing is checked by lowering the group (quadratic in its size),
@@ -500,34 +500,3 @@ def schedule(program: Program, check: Callable | None, threads: int = 1) -> Sche
                 buffers[s.buffer].copies = k.split
     arena, peak = plan_arena([b for b in buffers.values() if b.role == "temp"])
     return Schedule(program, kernels, buffers, node_buf, arena, peak, outs, threads)
-
-
-def _align(n: Dim) -> Dim:
-    if isinstance(n, int):
-        return (n + ALIGN - 1) // ALIGN * ALIGN
-    return D.mul(D.floordiv(D.add(n, ALIGN - 1), ALIGN), ALIGN)
-
-
-def plan_arena(temps: list[Buffer]) -> tuple[Dim, Dim]:
-    """Best-fit placement of temps by live interval; symbolic sizes go after the static part."""
-    static = [b for b in temps if isinstance(b.nbytes, int)]
-    dynamic = [b for b in temps if not isinstance(b.nbytes, int)]
-    placed: list[Buffer] = []
-    end = 0
-    for b in sorted(static, key=lambda b: (b.first, -b.nbytes)):
-        size = _align(b.nbytes)
-        live = sorted((x for x in placed if not (x.last < b.first or x.first > b.last)), key=lambda x: x.offset)
-        best, best_gap, cur = None, None, 0
-        for x in live:
-            gap = x.offset - cur
-            if gap >= size and (best_gap is None or gap < best_gap):
-                best, best_gap = cur, gap
-            cur = max(cur, x.offset + _align(x.nbytes))
-        b.offset = best if best is not None else cur
-        placed.append(b)
-        end = max(end, b.offset + size)
-    total: Dim = end
-    for b in dynamic:
-        b.offset = total
-        total = D.add(total, _align(b.nbytes))
-    return total, total
