@@ -67,6 +67,12 @@ class Target:
         return f"{self.cpu} ({isa}{', host' if self.native else ''}{tuned})"
 
 
+def vector_registers(vector_bytes: int) -> int:
+    """Vector registers of an x86 target of registers `vector_bytes` wide: 32 with AVX-512, 16
+    below it (what a GEMM micro-tile's accumulators and an FMA peak's chains fit in)."""
+    return 32 if vector_bytes >= 64 else 16
+
+
 def _vector_bits(cpu: str, features: str) -> int:
     feats = {f[1:]: f[0] == "+" for f in features.split(",") if f[:1] in "+-" and len(f) > 1}
     bits = 512 if cpu in _AVX512 else 256 if cpu in _AVX2 else 128

@@ -68,7 +68,7 @@ def test_read_stream_of_ones_counts_exactly(kernels):
 def test_fma_loop_code_keeps_its_chains_in_registers(cpu):
     t = target.parse(cpu)
     lanes, accs = t.vector_bits // 32, R.fma_accumulators(t.vector_bits)
-    assert accs + 2 <= (32 if t.vector_bits >= 512 else 16)  # the chains and x, y in registers
+    assert accs + 2 <= target.vector_registers(t.vector_bytes)  # the chains and x, y in registers
     ir = R._ir(lanes, accs, t.cpu, t.features)
     mod = llvmobj.optimize(ir, t.cpu, t.features, 3)
     asm = llvmobj.target_machine(t.cpu, t.features, 3).emit_assembly(mod)

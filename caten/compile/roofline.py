@@ -62,9 +62,9 @@ def roofline(refresh: bool = False) -> Roofline:
 
 
 def fma_accumulators(vector_bits: int) -> int:
-    """Independent FMA chains: latency x pipes needs ~8-10; as many as the registers hold, less
-    the two operands (32 vector registers with AVX-512, 16 below it)."""
-    return 24 if vector_bits >= 512 else 12
+    """Independent FMA chains: latency x pipes needs ~8-10; as many as the vector registers
+    hold, less the two operands (30 with AVX-512, 14 below it)."""
+    return target.vector_registers(vector_bits // 8) - 2
 
 
 class Kernels:

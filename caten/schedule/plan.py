@@ -301,7 +301,7 @@ KNOBS = ("nv", "mr", "kc", "mc", "l2_pct")
 def most_rows(vbytes: int, nv: int) -> int:
     """Rows of a micro-tile of `nv` vectors a row: its accumulators, one B load per vector and a
     broadcast in the 32 (AVX-512) or 16 (AVX2) vector registers (14x32 and 6x16 f32 at nv 2)."""
-    return max(1, ((32 if vbytes >= 64 else 16) - nv - 1) // nv)
+    return max(1, (target.vector_registers(vbytes) - nv - 1) // nv)
 
 
 def knob_choices(vbytes: int, nv: int = 2) -> dict[str, list[int]]:
