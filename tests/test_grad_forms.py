@@ -1,4 +1,4 @@
-"""The gradient forms of LANGUAGE.md section 11 (`grad`, `value-and-grad`, `vjp`), user `:vjp`
+"""The gradient forms of docs/language.md section 12 (`grad`, `value-and-grad`, `vjp`), user `:vjp`
 clauses, and their diagnostics. Values are checked against numpy formulas and central finite
 differences (tests/gradcheck.py); torch comparisons are in test_grad_torch.py."""
 
@@ -133,3 +133,28 @@ def test_pow_f64_magnitude_outside_its_domain_takes_p_s_gradient():
     np.testing.assert_allclose(got[1], [0.0, 2.0 * 3.0], rtol=1e-12)
     np.testing.assert_allclose(got[2], [0.0, 9.0 * np.log(3.0)], rtol=1e-12)
     np.testing.assert_allclose(got[3], [1.0, 0.0])
+
+
+WRT_ONE = """
+(composite f ((A{f32}[N], B{f32}[N]) -> (L{f32})) (sum (* (exp A) B)))
+(composite g ((X{f32}[N], Y{f32}[N]) -> (GA{f32}[N], GB{f32}[N], L{f32}, VA{f32}[N], VB{f32}[N], C{f32}[N]))
+  (setf ga (grad f X Y :wrt [A]))
+  (setf gb (grad f X Y :wrt B))
+  (setf lv (value-and-grad f X Y :wrt [A]))
+  (setf lw (value-and-grad f X Y :wrt B))
+  (setf c (vjp f X Y :wrt [B] :cotangent (sum Y)))
+  (return (nth ga 0) gb (nth lv 0) (nth lv 1) (nth lw 1) (nth c 0)))
+"""
+
+
+def test_wrt_a_list_of_one_name_gives_a_list_and_a_bare_name_the_gradient():
+    """`:wrt [A]` is a list literal, so `nth` picks from it, as with several names; `:wrt B` is the
+    gradient itself. value-and-grad is flat either way: the value, then the gradients."""
+    x, y = r(5), r(5)
+    ga, gb, loss, va, vb, c = caten.loads(WRT_ONE, runtime="numpy").g(x, y)
+    np.testing.assert_allclose(ga, np.exp(x) * y, rtol=1e-6)  # d/dA sum(exp(A) B)
+    np.testing.assert_allclose(gb, np.exp(x), rtol=1e-6)
+    np.testing.assert_allclose(loss, np.sum(np.exp(x) * y), rtol=1e-5)
+    np.testing.assert_allclose(va, np.exp(x) * y, rtol=1e-6)
+    np.testing.assert_allclose(vb, np.exp(x), rtol=1e-6)
+    np.testing.assert_allclose(c, np.sum(y) * np.exp(x), rtol=1e-5)

@@ -1,4 +1,4 @@
-"""The language's gradient forms: `grad`, `value-and-grad` and `vjp` (LANGUAGE.md section 11).
+"""The language's gradient forms: `grad`, `value-and-grad` and `vjp` (docs/language.md section 12).
 
 `(grad F ARG... :wrt NAME)` elaborates the call of F with each tensor argument replaced by a
 fresh placeholder, differentiates F's first output with `caten.autodiff.vjp` (a graph transform:
@@ -47,11 +47,13 @@ FORMS = ("grad", "value-and-grad", "vjp")
 _ids = itertools.count()
 
 
-def _wrt_names(f: Any, span: Span) -> list[tuple[str, Span]]:
+def _wrt_names(f: Any, span: Span) -> tuple[list[tuple[str, Span]], bool]:
+    """The names `:wrt` gives, and whether they came as a list: `:wrt [W]` is a list of one
+    gradient (`nth` picks it), `:wrt W` the gradient itself."""
     if isinstance(f, Sym):
-        return [(f.name, f.span)]
+        return [(f.name, f.span)], False
     if isinstance(f, SList) and f.bracket and f.items and all(isinstance(x, Sym) for x in f.items):
-        return [(x.name, x.span) for x in f.items]
+        return [(x.name, x.span) for x in f.items], True
     raise Error("expected :wrt NAME or :wrt [NAME ...] (names of the composite's parameters)",
                 getattr(f, "span", span))
 
@@ -68,7 +70,7 @@ def call(ev: Elaborator, form: str, f: SList, env: Scope) -> Any:
         guess = closest(fname, list(ev.lib) + list(ev.user))
         raise Error(f"unknown composite `{fname}`", items[0].span, f"did you mean `{guess}`?" if guess else None)
     args, kwargs, kspans = ev._args(f, env, frozenset({"wrt", "cotangent"}), start=2)
-    wrt = _wrt_names(kwargs.pop("wrt"), kspans.pop("wrt")) if "wrt" in kwargs else None
+    wrt, listed = _wrt_names(kwargs.pop("wrt"), kspans.pop("wrt")) if "wrt" in kwargs else (None, False)
     cot = None
     if "cotangent" in kwargs:
         if form != "vjp":
@@ -133,7 +135,7 @@ def call(ev: Elaborator, form: str, f: SList, env: Scope) -> Any:
     gs = [Tensor(n) for n in nodes[1:]]
     if form == "value-and-grad":
         return [Tensor(nodes[0]), *gs]
-    return gs[0] if len(gs) == 1 else gs
+    return gs if listed else gs[0]
 
 
 def custom_rule(ev: Elaborator, cdef: CompositeDef, env: Scope, out: Tensor, span: Span) -> autodiff.Custom | None:
