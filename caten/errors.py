@@ -1,7 +1,9 @@
 """The one error type users see: a message pinned to a source span.
 
 `caten.Error` is a ValueError so that Python callers can catch it the usual way; the CLI
-prints `format()`: `file:line:col: error: message`, the source line, a caret, a hint.
+prints `format()`: `file:line:col: error: message`, the source line, a caret, a hint. `str()` is
+the same text, so a traceback or a logged error in Python shows what the CLI would; code that
+builds a new message from an error reads `.message` and `.hint`.
 """
 
 from __future__ import annotations
@@ -45,8 +47,10 @@ class Error(ValueError):
         return self.span.col if self.span else None
 
     def __str__(self) -> str:
-        loc = f"{self.span.file}:{self.span.line}:{self.span.col}: " if self.span else ""
-        return f"{loc}{self.message}"
+        """The CLI's rendering where a place is known; else the message (and hint) alone."""
+        if self.span:
+            return self.format()
+        return f"{self.message}\nhint: {self.hint}" if self.hint else self.message
 
     def format(self) -> str:
         """The gcc-style diagnostic the CLI prints."""

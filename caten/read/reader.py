@@ -13,6 +13,7 @@ import threading
 from importlib import resources
 
 from caten.errors import Error, Span
+from caten.read import delims
 from caten.read.sexpr import Annot, Form, Kw, Num, SList, Str, Sym
 
 MAX_DEPTH = 200
@@ -74,10 +75,12 @@ class _Src:
 
 
 def _prescan(src: _Src) -> str:
-    """Blank out block comments; check strings, brackets and depth; return the text for lark."""
+    """Blank out block comments; check strings, brackets and depth; return the text for lark.
+    Unbalanced brackets are explained by `delims` from the whole text."""
     t = src.text
     out = list(t)
     stack: list[tuple[str, int]] = []
+    unbalanced = False
     i, n = 0, len(t)
     while i < n:
         ch = t[i]
@@ -115,17 +118,15 @@ def _prescan(src: _Src) -> str:
                 raise Error(f"forms nest deeper than {MAX_DEPTH} levels", src.span(i),
                             "split the expression with setf")
         elif ch in ")]":
-            if not stack:
-                raise Error(f"unbalanced '{ch}': nothing is open here", src.span(i), "delete it")
-            o, at = stack.pop()
-            if _CLOSE[o] != ch:
-                raise Error(f"'{ch}' closes the '{o}' opened at line {src.span(at).line}, "
-                            f"column {src.span(at).col}", src.span(i), f"did you mean '{_CLOSE[o]}'?")
+            if not stack or _CLOSE[stack.pop()[0]] != ch:
+                unbalanced, stack = True, []
         i += 1
-    if stack:
-        o, at = stack[-1]
-        raise Error(f"'{o}' is never closed", src.span(at), f"add '{_CLOSE[o]}' at the end of the form")
-    return "".join(out)
+    clean = "".join(out)
+    if unbalanced or stack:
+        err = delims.diagnose(src, clean)
+        if err is not None:
+            raise err
+    return clean
 
 
 def _unescape(s: str) -> str:
