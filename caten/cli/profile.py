@@ -20,11 +20,13 @@ import numpy as np
 from caten.compile.roofline import Roofline
 from caten.errors import Error
 from caten.options import Options
-from caten.run.profile import KernelStat
+from caten.run.profile import KernelStat, Profile
 
 
 def profile_file(file: str, inputs: list[str], options: Options, entry: str | None, reps: int,
-                 svg: str | None, remeasure: bool = False) -> tuple[list[KernelStat], float, Roofline]:
+                 svg: str | None, remeasure: bool = False) -> tuple[Profile, Roofline]:
+    """Profile `entry` of `file`: a call's time is the plain build's (what `caten.load` gives a
+    caller), each kernel's the instrumented build's (its counters cost a little per kernel)."""
     from caten.api import module
     from caten.compile.roofline import roofline
     from caten.read.source import read_source
@@ -32,18 +34,20 @@ def profile_file(file: str, inputs: list[str], options: Options, entry: str | No
 
     if options.runtime != "llvm":
         raise Error(f"caten profile times kernels of the llvm runtime, not '{options.runtime}'", hint="use -r llvm")
-    mod = module(read_source(file), options.but(profile=True))
+    src = read_source(file)
+    mod = module(src, options.but(profile=True))
     name, arrays = entry_inputs(mod, file, entry, inputs)
+    attr = name.replace("-", "_")
     roof = roofline(refresh=remeasure)  # before the kernels run: their pool's threads idle after
-    stats, wall = profile(getattr(mod, name.replace("-", "_")), arrays, reps)
-    if not remeasure and any(st.gflops > 1.05 * roof.peak_gflops for st in stats):
+    prof = profile(getattr(mod, attr), arrays, reps, plain=getattr(module(src, options), attr))
+    if not remeasure and any(st.gflops > 1.05 * roof.peak_gflops for st in prof.stats):
         # no kernel outruns the machine's peak: the cached one was measured on a busy machine
         roof = roofline(refresh=True)
-    _print(name, stats, wall, roof)
+    _print(name, prof, roof)
     if svg:
         with open(svg, "w", encoding="utf-8") as f:
-            f.write(roofline_svg(stats, roof, name))
-    return stats, wall, roof
+            f.write(roofline_svg(prof.stats, roof, name))
+    return prof, roof
 
 
 def entry_inputs(mod: Any, file: str, entry: str | None, inputs: list[str]) -> tuple[str, list[np.ndarray]]:
@@ -109,12 +113,14 @@ def _random(p: Any, dims: dict[str, int], name: str) -> np.ndarray:
     return rng.integers(0, 8, shape).astype(dt.np)
 
 
-def _print(name: str, stats: list[KernelStat], wall: float, roof: Roofline) -> None:
+def _print(name: str, prof: Profile, roof: Roofline) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    stats = prof.stats
     total = sum(s.seconds for s in stats) or 1e-12
-    t = Table(title=f"{name}: {wall * 1e3:.3f} ms a call, kernels {total * 1e3:.3f} ms "
+    t = Table(title=f"{name}: {prof.call_seconds * 1e3:.3f} ms a call (median of {prof.calls}); with the "
+                    f"kernels' counters {prof.profiled_seconds * 1e3:.3f} ms, kernels {total * 1e3:.3f} ms "
                     f"(roofline: {roof.peak_gflops:.0f} GF/s, {roof.bandwidth_gbs:.1f} GB/s on {roof.cpu})")
     for col in ("kernel", "ms", "share", "GF/s", "GB/s", "flop/byte", "of roofline"):
         t.add_column(col, justify="left" if col == "kernel" else "right")

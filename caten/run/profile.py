@@ -138,10 +138,31 @@ def stage_stats(sched: Any, kernel: Any, stat: KernelStat, cycles: list[tuple[in
     return rows
 
 
-def profile(composite: Any, arrays: list[np.ndarray], reps: int = 10) -> tuple[list[KernelStat], float]:
+@dataclass
+class Profile:
+    """What `profile` measured: each kernel's time in the instrumented build, and the time of a
+    whole call of the plain build (what a caller gets) beside the instrumented one's."""
+    stats: list[KernelStat]
+    call_seconds: float  # the plain build's median call (the instrumented one's where none was given)
+    profiled_seconds: float  # the instrumented build's median call
+    calls: int  # calls timed of each build
+
+
+def profile(composite: Any, arrays: list[np.ndarray], reps: int = 10, plain: Any = None,
+            seconds: float = 0.3) -> Profile:
     """Per-kernel time of `composite` (compiled with Options(profile=True)) on `arrays`, and the
-    wall time of one call: means over `reps` calls after a warm-up call (means of the same calls,
-    so the kernels' times add up to at most the wall time)."""
+    time of one call of `plain` (the same composite compiled without counters).
+
+    Each build is called as many times, at least `reps` and for at least `seconds`, after
+    warm-up calls, the plain build first: each module has a thread pool of its own, whose
+    workers spin and poll for a while after its last loop, so calls alternating between the
+    two builds made each build's workers take the cores the other's needed (plain calls
+    1.1-1.4x a caller's).
+    A call's time is the median of its calls, not their mean: on a loaded 2-core host a call
+    whose pool thread is descheduled takes 10-30x the others, and the mean of ten calls read
+    2-5x a caller's warm call. The kernels' times are the means over the instrumented calls at
+    or below that build's median (the same quiet calls for every kernel, so that they add up
+    to at most that call)."""
     from caten.run.module import check_shapes
 
     types = composite._bind_types(arrays)
@@ -149,31 +170,58 @@ def profile(composite: Any, arrays: list[np.ndarray], reps: int = 10) -> tuple[l
     if not hasattr(exe, "kernel_cycles"):
         raise Error(f"runtime '{composite.module.runtime.name}' cannot time kernels", hint="profile with -r llvm")
     env = {**prog.defines, **check_shapes(prog, arrays)}
-    composite(*arrays)
-    hz = _calibrate(exe)
+    n = max(1, reps, int(seconds / max(_warm(composite if plain is None else plain, arrays), 1e-7)))
+    plain_walls = _timed(plain, arrays, n) if plain is not None else []
+    cycles: list[list[int]] = []
+    stages: list[dict[str, list[tuple[int, int]]]] = []
+
+    def counted() -> None:
+        cycles.append(exe.kernel_cycles(reset=True))
+        stages.append(exe.stage_cycles(reset=True))
+
+    c0, t0 = exe.cycles(), time.perf_counter()
+    _warm(composite, arrays)
     exe.kernel_cycles(reset=True)
-    walls = []
-    for _ in range(max(1, reps)):
-        t = time.perf_counter()
-        composite(*arrays)
-        walls.append(time.perf_counter() - t)
-    cycles = exe.kernel_cycles(reset=True)
-    per_stage = exe.stage_cycles(reset=True)
+    exe.stage_cycles(reset=True)
+    walls = _timed(composite, arrays, n, after=counted)
+    hz = (exe.cycles() - c0) / (time.perf_counter() - t0)
+    med = float(np.median(walls))
+    quiet = [i for i, w in enumerate(walls) if w <= med]
+    per_kernel = np.mean([cycles[i] for i in quiet], axis=0) if cycles[0] else []
     work = kernel_work(exe.sched, env)
-    if len(work) != len(cycles):
-        work = [(0.0, 0.0)] * len(cycles)
+    if len(work) != len(per_kernel):
+        work = [(0.0, 0.0)] * len(per_kernel)
     label = composite.cdef.name
-    stats = [KernelStat(f"{label}__k{i}", c / hz / max(1, reps), f, b)
-             for i, (c, (f, b)) in enumerate(zip(cycles, work))]
+    stats = [KernelStat(f"{label}__k{i}", float(c) / hz, f, b) for i, (c, (f, b)) in enumerate(zip(per_kernel, work))]
     if len(exe.sched.kernels) == len(stats):
         for name, k, st in zip(exe.kernel_names, exe.sched.kernels, stats):
-            st.stages = stage_stats(exe.sched, k, st, per_stage.get(name, []), env)
-    return stats, float(np.mean(walls))
+            summed: dict[int, int] = {}
+            for i in quiet:
+                for si, c in stages[i].get(name, []):
+                    summed[si] = summed.get(si, 0) + c
+            st.stages = stage_stats(exe.sched, k, st, sorted(summed.items()), env)
+    return Profile(stats, float(np.median(plain_walls)) if plain_walls else med, med, len(walls))
 
 
-def _calibrate(exe: Any, seconds: float = 0.05) -> float:
-    """Cycles per second of the counter the kernels read."""
-    c0, t0 = exe.cycles(), time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        pass
-    return (exe.cycles() - c0) / (time.perf_counter() - t0)
+def _timed(fn: Any, arrays: list[np.ndarray], n: int, after: Any = None) -> list[float]:
+    """Seconds of each of `n` calls of `fn`; `after` runs after each, untimed."""
+    walls = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn(*arrays)
+        walls.append(time.perf_counter() - t)
+        if after:
+            after()
+    return walls
+
+
+def _warm(fn: Any, arrays: list[np.ndarray], seconds: float = 0.03) -> float:
+    """Call `fn` until pages are touched and pool threads up (>= 5 calls and `seconds`); the
+    median call's seconds."""
+    t0 = time.perf_counter()
+    took: list[float] = []
+    while len(took) < 5 or time.perf_counter() - t0 < seconds:
+        t = time.perf_counter()
+        fn(*arrays)
+        took.append(time.perf_counter() - t)
+    return float(np.median(took))
