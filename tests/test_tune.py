@@ -152,3 +152,64 @@ def test_caten_tune_refuses_a_device_runtime(tmp_path):
     f.write_text(MM)
     r = CliRunner().invoke(cli, ["tune", str(f), "-r", "numpy", "-D", "M=4", "-D", "K=4", "-D", "N=4"])
     assert r.exit_code == 1 and "error: caten tune times CPU kernels" in r.output
+
+
+class FakeRace:
+    """Seconds a call of each knob set: 1.0 for the model's, each knob's value a factor; every
+    race drifts the whole machine by its own factor (as a shared host does between races)."""
+
+    def __init__(self, factors, drifts):
+        self.factors, self.drifts, self.races = factors, list(drifts), []
+
+    def __call__(self, cands, reps):
+        drift = self.drifts[len(self.races) % len(self.drifts)]
+        self.races.append(cands)
+        out = []
+        for c in cands:
+            t = 1.0
+            for k, v in c.items():
+                t *= self.factors[(k, v)]
+            out.append(t * drift)
+        return out
+
+
+def _cands(values):
+    def candidates(knob, best):
+        return [dict(best, **{knob: v}) for v in values[knob] if best.get(knob) != v]
+    return candidates
+
+
+def test_the_table_reads_against_the_model_of_its_own_race():
+    """Each race holds the model: its row reads 1.00x and every row's "vs untuned" is the model's
+    time in the same race over the row's, whatever the drift between races (the first row read
+    0.41x when it was set against a later race's model); the one row marked "best so far" in a
+    race is the choice after it, and no candidate of the race is faster by the margin."""
+    from caten.cli.tune import MARGIN, search
+
+    factors = {("a", 1): 1.2, ("a", 2): 0.5, ("b", 1): 0.8, ("b", 2): 0.98, ("c", 1): 1.5}
+    race = FakeRace(factors, drifts=[2.4, 1.0, 0.7, 1.3])
+    best, rows, base, cur = search(race, ["a", "b", "c"], _cands({"a": [1, 2], "b": [1, 2], "c": [1]}), 3)
+    assert all(r[0] == {} for r in race.races)  # the model in every race
+    assert rows[0].candidate.startswith("current:") and rows[0].speedup == pytest.approx(1.0)
+    want = {"a": {"a=1": 1 / 1.2, "a=2": 2.0}, "b": {"a=2 b=1": 1 / 0.4, "a=2 b=2": 1 / 0.49},
+            "c": {"a=2 b=1 c=1": 1 / 0.6}}
+    for r in rows:
+        if r.knob in want and not r.candidate.startswith("current"):
+            assert r.speedup == pytest.approx(want[r.knob][r.candidate]), r
+    for knob in ("a", "b", "c"):
+        race_rows = [r for r in rows if r.knob == knob]
+        marked = [r for r in race_rows if r.mark == "best so far"]
+        assert len(marked) == 1, race_rows
+        assert all(r.seconds >= marked[0].seconds * (1 - MARGIN) for r in race_rows)
+    assert [r.candidate for r in rows if r.mark == "best so far"] == ["a=2", "a=2 b=1", "current: a=2 b=1"]
+    assert best == {"a": 2, "b": 1} and rows[-1].knob == "final" and rows[-1].mark == "chosen"
+    assert base / cur == pytest.approx(2.5)
+
+
+def test_a_candidate_faster_by_less_than_the_margin_is_not_taken_and_says_so():
+    from caten.cli.tune import search
+
+    race = FakeRace({("a", 1): 0.97}, drifts=[1.0])
+    best, rows, base, cur = search(race, ["a"], _cands({"a": [1]}), 3)
+    assert best == {} and base == cur == 1.0
+    assert [r.mark for r in rows] == ["best so far", "faster by < 5%: noise"]

@@ -4,8 +4,10 @@ program for this CPU uses them (caten.cache.tuning).
 
 The search is coordinate descent over the knobs of caten.schedule.plan.KNOBS, starting from the
 model's choices (registers, cache sizes): for each knob in turn every value is compiled and
-timed, interleaved in rounds so that drift on a shared machine hits each alike, and a value is
-taken only if it beats the current choice by more than the noise margin; the final choice must
+timed beside the current choice and the model's shapes, interleaved in rounds so that drift on
+a shared machine hits each alike (each row's "vs untuned" is against the model in its own race:
+races seconds apart drift by more than the knobs gain), and a value is taken only if it beats
+the current choice by more than the noise margin; the final choice must
 beat the model again in a last race, or the model's shapes stay. Each
 candidate's outputs must equal the untuned program's (to rounding): a knob may change the speed,
 never the answer.
@@ -14,6 +16,8 @@ never the answer.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -21,6 +25,7 @@ import numpy as np
 from caten.errors import Error
 from caten.options import Options
 
+MODEL = "the host model's shapes"
 MARGIN = 0.05  # a candidate must be this much faster than the current choice (timings on a shared host drift +-5%)
 
 
@@ -48,10 +53,8 @@ def tune_file(file: str, inputs: list[str], options: Options, entry: str | None,
         print(f"{name}: no GEMM or convolution to tune (its other kernels take no shape knobs)")
         return {}
     run = _Runner(mod.runtime, prog, options, arrays)
-    best: dict[str, int] = {}  # no knob set: the host model's choices, per GEMM
-    base = run.time(best, reps)
-    current, rows = base, [("model", "(the host model's shapes)", base, "")]
-    for knob in KNOBS:
+
+    def candidates(knob: str, best: dict[str, int]) -> list[dict[str, int]]:
         cands: list[dict[str, int]] = []
         for v in knob_choices(t.vector_bytes, best.get("nv", 2))[knob]:  # (rows depend on the row width)
             c = dict(best, **{knob: v})
@@ -59,26 +62,65 @@ def tune_file(file: str, inputs: list[str], options: Options, entry: str | None,
                 c["mr"] = min(c["mr"], most_rows(t.vector_bytes, c.get("nv", 2)))
             if c != best and c not in cands:
                 cands.append(c)
-        if not cands:
-            continue
-        current, *times = run.race([best] + cands, reps)
-        i = min(range(len(cands)), key=times.__getitem__)
-        won = times[i] < current * (1 - MARGIN)
-        rows += [(knob, _fmt(c), ms, "best so far" if won and j == i else "")
-                 for j, (c, ms) in enumerate(zip(cands, times))]
-        if won:
-            best, current = cands[i], times[i]
-    if best:  # the choice must also win a last race against the model, run anew
-        base, current = run.race([{}, best], 2 * reps)
-        if current >= base * (1 - MARGIN):
-            best, current = {}, base
-    else:
-        current = base
+        return cands
+
+    best, rows, base, current = search(run.race, KNOBS, candidates, reps)
     report = {"untuned_ms": base * 1e3, "tuned_ms": current * 1e3, "reps": reps}
     for key in {prog.key(), *_symbolic_key(file, options, name, arrays)}:
         tuning.save(default_cache(), t, key, best, report)
     _print(name, t, rows, base, current, best)
     return best
+
+
+@dataclass
+class Row:
+    """A line of the table: a candidate's time in its race, and the model's time in the same
+    race over it (so that drift between races, which are seconds apart, cancels)."""
+    knob: str
+    candidate: str
+    seconds: float
+    speedup: float  # vs untuned: the host model's time in this race / this candidate's
+    mark: str = ""
+
+
+def search(race: Callable[[list[dict[str, int]], int], list[float]], knobs: Iterable[str],
+           candidates: Callable[[str, dict[str, int]], list[dict[str, int]]],
+           reps: int) -> tuple[dict[str, int], list[Row], float, float]:
+    """Coordinate descent over `knobs` from the model's choices ({}): the knobs chosen, the
+    table's rows, and the untuned and chosen seconds a call of the last race. Each knob's race
+    holds the model (the reference of "vs untuned"), the current choice and the candidates; a
+    candidate is taken if it beats the current choice in that race by MARGIN. In each race one
+    row is marked "best so far": the choice after it."""
+    best: dict[str, int] = {}
+    rows: list[Row] = []
+    base = current = 0.0
+    for knob in knobs:
+        cands = candidates(knob, best)
+        if not cands:
+            continue
+        entries = [{}] + ([best] if best else []) + cands
+        times = race(entries, reps)
+        base, current, cand_times = times[0], times[len(entries) - len(cands) - 1], times[-len(cands):]
+        i = min(range(len(cands)), key=cand_times.__getitem__)
+        won = cand_times[i] < current * (1 - MARGIN)
+        rows.append(Row(knob, f"current: {_fmt(best) or MODEL}", current, base / current, "" if won else "best so far"))
+        for j, (c, secs) in enumerate(zip(cands, cand_times)):
+            near = f"faster by < {MARGIN:.0%}: noise" if j == i and secs < current else ""
+            rows.append(Row(knob, _fmt(c), secs, base / secs, "best so far" if won and j == i else near))
+        if won:
+            best, current = cands[i], cand_times[i]
+    if best:  # the choice must also win a last race against the model, run anew
+        base, current = race([{}, best], 2 * reps)
+        kept = current < base * (1 - MARGIN)
+        rows.append(Row("final", _fmt(best), current, base / current,
+                        "chosen" if kept else f"not chosen: not {MARGIN:.0%} faster than the model"))
+        if not kept:
+            best, current = {}, base
+    if not rows:  # no knob had a candidate: the model alone
+        (base,) = race([{}], reps)
+        current = base
+        rows.append(Row("model", MODEL, base, 1.0, "best so far"))
+    return best, rows, base, current
 
 
 def _symbolic_key(file: str, options: Options, name: str, arrays: list[np.ndarray]) -> list[str]:
@@ -159,16 +201,18 @@ def _fmt(knobs: dict[str, int]) -> str:
     return " ".join(f"{k}={v}" for k, v in knobs.items())
 
 
-def _print(name: str, t: Any, rows: list[tuple], base: float, best: float, chosen: dict[str, int]) -> None:
+def _print(name: str, t: Any, rows: list[Row], base: float, best: float, chosen: dict[str, int]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"caten tune {name} on {t.describe()}")
+    table = Table(title=f"caten tune {name} on {t.describe()}", caption="vs untuned: the host model's shapes "
+                  "timed in the same race")
     for col in ("knob", "candidate", "ms", "vs untuned", ""):
         table.add_column(col, justify="right" if col in ("ms", "vs untuned") else "left")
-    for knob, cand, secs, mark in rows:
-        table.add_row(knob, cand, f"{secs * 1e3:.3f}", f"{base / secs:.2f}x", mark)
+    for r in rows:
+        table.add_row(r.knob, r.candidate, f"{r.seconds * 1e3:.3f}", f"{r.speedup:.2f}x", r.mark,
+                      style="dim" if r.candidate.startswith("current") else None)
     Console(width=120).print(table)
-    what = _fmt(chosen) if chosen else "the host model's shapes (no knob beat them by more than the noise margin)"
+    what = _fmt(chosen) if chosen else f"{MODEL} (no knob beat them by more than the noise margin)"
     print(f"chose {what}: {best * 1e3:.3f} ms a call against {base * 1e3:.3f} untuned ({base / best:.2f}x); "
           f"kept in the cache for {t.cpu}, used by every later compile of `{name}` here (at these sizes or any)")
