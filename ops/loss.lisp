@@ -1,5 +1,5 @@
 ;;; Losses besides cross-entropy and mse (ops/nn.lisp), each torch.nn.functional's default reduction
-;;; unless LANGUAGE.md section 11 says otherwise.
+;;; unless docs/language.md section 5.2 says otherwise.
 
 (composite l1-loss ((A{T}[...] B{T}[...]) -> (Y{T})) "mean absolute error over every element" (mean (abs (- A B))))
 

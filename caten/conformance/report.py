@@ -174,7 +174,7 @@ def write_readme(folder: Path) -> str:
                     f"{gs.count('pass')} / {gs.count('fail')} |")
     text = "\n".join([
         "# Op-coverage reports", "",
-        "Written by `caten test-runtime -r RUNTIME` (LANGUAGE.md section 9), which regenerates this page from "
+        "Written by `caten test-runtime -r RUNTIME` (docs/language.md section 9), which regenerates this page from "
         "every `*.json` here. Each report has one row per principal op and per library composite and one "
         "column per dtype; a cell is one compiled case checked against the numpy reference on several "
         "layouts, sizes and edge values. `max_abs_err`/`max_rel_err` in the JSON are null where nothing was "
