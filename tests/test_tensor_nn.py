@@ -263,10 +263,12 @@ def test_flatten_dims_and_dropout_p():
 
 
 def test_frozen_parameters_and_buffers_stay_in_the_state_dict():
-    """torch's state_dict: frozen parameters too; parameters() only what an optimizer updates."""
+    """torch's state_dict and named_parameters: frozen parameters too (an optimizer skips them:
+    they get no gradient)."""
     m = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))
     m[0].requires_grad_(False)
-    assert [k for k, _ in m.named_parameters()] == ["1.weight", "1.bias"]
+    assert [k for k, p in m.named_parameters() if p.requires_grad] == ["1.weight", "1.bias"]
+    assert [k for k, _ in m.named_parameters()] == ["0.weight", "0.bias", "1.weight", "1.bias"]
     assert list(m.state_dict()) == ["0.weight", "0.bias", "1.weight", "1.bias"]
     m2 = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))
     m2.load_state_dict(m.state_dict())
@@ -275,6 +277,7 @@ def test_frozen_parameters_and_buffers_stay_in_the_state_dict():
     t = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2))
     t[0].requires_grad_(False)
     assert list(t.state_dict()) == list(m.state_dict())
+    assert [k for k, _ in t.named_parameters()] == [k for k, _ in m.named_parameters()]
     assert list(torch.nn.LayerNorm(3, elementwise_affine=False).state_dict()) == \
         list(nn.LayerNorm(3, elementwise_affine=False).state_dict()) == []
 

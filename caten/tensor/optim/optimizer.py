@@ -1,32 +1,37 @@
-"""`caten.optim` (LANGUAGE.md section 12): torch.optim's SGD, Adam and AdamW over Tensors.
+"""torch.optim's base class over Tensors: param groups, per-parameter state, one program a step.
 
-Each step is the library's update composite (`sgd-update`, `momentum-update`, `adam-update`,
-`adamw-update`: torch's formulas, written once in `ops/optim.lisp`) for every parameter, all
-computed by one program and given to the parameters in place (`Tensor.assign`). Optimizer state
-(momentum buffers, Adam's moments and its step count) are Tensors too, so the step count is
-an input of the program, not a literal: stepping never recompiles, and under `caten.jit` a whole
-training step is one program.
+Each step is every parameter's update (`algorithms.py`; SGD and Adam call the library's
+composites `sgd-update`, `momentum-update`, `adam-update`, `adamw-update`: torch's formulas,
+written once in `ops/optim.lisp`), all computed by one program and given to the parameters in
+place (`Tensor.assign`). Optimizer state (momentum buffers, moments, step counts) are Tensors
+too, so the step count is an input of the program, not a literal: stepping never recompiles,
+and under `caten.jit` a whole training step is one program.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
 
 from caten.errors import Error
-from caten.tensor import Tensor, no_grad
 from caten.tensor.lazy import np_dtype
-from caten.tensor.tensor import apply, assign_all
+from caten.tensor.nn.module import Parameter
+from caten.tensor.state import enable_grad, no_grad
+from caten.tensor.tensor import Tensor, assign_all
 from caten.tensor.trace import guard, live
+
+# what a scheduler writes into a group beside the optimizer's own hyperparameters
+SCHEDULER_KEYS = {"initial_lr", "max_lr", "min_lr", "max_momentum", "base_momentum"}
 
 
 class Optimizer:
-    """Parameters (Tensors that require gradients) in param groups, torch's way: `params` is an
-    iterable of Tensors or of dicts, each with "params" and any hyperparameter overriding the
-    defaults. A group's `lr` is read at every step (an input of the step's program, under
-    `caten.jit` too); changing another hyperparameter recompiles (jit traces again)."""
+    """Parameters (leaf Tensors) in param groups, torch's way: `params` is an iterable of
+    Tensors or of dicts, each with "params" and any hyperparameter overriding the defaults.
+    A group's `lr` is read at every step (an input of the step's program, under `caten.jit`
+    too); changing another hyperparameter recompiles (jit traces again). A parameter without
+    a gradient (a frozen nn.Parameter, or one unused) is skipped, as torch's."""
 
     def __init__(self, params: Iterable[Any], defaults: dict[str, Any]):
         self.defaults = defaults
@@ -44,12 +49,13 @@ class Optimizer:
             raise Error("a param group is a dict with a \"params\" entry", hint="{'params': model.parameters(), ...}")
         ps = group["params"]
         ps = [ps] if isinstance(ps, Tensor) else list(ps)
-        unknown = sorted(set(group) - set(self.defaults) - {"params"})
+        unknown = sorted(set(group) - set(self.defaults) - SCHEDULER_KEYS - {"params"})
         if unknown:
             raise Error(f"{type(self).__name__}: unknown option(s) {unknown} in a param group")
         for p in ps:
-            if not isinstance(p, Tensor) or not p.requires_grad or not p.is_leaf:
-                raise Error("optimizers take leaf Tensors created with requires_grad=True")
+            if not isinstance(p, Tensor) or not p.is_leaf or not (p.requires_grad or isinstance(p, Parameter)):
+                raise Error("optimizers take leaf Tensors created with requires_grad=True (or nn.Parameters, "
+                            "frozen ones too)")
         seen = {id(p) for g in self.param_groups for p in g["params"]}
         if any(id(p) in seen for p in ps):
             raise Error("a parameter appears in more than one param group")
@@ -69,17 +75,24 @@ class Optimizer:
             elif p.grad is not None:
                 p.grad = Tensor(np.zeros(p.shape, np_dtype(p.dtype)), runtime=p.runtime)
 
-    def _state(self, p: Tensor, *names: str) -> list[Tensor]:
-        """Zero-initialised state (torch creates it at a parameter's first step); `step` is i64."""
+    def _state(self, p: Tensor, *names: str, init: float = 0.0) -> list[Tensor]:
+        """State created at a parameter's first step (torch's), zeros or `init`; `step` is i64."""
         st = self.state.setdefault(id(p), {})
         for n in names:
             if n not in st:
-                shape, dt = ((), np.int64) if n == "step" else (p.shape, np_dtype(p.dtype))
-                st[n] = Tensor(np.zeros(shape, dt), runtime=p.runtime)
+                if n == "step":
+                    st[n] = Tensor(np.zeros((), np.int64), runtime=p.runtime)
+                else:
+                    st[n] = Tensor(np.full(p.shape, init, np_dtype(p.dtype)), runtime=p.runtime)
         return [st[n] for n in names]
 
-    def step(self) -> None:
-        """One update of every parameter that has a gradient, as one program."""
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        """One update of every parameter that has a gradient, as one program; `closure`
+        (torch's) recomputes the loss first and its value is returned."""
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
         pairs: list[tuple[Tensor, Tensor]] = []
         with no_grad():
             for g in self.param_groups:
@@ -93,67 +106,41 @@ class Optimizer:
                         lrs[key] = live(lambda g=g: g["lr"], p.dtype, p.runtime)
                     pairs += self._update(p, p.grad, lrs[key], g)
         assign_all(pairs)
+        return loss
 
     def _update(self, p: Tensor, grad: Tensor, lr: Tensor, g: dict[str, Any]) -> list[tuple[Tensor, Tensor]]:
+        """(tensor, its new value) pairs of one parameter's step: each algorithm's formula."""
         raise NotImplementedError
+
+    def state_dict(self) -> dict[str, Any]:
+        """torch's layout: {"state": {index: {name: array}}, "param_groups": [{..., "params": [index]}]},
+        parameters numbered in group order."""
+        index = {id(p): i for i, p in enumerate(self.params)}
+        state = {index[k]: {n: np.array(t.numpy()) for n, t in st.items()} for k, st in self.state.items()}
+        groups = [{**{k: v for k, v in g.items() if k != "params"}, "params": [index[id(p)] for p in g["params"]]}
+                  for g in self.param_groups]
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, sd: dict[str, Any]) -> None:
+        """Restore hyperparameters and state saved by `state_dict` (the same parameters' layout)."""
+        groups = sd.get("param_groups", [])
+        if [len(g["params"]) for g in groups] != [len(g["params"]) for g in self.param_groups]:
+            raise Error("load_state_dict: the saved param groups do not match this optimizer's in size")
+        params = self.params
+        for g, saved in zip(self.param_groups, groups):
+            g.update({k: v for k, v in saved.items() if k != "params"})
+        self.state = {}
+        for i, st in sd.get("state", {}).items():
+            p = params[int(i)]
+            self.state[id(p)] = {n: Tensor(np.array(v.detach().cpu().numpy() if hasattr(v, "detach") else v),
+                                           runtime=p.runtime) for n, v in st.items()}
 
 
 def _check_hyper(name: str, g: dict[str, Any]) -> None:
-    """torch's checks: lr, momentum, weight_decay, eps >= 0; betas in [0, 1)."""
-    for k in ("lr", "momentum", "weight_decay", "eps"):
+    """torch's checks: lr, momentum, weight_decay, eps, alpha >= 0; betas in [0, 1)."""
+    for k in ("lr", "momentum", "weight_decay", "eps", "alpha", "lr_decay"):
         if k in g and not g[k] >= 0:
             raise Error(f"{name}: invalid {k} {g[k]!r} (must be >= 0)")
     for b in g.get("betas", ()):
         if not 0 <= b < 1:
             raise Error(f"{name}: invalid beta {b!r} (must lie in [0, 1))")
-
-
-class SGD(Optimizer):
-    """torch.optim.SGD: momentum, nesterov and (L2) weight_decay; dampening 0."""
-
-    def __init__(self, params: Iterable[Any], lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
-                 weight_decay: float = 0.0, nesterov: bool = False):
-        if dampening != 0:
-            raise Error("SGD: dampening other than 0 is not supported")
-        if nesterov and momentum <= 0:
-            raise Error("SGD: nesterov needs a momentum > 0 (as torch's)")
-        super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay, nesterov=nesterov))
-
-    def _update(self, p: Tensor, grad: Tensor, lr: Tensor, g: dict[str, Any]) -> list[tuple[Tensor, Tensor]]:
-        if g["momentum"] == 0:
-            return [(p, apply("sgd-update", [p, grad], {"lr": lr, "weight-decay": g["weight_decay"]}))]
-        (v,) = self._state(p, "momentum_buffer")
-        w2, v2 = apply("momentum-update", [p, grad, v], {"lr": lr, "momentum": g["momentum"],
-                                                         "weight-decay": g["weight_decay"], "nesterov": g["nesterov"]})
-        return [(p, w2), (v, v2)]
-
-
-class Adam(Optimizer):
-    """torch.optim.Adam (L2 weight_decay added to the gradient)."""
-
-    op = "adam-update"
-
-    def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 0.0):
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay))
-
-    def _update(self, p: Tensor, grad: Tensor, lr: Tensor, g: dict[str, Any]) -> list[tuple[Tensor, Tensor]]:
-        m, v, t = self._state(p, "exp_avg", "exp_avg_sq", "step")
-        t2 = t + 1
-        w2, m2, v2 = apply(self.op, [p, grad, m, v, t2], {"lr": lr, "beta1": g["betas"][0],
-                                                           "beta2": g["betas"][1], "eps": g["eps"],
-                                                           "weight-decay": g["weight_decay"]})
-        return [(p, w2), (m, m2), (v, v2), (t, t2)]
-
-
-class AdamW(Adam):
-    """torch.optim.AdamW: decoupled weight decay (default 0.01)."""
-
-    op = "adamw-update"
-
-    def __init__(self, params: Iterable[Any], lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 0.01):
-        super().__init__(params, lr, betas, eps, weight_decay)
-
-
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW"]

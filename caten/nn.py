@@ -1,0 +1,5 @@
+"""`caten.nn` (LANGUAGE.md section 12): torch.nn's layers, losses and containers over caten
+Tensors. The public face of `caten.tensor.nn`, where each part lives in a module by job."""
+
+from caten.tensor.nn import *  # noqa: F403 (the face re-exports the package's __all__)
+from caten.tensor.nn import __all__, functional, init  # noqa: F401

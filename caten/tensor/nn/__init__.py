@@ -1,0 +1,56 @@
+"""torch.nn over caten Tensors (LANGUAGE.md section 12), one module a job: `module`
+(Module and containers), `layers`, `norms`, `activations`, `loss`, `functional` (torch's F),
+`init` (torch's nn.init). `caten.nn` is this package's public face."""
+
+from caten.tensor.nn import functional, init
+from caten.tensor.nn.activations import (
+    ELU,
+    GELU,
+    Hardsigmoid,
+    Hardswish,
+    Hardtanh,
+    Identity,
+    LeakyReLU,
+    LogSoftmax,
+    Mish,
+    ReLU,
+    ReLU6,
+    Sigmoid,
+    SiLU,
+    Softmax,
+    Softplus,
+    Tanh,
+)
+from caten.tensor.nn.layers import (
+    AdaptiveAvgPool2d,
+    AvgPool2d,
+    Conv1d,
+    Conv2d,
+    Dropout,
+    Embedding,
+    Flatten,
+    Linear,
+    MaxPool2d,
+    Unflatten,
+)
+from caten.tensor.nn.loss import (
+    BCELoss,
+    BCEWithLogitsLoss,
+    CrossEntropyLoss,
+    HuberLoss,
+    KLDivLoss,
+    L1Loss,
+    MSELoss,
+    NLLLoss,
+    SmoothL1Loss,
+)
+from caten.tensor.nn.module import Module, ModuleDict, ModuleList, Parameter, Sequential
+from caten.tensor.nn.norms import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm, RMSNorm
+
+__all__ = ["functional", "init", "Module", "Sequential", "ModuleList", "ModuleDict", "Parameter",
+           "Linear", "Conv1d", "Conv2d", "Embedding", "Flatten", "Unflatten", "Dropout", "MaxPool2d", "AvgPool2d",
+           "AdaptiveAvgPool2d", "LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d",
+           "Identity", "ReLU", "ReLU6", "LeakyReLU", "GELU", "SiLU", "Sigmoid", "Tanh", "Hardtanh", "Softmax",
+           "LogSoftmax", "ELU", "Softplus", "Hardswish", "Hardsigmoid", "Mish",
+           "MSELoss", "L1Loss", "HuberLoss", "SmoothL1Loss", "BCELoss", "BCEWithLogitsLoss", "KLDivLoss", "NLLLoss",
+           "CrossEntropyLoss"]

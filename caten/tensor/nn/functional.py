@@ -1,0 +1,276 @@
+"""torch.nn.functional's activations and losses over caten Tensors, each with torch's keywords,
+defaults and reductions; the modules of `activations.py` and `loss.py` call these.
+
+Built from Tensor ops: a class index becomes a one-hot row (the target compared with
+`arange(C)`) and picking a class is a one-hot multiply-sum, so the gradients come from the
+library's VJP rules. What torch defines and caten cannot compute the same way is an Error.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from caten.errors import Error
+from caten.tensor.lazy import np_dtype
+from caten.tensor.tensor import Tensor
+
+FLOATS = ("f16", "bf16", "f32", "f64")
+REDUCTIONS = ("mean", "sum", "none")
+
+
+# activations --------------------------------------------------------------------------------
+def relu(x: Tensor) -> Tensor:
+    return x.relu()
+
+
+def relu6(x: Tensor) -> Tensor:
+    return hardtanh(x, 0.0, 6.0)
+
+
+def hardtanh(x: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    return Tensor.where(x < min_val, min_val, Tensor.where(x > max_val, max_val, x))
+
+
+def leaky_relu(x: Tensor, negative_slope: float = 0.01) -> Tensor:
+    return Tensor.where(x > 0, x, x * negative_slope)
+
+
+def gelu(x: Tensor, approximate: str = "none") -> Tensor:
+    if approximate == "none":
+        return x.gelu()
+    if approximate != "tanh":
+        raise Error(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
+
+
+def elu(x: Tensor, alpha: float = 1.0) -> Tensor:
+    return Tensor.where(x > 0, x, alpha * (x.exp() - 1))
+
+
+def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """log(1 + e**(beta x)) / beta, and x itself where beta x > threshold (torch's)."""
+    bx = x * beta if beta != 1 else x
+    sp = bx.softplus() if beta == 1 else bx.softplus() / beta
+    return Tensor.where(bx > threshold, x, sp)
+
+
+def hardsigmoid(x: Tensor) -> Tensor:
+    return relu6(x + 3) / 6
+
+
+def hardswish(x: Tensor) -> Tensor:
+    return x * relu6(x + 3) / 6
+
+
+def mish(x: Tensor) -> Tensor:
+    return x * x.softplus().tanh()
+
+
+def silu(x: Tensor) -> Tensor:
+    return x.silu()
+
+
+def sigmoid(x: Tensor) -> Tensor:
+    return x.sigmoid()
+
+
+def tanh(x: Tensor) -> Tensor:
+    return x.tanh()
+
+
+def _softmax_dim(dim: int | None, ndim: int) -> int:
+    """torch's implicit dim for softmax(dim=None): 0 for ranks 0, 1 and 3, else 1."""
+    return (0 if ndim in (0, 1, 3) else 1) if dim is None else dim
+
+
+def softmax(x: Tensor, dim: int | None = None) -> Tensor:
+    return x.softmax(axis=_softmax_dim(dim, x.ndim))
+
+
+def log_softmax(x: Tensor, dim: int | None = None) -> Tensor:
+    return x.log_softmax(axis=_softmax_dim(dim, x.ndim))
+
+
+# losses -------------------------------------------------------------------------------------
+def _reduce(loss: Tensor, reduction: str) -> Tensor:
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "none":
+        return loss
+    raise Error(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+
+
+def _pair(name: str, a: Tensor, b: Any) -> tuple[Tensor, Tensor]:
+    """Input and target of a pointwise loss: the same shape (torch broadcasts with a warning;
+    a silent broadcast is the classic wrong loss, so caten refuses it)."""
+    b = b if isinstance(b, Tensor) else Tensor(np.asarray(b, np.float32), runtime=a.runtime)
+    if a.shape != b.shape:
+        raise Error(f"{name}: input {list(a.shape)} and target {list(b.shape)} differ in shape",
+                    hint="reshape the target to the input's shape (torch would broadcast them)")
+    return a, b
+
+
+def mse_loss(input: Tensor, target: Any, reduction: str = "mean") -> Tensor:
+    a, b = _pair("mse_loss", input, target)
+    d = a - b
+    return _reduce(d * d, reduction)
+
+
+def l1_loss(input: Tensor, target: Any, reduction: str = "mean") -> Tensor:
+    a, b = _pair("l1_loss", input, target)
+    return _reduce((a - b).abs(), reduction)
+
+
+def huber_loss(input: Tensor, target: Any, reduction: str = "mean", delta: float = 1.0) -> Tensor:
+    a, b = _pair("huber_loss", input, target)
+    d = (a - b).abs()
+    return _reduce(Tensor.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta)), reduction)
+
+
+def smooth_l1_loss(input: Tensor, target: Any, reduction: str = "mean", beta: float = 1.0) -> Tensor:
+    a, b = _pair("smooth_l1_loss", input, target)
+    d = (a - b).abs()
+    if beta == 0:
+        return _reduce(d, reduction)
+    return _reduce(Tensor.where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta), reduction)
+
+
+def binary_cross_entropy(input: Tensor, target: Any, weight: Tensor | None = None,
+                         reduction: str = "mean") -> Tensor:
+    """-(y log x + (1-y) log(1-x)), each log clamped at -100 as torch's."""
+    x, y = _pair("binary_cross_entropy", input, target)
+    floor = Tensor(np.asarray(-100, np_dtype(x.dtype)), runtime=x.runtime)
+    loss = -(y * x.log().max(floor) + (1 - y) * (1 - x).log().max(floor))
+    return _reduce(loss * weight if weight is not None else loss, reduction)
+
+
+def binary_cross_entropy_with_logits(input: Tensor, target: Any, weight: Tensor | None = None,
+                                     reduction: str = "mean", pos_weight: Tensor | None = None) -> Tensor:
+    """torch's stable form: (1-y) z + (1 + (pw-1) y) (log1p(e**-|z|) + max(-z, 0))."""
+    z, y = _pair("binary_cross_entropy_with_logits", input, target)
+    soft = (-z.abs()).exp().log1p() + (-z).relu()
+    if pos_weight is None:
+        loss = (1 - y) * z + soft
+    else:
+        loss = (1 - y) * z + (1 + (pos_weight - 1) * y) * soft
+    return _reduce(loss * weight if weight is not None else loss, reduction)
+
+
+def kl_div(input: Tensor, target: Any, reduction: str = "mean", log_target: bool = False) -> Tensor:
+    """target (log target - input) pointwise, 0 where target is 0; 'batchmean' divides the sum
+    by the batch size (torch's 'mean' divides by every element)."""
+    x, t = _pair("kl_div", input, target)
+    if log_target:
+        loss = t.exp() * (t - x)
+    else:
+        safe = Tensor.where(t > 0, t, 1.0)
+        loss = Tensor.where(t > 0, t * safe.log(), 0.0) - t * x
+    if reduction == "batchmean":
+        return loss.sum() / (x.shape[0] if x.ndim else 1)
+    return _reduce(loss, reduction)
+
+
+def _class_last(x: Tensor) -> Tensor:
+    """Input [N, C, d...] (or [C]) with the class axis moved last, where the one-hot rows lie."""
+    if x.ndim <= 2:
+        return x
+    return x.permute([0] + list(range(2, x.ndim)) + [1])
+
+
+def _targets(name: str, x: Tensor, target: Any, ignore_index: int) -> tuple[Tensor, Tensor]:
+    """(one-hot rows [..., C] of the class indices, the mask of targets not ignored)."""
+    t = target if isinstance(target, Tensor) else Tensor(np.asarray(target), runtime=x.runtime)
+    c = x.shape[1] if x.ndim >= 2 else x.shape[0]
+    want = ((x.shape[0],) + x.shape[2:]) if x.ndim >= 2 else ()
+    if t.dtype in FLOATS or t.dtype == "bool":
+        raise Error(f"{name}: class-index targets must be integers, got {t.dtype}",
+                    hint="give int64 class indices, or probabilities of the input's shape (cross_entropy)")
+    if t.shape != want:
+        raise Error(f"{name}: target of shape {list(t.shape)} for input {list(x.shape)}",
+                    hint=f"class indices of shape {list(want)} (the input less its class axis 1)")
+    v = t.node.value
+    if v is not None:
+        bad = (v != ignore_index) & ((v < 0) | (v >= c))
+        if bad.any():
+            raise Error(f"{name}: target {int(v[bad].flat[0])} is out of bounds for {c} classes")
+    classes = Tensor.arange(c, dtype=t.dtype, runtime=x.runtime)
+    keep = (t != ignore_index).cast(x.dtype)
+    onehot = (t.reshape(list(t.shape) + [1]) == classes).cast(x.dtype) * keep.reshape(list(t.shape) + [1])
+    return onehot, keep
+
+
+def _weights(weight: Tensor | None, onehot: Tensor, keep: Tensor, c: int) -> Tensor:
+    """Each target's class weight (0 where ignored)."""
+    if weight is None:
+        return keep
+    if weight.shape != (c,):
+        raise Error(f"a class weight has one entry a class: shape [{c}], got {list(weight.shape)}")
+    return (onehot * weight).sum(axis=-1)
+
+
+def nll_loss(input: Tensor, target: Any, weight: Tensor | None = None, ignore_index: int = -100,
+             reduction: str = "mean") -> Tensor:
+    """-w[t] input[t] per target; 'mean' divides by the sum of the targets' weights (torch's)."""
+    onehot, keep = _targets("nll_loss", input, target, ignore_index)
+    w = _weights(weight, onehot, keep, onehot.shape[-1])
+    loss = -(onehot * _class_last(input)).sum(axis=-1) * (w if weight is not None else 1.0)
+    if reduction == "mean":
+        return loss.sum() / w.sum()
+    return _reduce(loss, reduction)
+
+
+def cross_entropy(input: Tensor, target: Any, weight: Tensor | None = None, ignore_index: int = -100,
+                  reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
+    """torch's cross_entropy: class indices (integers, the input less its class axis 1) or
+    class probabilities (floats of the input's shape), weight, ignore_index, label_smoothing."""
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise Error(f"cross_entropy: label_smoothing must lie in [0, 1], got {label_smoothing}")
+    if reduction not in REDUCTIONS:
+        raise Error(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+    cdim = 1 if input.ndim >= 2 else 0
+    c = input.shape[cdim]
+    logp = _class_last(input.log_softmax(axis=cdim))
+    t = target if isinstance(target, Tensor) else Tensor(np.asarray(target), runtime=input.runtime)
+    if t.shape == input.shape:
+        return _prob_cross_entropy(logp, t, weight, ignore_index, reduction, label_smoothing, c)
+    onehot, keep = _targets("cross_entropy", input, t, ignore_index)
+    w = _weights(weight, onehot, keep, c)
+    nll = -(onehot * logp).sum(axis=-1) * (w if weight is not None else 1.0)
+    nll = nll.sum() / w.sum() if reduction == "mean" else _reduce(nll, reduction)
+    if label_smoothing == 0:
+        return nll
+    smooth = -(logp * weight).sum(axis=-1) if weight is not None else -logp.sum(axis=-1)
+    smooth = smooth * keep
+    smooth = smooth.sum() / w.sum() if reduction == "mean" else _reduce(smooth, reduction)
+    return (1 - label_smoothing) * nll + smooth * (label_smoothing / c)
+
+
+def _prob_cross_entropy(logp: Tensor, t: Tensor, weight: Tensor | None, ignore_index: int, reduction: str,
+                        label_smoothing: float, c: int) -> Tensor:
+    if t.dtype not in FLOATS:
+        raise Error(f"cross_entropy: a target of the input's shape holds probabilities, got {t.dtype}",
+                    hint="give class indices of shape [N] or float probabilities of shape [N, C]")
+    if ignore_index >= 0:
+        raise Error("cross_entropy: ignore_index is not supported for probability targets (as torch's)")
+    t = _class_last(t)
+    if label_smoothing > 0:
+        t = t * (1 - label_smoothing) + label_smoothing / c
+    if weight is not None:
+        if weight.shape != (c,):
+            raise Error(f"a class weight has one entry a class: shape [{c}], got {list(weight.shape)}")
+        t = t * weight
+    loss = -(logp * t).sum(axis=-1)
+    if reduction == "mean":
+        return loss.mean()  # the sum over (numel / C) targets, torch's
+    return _reduce(loss, reduction)
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """torch's F.linear: x W^T + b with W [out, in]."""
+    y = x @ weight.T
+    return y + bias if bias is not None else y
