@@ -75,3 +75,33 @@ def closest(name: str, candidates) -> str | None:
 
     m = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
     return m[0] if m else None
+
+
+def nearby_file(path: str) -> str | None:
+    """The existing file a mistyped path most likely meant (its folder's entries, or the folder
+    itself misspelt one level up), as a path to show in a hint; None if nothing is close."""
+    import os
+
+    folder, name = os.path.split(path)
+    if folder and not os.path.isdir(folder):
+        up, fname = os.path.split(folder)
+        fixed = _closest_entry(up or ".", fname)
+        return nearby_file(os.path.join(up, fixed, name)) if fixed else None
+    if os.path.exists(path):
+        return path
+    entry = _closest_entry(folder or ".", name)
+    return os.path.join(folder, entry) if entry else None
+
+
+def _closest_entry(folder: str, name: str) -> str | None:
+    import os
+
+    try:
+        with os.scandir(folder) as it:
+            names = [e.name for _, e in zip(range(2000), it)]  # a huge folder is not read whole
+    except OSError:
+        return None
+    ext = os.path.splitext(name)[1]
+    alike = [n for n in names if ext and n.endswith(ext)]  # x.npy meant another .npy first
+    return closest(name, alike) or closest(name, names)
+

@@ -113,3 +113,72 @@ def test_str_of_an_error_is_the_cli_rendering():
 def test_str_of_an_error_without_a_place_is_its_message_and_hint():
     assert str(caten.Error("bad call")) == "bad call"
     assert str(caten.Error("bad call", hint="pass two arrays")) == "bad call\nhint: pass two arrays"
+
+
+# --- 2. a mistyped command or path
+
+
+@pytest.mark.parametrize("argv,cmd", [(["rnu", "x.lisp"], "run"), (["tset-runtime"], "test-runtime"),
+                                      (["grpah", "f.lisp"], "graph")])
+def test_a_mistyped_command_is_a_usage_error_naming_the_command(tmp_path: Path, argv, cmd):
+    rc, out = run_cli(argv, tmp_path)
+    assert rc == 2, out
+    assert f"did you mean `{cmd}`?" in out and "Traceback" not in out
+
+
+def test_a_missing_source_suggests_the_file_nearby(tmp_path: Path):
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "examples" / "softmax.lisp").write_text(SIG + "  (exp X))\n")
+    for typo in ("examples/sofmax.lisp", "exmples/softmax.lisp"):
+        rc, out = run_cli(["run", typo], tmp_path)
+        assert rc == 1, out
+        assert f"error: no such file: {typo}" in out and "did you mean examples/softmax.lisp?" in out, out
+
+
+# --- 3. array files on the command line
+
+
+def _files(d: Path) -> None:
+    (d / "f.lisp").write_text(SIG + "  (exp X))\n")
+    np.save(d / "x.npy", np.array([0.5, 1.5], np.float32))
+    (d / "notes.txt").write_text("1 2 3\n")
+    (d / "text.npy").write_text("1 2 3\n")
+    (d / "empty.npy").write_bytes(b"")
+    np.savez(d / "w.npz", X=np.zeros(2, np.float32), Z=np.ones(2, np.float32))
+    (d / "cut.npy").write_bytes((d / "x.npy").read_bytes()[:40])
+    np.save(d / "obj.npy", np.array([{}, 1], dtype=object), allow_pickle=True)
+    np.save(d / "x64.npy", np.array([0.5, 1.5]))
+    (d / "dir.npy").mkdir()
+
+
+BAD_INPUTS = [
+    ("X=notes.txt", r"input X: notes\.txt is not a \.npy array file \(it holds text: '1 2 3'\)", "np.save"),
+    ("X=text.npy", r"input X: text\.npy is not a \.npy array file", "np.save"),
+    ("text.npy", r"input #1: text\.npy is not a \.npy array file", "np.save"),
+    ("X=empty.npy", r"input X: empty\.npy is not a \.npy array file \(it is empty\)", "np.save"),
+    ("X=tex.npy", r"input X: no such file: tex\.npy", "did you mean text.npy?"),
+    ("X=w.npz", r"input X: w\.npz is an \.npz archive \(arrays X, Z\), not a \.npy array file", "--weights"),
+    ("X=cut.npy", r"input X: cut\.npy is a damaged or unsupported \.npy file", "np.save"),
+    ("X=obj.npy", r"input X: obj\.npy is a damaged or unsupported \.npy file: it holds Python objects", "np.save"),
+    ("X=dir.npy", r"input X: dir\.npy is a directory", "np.save"),
+    ("X=x64.npy", r"argument `X` of `f` has dtype f64, but declared f32", None),
+    ("--weights=notes.txt", r"--weights: notes\.txt is not a \.npz archive file", "np.savez"),
+    ("--weights=x.npy", r"--weights: x\.npy is a single \.npy array", "NAME=PATH.npy"),
+]
+
+
+def test_each_bad_array_file_is_a_one_line_diagnostic(tmp_path: Path):
+    import re
+
+    _files(tmp_path)
+    for arg, message, hint in BAD_INPUTS:
+        rc, out = run_cli(["run", "f.lisp", "-r", "numpy", arg], tmp_path)
+        assert rc == 1, (arg, out)
+        first = out.split("\n")[0]
+        assert re.fullmatch(r"caten: error: " + message + r".*", first), (arg, out)
+        assert "Traceback" not in out and "pickle" not in out, (arg, out)
+        if hint:
+            assert out.split("\n")[1].startswith("hint: ") and hint in out.split("\n")[1], (arg, out)
+    rc, out = run_cli(["run", "f.lisp", "-r", "numpy", "X=x.npy", "-o", "y.npy"], tmp_path)
+    assert rc == 0, out
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), np.exp(np.array([0.5, 1.5], np.float32)), rtol=1e-6)

@@ -34,17 +34,6 @@ def import_onnx(path: str, output: str | None, name: str) -> None:
     click.echo(f"run it: caten run {out} {ins}" + (f" --weights {wpath}" if conv.weights else ""), err=True)
 
 
-def load_weights(path: str) -> dict[str, np.ndarray]:
-    """The arrays of an .npz, by name (`caten run --weights`)."""
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
-    except FileNotFoundError:
-        raise Error(f"no such weights file: {path}") from None
-    except (ValueError, OSError) as e:
-        raise Error(f"cannot read {path} as .npz: {e}") from None
-
-
 def register(cli: click.Group, diagnostics) -> None:
     """Add `caten import` to the command group."""
 

@@ -79,8 +79,20 @@ class CatenGroup(click.Group):
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if args and args[0] not in self.commands and args[0] not in ("--help", "-h", "--version"):
+            self._typo(ctx, args[0])
             args = ["compile"] + args
         return super().parse_args(ctx, args)
+
+    def _typo(self, ctx: click.Context, word: str) -> None:
+        """`caten rnu`: a word that is no file, looks like no path and is close to a command is a
+        mistyped command, a usage error (exit 2), not a missing source file."""
+        from caten.errors import closest
+
+        if word.startswith("-") or "." in word or os.sep in word or os.path.exists(word):
+            return
+        cmd = closest(word, [c for c in self.commands if c != "compile"])
+        if cmd:
+            raise click.UsageError(f"no command or file named '{word}'; did you mean `{cmd}`?", ctx)
 
 
 def _check_cpu(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

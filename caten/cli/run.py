@@ -5,20 +5,9 @@ from __future__ import annotations
 import click
 import numpy as np
 
+from caten.cli.arrays import load_npy as _load_array  # profile.py reads its inputs with it too
 from caten.errors import Error, Span
 from caten.options import Options
-
-
-def _load_array(path: str) -> np.ndarray:
-    try:
-        a = np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise Error(f"no such input file: {path}") from None
-    except (ValueError, OSError) as e:
-        raise Error(f"cannot read {path} as .npy: {e}") from None
-    if not isinstance(a, np.ndarray):
-        raise Error(f"{path} holds several arrays; pass a .npy file per input")
-    return a
 
 
 def run_file(file: str, inputs: list[str], options: Options, entry: str | None, output: str | None,
@@ -36,9 +25,9 @@ def run_file(file: str, inputs: list[str], options: Options, entry: str | None, 
     params = [p.name for p in cdef.params]
     given: dict[str, np.ndarray] = {}
     if weights:
-        from caten.cli.importer import load_weights
+        from caten.cli.arrays import load_npz
 
-        given.update((k, v) for k, v in load_weights(weights).items() if k in params)
+        given.update((k, v) for k, v in load_npz(weights).items() if k in params)
     positional = []
     for arg in inputs:
         if "=" in arg:
@@ -49,9 +38,9 @@ def run_file(file: str, inputs: list[str], options: Options, entry: str | None, 
                 g = closest(k, params)
                 raise Error(f"`{name}` has no input named {k}" + (f"; did you mean {g}?" if g else
                             f" (inputs: {', '.join(params)})"))
-            given[k] = _load_array(v)
+            given[k] = _load_array(v, k)
         else:
-            positional.append(_load_array(arg))
+            positional.append(_load_array(arg, f"#{len(positional) + 1}"))
     for p in params:
         if p not in given and positional:
             given[p] = positional.pop(0)

@@ -12,7 +12,7 @@ import os
 import threading
 from importlib import resources
 
-from caten.errors import Error, Span
+from caten.errors import Error, Span, nearby_file
 from caten.read import delims
 from caten.read.sexpr import Annot, Form, Kw, Num, SList, Str, Sym
 
@@ -251,7 +251,8 @@ def load_text(path: str) -> str:
     try:
         data = read_bytes(path)
     except FileNotFoundError:
-        raise Error(f"no such file: {path}", Span(path, 1, 1)) from None
+        near = nearby_file(path)
+        raise Error(f"no such file: {path}", Span(path, 1, 1), f"did you mean {near}?" if near else None) from None
     except IsADirectoryError:
         raise Error(f"{path} is a directory, not a source file", Span(path, 1, 1)) from None
     except OSError as e:
