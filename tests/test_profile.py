@@ -223,3 +223,23 @@ def test_profile_s_call_time_agrees_with_a_direct_call():
         if 1 / 1.3 < min(profiled) / min(direct) < 1.3:
             break
     assert 1 / 1.3 < min(profiled) / min(direct) < 1.3, (profiled, direct)
+
+
+def test_the_roofline_svg_has_labelled_log_axes():
+    """Decade ticks with numbers on both axes, the axis titles, and both ceilings named."""
+    from caten.cli.profile import roofline_svg
+    from caten.run.profile import KernelStat
+
+    roof = Roofline("test cpu", 100.0, 10.0)  # ridge at 10 FLOP/byte
+    stats = [KernelStat("f__k0", 1e-3, 2e6, 4e6), KernelStat("f__k1", 1e-3, 4e7, 2e6)]  # 0.5 and 20 FLOP/byte
+    root = ET.fromstring(roofline_svg(stats, roof, "f"))
+    ns = "{http://www.w3.org/2000/svg}"
+    texts = {t.get("class"): [] for t in root.iter(f"{ns}text")}
+    for t in root.iter(f"{ns}text"):
+        texts[t.get("class")].append(t.text)
+    assert texts["xtick"] == ["0.1", "1", "10", "100"]  # 0.5/2 .. 20*4, whole decades
+    assert texts["ytick"] == ["1", "10", "100", "1000"]  # 2 GF/s/2 .. 150
+    ceilings = " ".join(texts["ceiling"])
+    assert "peak 100 GFLOP/s" in ceilings and "memory 10.0 GB/s" in ceilings
+    assert "arithmetic intensity (FLOP/byte)" in texts[None] and "GFLOP/s" in texts[None]
+    assert len(root.findall(f".//{ns}circle[@class='kernel']")) == 2

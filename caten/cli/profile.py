@@ -119,9 +119,10 @@ def _print(name: str, prof: Profile, roof: Roofline) -> None:
 
     stats = prof.stats
     total = sum(s.seconds for s in stats) or 1e-12
-    t = Table(title=f"{name}: {prof.call_seconds * 1e3:.3f} ms a call (median of {prof.calls}); with the "
-                    f"kernels' counters {prof.profiled_seconds * 1e3:.3f} ms, kernels {total * 1e3:.3f} ms "
-                    f"(roofline: {roof.peak_gflops:.0f} GF/s, {roof.bandwidth_gbs:.1f} GB/s on {roof.cpu})")
+    t = Table(title=f"{name}: {prof.call_seconds * 1e3:.3f} ms a call (the median of {prof.calls})",
+              caption=f"the build with the kernels' counters: {prof.profiled_seconds * 1e3:.3f} ms a call, its "
+                      f"kernels {total * 1e3:.3f} ms; roofline: {roof.peak_gflops:.0f} GF/s, "
+                      f"{roof.bandwidth_gbs:.1f} GB/s on {roof.cpu}")
     for col in ("kernel", "ms", "share", "GF/s", "GB/s", "flop/byte", "of roofline"):
         t.add_column(col, justify="left" if col == "kernel" else "right")
     def row(s: KernelStat, style: str | None = None) -> None:
@@ -137,33 +138,60 @@ def _print(name: str, prof: Profile, roof: Roofline) -> None:
 
 
 def roofline_svg(stats: list[KernelStat], roof: Roofline, title: str) -> str:
-    """A log-log roofline plot (arithmetic intensity against GF/s) with one dot per kernel."""
-    w, h, m = 640, 420, 60
+    """A log-log roofline plot with one dot per kernel and per stage: arithmetic intensity
+    (FLOP/byte) on x, GFLOP/s on y, both with labelled decade ticks and a grid; the two
+    ceilings (bandwidth's slope, the FMA peak) and the ridge named where they are drawn."""
+    w, h = 720, 480
+    left, right, top, bottom = 78, 24, 44, 62
     pts = [s for k in stats for s in [k, *(k.stages if len(k.stages) > 1 else [])]
            if s.flops > 0 and s.bytes > 0 and s.seconds > 0]
-    xs = [s.intensity for s in pts] + [roof.peak_gflops / roof.bandwidth_gbs]
+    ridge = roof.peak_gflops / roof.bandwidth_gbs
+    xs = [s.intensity for s in pts] + [ridge]
     ys = [s.gflops for s in pts] + [roof.peak_gflops]
-    x0, x1 = math.log10(max(min(xs) / 4, 1e-3)), math.log10(max(xs) * 4)
-    y0, y1 = math.log10(max(min(ys) / 4, 1e-3)), math.log10(roof.peak_gflops * 2)
+    x0, x1 = math.floor(math.log10(max(min(xs) / 2, 1e-4))), math.ceil(math.log10(max(xs) * 4))
+    y0, y1 = math.floor(math.log10(max(min(ys) / 2, 1e-3))), math.ceil(math.log10(roof.peak_gflops * 1.5))
 
     def px(x: float) -> float:
-        return m + (math.log10(x) - x0) / (x1 - x0) * (w - 2 * m)
+        return left + (math.log10(x) - x0) / (x1 - x0) * (w - left - right)
 
     def py(y: float) -> float:
-        return h - m - (math.log10(max(y, 1e-9)) - y0) / (y1 - y0) * (h - 2 * m)
+        return h - bottom - (math.log10(max(y, 1e-9)) - y0) / (y1 - y0) * (h - top - bottom)
 
-    ridge = roof.peak_gflops / roof.bandwidth_gbs
-    xa = 10 ** x0
+    xa, xb = 10.0 ** x0, 10.0 ** x1
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" '
              f'font-size="11">',
-             f'<text x="{w / 2}" y="20" text-anchor="middle" font-size="14">{_esc(title)}: roofline '
-             f'({roof.peak_gflops:.0f} GF/s, {roof.bandwidth_gbs:.1f} GB/s)</text>',
-             f'<rect x="{m}" y="{m}" width="{w - 2 * m}" height="{h - 2 * m}" fill="none" stroke="#888"/>',
-             f'<polyline class="roof" fill="none" stroke="#c00" stroke-width="2" points="{px(xa):.1f},'
-             f'{py(xa * roof.bandwidth_gbs):.1f} {px(ridge):.1f},{py(roof.peak_gflops):.1f} '
-             f'{px(10 ** x1):.1f},{py(roof.peak_gflops):.1f}"/>',
-             f'<text x="{w / 2}" y="{h - 15}" text-anchor="middle">arithmetic intensity (flop/byte)</text>',
-             f'<text x="15" y="{h / 2}" transform="rotate(-90 15 {h / 2})" text-anchor="middle">GF/s</text>']
+             f'<rect width="{w}" height="{h}" fill="white"/>',
+             f'<text x="{w / 2}" y="22" text-anchor="middle" font-size="14">{_esc(title)}: roofline on '
+             f'{_esc(roof.cpu)}</text>']
+    for d in range(x0, x1 + 1):  # decade ticks: grid line, tick, number
+        x = px(10.0 ** d)
+        parts += [f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{h - bottom}" stroke="#e4e4e4"/>',
+                  f'<line x1="{x:.1f}" y1="{h - bottom}" x2="{x:.1f}" y2="{h - bottom + 5}" stroke="#444"/>',
+                  f'<text class="xtick" x="{x:.1f}" y="{h - bottom + 18}" text-anchor="middle">{_decade(d)}</text>']
+    for d in range(y0, y1 + 1):
+        y = py(10.0 ** d)
+        parts += [f'<line x1="{left}" y1="{y:.1f}" x2="{w - right}" y2="{y:.1f}" stroke="#e4e4e4"/>',
+                  f'<line x1="{left - 5}" y1="{y:.1f}" x2="{left}" y2="{y:.1f}" stroke="#444"/>',
+                  f'<text class="ytick" x="{left - 8}" y="{y + 4:.1f}" text-anchor="end">{_decade(d)}</text>']
+    ry, bw = py(roof.peak_gflops), roof.bandwidth_gbs
+    slope = math.degrees(math.atan2(py(xa * bw) - py(ridge * bw), px(ridge) - px(xa)))
+    parts += [f'<rect x="{left}" y="{top}" width="{w - left - right}" height="{h - top - bottom}" fill="none" '
+              f'stroke="#444"/>',
+              f'<polyline class="roof" fill="none" stroke="#c00" stroke-width="2" points="{px(xa):.1f},'
+              f'{py(xa * bw):.1f} {px(ridge):.1f},{ry:.1f} {px(xb):.1f},{ry:.1f}"/>',
+              f'<text class="ceiling" x="{px(xb) - 6:.1f}" y="{ry - 6:.1f}" text-anchor="end" fill="#c00">'
+              f'peak {roof.peak_gflops:.0f} GFLOP/s (FMA loop)</text>',
+              f'<text class="ceiling" x="0" y="0" fill="#c00" transform="translate({px(ridge) - 12:.1f},'
+              f'{ry + 4:.1f}) rotate({-slope:.1f})" text-anchor="end" dy="14">memory {bw:.1f} GB/s (read stream)'
+              f'</text>',
+              f'<line x1="{px(ridge):.1f}" y1="{ry:.1f}" x2="{px(ridge):.1f}" y2="{h - bottom}" stroke="#c00" '
+              f'stroke-dasharray="3,3"/>',
+              f'<text x="{px(ridge) + 4:.1f}" y="{h - bottom - 6}" fill="#c00" font-size="10">ridge '
+              f'{ridge:.2g}</text>',
+              f'<text x="{left + (w - left - right) / 2}" y="{h - 16}" text-anchor="middle" font-size="12">'
+              f'arithmetic intensity (FLOP/byte)</text>',
+              f'<text x="18" y="{top + (h - top - bottom) / 2}" transform="rotate(-90 18 '
+              f'{top + (h - top - bottom) / 2})" text-anchor="middle" font-size="12">GFLOP/s</text>']
     for s in pts:
         parts.append(f'<circle class="kernel" cx="{px(s.intensity):.1f}" cy="{py(s.gflops):.1f}" r="4" '
                      f'fill="#06c"><title>{_esc(s.name)}: {s.seconds * 1e3:.3f} ms, {s.gflops:.1f} GF/s'
@@ -172,6 +200,11 @@ def roofline_svg(stats: list[KernelStat], roof: Roofline, title: str) -> str:
                      f'{_esc(s.name.strip().split(" ")[0].rsplit("__", 1)[-1])}</text>')
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
+
+
+def _decade(d: int) -> str:
+    """10**d as a tick reads: 0.01, 0.1, 1, 10, 100, 1000, then 1e4..."""
+    return f"{10.0 ** d:g}" if -3 <= d <= 3 else f"1e{d}"
 
 
 def _esc(s: str) -> str:
