@@ -325,6 +325,19 @@ class ModuleList(Module):
     def insert(self, i: int, m: Module) -> None:
         self._items.insert(i, _module(m))
 
+    def __repr__(self) -> str:
+        """torch's: a run of equal consecutive items is one line, `(0-2): 3 x Linear(...)`."""
+        runs: list[list[Any]] = []
+        for i, m in enumerate(self._items):
+            r = repr(m)
+            if runs and runs[-1][2] == r:
+                runs[-1][1] = i
+            else:
+                runs.append([i, i, r])
+        lines = [(f"({a}): " if a == b else f"({a}-{b}): {b - a + 1} x ") + r.replace("\n", "\n  ")
+                 for a, b, r in runs]
+        return "ModuleList(" + ("\n  " + "\n  ".join(lines) + "\n" if lines else "") + ")"
+
 
 class ModuleDict(Module):
     """torch.nn.ModuleDict: modules by name, in insertion order (`name.key.weight`)."""

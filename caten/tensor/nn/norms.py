@@ -27,7 +27,8 @@ def _shape(s: Any) -> tuple[int, ...]:
 class LayerNorm(Module):
     """Normalizes the trailing `normalized_shape` axes (biased variance); weight ones, bias zeros."""
 
-    def __init__(self, normalized_shape: Any, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True):
+    def __init__(self, normalized_shape: Any, eps: float = 1e-5, elementwise_affine: bool = True, *,
+                 bias: bool = True):
         shape = _shape(normalized_shape)
         self.normalized_shape, self.eps, self.elementwise_affine = shape, eps, elementwise_affine
         self.weight = Parameter(np.ones(shape, np.float32)) if elementwise_affine else None
@@ -44,7 +45,8 @@ class LayerNorm(Module):
         return x.layernorm(w, b, axis=axis, eps=self.eps)
 
     def extra_repr(self) -> str:
-        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+        return (f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, "
+                f"bias={self.bias is not None}")
 
 
 class RMSNorm(Module):
@@ -77,12 +79,13 @@ def _per_channel(t: Tensor, ndim: int) -> Tensor:
 class GroupNorm(Module):
     """Normalizes each of `num_groups` channel groups over its channels and positions."""
 
-    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True):
+    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True, *,
+                 bias: bool = True):
         if num_channels % num_groups:
             raise Error(f"GroupNorm: num_channels {num_channels} is not divisible by num_groups {num_groups}")
         self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
         self.weight = Parameter(np.ones(num_channels, np.float32)) if affine else None
-        self.bias = Parameter(np.zeros(num_channels, np.float32)) if affine else None
+        self.bias = Parameter(np.zeros(num_channels, np.float32)) if affine and bias else None
 
     def forward(self, x: Tensor) -> Tensor:
         if x.ndim < 2 or x.shape[1] != self.num_channels:
@@ -92,22 +95,23 @@ class GroupNorm(Module):
         d = g - mean
         y = (d * ((d * d).mean(axis=-1, keepdims=True) + self.eps).rsqrt()).reshape(list(x.shape))
         if self.weight is not None:
-            y = y * _per_channel(self.weight, x.ndim) + _per_channel(self.bias, x.ndim)
-        return y
+            y = y * _per_channel(self.weight, x.ndim)
+        return y + _per_channel(self.bias, x.ndim) if self.bias is not None else y
 
     def extra_repr(self) -> str:
-        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+                f"bias={self.bias is not None}")
 
 
 class _BatchNorm(Module):
     ranks: tuple[int, ...] = ()
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
-                 track_running_stats: bool = True):
+                 track_running_stats: bool = True, *, bias: bool = True):
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         self.weight = Parameter(np.ones(num_features, np.float32)) if affine else None
-        self.bias = Parameter(np.zeros(num_features, np.float32)) if affine else None
+        self.bias = Parameter(np.zeros(num_features, np.float32)) if affine and bias else None
         if track_running_stats:
             self.running_mean = Tensor(np.zeros(num_features, np.float32))
             self.running_var = Tensor(np.ones(num_features, np.float32))
@@ -136,8 +140,8 @@ class _BatchNorm(Module):
             var = _per_channel(self.running_var, x.ndim)
         y = d * (var + self.eps).rsqrt()
         if self.weight is not None:
-            y = y * _per_channel(self.weight, x.ndim) + _per_channel(self.bias, x.ndim)
-        return y
+            y = y * _per_channel(self.weight, x.ndim)
+        return y + _per_channel(self.bias, x.ndim) if self.bias is not None else y
 
     def _track(self, mean: Tensor, var: Tensor, n: int) -> None:
         """running = (1 - m) running + m batch, with the unbiased variance; momentum None is the
@@ -152,7 +156,7 @@ class _BatchNorm(Module):
 
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-                f"track_running_stats={self.track_running_stats}")
+                f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}")
 
 
 class BatchNorm1d(_BatchNorm):
