@@ -295,10 +295,9 @@ def test_readme_first_command_runs_and_writes_only_under_build(tmp_path):
     assert sorted(_written(before, _listing(work))) == ["build/x.npy", "build/y.npy"]
 
 
-@pytest.mark.xfail(strict=True, reason="--no-cache still writes the parsed library (caten/elaborate/library.py, "
-                   "a `.lib` entry) and lark's grammar tables (caten/read/reader.py, lark-grammar.cache) "
-                   "into the cache folder")
 def test_readme_first_command_writes_no_compile_cache(tmp_path):
+    """--no-cache leaves the cache folder alone: not even the parsed library (a `.lib` entry) or
+    lark's grammar tables, which it once wrote."""
     work, cache, xdg = tmp_path / "repo", tmp_path / "cache", tmp_path / "xdg"
     _setup(work)
     p = _shell(_first_command(), work, CATEN_CACHE_DIR=str(cache), XDG_CACHE_HOME=str(xdg))

@@ -337,11 +337,20 @@ def _unwrap(data: bytes) -> bytes | None:
 
 
 _default: Cache | None = None
+_off = False
 
 
 def default_cache() -> Cache:
     """The process-wide cache of the default folder (its stats are what `cache info -v` shows)."""
     global _default
     if _default is None or _default.requested != default_dir():
-        _default = Cache()
+        _default = Cache(enabled=not _off)
     return _default
+
+
+def switch_off() -> None:
+    """No caching at all in this process (the CLI's `--no-cache`): besides compiled code, the
+    parsed library, read sources, the roofline and lark's grammar tables are neither read nor
+    written, so the cache folder is left as it was (or absent)."""
+    global _default, _off
+    _off, _default = True, None

@@ -137,6 +137,10 @@ def options(runtime: str, defines: tuple[str, ...], opt: int, rules: tuple[str, 
             debug: bool) -> Options:
     """The Options of the flags `compile_options` declares."""
     explain = None
+    if no_cache:  # one CLI process is one compile: nothing of it is cached
+        from caten.cache.store import switch_off
+
+        switch_off()
     if explain_rules:
         from caten.rewrite import Explain
 
