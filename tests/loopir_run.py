@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from caten.lower import loopir as L
+from caten import loopir as L
 from caten.lower.evaluate import evaluate
 
 

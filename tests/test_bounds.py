@@ -51,7 +51,7 @@ def test_flip_reshape_reproducer_is_in_bounds(rt):
 
 def _inject(monkeypatch, buf: str = "out0", delta: int = 1, loads: bool = False) -> None:
     """Make the lowering buggy for this test: accesses of `buf` moved by `delta`."""
-    import caten.lower as lower_mod
+    import caten.lower.kernel_lowerer as lower_mod
 
     real = lower_mod.lower
 
@@ -63,7 +63,7 @@ def _inject(monkeypatch, buf: str = "out0", delta: int = 1, loads: bool = False)
 
 def _shift_accesses(stmts: list, buf: str, delta: int, loads: bool) -> list:
     """A lowering bug on purpose: every store into `buf` (or every load from it) moved by `delta`."""
-    from caten.lower import loopir as L
+    from caten import loopir as L
 
     def expr(e):
         if not isinstance(e, L.X):

@@ -18,11 +18,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import caten
+from caten import loopir as L
 from caten import pipeline, target
 from caten.conformance.values import compare
 from caten.ir import dtypes as T
 from caten.ir.ops import TABLE, Ctx, Op
-from caten.lower import loopir as L
 from caten.lower.decompose import DECOMPOSED, Decomposer, decompose
 from caten.lower.evaluate import evaluate, fma
 from caten.lower.text import dump

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 import caten
+from caten import loopir as L
 from caten import pipeline, target
 from caten import plugin as R
-from caten.lower import loopir as L
 from caten.plugin import Options
 
 SRC = """

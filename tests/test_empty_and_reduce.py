@@ -210,8 +210,8 @@ def test_blocked_row_sums_match_numpy(rt):
 def test_blocking_is_in_the_loop_ir():
     """Every renderer gets it: the lowered kernel of an f32 sum over a dynamic axis closes
     blocks into an f64 accumulator; a sum that fits in one block is left as it was."""
-    from caten.lower import loopir as L
-    from caten.lower import lower
+    from caten import loopir as L
+    from caten.lower.kernel_lowerer import lower
     from caten.lower.trial import check_group
     from caten.schedule import schedule
 

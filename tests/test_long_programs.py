@@ -149,7 +149,7 @@ def test_a_long_chain_is_cut_into_bodies_of_bounded_size(tmp_path):
         import pathlib, re
         from click.testing import CliRunner
         from caten.cli.main import cli
-        from caten.schedule import BODY_MAX
+        from caten.schedule.scheduler import BODY_MAX
         p = pathlib.Path({str(tmp_path)!r}) / "long.lisp"
         p.write_text(chain(5000))
         r = CliRunner().invoke(cli, ["-r", "numpy", "--emit", "schedule", str(p)])

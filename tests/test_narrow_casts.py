@@ -19,10 +19,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import caten
+from caten import loopir as L
 from caten import plugin as R
 from caten.ir import dtypes as T
 from caten.ir.ops import Op
-from caten.lower import loopir as L
 from caten.lower import numerics_narrow as nar
 from caten.lower.decompose import decompose
 from caten.lower.evaluate import _cast, evaluate

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import caten
+from caten import loopir as L
 from caten import pipeline, target
-from caten.lower import loopir as L
 from caten.render.llvm.pack import interleave
 from tests.llvm_util import ISA_CASES, isa_module
 

@@ -91,9 +91,9 @@ def test_runtimes_import_neither_schedule_nor_lower():
 
 
 def test_loop_ir_verifier_finds_malformed_kernels():
+    from caten import loopir as L
     from caten.ir import dtypes as T
     from caten.ir.ops import Op
-    from caten.lower import loopir as L
     from caten.lower.verify import problems
 
     i = L.var("i")

@@ -100,7 +100,7 @@ def _planned(name):
 def test_lowering_reads_the_plan_the_schedule_recorded(monkeypatch, name, mode):
     """Each reduction's plan (mode, GEMM blocks, register tile, block cut) is decided once, by the
     schedule: with every planning function broken the lowering gives the same loop IR."""
-    import caten.lower as lowering
+    import caten.lower.kernel_lowerer as lowering
     import caten.schedule.plan as P
     from caten.lower.text import kernel_text
 
@@ -121,7 +121,7 @@ def test_an_edited_plan_is_what_gets_lowered():
     """The register tile of a column sum comes from the recorded plan, not from the lowering."""
     import dataclasses
 
-    import caten.lower as lowering
+    import caten.lower.kernel_lowerer as lowering
     from caten.lower.text import kernel_text
 
     s = _planned("colsum")

@@ -1,47 +1,8 @@
-"""The loop IR: what a kernel is after lowering, shared by every renderer (LLVM, C-like).
-
-Expressions (`X`) are hash-consed trees; statements are plain objects. Index arithmetic is
-i64. Values of f16/bf16 live in registers as f32 and are rounded after every op, as the
-reference does.
-
-Expression ops (`X.op`):
-  "const" arg=value | "dim" arg=Dim (i64) | "var" arg=name | "load" arg=buffer, src=(idx,)
-  "dim" arg=Dim src=(value,): after the decompose pass, every dim but a dynamic one (a bare
-    symbol: the function's argument), its value written in primitives (caten.lower.dimx);
-    renderers spell the value, sizes read the Dim
-  "masked" src=(cond, value): value if cond else 0, value evaluated only under cond
-  "rand" arg=seed src=(ctr i64,) or (ctr i64, key u64: a runtime seed XORed into the key) -> u32
-  | an `Op` (ALU, CAST, WHERE)
-  "idiv"/"imod" src=(a, b): truncating (C) division and remainder in the dtype of a, signed or
-    unsigned by that dtype; b is never 0, nor -1 with a the minimum (index math: a >= 0, b > 0).
-  An `Op.ADD/MUL/MAX` with arg "acc" is a reduction update that may be reassociated.
-The primitives the decompose pass (caten.lower.decompose) writes EXP2, LOG2, SIN, IDIV, MOD,
-NaN-propagating MAX, "rand", f16/bf16 rounding and float->int casts in, for renderers that lack
-those ops natively:
-  "bitcast" src=(x,): x's bits read as another dtype of the same width (exponent and mantissa
-    fields for exp2/log2/Payne-Hanek; fabs and copysign are bit masks through it); u32 to
-    f16/bf16 reads the bits of the f32 register such a value lives in (a rounded value)
-  "shl"/"shr" src=(a, n): shift by 0 <= n < bits, n of a's dtype; "shr" is arithmetic for signed
-    dtypes, logical for unsigned ones (exponent fields, 32-bit limbs, threefry's rotations)
-  "floor"/"rint" src=(x,): round down / to nearest, ties to even (exp2's and sin's range
-    reductions, float floor division); both are single instructions on CPUs and GPUs
-  "fma" src=(a, b, c): a*b + c rounded once (Cody-Waite and double-double steps need the exact
-    product; polynomials use it so results do not depend on whether a CPU fuses)
-  "fmod" src=(a, b): C's fmod, exact (float IDIV/MOD start from it; it is a long loop otherwise)
-  "lut" arg=tuple of ints src=(idx i64,): entry idx of a constant table (the bits of 1/pi)
-Statements: Loop(var, extent, body) and its Parallel form (iterations may run on threads),
-  Store(buf, idx, value), Acc(var, dtype, init),
-  SetAcc(var, value), TileMM (a GEMM micro-kernel over packed panels), MacroMM (the
-  tiles of a packed block), DirectMM (a convolution's tiles reading its image in place),
-  PackT (a transposing copy: a row panel packed from a row-major matrix) and PackN (a straight
-  copy of a panel whose lanes are contiguous); their `expand()` gives the same computation in the other
-  statements, for renderers without a register-tile path.
-"""
+"""Loop-IR statements: loops, stores, accumulators and the GEMM/convolution tile statements whose
+`expand()` gives the same computation in the plain ones (caten.loopir's docstring lists them)."""
 
 from __future__ import annotations
 
-import hashlib
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -49,115 +10,7 @@ from typing import Any
 from caten.ir import dtypes as T
 from caten.ir.dtypes import DType
 from caten.ir.ops import Op
-
-IDX = T.i64
-
-
-def register(dt: DType) -> DType:
-    """The dtype of dt's register: f16/bf16 values live in f32 ones (a `bitcast` reads its bits)."""
-    return T.f32 if dt in (T.f16, T.bf16) else dt
-
-
-def _argkey(a: Any) -> Any:
-    if isinstance(a, float):
-        return ("f", struct.pack("<d", a))
-    if isinstance(a, bool):
-        return ("b", a)
-    if isinstance(a, int):
-        return ("i", a)
-    return a
-
-
-class X:
-    __slots__ = ("op", "dtype", "src", "arg", "order", "__weakref__")
-    _intern: dict = {}
-
-    op: Any
-    dtype: DType
-    src: tuple
-    arg: Any
-    order: str  # a deterministic sort key: a leaf's text, else a digest of the structure (a DAG's
-    #             text can be exponentially long, so printing it to sort would be too)
-
-    @classmethod
-    def make(cls, op: Any, dtype: DType, src: tuple = (), arg: Any = None) -> X:
-        key = (op, dtype, tuple(id(s) for s in src), _argkey(arg))
-        hit = cls._intern.get(key)
-        if hit is not None:
-            return hit
-        x = object.__new__(cls)
-        x.op, x.dtype, x.src, x.arg = op, dtype, tuple(src), arg
-        if not src and op in ("const", "var", "dim"):
-            x.order = "0" + repr(x)
-        else:
-            text = f"{op}|{dtype}|{_argkey(arg)!r}|{'|'.join(s.order for s in src)}"
-            x.order = "1" + hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
-        cls._intern[key] = x
-        return x
-
-    def __repr__(self) -> str:
-        if self.op == "const":
-            return repr(self.arg)
-        if self.op in ("var", "dim"):
-            return str(self.arg)
-        if self.op == "load":
-            return f"{self.arg}[{self.src[0]!r}]"
-        name = self.op.value.lower() if isinstance(self.op, Op) else self.op
-        return f"({name} {' '.join(map(repr, self.src))})"
-
-
-def const(v: Any, dtype: DType = IDX) -> X:
-    return X.make("const", dtype, (), v)
-
-
-def var(name: str, dtype: DType = IDX) -> X:
-    return X.make("var", dtype, (), name)
-
-
-def dim(d: Any) -> X:
-    if isinstance(d, int):
-        return const(d)
-    return X.make("dim", IDX, (), d)
-
-
-def load(buf: str, idx: X, dtype: DType) -> X:
-    return X.make("load", dtype, (idx,), buf)
-
-
-def alu(op: Op, dtype: DType, *src: X, arg: Any = None) -> X:
-    return X.make(op, dtype, tuple(src), arg)
-
-
-# index arithmetic with folding -------------------------------------------------------------
-def iadd(a: X, b: X) -> X:
-    if a.op == "const" and a.arg == 0:
-        return b
-    if b.op == "const" and b.arg == 0:
-        return a
-    if a.op == "const" and b.op == "const":
-        return const(a.arg + b.arg)
-    return alu(Op.ADD, IDX, a, b)
-
-
-def imul(a: X, b: X) -> X:
-    if a.op == "const":
-        a, b = b, a
-    if b.op == "const":
-        if b.arg == 0:
-            return const(0)
-        if b.arg == 1:
-            return a
-        if a.op == "const":
-            return const(a.arg * b.arg)
-    return alu(Op.MUL, IDX, a, b)
-
-
-def icmplt(a: X, b: X) -> X:
-    return alu(Op.CMPLT, T.bool_, a, b)
-
-
-def land(a: X | None, b: X) -> X:
-    return b if a is None else alu(Op.AND, T.bool_, a, b)
+from caten.loopir.expr import IDX, X, alu, const, iadd, icmplt, imin, imul, isub, land, load, nodes, var
 
 
 # statements ----------------------------------------------------------------------------------
@@ -421,34 +274,6 @@ class DirectMM:
         return [Loop(it.arg, self.ni, [Loop(jt.arg, self.nj, [Loop(r.arg, rv, [Loop(c.arg, cv, body)])])])]
 
 
-def isub(a: X, b: X) -> X:
-    if a.op == "const" and b.op == "const":
-        return const(a.arg - b.arg)
-    if b.op == "const" and b.arg == 0:
-        return a
-    return iadd(a, imul(b, const(-1)))
-
-
-def imax(a: X, b: X) -> X:
-    if a.op == "const" and b.op == "const":
-        return const(max(a.arg, b.arg))
-    return alu(Op.WHERE, IDX, icmplt(a, b), b, a)
-
-
-def nodes(*roots: X, seen: set[int] | None = None) -> Iterator[X]:
-    """Each expression node reachable from `roots` once (`seen`: ids already visited, shared by
-    several walks)."""
-    seen = set() if seen is None else seen
-    stack = list(roots)
-    while stack:
-        x = stack.pop()
-        if id(x) in seen:
-            continue
-        seen.add(id(x))
-        yield x
-        stack.extend(x.src)
-
-
 def walk_stmts(stmts: list) -> Iterator[tuple[Any, list[X]]]:
     """Each statement, those in loop bodies included, with the expressions its fields hold."""
     stack = list(stmts)
@@ -473,26 +298,6 @@ def stmt_vars(stmts: list) -> set[str]:
     for _, roots in walk_stmts(stmts):
         names.update(x.arg for x in nodes(*roots, seen=seen) if x.op == "var")
     return names
-
-
-def subst(e: X, v: X, by: X) -> X:
-    """e with every occurrence of v replaced by `by`."""
-    memo: dict[int, X] = {}
-
-    def go(x: X) -> X:
-        if x is v:
-            return by
-        hit = memo.get(id(x))
-        if hit is None:
-            hit = memo[id(x)] = X.make(x.op, x.dtype, tuple(go(s) for s in x.src), x.arg) if x.src else x
-        return hit
-    return go(e)
-
-
-def imin(a: X, b: X) -> X:
-    if a.op == "const" and b.op == "const":
-        return const(min(a.arg, b.arg))
-    return alu(Op.WHERE, IDX, icmplt(a, b), a, b)
 
 
 @dataclass

@@ -18,11 +18,11 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
+from caten import loopir as L
 from caten.ir import dims as D
 from caten.ir.oob import DEVICE_BUF, Table
 from caten.ir.walk import Visit, drive
-from caten.lower import loopir as L
-from caten.lower.loopir import IDX, X
+from caten.loopir import IDX, X
 
 
 def enabled(flag: bool | None = None) -> bool:

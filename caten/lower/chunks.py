@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from caten import loopir as L
 from caten.ir.dims import Dim
 from caten.ir.ops import Op
-from caten.lower import loopir as L
-from caten.lower.loopir import X
+from caten.loopir import X
 from caten.schedule.plan import on_gpu
 from caten.schedule.split import SPLIT_MIN
 

@@ -6,25 +6,25 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from caten import loopir as L
 from caten.ir import dims as D
 from caten.ir import dtypes as T
 from caten.ir.dims import Dim
 from caten.ir.graph import Node
 from caten.ir.ops import Op
+from caten.loopir import X
 from caten.lower import epilogue
-from caten.lower import loopir as L
 from caten.lower.chunks import chunk
 from caten.lower.empty import zeros_if_empty
 from caten.lower.gemm import batch_loops, exact_at, merged_coords, out_index, out_stride
 from caten.lower.index import Aff, Coords
-from caten.lower.loopir import X
 from caten.lower.panels import ceil_div, once_per_call
-from caten.schedule import deps
 from caten.schedule.plan import GemmPlan, thread_slots
+from caten.schedule.scheduler import deps
 from caten.schedule.split import GEMM_THREAD_MIN
 
 if TYPE_CHECKING:
-    from caten.lower import KernelLowerer
+    from caten.lower.kernel_lowerer import KernelLowerer
 
 # channels per pass of the tiles over a column tile (each pass adds the output the last one
 # stored): a bound on the image rows the row tiles re-read from L2 (smaller passes lost more to

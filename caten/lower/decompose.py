@@ -3,7 +3,7 @@
 The polynomials and range reductions of EXP2/LOG2/SIN, floor division and modulo of integers,
 floats and dims, the NaN-propagating MAX and threefry (`rand`) live here, not in each renderer; a
 renderer declares the ops it has natively (`native`) and the pass leaves those alone, so a
-renderer is a table of spellings of the primitives (caten.lower.loopir lists them).
+renderer is a table of spellings of the primitives (caten.loopir lists them).
 
 `native` holds ops (`Op.EXP2`, `"rand"`) or (op, class) pairs with class "float" or "int",
 e.g. `(Op.IDIV, "int")` for a target whose integer division already floors. MAX with arg "acc"
@@ -28,16 +28,16 @@ import dataclasses
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 
+from caten import loopir as L
 from caten.ir import dtypes as T
 from caten.ir.ops import Op
-from caten.lower import loopir as L
+from caten.loopir import X
 from caten.lower import numerics_float as flt
 from caten.lower import numerics_int as ints
 from caten.lower import numerics_narrow as nar
 from caten.lower import numerics_sin as sine
 from caten.lower import xops as O
 from caten.lower.dimx import dim_leaf
-from caten.lower.loopir import X
 
 DECOMPOSED = (Op.EXP2, Op.LOG2, Op.SIN, Op.IDIV, Op.MOD, Op.MAX, "rand")
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Collection
 
+from caten import loopir as L
 from caten.ir import dims as D
 from caten.ir.ops import Op
-from caten.lower import loopir as L
 
 _BUFFER_FIELDS = ("buf", "a", "b", "out", "src", "dst")  # statement fields that name a buffer
 _COMMUTATIVE = (Op.ADD, Op.MUL, Op.MAX, Op.AND, Op.OR, Op.XOR, Op.CMPNE)

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from caten import loopir as L
 from caten.ir import dims as D
 from caten.ir import dtypes as T
 from caten.ir.dims import Atom, Dim
-from caten.lower import loopir as L
+from caten.loopir import X
 from caten.lower import numerics_int as ints
 from caten.lower import xops as O
-from caten.lower.loopir import X
 
 _DIVIDES = ("idiv", "mod")
 

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from caten import loopir as L
 from caten.ir.dims import Dim
 from caten.ir.graph import Node
 from caten.ir.ops import Op
-from caten.lower import loopir as L
 from caten.lower.index import Aff
 
 if TYPE_CHECKING:
-    from caten.lower import KernelLowerer
     from caten.lower.index import Coords
+    from caten.lower.kernel_lowerer import KernelLowerer
 
 
 def zeros_if_empty(kl: KernelLowerer, n: Node, si: int, buf: str, K: Dim, coords: type[Coords]) -> list:

@@ -10,19 +10,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from caten import loopir as L
 from caten.ir import dims as D
 from caten.ir.dims import Dim
 from caten.ir.graph import Node
 from caten.ir.ops import Op
-from caten.lower import loopir as L
+from caten.loopir import X
 from caten.lower.index import Aff, Coords
-from caten.lower.loopir import X
 from caten.lower.panels import row_runs
-from caten.schedule import Unfusable
+from caten.schedule.model import Unfusable
 from caten.schedule.plan import GemmPlan
 
 if TYPE_CHECKING:
-    from caten.lower import KernelLowerer
+    from caten.lower.kernel_lowerer import KernelLowerer
 
 Split = Callable[[X, tuple[int, ...], Dim], dict[int, Aff]]  # a merged index -> its axes' coordinates
 

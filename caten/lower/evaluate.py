@@ -18,7 +18,7 @@ import numpy as np
 from caten.ir import dtypes as T
 from caten.ir.dtypes import DType
 from caten.ir.ops import TABLE, Ctx, Op, rand_key, threefry2x32
-from caten.lower.loopir import X
+from caten.loopir import X
 
 Arr = np.ndarray
 

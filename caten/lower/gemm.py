@@ -6,23 +6,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from caten import loopir as L
 from caten.ir import dims as D
 from caten.ir import dtypes as T
 from caten.ir.dims import Dim
 from caten.ir.graph import Node
 from caten.ir.ops import Op
+from caten.loopir import X
 from caten.lower import epilogue
-from caten.lower import loopir as L
 from caten.lower.empty import zeros_if_empty
 from caten.lower.index import Aff, Coords, contiguous_strides
-from caten.lower.loopir import X
 from caten.lower.panels import ceil_div, pack_whole, panel_copy, panel_rows, row_runs, strided_panel
 from caten.lower.reduce import identity
 from caten.schedule.plan import GemmPlan, axis_deps, thread_slots
 from caten.schedule.split import GEMM_THREAD_MIN
 
 if TYPE_CHECKING:
-    from caten.lower import KernelLowerer
+    from caten.lower.kernel_lowerer import KernelLowerer
 
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 
+from caten import loopir as L
 from caten.ir import dims as D
 from caten.ir.dims import Dim
-from caten.lower import loopir as L
-from caten.lower.loopir import X
+from caten.loopir import X
 
 Ranges = Mapping[X, tuple[Dim, Dim]]  # atom -> (lo, hi) inclusive
 

@@ -12,21 +12,21 @@ import dataclasses
 import itertools
 from collections.abc import Callable, Sequence
 
+from caten import loopir as L
 from caten.ir import dims as D
 from caten.ir import dtypes as T
 from caten.ir.dims import Dim
 from caten.ir.graph import Node
 from caten.ir.ops import REDUCERS, Op
 from caten.ir.walk import Visit, drive
-from caten.lower import loopir as L
+from caten.loopir import X
 from caten.lower.chunks import Chunk, chunk, threads_for
 from caten.lower.conv import direct
 from caten.lower.gemm import gemm, tiled
 from caten.lower.index import Aff, Coords, flatten
-from caten.lower.loopir import X
 from caten.lower.masksplit import split_masks
 from caten.lower.reduce import Blocked, identity
-from caten.schedule import Schedule, Unfusable
+from caten.schedule.model import Schedule, Unfusable
 from caten.schedule.plan import LOWP, ReducePlan
 from caten.schedule.split import EVEN_EACH, outer_either, stagewise, work
 

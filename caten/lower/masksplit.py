@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from functools import reduce
 
+from caten import loopir as L
 from caten.ir import dtypes as T
 from caten.ir.ops import Op
-from caten.lower import loopir as L
-from caten.lower.loopir import X
+from caten.loopir import X
 
 
 def split_masks(stmts: list) -> list:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 
 from caten.ir import dtypes as T
+from caten.loopir import X
 from caten.lower import xops as O
-from caten.lower.loopir import X
 
 EXP2_F32 = (1.535336188319500e-4, 1.339887440266574e-3, 9.618437357674640e-3, 5.550332471162809e-2,
             2.402264791363012e-1, 6.931472028550421e-1)

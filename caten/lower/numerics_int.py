@@ -10,8 +10,8 @@ no target's undefined behaviour or trap is reachable.
 from __future__ import annotations
 
 from caten.ir import dtypes as T
+from caten.loopir import X
 from caten.lower import xops as O
-from caten.lower.loopir import X
 
 ROT = (13, 15, 26, 6, 17, 29, 16, 24)
 

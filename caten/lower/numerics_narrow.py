@@ -2,7 +2,7 @@
 saturating float->int cast.
 
 Values of f16/bf16 live in f32 registers and are rounded to their dtype after every op that can
-leave the dtype's grid (caten.lower.loopir). Rounding is to nearest, ties to even, on the f32
+leave the dtype's grid (caten.loopir). Rounding is to nearest, ties to even, on the f32
 register's bits: bf16 keeps the top 16 bits; f16 keeps 10 mantissa bits in its normal range,
 multiples of 2^-24 below it (a scale by 2^24, `rint`, and back: each step exact), and overflows to
 inf from 65520 on. A NaN stays a quiet NaN. The result is a `bitcast` of u32 bits to the narrow
@@ -16,11 +16,11 @@ saturate at 2^64 - 1 above); narrower integers then wrap, as an int->int CAST do
 
 from __future__ import annotations
 
+from caten import loopir as L
 from caten.ir import dtypes as T
 from caten.ir.dtypes import DType
-from caten.lower import loopir as L
+from caten.loopir import X
 from caten.lower import xops as O
-from caten.lower.loopir import X
 
 NARROW = (T.f16, T.bf16)
 _U = T.u32

@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 
 from caten.ir import dtypes as T
+from caten.loopir import X
 from caten.lower import xops as O
-from caten.lower.loopir import X
 
 SINPI_F32 = (3.140625, 0.0009670257568359375, 6.2771141529083251953e-07, 1.2154201256553420762e-10)
 SINPI_F64 = (3.1415926218032836914, 3.1786509424591713469e-08, 1.2246467864107188502e-16,

@@ -11,19 +11,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from caten import loopir as L
 from caten.ir import dims as D
 from caten.ir import dtypes as T
 from caten.ir.dims import Dim
 from caten.ir.graph import Node
 from caten.ir.ops import Op
-from caten.lower import loopir as L
+from caten.loopir import X
 from caten.lower.chunks import chunk
 from caten.lower.index import Aff, Coords
-from caten.lower.loopir import X
 from caten.schedule.plan import GemmPlan
 
 if TYPE_CHECKING:
-    from caten.lower import KernelLowerer
+    from caten.lower.kernel_lowerer import KernelLowerer
 
 
 def pack_whole(kl: KernelLowerer, si: int, plan: GemmPlan, side: str, pw: str, node: Node, coords, split,

@@ -21,17 +21,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from caten import loopir as L
 from caten.ir import dims as D
 from caten.ir import dtypes as T
 from caten.ir.dims import Dim
 from caten.ir.dtypes import DType
 from caten.ir.ops import REDUCERS, TABLE, Op
-from caten.lower import loopir as L
+from caten.loopir import X
 from caten.lower.chunks import chunk, threads_for
-from caten.lower.loopir import X
 
 if TYPE_CHECKING:
-    from caten.lower import KernelLowerer
+    from caten.lower.kernel_lowerer import KernelLowerer
 
 def wide(acc_dt: DType) -> DType:
     """The second-level accumulator's dtype."""

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from caten import loopir as L
 from caten.ir import dims as D
 from caten.ir import dtypes as T
 from caten.ir.ops import Op
-from caten.lower import loopir as L
-from caten.lower.loopir import X
+from caten.loopir import X
 
 
 def _exprs(s) -> tuple[X, ...]:

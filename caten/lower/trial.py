@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from caten.ir.graph import Node
 from caten.ir.ops import Op
-from caten.lower import KernelLowerer
-from caten.schedule import Unfusable
+from caten.lower.kernel_lowerer import KernelLowerer
+from caten.schedule.model import Unfusable
 from caten.schedule.plan import max_outer, plan_reduce
 
 

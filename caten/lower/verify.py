@@ -9,10 +9,10 @@ the bounds pass when CATEN_VERIFY is set (`caten --debug`; the test suite sets i
 
 from __future__ import annotations
 
+from caten import loopir as L
 from caten.ir import dtypes as T
 from caten.ir.ops import Op
-from caten.lower import loopir as L
-from caten.lower.loopir import IDX, X
+from caten.loopir import IDX, X
 
 _SAME = {Op.ADD, Op.MUL, Op.FDIV, Op.IDIV, Op.MOD, Op.MAX, Op.AND, Op.OR, Op.XOR, Op.NEG, Op.RECIP, Op.SQRT,
          Op.EXP2, Op.LOG2, Op.SIN, Op.NOT}

@@ -3,7 +3,7 @@
 The numerics modules read like the LLVM IR they replace (`fma(a, b, c)`, `shr(x, 3)`), while
 each helper picks the loop-IR op and dtype; constants take the operand's dtype, so a literal is
 written once as a Python number. Only primitive ops come out of here, the ones every renderer
-is to spell (caten.lower.loopir's docstring lists them).
+is to spell (caten.loopir's docstring lists them).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 from caten.ir import dtypes as T
 from caten.ir.dtypes import DType
 from caten.ir.ops import Op
-from caten.lower.loopir import X
+from caten.loopir import X
 
 
 def c(v: float | int, dt: DType) -> X:

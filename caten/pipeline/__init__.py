@@ -24,7 +24,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
-import caten.lower as lowering  # by module: tests may stand a buggy `lower` in for the real one
+import caten.lower.kernel_lowerer as lowering  # by module: tests may stand a buggy `lower` in for the real one
 from caten import target
 from caten.cache import default_cache, key_of, tuning
 from caten.errors import Error
@@ -34,7 +34,7 @@ from caten.ir.program import Program, c_symbol
 from caten.ir.verify import checking as verify_checking
 from caten.ir.verify import enabled as verify_enabled
 from caten.lower import bounds as B
-from caten.lower import loopir as L
+from caten import loopir as L
 from caten.lower.decompose import decompose
 from caten.lower.dimargs import used_dims
 from caten.lower.text import kernel_text

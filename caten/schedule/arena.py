@@ -10,7 +10,7 @@ from caten.ir import dims as D
 from caten.ir.dims import Dim
 
 if TYPE_CHECKING:
-    from caten.schedule import Buffer
+    from caten.schedule.model import Buffer
 
 ALIGN = 64
 

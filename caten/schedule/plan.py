@@ -254,7 +254,7 @@ def gpu_schedule(on: bool) -> contextlib.AbstractContextManager[None]:
     """Schedules made inside are for a GPU (`Capabilities.gpu`): no GEMM plans (its renderer tiles
     a GEMM over thread blocks itself, caten.render.cstyle.gemm; a packed CPU plan there is one
     thread's loop nest), GEMM sums not cut into blocks, and a transcendental that a reduction and a
-    later stage read computed twice rather than stored (caten.schedule.realize_set)."""
+    later stage read computed twice rather than stored (caten.schedule.scheduler.realize_set)."""
     return _setting(_GPU, on)
 
 

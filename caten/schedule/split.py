@@ -21,7 +21,7 @@ from caten.ir.dims import Dim
 from caten.ir.ops import Op
 
 if TYPE_CHECKING:
-    from caten.schedule import Kernel, Stage
+    from caten.schedule.model import Kernel, Stage
 
 SPLIT_MIN = 1 << 17  # elements a kernel's stages touch below which it stays on one thread
 EVEN_EACH = 8  # outer iterations a thread from which one more for some threads is a small difference

@@ -12,13 +12,13 @@ from collections.abc import Sequence
 import ml_dtypes
 import numpy as np
 
+from caten import loopir as L
 from caten.ir.dims import Dim
 from caten.ir.dtypes import DType
 from caten.ir.ops import Op
 from caten.ir.walk import Visit, drive
-from caten.lower import loopir as L
+from caten.loopir import X
 from caten.lower.dimx import bare, dim_leaf
-from caten.lower.loopir import X
 from caten.render.cstyle import tiles as T
 from caten.render.cstyle.prims import PRIMS
 from caten.render.cstyle.targets import Target, ctype, idx_lit, int_lit, stype, uty

@@ -17,12 +17,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from caten import loopir as L
 from caten.errors import Error
 from caten.ir import dims as D
 from caten.ir.dims import Dim
 from caten.ir.ops import Op
-from caten.lower import loopir as L
-from caten.lower.loopir import X
+from caten.loopir import X
 from caten.render.cstyle.fn import Fn, params
 from caten.render.cstyle.loops import extent, variables
 from caten.render.cstyle.targets import Target, ctype, kernel_head

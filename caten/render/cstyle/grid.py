@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from caten import loopir as L
 from caten.ir import dims as D
 from caten.ir.dims import Dim
 from caten.ir.dtypes import DType
 from caten.ir.ops import COMBINERS, Op
-from caten.lower import loopir as L
-from caten.lower.loopir import X
+from caten.loopir import X
 from caten.render.cstyle import gemm as G
 from caten.render.cstyle.fn import Fn, expand, params
 from caten.render.cstyle.loops import extent, variables, walk

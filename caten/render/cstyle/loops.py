@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from caten import loopir as L
 from caten.ir.dims import Dim
-from caten.lower import loopir as L
-from caten.lower.loopir import X
+from caten.loopir import X
 
 
 def walk(stmts: list) -> Iterator:

@@ -10,9 +10,9 @@ import hashlib
 from collections.abc import Callable
 from typing import Protocol
 
+from caten import loopir as L
 from caten.ir.dtypes import DType
-from caten.lower import loopir as L
-from caten.lower.loopir import X
+from caten.loopir import X
 from caten.render.cstyle.targets import Target, ctype, int_lit, uty
 
 

@@ -5,8 +5,8 @@ no compiler vectorizes (a 1024^3 matmul ran at 2 GF/s). Device targets keep `exp
 
 from __future__ import annotations
 
+from caten import loopir as L
 from caten.ir.dtypes import DType
-from caten.lower import loopir as L
 
 TILE_PREFIX = "caten_tile_"
 

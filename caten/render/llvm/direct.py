@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import hashlib
 
-from caten.lower import loopir as L
-from caten.lower.loopir import X
+from caten import loopir as L
+from caten.loopir import X
 from caten.render.llvm.emit import Emitter
 from caten.render.llvm.gemm import store_tile
 from caten.render.llvm.values import rty

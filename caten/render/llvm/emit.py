@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from caten.ir import dims as D
 from caten.ir.dtypes import DType
-from caten.lower.loopir import X
+from caten.loopir import X
 from caten.render.llvm.module import Module
 from caten.render.llvm.values import fhex
 

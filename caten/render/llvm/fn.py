@@ -5,12 +5,12 @@ renders values, memory, casts, the ALU and loops, and dispatches."""
 
 from __future__ import annotations
 
+from caten import loopir as L
 from caten.ir.dtypes import DType
 from caten.ir.ops import Op
 from caten.ir.walk import Visit, drive
-from caten.lower import loopir as L
+from caten.loopir import X
 from caten.lower.dimx import bare, dim_leaf
-from caten.lower.loopir import X
 from caten.render.llvm import direct, gemm, pack, threads
 from caten.render.llvm.emit import Emitter
 from caten.render.llvm.prims import PRIMS

@@ -3,10 +3,10 @@ loop, and `MacroMM` as a shared function per tile shape running a packed block's
 
 from __future__ import annotations
 
+from caten import loopir as L
 from caten.ir import dtypes as T
 from caten.ir.dtypes import DType
 from caten.ir.ops import Op
-from caten.lower import loopir as L
 from caten.render.llvm.emit import Emitter
 from caten.render.llvm.values import rty
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from caten import loopir as L
 from caten.ir import dims as D
-from caten.lower import loopir as L
 from caten.lower.dimargs import takes
 from caten.render.llvm.fn import FnGen, StageCall
 from caten.render.llvm.module import Module

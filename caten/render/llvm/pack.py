@@ -10,7 +10,7 @@ to render its own loops for it (a tenth of the Mixer's LLVM time)."""
 
 from __future__ import annotations
 
-from caten.lower import loopir as L
+from caten import loopir as L
 from caten.render.llvm.emit import Emitter
 from caten.render.llvm.values import rty
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 
-from caten.lower.loopir import X
+from caten.loopir import X
 from caten.render.llvm.emit import Emitter
 from caten.render.llvm.values import int_str, rty
 

@@ -4,9 +4,9 @@ outlining needs (shared with the module's stage outlining)."""
 
 from __future__ import annotations
 
-from caten.lower import loopir as L
+from caten import loopir as L
+from caten.loopir import X
 from caten.lower.dimargs import takes
-from caten.lower.loopir import X
 from caten.render.llvm.emit import Emitter
 from caten.render.llvm.pool import declare_pool
 
