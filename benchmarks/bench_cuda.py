@@ -22,6 +22,7 @@ import sys
 
 import bench_llvm as CPU
 import numpy as np
+from deps import need_or_exit
 
 SOURCES = {
     "ew": "(composite ew ((A{f32}[N]) (B{f32}[N]) (C{f32}[N]) -> (Y{f32}[N])) (* (exp (+ (* A B) C)) 0.5))",
@@ -97,8 +98,7 @@ def main() -> int:
     ap.add_argument("--gemm", action="append", default=[], help="BM,BN,BK,TM,TN tile shapes of the GEMM to try")
     ap.add_argument("--json", default="")
     args = ap.parse_args()
-
-    import torch
+    torch = need_or_exit("bench_cuda.py", "torch", "torch", "timing torch's kernels on the same GPU")
     from caten.runtimes import cuda_rt
 
     import caten

@@ -22,6 +22,7 @@ import os
 import time
 
 import numpy as np
+from deps import need_or_exit
 from timing import rounds
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -172,6 +173,8 @@ def main() -> None:
     import caten  # the installed one (`pip install .` or -e): the checkout's folder is not the package
 
     torch = None
+    if opts.torch_compile:  # asked for by name: not silently left out
+        need_or_exit("bench_llvm.py", "torch", "torch", "--torch-compile")
     if not opts.no_torch:
         try:
             import torch

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
 
 import numpy as np
@@ -53,8 +54,9 @@ def main() -> None:
 
     rts = ["opencl"] + [r for r in args.others.split(",") if r]
     ok, dev = R.get("opencl").available()
-    print(f"OpenCL device: {dev if ok else 'unavailable: ' + dev}; CATEN_OPENCL_LOCAL="
-          f"{os.environ.get('CATEN_OPENCL_LOCAL', '(default)')}")
+    if not ok:
+        sys.exit(f"bench_opencl.py: the opencl runtime cannot run here: {dev}")  # (the runtime's hint)
+    print(f"OpenCL device: {dev}; CATEN_OPENCL_LOCAL={os.environ.get('CATEN_OPENCL_LOCAL', '(default)')}")
     head = f"| workload | numpy ms | {' | '.join(f'caten {r} ms | numpy/{r}' for r in rts)} | opencl build s |"
     print(head)
     print("|" + "---|" * (head.count("|") - 1))

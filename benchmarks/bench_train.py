@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from deps import need_or_exit
 from timing import rounds
 
 import caten
@@ -178,6 +179,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--only", default="mixer,digits")
     args = ap.parse_args()
+    if "digits" in args.only:
+        need_or_exit("bench_train.py", "sklearn", "train", "digits (scikit-learn's digits data)")
     rows: list[tuple[str, str, float]] = []
     if "mixer" in args.only:
         rows += [("mixer", k, v) for k, v in bench_mixer(args.reps)]

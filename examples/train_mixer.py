@@ -140,6 +140,11 @@ def main() -> None:
     ap.add_argument("--runtime", default="llvm")
     ap.add_argument("--torch", action="store_true", help="also train in torch eager and compare times")
     args = ap.parse_args()
+    if args.torch:  # before the epochs: not a traceback after them
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            sys.exit("train_mixer.py --torch needs torch, which is not installed here: pip install 'caten[torch]'")
     data = digits()
     theta = init()
     per_epoch, history, _ = train_caten(data, theta, args.epochs, args.batch, args.runtime)
