@@ -170,8 +170,11 @@ def profile(composite: Any, arrays: list[np.ndarray], reps: int = 10, plain: Any
     if not hasattr(exe, "kernel_cycles"):
         raise Error(f"runtime '{composite.module.runtime.name}' cannot time kernels", hint="profile with -r llvm")
     env = {**prog.defines, **check_shapes(prog, arrays)}
-    n = max(1, reps, int(seconds / max(_warm(composite if plain is None else plain, arrays), 1e-7)))
-    plain_walls = _timed(plain, arrays, n) if plain is not None else []
+    plain_walls, n, secs = [], max(1, reps), seconds
+    if plain is not None:
+        _warm(plain, arrays)
+        plain_walls = _timed(plain, arrays, n, seconds)
+        n, secs = len(plain_walls), 0.0  # the instrumented build: as many calls
     cycles: list[list[int]] = []
     stages: list[dict[str, list[tuple[int, int]]]] = []
 
@@ -183,7 +186,7 @@ def profile(composite: Any, arrays: list[np.ndarray], reps: int = 10, plain: Any
     _warm(composite, arrays)
     exe.kernel_cycles(reset=True)
     exe.stage_cycles(reset=True)
-    walls = _timed(composite, arrays, n, after=counted)
+    walls = _timed(composite, arrays, n, secs, after=counted)
     hz = (exe.cycles() - c0) / (time.perf_counter() - t0)
     med = float(np.median(walls))
     quiet = [i for i, w in enumerate(walls) if w <= med]
@@ -203,10 +206,12 @@ def profile(composite: Any, arrays: list[np.ndarray], reps: int = 10, plain: Any
     return Profile(stats, float(np.median(plain_walls)) if plain_walls else med, med, len(walls))
 
 
-def _timed(fn: Any, arrays: list[np.ndarray], n: int, after: Any = None) -> list[float]:
-    """Seconds of each of `n` calls of `fn`; `after` runs after each, untimed."""
-    walls = []
-    for _ in range(n):
+def _timed(fn: Any, arrays: list[np.ndarray], n: int, seconds: float = 0.0, after: Any = None) -> list[float]:
+    """Seconds of each of `n` calls of `fn`, and of more until `seconds` have passed; `after`
+    runs after each call, untimed."""
+    walls: list[float] = []
+    t0 = time.perf_counter()
+    while len(walls) < n or time.perf_counter() - t0 < seconds:
         t = time.perf_counter()
         fn(*arrays)
         walls.append(time.perf_counter() - t)
@@ -215,13 +220,6 @@ def _timed(fn: Any, arrays: list[np.ndarray], n: int, after: Any = None) -> list
     return walls
 
 
-def _warm(fn: Any, arrays: list[np.ndarray], seconds: float = 0.03) -> float:
-    """Call `fn` until pages are touched and pool threads up (>= 5 calls and `seconds`); the
-    median call's seconds."""
-    t0 = time.perf_counter()
-    took: list[float] = []
-    while len(took) < 5 or time.perf_counter() - t0 < seconds:
-        t = time.perf_counter()
-        fn(*arrays)
-        took.append(time.perf_counter() - t)
-    return float(np.median(took))
+def _warm(fn: Any, arrays: list[np.ndarray], seconds: float = 0.03) -> None:
+    """Call `fn` until pages are touched and pool threads up (>= 5 calls and `seconds`)."""
+    _timed(fn, arrays, 5, seconds)
