@@ -1,6 +1,8 @@
 """caten: a gcc-like compiler for deep-learning kernels written in a small Lisp.
 
 The heavy parts (numpy, lark, llvmlite) load on first use, so `caten --help` stays fast.
+torch's top-level habits resolve here too: `caten.tensor(...)`, `caten.zeros(2, 3)`, `caten.cat`,
+`caten.where`, `caten.float32`, `caten.sum(t, 1)` (every name of `caten.tensor.torchnames`).
 """
 
 from caten.errors import Error
@@ -8,7 +10,7 @@ from caten.version import __version__
 
 __all__ = ["Error", "load", "loads", "from_torch", "Tensor", "jit", "trace", "no_grad", "manual_seed",
            "__version__"]
-_TENSOR = {"Tensor", "jit", "trace", "no_grad", "enable_grad", "manual_seed"}
+_TENSOR = {"Tensor", "jit", "trace", "no_grad", "enable_grad", "set_grad_enabled", "manual_seed"}
 
 
 def __getattr__(name: str):
@@ -28,4 +30,12 @@ def __getattr__(name: str):
         from caten.frontends.torch_export import from_torch
 
         return from_torch
+    if not name.startswith("_"):
+        import caten.tensor  # noqa: F401  (registers torch's names)
+        from caten.tensor import torchnames
+
+        dt = torchnames.DTYPES.get(name) or torchnames.DTYPE_ALIASES.get(name)
+        fn = dt or torchnames.function(name)
+        if fn is not None:
+            return fn
     raise AttributeError(f"module 'caten' has no attribute {name!r}")

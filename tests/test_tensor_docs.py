@@ -32,8 +32,7 @@ def _blocks(lang: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory):
-    """The page's Python blocks run in order in one namespace, in a scratch folder."""
-    pytest.importorskip("torch")
+    """The page's Python blocks run in order in one namespace, in a scratch folder (none needs torch)."""
     import os
 
     tmp = tmp_path_factory.mktemp("tensor_docs")

@@ -8,7 +8,8 @@ runner._reference drops variants the reference rejects). Each variant's source e
 is translated into the Python call a user writes: `(softmax X :axis 0)` becomes
 `functional.softmax(x, axis=0)`, a principal-op operator row `(+ a b)` becomes `a + b`, and the
 VIEW wrap of the "view" layout becomes `x.permute([1, 0])[1:-1:2]`; each call whose first
-argument is a tensor is made a second time as a Tensor method (`x.softmax(axis=0)`), each binary
+argument is a tensor is made a second time as a Tensor method (`x.relu()`; not where torch has the
+method's name: there it is torch's spelling, tested by test_torch_habits.py), each binary
 operator as the right operand's reflected one (`b.__radd__(a)`). A row's calls are realized
 by one program (on llvm; a few rows also on c) and compared with the reference under the
 conformance suite's own ULP bounds; for f32 rows also with torch in f64 on the same inputs (the
@@ -39,6 +40,7 @@ from caten.read.reader import read
 from caten.read.sexpr import Kw, Num, SList, Sym
 from caten.tensor.methods import OPERATORS, pyname
 from caten.tensor.realize import realize
+from caten.tensor.torchnames import REGISTRY
 
 CALL = 1  # the sizes of cases.SIZES[1]: M=7 N=13 K=5, B=2 C=3 H=9 W=11 (small, nothing of size 1)
 # the first dtype a row's cases elaborate for is tested: f32, else an int, bool, then any
@@ -125,8 +127,8 @@ def _call(form: SList, env: dict[str, Any]) -> Any:
     if "seed" in defaults and "seed" not in kw:  # the case's draw: the library's default seed,
         kw["seed"] = _py(defaults["seed"], env)  # where Python draws from caten's seed stream
     if env["__method__"]:
-        if not args or not isinstance(args[0], Tensor):
-            raise NoMethod
+        if not args or not isinstance(args[0], Tensor) or pyname(head) in REGISTRY:
+            raise NoMethod  # a method torch also has is torch's spelling (tests/test_torch_habits.py)
         return getattr(args[0], pyname(head))(*args[1:], **kw)
     return getattr(functional, pyname(head))(*args, **kw)
 

@@ -281,7 +281,8 @@ def test_views_then_arithmetic():
 
 def test_shape_properties():
     t = Tensor(np.zeros((2, 3, 4), np.float32))
-    assert (t.shape, t.ndim, t.size, t.numel(), len(t), t.dtype) == ((2, 3, 4), 3, 24, 24, 2, "f32")
+    assert (t.shape, t.ndim, t.size(), t.size(-1), t.numel(), len(t), t.dtype) == \
+        ((2, 3, 4), 3, (2, 3, 4), 4, 24, 2, "f32")
     assert [r.shape for r in t] == [(3, 4), (3, 4)]
     assert t.T.shape == (4, 3, 2) and t[None].shape == (1, 2, 3, 4)
 

@@ -58,7 +58,7 @@ def backward(t: Tensor, gradient: Any = None) -> None:
     cot = None
     if gradient is not None or t.shape != ():
         if gradient is None:
-            if t.size != 1:
+            if t.numel() != 1:
                 raise Error(f"backward of a non-scalar tensor (shape {list(t.shape)}) needs a gradient",
                             hint="pass gradient= shaped like the tensor, or reduce it to a scalar first")
             gradient = Tensor.ones(list(t.shape), t.dtype, runtime=t.runtime)

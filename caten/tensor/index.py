@@ -1,6 +1,7 @@
-"""Indexing a Tensor: ints, slices with positive steps, `...`, `None`, and one integer tensor
-(numpy.take along the first axis). Printed as the library's `slice` and `reshape`, so a traced
-program reads as its author wrote it."""
+"""Indexing a Tensor: ints, slices with positive steps, `...`, `None`, and one integer tensor or
+list (numpy.take along its axis: `x[idx]`, `x[:, [0, 2]]`). Printed as the library's `slice`,
+`reshape` and `take`, so a traced program reads as its author wrote it. `x[i] = v` (torch's
+habit) gives x a new value: `(where mask v x)` over the positions the index selects."""
 
 from __future__ import annotations
 
@@ -12,10 +13,17 @@ from caten.errors import Error
 from caten.tensor.tensor import Tensor, apply
 
 
+def _advanced(i: Any) -> bool:
+    return isinstance(i, (Tensor, np.ndarray, list))
+
+
 def getitem(t: Tensor, idx: Any) -> Tensor:
-    if isinstance(idx, (Tensor, np.ndarray, list)):
+    if _advanced(idx):
         return _take(t, idx)
     items = list(idx) if isinstance(idx, tuple) else [idx]
+    adv = [j for j, i in enumerate(items) if _advanced(i)]
+    if adv:
+        return _take_at(t, items, adv)
     if sum(1 for i in items if i is Ellipsis) > 1:
         raise Error("an index can have only one `...`")
     used = sum(1 for i in items if i is not None and i is not Ellipsis)
@@ -56,6 +64,25 @@ def getitem(t: Tensor, idx: Any) -> Tensor:
     return out
 
 
+def _take_at(t: Tensor, items: list, adv: list[int]) -> Tensor:
+    """`t[..., idx, ...]` with one integer index beside slices, `None` and `...`: the basic part
+    first, then numpy.take along the axis the index lands on (numpy's and torch's result)."""
+    if len(adv) > 1 or any(isinstance(i, (int, np.integer)) for i in items):
+        raise Error("an index array combined with another array or with an int is not supported",
+                    hint="index in two steps, e.g. t[0][:, idx]")
+    j = adv[0]
+    k = next((n for n, i in enumerate(items) if i is Ellipsis), None)
+    used = sum(1 for i in items if i is not None and i is not Ellipsis)
+    pos = j if k is None or k > j else j - 1 + (t.ndim - used)  # the output axis the index reads
+    basic = getitem(t, tuple(items[:j] + [slice(None)] + items[j + 1:]))
+    arr = items[j] if isinstance(items[j], Tensor) else np.asarray(items[j])
+    if arr.dtype == "bool" or (isinstance(arr, np.ndarray) and arr.dtype.kind not in "iu" and arr.size):
+        raise Error("only the first index may be a bool mask; later ones must be integers",
+                    hint="index with the integer positions: np.flatnonzero(mask)")
+    ix = arr if isinstance(arr, Tensor) else Tensor(arr.astype(np.int64), runtime=t.runtime)
+    return apply("take", [basic, ix], {"axis": pos})
+
+
 def _take(t: Tensor, idx: Any) -> Tensor:
     """`t[idx]` for an integer array (rows, numpy.take along the first axis) or a numpy bool mask
     over the leading axes (numpy's: the selected elements in order). A mask Tensor would make the
@@ -78,3 +105,33 @@ def _take(t: Tensor, idx: Any) -> Tensor:
     if arr.dtype.kind not in "iu":
         raise Error(f"cannot index a tensor with an array of {arr.dtype}", hint="use integers or a bool mask")
     return apply("take", [t, Tensor(arr.astype(np.int64), runtime=t.runtime)], {"axis": 0})
+
+
+def setitem(t: Tensor, idx: Any, value: Any) -> None:
+    """`t[idx] = value` as torch: the positions numpy's indexing selects take the value (broadcast
+    and cast to t's dtype); t gets the new value in place (`torch_misc.inplace`)."""
+    from caten.tensor.torch_misc import inplace
+
+    def host(i: Any) -> Any:
+        return i.numpy() if isinstance(i, Tensor) else i
+    items = tuple(host(i) for i in idx) if isinstance(idx, tuple) else host(idx)
+    try:
+        sel = np.asarray(np.arange(t.numel(), dtype=np.int64).reshape(t.shape)[items])
+    except (IndexError, TypeError, ValueError) as e:
+        raise Error(f"cannot assign to t[{idx!r}] of a tensor of shape {list(t.shape)}: {e}") from None
+    flat = sel.reshape(-1)
+    mask = np.zeros(t.numel(), dtype=np.bool_)
+    mask[flat] = True
+    m = Tensor(mask.reshape(t.shape), runtime=t.runtime)
+    if isinstance(value, (Tensor, np.ndarray, list)):
+        v = value if isinstance(value, Tensor) else Tensor(value, runtime=t.runtime)
+        v = v.cast(t.dtype) if v.dtype != t.dtype else v
+        if v.shape != sel.shape:
+            v = v.expand(*sel.shape)
+        inv = np.zeros(t.numel(), dtype=np.int64)
+        inv[flat] = np.arange(flat.size)
+        src = apply("take", [v.reshape(-1), Tensor(inv, runtime=t.runtime)], {"axis": 0}).reshape(t.shape)
+        new = apply("where", [m, src, t], {})
+    else:
+        new = apply("where", [m, Tensor(value, dtype=t.dtype, runtime=t.runtime), t], {})
+    inplace(t, new, "t[...] = v")

@@ -17,9 +17,10 @@ import numpy as np
 
 from caten.errors import Error
 from caten.tensor.autograd import backward
-from caten.tensor.index import getitem
+from caten.tensor.index import getitem, setitem
 from caten.tensor.lazy import dtype_name
 from caten.tensor.tensor import FLOATS, Tensor, _seed, apply
+from caten.tensor.torchnames import ArgError
 
 OPERATORS = {"+", "-", "*", "/", "<", "<=", ">", ">=", "=", "!="}
 
@@ -45,8 +46,8 @@ def make(name: str, defs: list[Any]) -> Callable[..., Any]:
             lk = k.replace("_", "-")
             if lk not in keys:
                 takes = ", ".join(sorted(x.replace("-", "_") for x in keys))
-                raise TypeError(f"{pyname(name)}() got an unexpected keyword argument {k!r}"
-                                + (f" (it takes {takes})" if keys else ""))
+                raise ArgError(f"{pyname(name)}() got an unexpected keyword argument {k!r}"
+                               + (f" (it takes {takes})" if keys else ""))
             kw[lk] = v.node if isinstance(v, Tensor) else v
         if name in CLASS_TARGETS and len(args) == 2:
             args = (args[0], _one_hot(args[0], args[1]))
@@ -215,4 +216,5 @@ def install() -> None:
     Tensor.__abs__ = lambda self: apply("abs", [self], {})
     Tensor.__pos__ = lambda self: self
     Tensor.__getitem__ = getitem
+    Tensor.__setitem__ = setitem
     Tensor.backward = backward

@@ -37,6 +37,16 @@ def enable_grad() -> Iterator[None]:
         GRAD.pop()
 
 
+@contextlib.contextmanager
+def set_grad_enabled(mode: bool) -> Iterator[None]:
+    """torch.set_grad_enabled(mode) as a context manager."""
+    GRAD.append(bool(mode))
+    try:
+        yield
+    finally:
+        GRAD.pop()
+
+
 def trace() -> Any:
     """The trace being recorded, or None."""
     return TRACES[-1] if TRACES else None

@@ -9,7 +9,6 @@ are attached by `caten.tensor.methods`; this module holds construction and readi
 
 from __future__ import annotations
 
-import math
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -25,6 +24,10 @@ FLOATS = ("f16", "bf16", "f32", "f64")
 
 
 def _dt(d: Any) -> str:
+    if type(d).__module__ == "torch":  # torch.float32: torch's habit, by name
+        from caten.tensor.torchnames import DTYPES
+
+        d = DTYPES.get(str(d).removeprefix("torch."), d)
     name = dtype_name(d)
     if name is None:
         raise Error(f"caten has no dtype {d!r}", hint="use f16 bf16 f32 f64 i8..i64 u8..u64 bool")
@@ -72,13 +75,6 @@ class Tensor:
     @property
     def ndim(self) -> int:
         return len(self.node.shape)
-
-    @property
-    def size(self) -> int:
-        return int(np.prod(self.node.shape, dtype=np.int64))
-
-    def numel(self) -> int:
-        return self.size
 
     @property
     def requires_grad(self) -> bool:
@@ -192,80 +188,15 @@ class Tensor:
         self.node = Node(INPUT, (), {}, self.node.shape, self.node.dtype, rg, value=value)
         self.node.owner = weakref.ref(self)
 
-    # construction ------------------------------------------------------------------------------
-    @staticmethod
-    def zeros(shape: Sequence[int], dtype: Any = "f32", requires_grad: bool = False, runtime: str | None = None):
-        return _creation("zeros", [list(shape)], {"dtype": _dt(dtype)}, requires_grad, runtime)
-
-    @staticmethod
-    def ones(shape: Sequence[int], dtype: Any = "f32", requires_grad: bool = False, runtime: str | None = None):
-        return _creation("ones", [list(shape)], {"dtype": _dt(dtype)}, requires_grad, runtime)
-
-    @staticmethod
-    def full(shape: Sequence[int], value: Any, dtype: Any = "f32", requires_grad: bool = False,
-             runtime: str | None = None):
-        return _creation("full", [list(shape), value], {"dtype": _dt(dtype)}, requires_grad, runtime)
-
-    @staticmethod
-    def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None, runtime: str | None = None):
-        """torch.arange: i64, or f32 where an argument is a float; start + i * step."""
-        if stop is None:
-            start, stop = 0, start
-        if step == 0:
-            raise Error("arange: the step must not be 0")
-        if dtype is None:
-            dtype = "f32" if any(isinstance(v, (float, np.floating)) for v in (start, stop, step)) else "i64"
-        if all(isinstance(v, (int, np.integer)) for v in (start, stop, step)):
-            n = max(0, -(-(stop - start) // step))  # exact for any integers
-        else:
-            n = max(0, math.ceil((stop - start) / step))
-        dt = _dt(dtype)
-        if step == 1 and start == 0:
-            return _creation("arange", [int(n)], {"dtype": dt}, False, runtime)
-        # start + i * step in f64, rounded once to a float dtype (torch's values, not f32 arithmetic's)
-        wide = "f64" if dt in FLOATS else dt
-        t = _creation("arange", [int(n)], {"dtype": wide}, False, runtime)
-        t = (t * step if step != 1 else t) + start
-        return t.cast(dt) if wide != dt else t
-
-    @staticmethod
-    def rand(shape: Sequence[int], dtype: Any = "f32", seed: Any = None, requires_grad: bool = False,
-             runtime: str | None = None):
-        """Uniform in [0, 1) from the seed stream (`caten.manual_seed`), or from `seed`."""
-        return _creation("rand", [list(shape)], {"seed": _seed(seed), "dtype": _dt(dtype)}, requires_grad, runtime)
-
-    @staticmethod
-    def randn(shape: Sequence[int], dtype: Any = "f32", seed: Any = None, requires_grad: bool = False,
-              runtime: str | None = None):
-        return _creation("randn", [list(shape)], {"seed": _seed(seed), "dtype": _dt(dtype)}, requires_grad, runtime)
-
+    # construction (the torch-spelled creation functions are in torch_create) ---------------------
     @staticmethod
     def uniform(shape: Sequence[int], low: float = 0.0, high: float = 1.0, dtype: Any = "f32",
                 requires_grad: bool = False, runtime: str | None = None):
-        t = Tensor.rand(shape, dtype, runtime=runtime) * (high - low) + low
+        t = Tensor.rand(list(shape), dtype=dtype, runtime=runtime) * (high - low) + low
         return _leafify(t, requires_grad)
-
-    # shape ----------------------------------------------------------------------------------
-    def reshape(self, *shape: Any) -> Tensor:
-        s = list(shape[0]) if len(shape) == 1 and isinstance(shape[0], (list, tuple)) else list(shape)
-        return apply("reshape", [self, s], {})
-
-    def view(self, *shape: Any) -> Tensor:
-        return self.reshape(*shape)
-
-    def permute(self, *axes: Any) -> Tensor:
-        a = list(axes[0]) if len(axes) == 1 and isinstance(axes[0], (list, tuple)) else list(axes)
-        return apply("permute", [self, a], {})
-
-    def flatten(self, start: int = 0) -> Tensor:
-        start = start % max(self.ndim, 1)
-        return self.reshape(list(self.shape[:start]) + [-1])
 
     def cast(self, dtype: Any) -> Tensor:
         return apply("cast", [self, _dt(dtype)], {})
-
-    def float(self) -> Tensor:
-        return self.cast("f32")
 
 
 def _seed(seed: Any) -> Any:
@@ -277,11 +208,6 @@ def _seed(seed: Any) -> Any:
         return tr.seed()
     state.SEED[0] += 1
     return Tensor(np.array(state.SEED[0], dtype=np.int64)).node
-
-
-def _creation(op: str, args: list, kw: dict, requires_grad: bool, runtime: str | None) -> Tensor:
-    t = apply(op, args, kw, runtime=runtime)
-    return _leafify(t, requires_grad)
 
 
 def _leafify(t: Tensor, requires_grad: bool) -> Tensor:

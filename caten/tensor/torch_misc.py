@@ -1,0 +1,455 @@
+"""torch's elementwise, conversion and autograd habits on Tensor: `clamp(min=, max=)`,
+`masked_fill`, `caten.where`, `to(dtype)`/`float()`..., `mm`/`bmm`, `eq`..., `clone`, `.data`,
+`requires_grad_()`, and the in-place `zero_`/`fill_`/`add_`/`copy_`, each the library's call.
+
+An in-place method gives the tensor its new value as `assign` does (a leaf keeps being a leaf;
+a computed tensor's handle moves to the new graph node, keeping its history); other tensors
+never change with it, since caten has no views. As in torch, a leaf that requires gradients
+takes in-place updates only under `caten.no_grad()`."""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import numpy as np
+
+from caten.errors import Error
+from caten.tensor import state
+from caten.tensor.lazy import INPUT, leaf
+from caten.tensor.tensor import FLOATS, Tensor, _dt, apply
+from caten.tensor.torchnames import ArgError, torch_name
+
+_CASTS = {"float": "f32", "double": "f64", "half": "f16", "bfloat16": "bf16", "int": "i32", "long": "i64",
+          "short": "i16", "char": "i8", "byte": "u8", "bool": "bool"}
+
+
+def _cast(t: Tensor, dt: str) -> Tensor:
+    return t if t.dtype == dt else t.cast(dt)
+
+
+def _tensor(x: Any, like: Tensor) -> Any:
+    return Tensor(x, runtime=like.runtime) if isinstance(x, (np.ndarray, list)) else x
+
+
+def _make_cast(name: str, dt: str) -> None:
+    def cast(self: Tensor) -> Tensor:
+        return _cast(self, dt)
+    cast.__name__ = name
+    torch_name(name, f"`(cast x {dt})`", "elementwise")(cast)
+
+
+for _n, _d in _CASTS.items():
+    _make_cast(_n, _d)
+
+
+@torch_name("to", "`(cast x dtype)`; a device \"cpu\" keeps the runtime, a runtime's name moves the tensor",
+            "elementwise", example="t.to(caten.float64)")
+def to(self: Tensor, *args: Any, dtype: Any = None, device: Any = None, copy: bool = False,
+       non_blocking: bool = False) -> Tensor:
+    out = self
+    for a in args:
+        if isinstance(a, Tensor):
+            dtype, device = a.dtype, a.runtime
+        elif _dtype_or_none(a) is not None:
+            dtype = a
+        elif isinstance(a, str):
+            device = a
+        else:
+            raise ArgError(f"to(): cannot move a tensor to {a!r}", hint="t.to(caten.float64) or t.to('cpu')")
+    if device is not None and str(device) not in ("cpu", out.runtime):
+        out = Tensor(out.numpy(), runtime=str(device))
+    if dtype is not None:
+        out = _cast(out, _dt(dtype))
+    return apply("contiguous", [out], {}) if copy and out is self else out
+
+
+def _dtype_or_none(a: Any) -> Any:
+    from caten.tensor.lazy import dtype_name
+
+    return dtype_name(a) if not isinstance(a, Tensor) else None
+
+
+@torch_name("type_as", "`(cast x (dtype other))`", "elementwise")
+def type_as(self: Tensor, other: Tensor) -> Tensor:
+    return _cast(self, other.dtype)
+
+
+@torch_name("cpu", "the tensor itself", "elementwise")
+def cpu(self: Tensor) -> Tensor:
+    return self
+
+
+@torch_name("device", "the tensor's runtime", "printing and reading", kind="property")
+def device(self: Tensor) -> str:
+    return self.runtime
+
+
+@torch_name("clamp", "`(where (> y max) max y)` with `y = (where (< x min) min x)`: nan stays, "
+            "the gradient passes where min <= x <= max", "elementwise", example="t.clamp(min=0.0)")
+def clamp(self: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
+    from caten.tensor.methods import result_type
+
+    if min is None and max is None:
+        raise ArgError("clamp() needs min= or max= (or both)", hint="t.clamp(min=0.0, max=1.0)")
+    min, max = _tensor(min, self), _tensor(max, self)
+    bounds = [b for b in (min, max) if b is not None]
+    tens = [self] + [b for b in bounds if isinstance(b, Tensor)]
+    scalars = [b for b in bounds if not isinstance(b, Tensor)]
+    dt = result_type(tens, scalars[0] if scalars else None)
+    if len(scalars) == 2:
+        dt = result_type(tens, max if isinstance(max, float) else min)
+    x = _cast(self, dt)
+
+    def lit(b: Any) -> Any:
+        return _cast(b, dt) if isinstance(b, Tensor) else (float(b) if dt in FLOATS else int(b))
+    if min is not None:
+        x = apply("where", [x < lit(min), lit(min), x], {})
+    if max is not None:
+        x = apply("where", [x > lit(max), lit(max), x], {})
+    return x
+
+
+@torch_name("clip", "`clamp`", "elementwise", example="t.clip(0.0, 1.0)")
+def clip(self: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
+    return clamp(self, min, max)
+
+
+@torch_name("clamp_min", "`clamp(min=...)`", "elementwise")
+def clamp_min(self: Tensor, min: Any) -> Tensor:  # noqa: A002
+    return clamp(self, min=min)
+
+
+@torch_name("clamp_max", "`clamp(max=...)`", "elementwise")
+def clamp_max(self: Tensor, max: Any) -> Tensor:  # noqa: A002
+    return clamp(self, max=max)
+
+
+def _bool_mask(mask: Any, like: Tensor, what: str) -> Tensor:
+    m = mask if isinstance(mask, Tensor) else Tensor(np.asarray(mask), runtime=like.runtime)
+    if m.dtype != "bool":
+        raise Error(f"{what}: the mask must be a bool tensor, this one is {m.dtype}", hint="compare: t > 0")
+    return m
+
+
+@torch_name("where", "`(where cond x y)`, x and y at torch's common dtype", "elementwise", kind="function",
+            example="caten.where(t > 0, t, 0.0)")
+def where(condition: Any, input: Any = None, other: Any = None) -> Tensor:  # noqa: A002
+    from caten.tensor.methods import result_type
+
+    if input is None or other is None:
+        raise ArgError("where(condition) alone gives indices whose number depends on the values, which a lazy "
+                       "tensor cannot have", hint="caten.where(cond, x, y)")
+    first = next((v for v in (input, other, condition) if isinstance(v, Tensor)), None)
+    if first is None:
+        first = Tensor(np.asarray(input))
+    c = _bool_mask(condition, first, "where")
+    input, other = _tensor(input, first), _tensor(other, first)
+    tens = [v for v in (input, other) if isinstance(v, Tensor)]
+    scal = [v for v in (input, other) if not isinstance(v, Tensor)]
+    if not tens:
+        dt = "f32" if any(isinstance(v, float) for v in scal) else "i64"
+    else:
+        dt = result_type(tens, next((v for v in scal if isinstance(v, float)), scal[0] if scal else None))
+
+    def arg(v: Any) -> Any:
+        return _cast(v, dt) if isinstance(v, Tensor) else (float(v) if dt in FLOATS else v)
+    out = apply("where", [c, arg(input), arg(other)], {})
+    return out if tens else _cast(out, dt)
+
+
+@torch_name("masked_fill", "`(where mask value x)`", "elementwise", example="t.masked_fill(t < 0, 0.0)")
+def masked_fill(self: Tensor, mask: Any, value: Any) -> Tensor:
+    m = _bool_mask(mask, self, "masked_fill")
+    if isinstance(value, Tensor):
+        if value.ndim:
+            raise Error("masked_fill: the value must be a number or a 0-d tensor")
+        value = _cast(value, self.dtype)
+    else:
+        value = float(value) if self.dtype in FLOATS else (bool(value) if self.dtype == "bool" else int(value))
+    return apply("where", [m, value, self], {})
+
+
+@torch_name("maximum", "`(max a b)` at the common dtype (nan propagates)", "elementwise")
+def maximum(self: Tensor, other: Any) -> Tensor:
+    from caten.tensor.methods import _promote
+
+    a, b = _promote(self, other)
+    return apply("max", [a, b], {})
+
+
+@torch_name("minimum", "`(min a b)` at the common dtype (nan propagates)", "elementwise")
+def minimum(self: Tensor, other: Any) -> Tensor:
+    from caten.tensor.methods import _promote
+
+    a, b = _promote(self, other)
+    return apply("min", [a, b], {})
+
+
+def _operator(name: str, dunder: str, what: str) -> None:
+    def op(self: Tensor, other: Any) -> Tensor:
+        out = getattr(self, dunder)(other)
+        if out is NotImplemented:
+            raise ArgError(f"{name}(): cannot combine a tensor with {type(other).__name__}")
+        return out
+    op.__name__ = name
+    torch_name(name, what, "elementwise")(op)
+
+
+for _n, _du, _w in [("eq", "__eq__", "`(= a b)`"), ("ne", "__ne__", "`(!= a b)`"), ("gt", "__gt__", "`(> a b)`"),
+                    ("lt", "__lt__", "`(< a b)`"), ("ge", "__ge__", "`(>= a b)`"), ("le", "__le__", "`(<= a b)`"),
+                    ("mul", "__mul__", "`(* a b)`"), ("multiply", "__mul__", "`(* a b)`"),
+                    ("true_divide", "__truediv__", "`(/ a b)`, integers in f32"),
+                    ("floor_divide", "__floordiv__", "`(idiv a b)`"), ("remainder", "__mod__", "`(mod a b)`"),
+                    ("pow", "__pow__", "`(pow a b)`; `x ** 2` is `(* x x)`"),
+                    ("logical_and", "__and__", "`(and a b)`"), ("logical_or", "__or__", "`(or a b)`"),
+                    ("logical_xor", "__xor__", "`(xor a b)`")]:
+    _operator(_n, _du, _w)
+
+
+@torch_name("add", "`(+ a (* alpha b))`", "elementwise", example="t.add(u, alpha=2)")
+def add(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
+    return self + (other if alpha == 1 else other * alpha)
+
+
+@torch_name("sub", "`(- a (* alpha b))`", "elementwise", example="t.sub(u, alpha=2)")
+def sub(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
+    return self - (other if alpha == 1 else other * alpha)
+
+
+@torch_name("div", "`(/ a b)`; rounding_mode 'floor' is `(idiv a b)` on integers", "elementwise",
+            example="t.div(u)")
+def div(self: Tensor, other: Any, *, rounding_mode: Any = None) -> Tensor:
+    if rounding_mode is None:
+        return self / other
+    if rounding_mode == "floor" and self.dtype not in FLOATS and not isinstance(other, float) and (
+            not isinstance(other, Tensor) or other.dtype not in FLOATS):
+        return self // other
+    raise Error(f"div(rounding_mode={rounding_mode!r}) is supported for integer floor division only",
+                hint="caten has no floor or trunc of floats in its library")
+
+
+@torch_name("square", "`(* x x)`", "elementwise")
+def square(self: Tensor) -> Tensor:
+    return self * self
+
+
+@torch_name("reciprocal", "`(recip x)`", "elementwise")
+def reciprocal(self: Tensor) -> Tensor:
+    return apply("recip", [self if self.dtype in FLOATS else self.cast("f32")], {})
+
+
+@torch_name("logical_not", "`(not (!= x 0))`", "elementwise")
+def logical_not(self: Tensor) -> Tensor:
+    return apply("not", [self if self.dtype == "bool" else self != 0], {})
+
+
+@torch_name("isnan", "`(!= x x)`", "elementwise")
+def isnan(self: Tensor) -> Tensor:
+    return self != self
+
+
+@torch_name("isinf", "`(= (abs x) inf)`", "elementwise")
+def isinf(self: Tensor) -> Tensor:
+    return (apply("abs", [self], {}) == float("inf")) if self.dtype in FLOATS else self != self
+
+
+@torch_name("isfinite", "`(< (abs x) inf)`: not nan, not infinite", "elementwise")
+def isfinite(self: Tensor) -> Tensor:
+    return (apply("abs", [self], {}) < float("inf")) if self.dtype in FLOATS else self == self
+
+
+@torch_name("equal", "`(min (= a b))` read as a Python bool, False for different shapes", "elementwise")
+def equal(self: Tensor, other: Tensor) -> bool:
+    return self.shape == other.shape and bool(apply("min", [self == other], {}).item())
+
+
+@torch_name("isclose", "`(<= (abs (- a b)) (+ atol (* rtol (abs b))))`, nan equal only with equal_nan",
+            "elementwise", example="t.isclose(u, rtol=1e-5, atol=1e-8)")
+def isclose(self: Tensor, other: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
+    from caten.tensor.methods import _promote
+
+    a, b = _promote(self, other)
+    if a.dtype not in FLOATS:
+        return a == b
+    b = b if isinstance(b, Tensor) else Tensor(b, dtype=a.dtype, runtime=a.runtime)
+    close = (a == b) | (apply("abs", [a - b], {}) <= atol + rtol * apply("abs", [b], {}))
+    return close | (isnan(a) & isnan(b)) if equal_nan else close
+
+
+@torch_name("allclose", "`(min (isclose a b))` read as a Python bool", "elementwise",
+            example="t.allclose(u, atol=1e-6)")
+def allclose(self: Tensor, other: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
+    return bool(apply("min", [isclose(self, other, rtol, atol, equal_nan)], {}).item())
+
+
+@torch_name("is_floating_point", "whether the dtype is f16, bf16, f32 or f64", "elementwise")
+def is_floating_point(self: Tensor) -> bool:
+    return self.dtype in FLOATS
+
+
+def _rank(name: str, t: Tensor, want: int) -> None:
+    if t.ndim != want:
+        raise Error(f"{name} expects tensors of rank {want}, got rank {t.ndim} (shape {list(t.shape)})",
+                    hint="t.matmul(u) (or @) broadcasts batches")
+
+
+@torch_name("mm", "`(matmul a b)` of two matrices", "elementwise", example="a.mm(b)")
+def mm(self: Tensor, mat2: Tensor) -> Tensor:
+    _rank("mm", self, 2)
+    _rank("mm", mat2, 2)
+    return self @ mat2
+
+
+@torch_name("bmm", "`(matmul a b)` of two batches of matrices", "elementwise", example="a.bmm(b)")
+def bmm(self: Tensor, mat2: Tensor) -> Tensor:
+    _rank("bmm", self, 3)
+    _rank("bmm", mat2, 3)
+    return self @ mat2
+
+
+@torch_name("mv", "`(matmul a v)` of a matrix and a vector", "elementwise")
+def mv(self: Tensor, vec: Tensor) -> Tensor:
+    _rank("mv", self, 2)
+    _rank("mv", vec, 1)
+    return self @ vec
+
+
+@torch_name("dot", "`(matmul a b)` of two vectors", "elementwise")
+def dot(self: Tensor, other: Tensor) -> Tensor:
+    _rank("dot", self, 1)
+    _rank("dot", other, 1)
+    return self @ other
+
+
+@torch_name("outer", "`(* (reshape a [n 1]) b)`", "elementwise")
+def outer(self: Tensor, vec2: Tensor) -> Tensor:
+    _rank("outer", self, 1)
+    _rank("outer", vec2, 1)
+    return self.reshape(-1, 1) * vec2
+
+
+@torch_name("gather", "`(take-along-axis (slice x ...) index :axis dim)`", "indexing",
+            example="t.gather(1, idx)")
+def gather(self: Tensor, dim: int, index: Any) -> Tensor:
+    from caten.tensor.torch_shape import _dim
+
+    idx = index if isinstance(index, Tensor) else Tensor(np.asarray(index), runtime=self.runtime)
+    d = _dim(self, dim)
+    if idx.ndim != self.ndim or any(i > n for j, (i, n) in enumerate(zip(idx.shape, self.shape)) if j != d):
+        raise Error(f"gather: an index of shape {list(idx.shape)} for a tensor of shape {list(self.shape)}",
+                    hint="the index has the tensor's rank and is no larger along the other dims")
+    x = self
+    if any(i != n for j, (i, n) in enumerate(zip(idx.shape, self.shape)) if j != d):
+        x = apply("slice", [self] + [[0, n if j == d else i, 1] for j, (i, n) in
+                                     enumerate(zip(idx.shape, self.shape))], {})
+    return apply("take-along-axis", [x, idx], {"axis": d})
+
+
+@torch_name("index_select", "`(take x index :axis dim)`", "indexing", example="t.index_select(0, idx)")
+def index_select(self: Tensor, dim: int, index: Any) -> Tensor:
+    from caten.tensor.torch_shape import _dim
+
+    idx = index if isinstance(index, Tensor) else Tensor(np.asarray(index, dtype=np.int64), runtime=self.runtime)
+    if idx.ndim > 1:
+        raise Error("index_select: the index must be a vector")
+    return apply("take", [self, idx.reshape(-1)], {"axis": _dim(self, dim)})
+
+
+# autograd and in-place -----------------------------------------------------------------------------
+@torch_name("clone", "`(contiguous x)`: a copy the gradient flows through", "autograd")
+def clone(self: Tensor) -> Tensor:
+    return apply("contiguous", [self], {})
+
+
+def _data_set(self: Tensor, value: Any) -> None:
+    """`t.data = v`: t becomes a leaf holding v's value (any shape and dtype, as torch allows)."""
+    v = value if isinstance(value, Tensor) else Tensor(value, dtype=self.dtype, runtime=self.runtime)
+    arr = np.array(v.numpy())
+    arr.flags.writeable = False
+    self.node = leaf(arr, v.dtype, self.requires_grad and self.node.op == INPUT and v.dtype in FLOATS)
+    self.node.owner = weakref.ref(self)
+
+
+@torch_name("data", "`detach()`; setting it gives the tensor a new value without history", "autograd",
+            kind="property", setter=_data_set)
+def data(self: Tensor) -> Tensor:
+    return self.detach()
+
+
+@torch_name("requires_grad_", "sets `requires_grad` on a leaf, returns the tensor", "autograd")
+def requires_grad_(self: Tensor, requires_grad: bool = True) -> Tensor:
+    self.requires_grad = requires_grad
+    return self
+
+
+@torch_name("retain_grad", "not supported: only leaves receive .grad", "autograd")
+def retain_grad(self: Tensor) -> None:
+    raise Error("retain_grad() is not supported: only leaf tensors receive .grad",
+                hint="make the value a leaf: y = y.detach().requires_grad_() and compute from it")
+
+
+def inplace(self: Tensor, new: Tensor, what: str) -> Tensor:
+    """Give `self` the value `new` (see the module docstring)."""
+    if self.node.op == INPUT and self.requires_grad and state.grad_enabled():
+        raise Error(f"{what}: a leaf tensor that requires grad cannot be changed in place",
+                    hint="do it under `with caten.no_grad():`, as torch requires")
+    if new.shape != self.shape:
+        new = new.expand(*self.shape)
+    if new.dtype != self.dtype:
+        from caten.tensor.methods import _category
+
+        if _category(new.dtype) > _category(self.dtype):
+            raise Error(f"{what}: a {new.dtype} result cannot be stored in a {self.dtype} tensor")
+        new = new.cast(self.dtype)
+    if self.node.op == INPUT:
+        return self.assign(new)
+    self.node = new.node
+    return self
+
+
+@torch_name("zero_", "the tensor becomes `(zeros shape)`", "autograd", example="t.grad.zero_()")
+def zero_(self: Tensor) -> Tensor:
+    return inplace(self, Tensor.zeros(list(self.shape), dtype=self.dtype, runtime=self.runtime), "zero_")
+
+
+@torch_name("fill_", "the tensor becomes `(full shape value)`", "autograd", example="t.fill_(1.0)")
+def fill_(self: Tensor, value: Any) -> Tensor:
+    return inplace(self, Tensor.full(list(self.shape), value, dtype=self.dtype, runtime=self.runtime), "fill_")
+
+
+@torch_name("copy_", "the tensor becomes src (broadcast, cast)", "autograd", example="t.copy_(u)")
+def copy_(self: Tensor, src: Any) -> Tensor:
+    s = src if isinstance(src, Tensor) else Tensor(src, runtime=self.runtime)
+    return inplace(self, s.cast(self.dtype) if s.dtype != self.dtype else s, "copy_")
+
+
+def _make_inplace(name: str, fn: Any) -> None:
+    def op(self: Tensor, other: Any) -> Tensor:
+        return inplace(self, fn(self, other), name)
+    op.__name__ = name
+    torch_name(name, f"the tensor becomes `{name[:-1]}` of it", "autograd", example=f"t.{name}(u)")(op)
+
+
+for _n, _f in [("mul_", lambda a, b: a * b), ("div_", lambda a, b: a / b)]:
+    _make_inplace(_n, _f)
+
+
+@torch_name("add_", "the tensor becomes `add` of it", "autograd", example="t.add_(u, alpha=2)")
+def add_(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
+    return inplace(self, add(self, other, alpha=alpha), "add_")
+
+
+@torch_name("sub_", "the tensor becomes `sub` of it", "autograd", example="t.sub_(u, alpha=2)")
+def sub_(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
+    return inplace(self, sub(self, other, alpha=alpha), "sub_")
+
+
+@torch_name("masked_fill_", "the tensor becomes `masked_fill` of it", "autograd", example="t.masked_fill_(m, 0.0)")
+def masked_fill_(self: Tensor, mask: Any, value: Any) -> Tensor:
+    return inplace(self, masked_fill(self, mask, value), "masked_fill_")
+
+
+@torch_name("clamp_", "the tensor becomes `clamp` of it", "autograd", example="t.clamp_(min=0.0)")
+def clamp_(self: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
+    return inplace(self, clamp(self, min, max), "clamp_")

@@ -1,0 +1,246 @@
+"""torch's reductions on Tensor: `dim`/`keepdim` (or the library's `axis`/`keepdims`), torch's
+result dtypes (integer and bool sums are i64), `max(dim)` as (values, indices), and the ones the
+library lacks (var, std, logsumexp, norm, all, any) written with library calls, as torch defines
+them: var divides by N - correction, logsumexp shifts by the max unless it is infinite."""
+
+from __future__ import annotations
+
+import math
+from collections import namedtuple
+from typing import Any
+
+import numpy as np
+
+from caten.errors import Error
+from caten.tensor.tensor import FLOATS, Tensor, _dt, apply
+from caten.tensor.torchnames import ArgError, torch_name
+
+# torch.return_types.max/min: a tuple with .values and .indices
+ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])
+
+
+def axes(t: Tensor, dim: Any) -> Any:
+    """torch's `dim` (None, an int or a sequence of ints) as the library's `:axis`."""
+    if dim is None:
+        return None
+    if isinstance(dim, (list, tuple)):
+        out = [_one(t, d) for d in dim]
+        if len(set(out)) != len(out):
+            raise Error(f"dim {list(dim)} names an axis twice")
+        return out
+    return _one(t, dim)
+
+
+def _one(t: Tensor, d: Any) -> int:
+    if isinstance(d, bool) or not isinstance(d, int) and not hasattr(d, "__index__"):
+        raise ArgError(f"dim must be an int or a tuple of ints, not {type(d).__name__}",
+                       hint="e.g. t.sum(dim=1) or t.sum(dim=(0, 1))")
+    d = int(d)
+    n = max(t.ndim, 1)
+    if not -n <= d < n:
+        raise Error(f"dim {d} is out of range for a tensor of rank {t.ndim} (expected {-n}..{n - 1})")
+    return d % n if t.ndim else 0
+
+
+def _count(t: Tensor, ax: Any) -> int:
+    if ax is None:
+        return t.numel()
+    return math.prod(t.shape[a] for a in (ax if isinstance(ax, list) else [ax])) if t.ndim else 1
+
+
+def _at(t: Tensor, dtype: Any) -> Tensor:
+    return t if dtype is None or _dt(dtype) == t.dtype else t.cast(_dt(dtype))
+
+
+def _wide(t: Tensor, dtype: Any) -> Tensor:
+    """torch's accumulation dtype: bools and integers become i64 unless a dtype is given."""
+    if dtype is None and t.dtype not in FLOATS:
+        return t.cast("i64") if t.dtype != "i64" else t
+    return _at(t, dtype)
+
+
+def _float_only(name: str, t: Tensor) -> None:
+    if t.dtype not in FLOATS:
+        raise Error(f"{name}() needs a floating-point tensor, this one is {t.dtype}",
+                    hint=f"cast first: t.float().{name}(...)")
+
+
+@torch_name("sum", "`(sum x :axis dim :keepdims keepdim)`; integers and bools sum as i64", "reduction",
+            example="t.sum(dim=1)")
+def sum_(self: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+    return apply("sum", [_wide(self, dtype)], {"axis": axes(self, dim), "keepdims": bool(keepdim)})
+
+
+@torch_name("prod", "`(prod x :axis dim :keepdims keepdim)`; integers and bools as i64", "reduction",
+            example="t.prod(dim=1)")
+def prod(self: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+    return apply("prod", [_wide(self, dtype)], {"axis": axes(self, dim), "keepdims": bool(keepdim)})
+
+
+@torch_name("mean", "`(mean x :axis dim :keepdims keepdim)`; floats only, as torch", "reduction",
+            example="t.mean(dim=1, keepdim=True)")
+def mean(self: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+    x = _at(self, dtype)
+    _float_only("mean", x)
+    return apply("mean", [x], {"axis": axes(x, dim), "keepdims": bool(keepdim)})
+
+
+def _extreme(name: str, t: Tensor, dim: Any, keepdim: bool) -> Any:
+    if isinstance(dim, (Tensor, float, np.ndarray)):  # torch.max(a, b), or a float bound: elementwise
+        from caten.tensor.torch_misc import maximum, minimum
+
+        return (maximum if name == "max" else minimum)(t, dim)
+    if t.numel() == 0:
+        raise Error(f"{name}() of an empty tensor has no value")
+    if dim is None:
+        if keepdim:
+            raise ArgError(f"{name}(keepdim=True) needs a dim", hint=f"t.{name}(dim=0, keepdim=True)")
+        return apply(name, [t], {})
+    if isinstance(dim, (list, tuple)):
+        raise ArgError(f"{name}(dim) takes one dim and gives (values, indices)",
+                       hint=f"for several dims use t.a{name}(dim=(0, 1))")
+    ax = axes(t, dim)
+    idx = apply("arg" + name, [t], {"axis": ax, "keepdims": True})
+    # the value at the index picked, so the gradient goes to that element alone, as torch's
+    vals = apply("take-along-axis", [t, idx], {"axis": ax})
+    if not keepdim and t.ndim:
+        vals, idx = vals.squeeze(ax), idx.squeeze(ax)
+    return ValuesIndices(vals, idx)
+
+
+@torch_name("max", "no dim: `(max x)`; with dim: (values, indices) from `argmax` and `take-along-axis`; "
+            "a tensor: elementwise `(max a b)`", "reduction", example="t.max(dim=1).values")
+def max_(self: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
+    return _extreme("max", self, dim, keepdim)
+
+
+@torch_name("min", "as `max`, with `min` and `argmin`", "reduction", example="t.min(dim=1).values")
+def min_(self: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
+    return _extreme("min", self, dim, keepdim)
+
+
+@torch_name("amax", "`(max x :axis dim :keepdims keepdim)`", "reduction", example="t.amax(dim=1)")
+def amax(self: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:
+    return apply("max", [self], {"axis": axes(self, dim) if dim != () else None, "keepdims": bool(keepdim)})
+
+
+@torch_name("amin", "`(min x :axis dim :keepdims keepdim)`", "reduction", example="t.amin(dim=1)")
+def amin(self: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:
+    return apply("min", [self], {"axis": axes(self, dim) if dim != () else None, "keepdims": bool(keepdim)})
+
+
+@torch_name("argmax", "`(argmax x :axis dim :keepdims keepdim)`: the first maximum (a nan wins)", "reduction",
+            example="t.argmax(dim=1)")
+def argmax(self: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    return apply("argmax", [self], {"axis": axes(self, dim), "keepdims": bool(keepdim)})
+
+
+@torch_name("argmin", "`(argmin x :axis dim :keepdims keepdim)`", "reduction", example="t.argmin(dim=1)")
+def argmin(self: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    return apply("argmin", [self], {"axis": axes(self, dim), "keepdims": bool(keepdim)})
+
+
+def _correction(unbiased: Any, correction: Any) -> float:
+    if unbiased is not None and correction is not None:
+        raise ArgError("give unbiased= or correction=, not both", hint="t.var(dim=1, correction=0)")
+    if correction is not None:
+        return float(correction)
+    return 1.0 if unbiased is None or unbiased else 0.0
+
+
+@torch_name("var", "`(/ (sum (* d d) :axis dim) (- N correction))` with `d = (- x (mean x :axis dim))`; "
+            "`unbiased=False` is `correction=0`", "reduction", example="t.var(dim=1, correction=0)")
+def var(self: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
+        correction: Any = None) -> Tensor:
+    if isinstance(dim, bool):  # torch's var(unbiased) overload
+        dim, unbiased = None, dim
+    _float_only("var", self)
+    ax = axes(self, dim)
+    c = _correction(unbiased, correction)
+    d = self - apply("mean", [self], {"axis": ax, "keepdims": True})
+    s = apply("sum", [d * d], {"axis": ax, "keepdims": bool(keepdim)})
+    return s / max(0.0, _count(self, ax) - c)
+
+
+@torch_name("std", "`(sqrt var)` with `var`'s dims and correction", "reduction",
+            example="t.std(dim=1, unbiased=False)")
+def std(self: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
+        correction: Any = None) -> Tensor:
+    return apply("sqrt", [var(self, dim, unbiased, keepdim, correction=correction)], {})
+
+
+@torch_name("logsumexp", "`(+ (log (sum (exp (- x m)) :axis dim)) m)`, m the max (0 where infinite), "
+            "held constant", "reduction", example="t.logsumexp(dim=1)")
+def logsumexp(self: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
+    x = self if self.dtype in FLOATS else self.cast("f32")
+    ax = axes(x, dim)
+    m = apply("max", [x], {"axis": ax, "keepdims": True}).detach()
+    m = apply("where", [apply("abs", [m], {}) == float("inf"), 0.0, m], {})
+    s = apply("sum", [apply("exp", [x - m], {})], {"axis": ax, "keepdims": bool(keepdim)})
+    mk = m if keepdim else m.reshape(list(s.shape))
+    return apply("log", [s], {}) + mk
+
+
+@torch_name("softmax", "`(softmax x :axis dim)`", "reduction", example="t.softmax(dim=-1)")
+def softmax(self: Tensor, dim: Any, dtype: Any = None) -> Tensor:
+    x = _at(self, dtype)
+    _float_only("softmax", x)
+    return apply("softmax", [x], {"axis": axes(x, dim)})
+
+
+@torch_name("log_softmax", "`(log-softmax x :axis dim)`", "reduction", example="t.log_softmax(dim=-1)")
+def log_softmax(self: Tensor, dim: Any, dtype: Any = None) -> Tensor:
+    x = _at(self, dtype)
+    _float_only("log_softmax", x)
+    return apply("log-softmax", [x], {"axis": axes(x, dim)})
+
+
+def _truth(t: Tensor) -> Tensor:
+    return t if t.dtype == "bool" else t != 0
+
+
+@torch_name("all", "`(min (!= x 0) :axis dim)` on bools", "reduction", example="t.all(dim=1)")
+def all_(self: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    if self.numel() == 0 and dim is None:
+        return Tensor(True, runtime=self.runtime)
+    return apply("min", [_truth(self)], {"axis": axes(self, dim), "keepdims": bool(keepdim)})
+
+
+@torch_name("any", "`(max (!= x 0) :axis dim)` on bools", "reduction", example="t.any(dim=1)")
+def any_(self: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    if self.numel() == 0 and dim is None:
+        return Tensor(False, runtime=self.runtime)
+    return apply("max", [_truth(self)], {"axis": axes(self, dim), "keepdims": bool(keepdim)})
+
+
+@torch_name("norm", "p=2/'fro': `(sqrt (sum (* x x)))`; p=1: `(sum (abs x))`; p=inf/-inf: `(max (abs x))`/`min`; "
+            "else `(pow (sum (pow (abs x) p)) (/ 1 p))`", "reduction", example="t.norm(p=2, dim=1)")
+def norm(self: Tensor, p: Any = "fro", dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
+    x = _at(self, dtype)
+    _float_only("norm", x)
+    ax, kd = axes(x, dim), {"keepdims": bool(keepdim)}
+    if p in ("fro", 2, 2.0):
+        return apply("sqrt", [apply("sum", [x * x], {"axis": ax, **kd})], {})
+    if isinstance(p, str) or isinstance(p, bool) or not isinstance(p, (int, float)):
+        raise Error(f"norm(p={p!r}) is not supported", hint="p is 'fro', a number, inf or -inf")
+    a = apply("abs", [x], {})
+    if p == 1:
+        return apply("sum", [a], {"axis": ax, **kd})
+    if p == float("inf"):
+        return apply("max", [a], {"axis": ax, **kd})
+    if p == float("-inf"):
+        return apply("min", [a], {"axis": ax, **kd})
+    if p == 0:
+        return apply("sum", [(a != 0).cast(x.dtype)], {"axis": ax, **kd})
+    return apply("sum", [a ** float(p)], {"axis": ax, **kd}) ** (1.0 / float(p))
+
+
+@torch_name("cumsum", "`(cumsum x :axis dim)`; integers and bools as i64", "reduction", example="t.cumsum(dim=0)")
+def cumsum(self: Tensor, dim: Any, *, dtype: Any = None) -> Tensor:
+    return apply("cumsum", [_wide(self, dtype)], {"axis": axes(self, dim)})
+
+
+@torch_name("cumprod", "`(cumprod x :axis dim)`; integers and bools as i64", "reduction",
+            example="t.cumprod(dim=0)")
+def cumprod(self: Tensor, dim: Any, *, dtype: Any = None) -> Tensor:
+    return apply("cumprod", [_wide(self, dtype)], {"axis": axes(self, dim)})
