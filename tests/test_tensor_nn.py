@@ -89,7 +89,7 @@ def test_layernorm(shape):
 def test_layernorm_without_affine():
     _check(torch.nn.LayerNorm(6, elementwise_affine=False), nn.LayerNorm(6, elementwise_affine=False), _x(3, 6),
            rtol=1e-4, atol=1e-5)
-    assert nn.LayerNorm(6, elementwise_affine=False).parameters() == []
+    assert list(nn.LayerNorm(6, elementwise_affine=False).parameters()) == []
 
 
 def test_embedding():
@@ -237,7 +237,7 @@ def test_shared_parameter_listed_once():
     lin = nn.Linear(3, 3)
     m = nn.Sequential(lin, nn.ReLU(), lin)
     assert [k for k, _ in m.named_parameters()] == ["0.weight", "0.bias"]
-    assert len(m.parameters()) == 2
+    assert len(list(m.parameters())) == 2
 
 
 def test_conv2d_same_and_valid_padding():

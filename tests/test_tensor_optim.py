@@ -129,7 +129,7 @@ def test_parameter_without_grad_is_skipped(name, jitted):
     extra_c = Tensor(np.ones(3, np.float32), requires_grad=True)
     kw = dict(lr=0.1, momentum=0.9) if name == "SGD" else dict(lr=0.01)
     topt = getattr(torch.optim, name)(list(tm.parameters()) + [extra_t], **kw)
-    copt = getattr(optim, name)(cm.parameters() + [extra_c], **kw)
+    copt = getattr(optim, name)(list(cm.parameters()) + [extra_c], **kw)
     step = caten.jit(lambda x, y: _one_step(cm, copt, x, y)) if jitted else \
         (lambda x, y: _one_step(cm, copt, x, y))
     for x, y in _batches()[:3]:
@@ -164,7 +164,7 @@ def test_param_group_lr_change_takes_effect():
 def test_two_param_groups():
     """torch's list-of-dicts form: each group with its own lr and momentum."""
     tm, cm = _models()
-    tp, cp = list(tm.parameters()), cm.parameters()
+    tp, cp = list(tm.parameters()), list(cm.parameters())
     topt = torch.optim.SGD([{"params": tp[:2]}, {"params": tp[2:], "lr": 0.3, "momentum": 0.5}], lr=0.1)
     copt = optim.SGD([{"params": cp[:2]}, {"params": cp[2:], "lr": 0.3, "momentum": 0.5}], lr=0.1)
     assert [g["lr"] for g in copt.param_groups] == [0.1, 0.3]

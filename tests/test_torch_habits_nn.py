@@ -256,6 +256,49 @@ def test_embedding_padding_idx():
     assert repr(c) == repr(t)
 
 
+# torch.nn.functional ------------------------------------------------------------------------
+def test_functional_imports_as_torch():
+    import caten.nn.functional as F
+    from caten.nn.init import zeros_
+    from caten.optim.lr_scheduler import StepLR
+
+    assert F is nn.functional and zeros_ is nn.init.zeros_ and StepLR is optim.lr_scheduler.StepLR
+    assert next(nn.Linear(2, 3).parameters()).shape == (3, 2)  # parameters() is an iterator, as torch's
+
+
+@pytest.mark.parametrize("name,args,kw", [
+    ("conv2d", ((2, 3, 6, 6), (4, 3, 3, 3), (4,)), dict(stride=2, padding=1)),
+    ("max_pool2d", ((2, 3, 6, 6),), dict(kernel_size=3, stride=2, padding=1)),
+    ("avg_pool2d", ((2, 3, 6, 6),), dict(kernel_size=2)),
+    ("layer_norm", ((2, 3, 4), (3, 4), (3, 4)), dict(eps=1e-3)),
+    ("normalize", ((3, 5),), dict(dim=1)), ("normalize", ((3, 5),), dict(p=1.0, dim=0)),
+    ("gelu", ((3, 5),), dict(approximate="tanh")), ("softmax", ((3, 5),), dict(dim=0)),
+    ("leaky_relu", ((3, 5),), dict(negative_slope=0.3)), ("linear", ((3, 5), (2, 5), (2,)), {}),
+])
+def test_functional(name, args, kw):
+    arrays = [_x(*a, seed=i) for i, a in enumerate(args)]
+    shape = ((3, 4),) if name == "layer_norm" else ()  # layer_norm(x, normalized_shape, weight, bias)
+
+    def call(mod, x, *rest):
+        return getattr(mod, name)(x, *shape, *rest, **kw)
+
+    _agree(lambda *a: call(nn.functional, *a), lambda *a: call(torch.nn.functional, *a),
+           *arrays, grad=tuple(range(len(arrays))), rtol=1e-4, atol=1e-5)
+
+
+def test_functional_one_hot_dropout_embedding():
+    t = np.array([[0, 3], [2, 1]])
+    np.testing.assert_array_equal(nn.functional.one_hot(Tensor(t)).numpy(),
+                                  torch.nn.functional.one_hot(torch.from_numpy(t)).numpy())
+    assert nn.functional.one_hot(Tensor(t), num_classes=6).shape == (2, 2, 6)
+    with pytest.raises(caten.Error):
+        nn.functional.one_hot(Tensor(t), num_classes=2)
+    x = _x(3, 4)
+    np.testing.assert_array_equal(nn.functional.dropout(Tensor(x), 0.5, training=False).numpy(), x)
+    w = _x(5, 3)
+    np.testing.assert_array_equal(nn.functional.embedding(t, Tensor(w)).numpy(), w[t])
+
+
 # Module habits ------------------------------------------------------------------------------
 def _nets():
     def build(m):
@@ -297,7 +340,7 @@ def test_zero_grad_and_requires_grad():
     c[0].requires_grad_(False)
     assert [k for k, p in c.named_parameters() if p.requires_grad] == \
         [k for k, p in t.named_parameters() if not k.startswith("0.")]
-    assert len(c.parameters()) == len(list(t.parameters()))  # frozen ones are still parameters
+    assert len(list(c.parameters())) == len(list(t.parameters()))  # frozen ones are still parameters
     c(Tensor(_x(2, 3, 4, 4))).sum().backward()
     assert c[0].weight.grad is None and c[5].weight.grad is not None
     opt = optim.SGD(c.parameters(), lr=0.1)  # frozen parameters are accepted and skipped

@@ -274,3 +274,76 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """torch's F.linear: x W^T + b with W [out, in]."""
     y = x @ weight.T
     return y + bias if bias is not None else y
+
+
+# layers as functions --------------------------------------------------------------------------
+def _list(v: Any, n: int = 2) -> list[int]:
+    return list(v) if isinstance(v, (list, tuple)) else [v] * n
+
+
+def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,
+           dilation: Any = 1, groups: int = 1) -> Tensor:
+    args = [input, weight] + ([bias] if bias is not None else [])
+    return Tensor.conv2d(*args, stride=_list(stride), padding=_list(padding), dilation=_list(dilation), groups=groups)
+
+
+def max_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0) -> Tensor:
+    return input.max_pool2d(kernel=_list(kernel_size), stride=_list(kernel_size if stride is None else stride),
+                            padding=_list(padding))
+
+
+def avg_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0) -> Tensor:
+    return input.avg_pool2d(kernel=_list(kernel_size), stride=_list(kernel_size if stride is None else stride),
+                            padding=_list(padding))
+
+
+def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = None, bias: Tensor | None = None,
+               eps: float = 1e-5) -> Tensor:
+    shape = [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
+    if list(input.shape[input.ndim - len(shape):]) != shape:
+        raise Error(f"layer_norm: input of shape {list(input.shape)} does not end in {shape}")
+    w = weight if weight is not None else Tensor(np.ones(shape, np_dtype(input.dtype)), runtime=input.runtime)
+    b = bias if bias is not None else Tensor(np.zeros(shape, np_dtype(input.dtype)), runtime=input.runtime)
+    return input.layernorm(w, b, axis=-1 if len(shape) == 1 else list(range(-len(shape), 0)), eps=eps)
+
+
+def dropout(input: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
+    """Zero each element with probability p and scale the rest by 1/(1-p), drawing a fresh
+    mask from the seed stream; the identity when not training."""
+    if not 0 <= p <= 1:
+        raise Error(f"dropout: p must lie in [0, 1], got {p}")
+    if not training or p == 0:
+        return input
+    from caten.tensor.tensor import _seed
+
+    return input.dropout(p, seed=Tensor(_seed(None), runtime=input.runtime))
+
+
+def embedding(input: Any, weight: Tensor) -> Tensor:
+    idx = input if isinstance(input, Tensor) else Tensor(np.asarray(input, np.int64), runtime=weight.runtime)
+    return weight.take(idx, axis=0)
+
+
+def one_hot(tensor: Any, num_classes: int = -1) -> Tensor:
+    """int64 rows with a 1 at each index; num_classes -1 is the largest index + 1 (torch's)."""
+    t = tensor if isinstance(tensor, Tensor) else Tensor(np.asarray(tensor, np.int64))
+    if t.dtype in FLOATS or t.dtype == "bool":
+        raise Error(f"one_hot: class indices must be integers, got {t.dtype}")
+    v = t.numpy()
+    if num_classes < 0:
+        num_classes = int(v.max()) + 1 if v.size else 0
+    if v.size and (v.min() < 0 or v.max() >= num_classes):
+        raise Error(f"one_hot: class values must lie in [0, {num_classes}), got {v.min()} to {v.max()}")
+    classes = Tensor.arange(num_classes, dtype=t.dtype, runtime=t.runtime)
+    return (t.reshape(list(t.shape) + [1]) == classes).cast("i64")
+
+
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
+    """input / max(||input||_p along dim, eps)."""
+    if p == 2:
+        norm = (input * input).sum(axis=dim, keepdims=True).sqrt()
+    elif p == 1:
+        norm = input.abs().sum(axis=dim, keepdims=True)
+    else:
+        norm = (input.abs() ** p).sum(axis=dim, keepdims=True) ** (1 / p)
+    return input / norm.max(Tensor(np.asarray(eps, np_dtype(input.dtype)), runtime=input.runtime))

@@ -11,6 +11,7 @@ import numpy as np
 
 from caten.errors import Error
 from caten.tensor import state as _state
+from caten.tensor.nn import functional as F
 from caten.tensor.nn.module import Module, Parameter
 from caten.tensor.tensor import Tensor
 from caten.tensor.trace import guard
@@ -146,7 +147,7 @@ class Embedding(Module):
         if self.padding_idx is not None:
             row = Tensor(np.arange(n).reshape(n, 1) != self.padding_idx, runtime=w.runtime)
             w = Tensor.where(row, w, w.detach())
-        return w.take(idx, axis=0)
+        return F.embedding(idx, w)
 
     def extra_repr(self) -> str:
         pad = f", padding_idx={self.padding_idx}" if self.padding_idx is not None else ""
@@ -196,11 +197,7 @@ class Dropout(Module):
 
     def forward(self, x: Tensor) -> Tensor:
         guard(lambda: (self.training, self.p))  # a jitted step replays only in the mode it was traced in
-        if not self.training or self.p == 0:
-            return x
-        from caten.tensor.tensor import _seed
-
-        return x.dropout(self.p, seed=Tensor(_seed(None), runtime=x.runtime))
+        return F.dropout(x, self.p, self.training)
 
     def extra_repr(self) -> str:
         return f"p={self.p}, inplace={getattr(self, 'inplace', False)}"

@@ -91,14 +91,15 @@ class Module:
                                                            if isinstance(v, Tensor))
         return ((k, v) for k, v in it if _is_param(v))
 
-    def parameters(self, recurse: bool = True) -> list[Tensor]:
-        return [p for _, p in self.named_parameters(recurse=recurse)]
+    def parameters(self, recurse: bool = True) -> Iterator[Tensor]:
+        """An iterator, as torch's (`next(model.parameters())`; `list(...)` to count)."""
+        return (p for _, p in self.named_parameters(recurse=recurse))
 
     def named_buffers(self, prefix: str = "") -> Iterator[tuple[str, Tensor]]:
         return ((k, v) for k, v in self.named_tensors(prefix) if not _is_param(v))
 
-    def buffers(self) -> list[Tensor]:
-        return [b for _, b in self.named_buffers()]
+    def buffers(self) -> Iterator[Tensor]:
+        return (b for _, b in self.named_buffers())
 
     def named_children(self) -> Iterator[tuple[str, Module]]:
         seen: set[int] = set()
