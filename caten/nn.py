@@ -1,11 +1,12 @@
 """`caten.nn` (LANGUAGE.md section 12): torch.nn's layers, losses and containers over caten
 Tensors. The public face of `caten.tensor.nn`, where each part lives in a module by job;
-`caten.nn.functional` and `caten.nn.init` import as torch's do (`import caten.nn.functional as F`)."""
+`caten.nn.functional`, `caten.nn.init` and `caten.nn.utils` import as torch's do (`import caten.nn.functional as F`)."""
 
 import sys
 
 from caten.tensor.nn import *  # noqa: F403 (the face re-exports the package's __all__)
-from caten.tensor.nn import __all__, functional, init  # noqa: F401
+from caten.tensor.nn import __all__, functional, init, utils  # noqa: F401
 
 sys.modules[__name__ + ".functional"] = functional
 sys.modules[__name__ + ".init"] = init
+sys.modules[__name__ + ".utils"] = utils

@@ -553,6 +553,54 @@ def test_lambda_lr_and_user_change():
         assert c2.get_last_lr() == t2.get_last_lr() and co.param_groups[0]["lr"] == to.param_groups[0]["lr"]
 
 
+def test_constant_lr_and_reduce_on_plateau():
+    cp, tp = Tensor(np.zeros(2, np.float32), requires_grad=True), torch.zeros(2, requires_grad=True)
+    co, to = optim.SGD([cp], lr=0.1), torch.optim.SGD([tp], lr=0.1)
+    cs = optim.lr_scheduler.ConstantLR(co, factor=0.5, total_iters=4)
+    ts = torch.optim.lr_scheduler.ConstantLR(to, factor=0.5, total_iters=4)
+    cp2, tp2 = Tensor(np.zeros(2, np.float32), requires_grad=True), torch.zeros(2, requires_grad=True)
+    co2, to2 = optim.Adam([cp2], lr=0.1), torch.optim.Adam([tp2], lr=0.1)
+    cr = optim.lr_scheduler.ReduceLROnPlateau(co2, factor=0.5, patience=2, cooldown=1, min_lr=0.01)
+    tr = torch.optim.lr_scheduler.ReduceLROnPlateau(to2, factor=0.5, patience=2, cooldown=1, min_lr=0.01)
+    metrics = [5, 4, 4, 4, 4, 3.9999, 4, 4, 4, 4, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2]
+    for m in metrics:
+        to.step()
+        cs.step(), ts.step()
+        to2.step()
+        cr.step(Tensor(np.float32(m))), tr.step(m)
+        assert cs.get_last_lr() == ts.get_last_lr() and cr.get_last_lr() == tr.get_last_lr()
+    assert cr.get_last_lr()[0] < 0.1  # it did reduce
+
+
+def test_clip_grad():
+    t, c = _nets()
+    _pair(t, c).eval(), t.eval()  # no dropout draws
+    x = _x(2, 3, 4, 4)
+    c(Tensor(x)).sum().backward()
+    t(torch.from_numpy(x)).sum().backward()
+    for norm_type in (2.0, math.inf):
+        tn = torch.nn.utils.clip_grad_norm_(t.parameters(), 0.5, norm_type=norm_type)
+        cn = nn.utils.clip_grad_norm_(c.parameters(), 0.5, norm_type=norm_type)
+        np.testing.assert_allclose(cn.item(), tn.item(), rtol=1e-5)
+        for (k, cp), tp in zip(c.named_parameters(), t.parameters()):
+            np.testing.assert_allclose(cp.grad.numpy(), tp.grad.numpy(), rtol=1e-5, atol=1e-7, err_msg=k)
+    torch.nn.utils.clip_grad_value_(t.parameters(), 0.01)
+    nn.utils.clip_grad_value_(c.parameters(), 0.01)
+    for cp, tp in zip(c.parameters(), t.parameters()):
+        np.testing.assert_allclose(cp.grad.numpy(), tp.grad.numpy(), rtol=1e-5, atol=1e-8)
+
+
+def test_sequential_add_module_and_casts():
+    s, ts = nn.Sequential(), torch.nn.Sequential()
+    s.add_module("fc", nn.Linear(2, 3)), ts.add_module("fc", torch.nn.Linear(2, 3))
+    s.append(nn.ReLU()), ts.append(torch.nn.ReLU())
+    assert repr(s) == repr(ts) and list(s.state_dict()) == list(ts.state_dict())
+    s.double()
+    assert {p.dtype for p in s.parameters()} == {"f64"} and all(p.requires_grad for p in s.parameters())
+    assert s(Tensor(np.ones((1, 2)))).dtype == "f64"
+    assert s.float() is s and {p.dtype for p in s.parameters()} == {"f32"}
+
+
 # a training loop where codegen matters ------------------------------------------------------
 def test_training_loop_on_llvm():
     """Conv, BatchNorm, pooling, CrossEntropyLoss with label smoothing, RMSprop and StepLR on llvm."""

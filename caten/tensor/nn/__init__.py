@@ -1,8 +1,8 @@
 """torch.nn over caten Tensors (LANGUAGE.md section 12), one module a job: `module`
 (Module and containers), `layers`, `norms`, `activations`, `loss`, `functional` (torch's F),
-`init` (torch's nn.init). `caten.nn` is this package's public face."""
+`init` (torch's nn.init), `utils` (gradient clipping). `caten.nn` is this package's public face."""
 
-from caten.tensor.nn import functional, init
+from caten.tensor.nn import functional, init, utils
 from caten.tensor.nn.activations import (
     ELU,
     GELU,
@@ -47,7 +47,7 @@ from caten.tensor.nn.loss import (
 from caten.tensor.nn.module import Module, ModuleDict, ModuleList, Parameter, Sequential
 from caten.tensor.nn.norms import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm, RMSNorm
 
-__all__ = ["functional", "init", "Module", "Sequential", "ModuleList", "ModuleDict", "Parameter",
+__all__ = ["functional", "init", "utils", "Module", "Sequential", "ModuleList", "ModuleDict", "Parameter",
            "Linear", "Conv1d", "Conv2d", "Embedding", "Flatten", "Unflatten", "Dropout", "MaxPool2d", "AvgPool2d",
            "AdaptiveAvgPool2d", "LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d",
            "Identity", "ReLU", "ReLU6", "LeakyReLU", "GELU", "SiLU", "Sigmoid", "Tanh", "Hardtanh", "Softmax",

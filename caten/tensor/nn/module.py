@@ -221,6 +221,31 @@ class Module:
     def cpu(self) -> Module:
         return self
 
+    def _cast(self, dtype: str) -> Module:
+        """Every floating-point parameter and buffer as a new tensor of `dtype` (torch's
+        `float()`, `double()`, `half()`): cast a model before giving its parameters to an optimizer."""
+        def cast(v: Any) -> Any:
+            if not isinstance(v, Tensor) or v.dtype not in ("f16", "bf16", "f32", "f64") or v.dtype == dtype:
+                return v
+            arr = np.array(v.numpy(), dtype=np_dtype(dtype))
+            new = type(v)(arr, requires_grad=v.requires_grad) if isinstance(v, Parameter) else Tensor(arr)
+            new.runtime = v.runtime
+            return new
+
+        for m in self.modules():
+            for k, v in list(vars(m).items()):
+                setattr(m, k, type(v)(cast(x) for x in v) if isinstance(v, (list, tuple)) else cast(v))
+        return self
+
+    def float(self) -> Module:
+        return self._cast("f32")
+
+    def double(self) -> Module:
+        return self._cast("f64")
+
+    def half(self) -> Module:
+        return self._cast("f16")
+
     # printing ------------------------------------------------------------------------------
     def extra_repr(self) -> str:
         return ""
@@ -269,8 +294,14 @@ class Sequential(Module):
         return iter(self.layers)
 
     def append(self, layer: Any) -> Sequential:
-        self._names.append(str(len(self.layers)))
-        self.layers.append(layer)
+        return self.add_module(str(len(self.layers)), layer)
+
+    def add_module(self, name: str, module: Any) -> Sequential:
+        """A layer appended under `name` (torch's Sequential.add_module)."""
+        if name in self._names:
+            raise Error(f"Sequential already has a layer named {name!r}")
+        self._names.append(name)
+        self.layers.append(module)
         return self
 
     def __getattr__(self, name: str) -> Any:

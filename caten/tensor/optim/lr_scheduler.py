@@ -155,6 +155,72 @@ class LinearLR(LRScheduler):
         return [lr * (1.0 + (e - s) / (self.total_iters * s + (t - 1) * (e - s))) for lr in self._lrs()]
 
 
+class ConstantLR(LRScheduler):
+    """lr * factor for the first total_iters epochs, then lr."""
+
+    def __init__(self, optimizer: Optimizer, factor: float = 1.0 / 3, total_iters: int = 5, last_epoch: int = -1):
+        if not 0 <= factor <= 1:
+            raise Error(f"ConstantLR: factor must lie in [0, 1], got {factor}")
+        self.factor, self.total_iters = factor, total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        if self.last_epoch == 0:
+            return [lr * self.factor for lr in self._lrs()]
+        if self.last_epoch != self.total_iters:
+            return self._lrs()
+        return [lr * (1.0 / self.factor) for lr in self._lrs()]
+
+
+class ReduceLROnPlateau:
+    """lr * factor (not below min_lr) once the metric given to `step(metric)` has not improved
+    for more than `patience` epochs; then `cooldown` epochs without counting (torch's)."""
+
+    def __init__(self, optimizer: Optimizer, mode: str = "min", factor: float = 0.1, patience: int = 10,
+                 threshold: float = 1e-4, threshold_mode: str = "rel", cooldown: int = 0,
+                 min_lr: float | list[float] = 0.0, eps: float = 1e-8):
+        if factor >= 1.0:
+            raise Error("ReduceLROnPlateau: factor must be < 1")
+        if mode not in ("min", "max") or threshold_mode not in ("rel", "abs"):
+            raise Error("ReduceLROnPlateau: mode is 'min' or 'max', threshold_mode 'rel' or 'abs'")
+        n = len(optimizer.param_groups)
+        self.min_lrs = list(min_lr) if isinstance(min_lr, (list, tuple)) else [min_lr] * n
+        if len(self.min_lrs) != n:
+            raise Error(f"ReduceLROnPlateau: {len(self.min_lrs)} min_lrs for {n} param groups")
+        self.optimizer, self.mode, self.factor, self.patience = optimizer, mode, factor, patience
+        self.threshold, self.threshold_mode, self.cooldown, self.eps = threshold, threshold_mode, cooldown, eps
+        self.best = math.inf if mode == "min" else -math.inf
+        self.num_bad_epochs = self.cooldown_counter = self.last_epoch = 0
+        self._last_lr = [g["lr"] for g in optimizer.param_groups]
+
+    def _is_better(self, a: float) -> bool:
+        t = self.threshold
+        if self.mode == "min":
+            return a < self.best * (1.0 - t) if self.threshold_mode == "rel" else a < self.best - t
+        return a > self.best * (t + 1.0) if self.threshold_mode == "rel" else a > self.best + t
+
+    def step(self, metrics: Any) -> None:
+        current = float(metrics)
+        self.last_epoch += 1
+        if self._is_better(current):
+            self.best, self.num_bad_epochs = current, 0
+        else:
+            self.num_bad_epochs += 1
+        if self.cooldown_counter > 0:
+            self.cooldown_counter -= 1
+            self.num_bad_epochs = 0
+        if self.num_bad_epochs > self.patience:
+            for g, lo in zip(self.optimizer.param_groups, self.min_lrs):
+                new = max(float(g["lr"]) * self.factor, lo)
+                if float(g["lr"]) - new > self.eps:
+                    g["lr"] = new
+            self.cooldown_counter, self.num_bad_epochs = self.cooldown, 0
+        self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+
+    def get_last_lr(self) -> list[float]:
+        return list(self._last_lr)
+
+
 class OneCycleLR(LRScheduler):
     """torch's one-cycle policy: lr from max_lr/div_factor up to max_lr over pct_start of the
     steps, then down to initial/final_div_factor; momentum (or Adam's beta1) cycles inversely."""
@@ -229,4 +295,4 @@ class OneCycleLR(LRScheduler):
 _LRScheduler = LRScheduler  # torch's older name
 
 __all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR", "LambdaLR", "LinearLR",
-           "OneCycleLR"]
+           "ConstantLR", "OneCycleLR", "ReduceLROnPlateau"]
