@@ -147,12 +147,14 @@ class _BatchNorm(Module):
         """running = (1 - m) running + m batch, with the unbiased variance; momentum None is the
         cumulative average (m = 1 / batches seen)."""
         with no_grad():
-            self.num_batches_tracked.assign(self.num_batches_tracked + 1)
-            m = 1.0 / int(self.num_batches_tracked.item()) if self.momentum is None else self.momentum
+            seen = self.num_batches_tracked + 1
+            # a tensor, not a Python number, so that a jitted step reads the count it is at
+            m = 1.0 / seen.cast(mean.dtype) if self.momentum is None else self.momentum
             c = self.num_features
             self.running_mean.assign(self.running_mean * (1 - m) + mean.detach().reshape([c]) * m)
             unbiased = var.detach().reshape([c]) * (n / (n - 1))
             self.running_var.assign(self.running_var * (1 - m) + unbiased * m)
+            self.num_batches_tracked.assign(seen)
 
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
