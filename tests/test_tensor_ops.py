@@ -242,12 +242,14 @@ def test_numpy_bool_mask_indexing_as_numpy():
     same(Tensor(a)[[]], a[[]])
 
 
-def test_a_bool_tensor_mask_is_an_error_not_a_take():
-    """The mask's values are not known while the graph is built, so the shape is not either (it
-    used to be read as the indices 0 and 1)."""
-    t = Tensor(np.arange(6, dtype=np.float32).reshape(3, 2))
+def test_a_bool_tensor_mask_selects_as_torch_and_is_an_error_inside_jit():
+    """The mask is computed first (the result's shape depends on it), never read as the indices 0
+    and 1; inside caten.jit, whose shapes are static, it is an error."""
+    a = np.arange(6, dtype=np.float32).reshape(3, 2)
+    t = Tensor(a)
+    same(t[t > 2], torch.tensor(a)[torch.tensor(a) > 2])
     with pytest.raises(caten.Error, match="bool Tensor cannot index"):
-        t[t > 2]
+        caten.jit(lambda x: x[x > 2])(t)
     for bad in (np.ones(2, bool), np.array([0.5])):
         with pytest.raises(caten.Error):
             t[bad]

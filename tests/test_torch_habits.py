@@ -100,6 +100,13 @@ FORWARD = {
     "expand(3, 2, 3)": (lambda L, a, b, i, v: a.expand(3, 2, 3), "exact"),
     "expand(-1, 4)": (lambda L, a, b, i, v: v.view(4, 1)[:2].expand(-1, 4), "exact"),
     "expand_as": (lambda L, a, b, i, v: v.view(1, 4).expand_as(b), "exact"),
+    "broadcast_to": (lambda L, a, b, i, v: v.broadcast_to((3, 4)), "exact"),
+    "tile": (lambda L, a, b, i, v: a.tile((2,)), "exact"),
+    "movedim": (lambda L, a, b, i, v: b.movedim(0, -1), "exact"),
+    "swapdims": (lambda L, a, b, i, v: b.swapdims(0, 2), "exact"),
+    "hstack": (lambda L, a, b, i, v: L.hstack([a, a]), "exact"),
+    "vstack": (lambda L, a, b, i, v: L.vstack([v, v]), "exact"),
+    "as_tensor": (lambda L, a, b, i, v: L.as_tensor([1.0, 2.5]), "exact"),
     "repeat(2, 1)": (lambda L, a, b, i, v: a.repeat(2, 1), "exact"),
     "repeat(2, 1, 2)": (lambda L, a, b, i, v: a.repeat(2, 1, 2), "exact"),
     "flip(0)": (lambda L, a, b, i, v: a.flip(0), "exact"),
@@ -180,6 +187,15 @@ FORWARD = {
     "x[:, [2, 0]]": (lambda L, a, b, i, v: b[:, [2, 0]], "exact"),
     "x[..., idx]": (lambda L, a, b, i, v: b[..., L.tensor([3, 1])], "exact"),
     "x[bool mask list]": (lambda L, a, b, i, v: v[[True, False, True, True]], "exact"),
+    "x[x > 0]": (lambda L, a, b, i, v: a[a > 0], "exact"),
+    "x[0, [2, 0]]": (lambda L, a, b, i, v: b[0, [2, 0]], "exact"),
+    "x[1, :, [3, 0]] (apart)": (lambda L, a, b, i, v: b[1, :, [3, 0]], "exact"),
+    "x[:, 1, [3, 0]]": (lambda L, a, b, i, v: b[:, 1, [3, 0]], "exact"),
+    "masked_select": (lambda L, a, b, i, v: a.masked_select(a > 1), "exact"),
+    "nonzero()": (lambda L, a, b, i, v: (a > 1).nonzero(), "exact"),
+    "nonzero(as_tuple=True)": (lambda L, a, b, i, v: (a > 1).nonzero(as_tuple=True), "exact"),
+    "argwhere": (lambda L, a, b, i, v: i.argwhere(), "exact"),
+    "count_nonzero(dim=0)": (lambda L, a, b, i, v: (a > 1).count_nonzero(dim=0), "exact"),
     "gather": (lambda L, a, b, i, v: a.gather(1, L.tensor([[2, 0], [1, 1]])), "exact"),
     "index_select": (lambda L, a, b, i, v: b.index_select(2, L.tensor([3, 0])), "exact"),
     "masked_fill": (lambda L, a, b, i, v: a.masked_fill(a < 0, 0.0), "exact"),
@@ -321,6 +337,11 @@ AUTOGRAD = {
     "detach blocks": lambda L: grad(L, V, lambda L, w: (w.detach() * w).sum()),
     "is_leaf": lambda L: (lambda w: [w.is_leaf, (w * 2).is_leaf, w.grad is None])(L.tensor(V, requires_grad=True)),
     "fill_ and zero_ under no_grad": lambda L: _inplace_update(L),
+    "manual SGD: w -= lr * w.grad": lambda L: _manual_sgd(L),
+    "backward(retain_graph=True) twice": lambda L: (lambda w: (lambda y: (y.backward(retain_graph=True),
+                                                                          y.backward(), w.grad)[2])(
+        (w * w).sum()))(L.tensor(V, requires_grad=True)),
+    "x[mask] grad": lambda L: grad(L, A, lambda L, w: w[w > 0].sum() * 2),
     "masked_fill_ clamp_ of a computed tensor": lambda L: grad(L, A, lambda L, w: (lambda y: (
         y.masked_fill_(y > 4, 0.0), y.clamp_(min=-1.0), y)[2])(w * 2).sum()),
     "setitem": lambda L: (lambda t: (t.__setitem__((0, slice(1, None)), 9.0), t.__setitem__((..., 0), L.tensor(
@@ -335,6 +356,17 @@ AUTOGRAD = {
 def _no_grad(L, w):
     with L.no_grad():
         return w * 2
+
+
+def _manual_sgd(L):
+    w = L.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    for _ in range(3):
+        loss = ((w * L.tensor([0.5, 1.0, 2.0])) ** 2).sum()
+        loss.backward()
+        with L.no_grad():
+            w -= 0.125 * w.grad
+            w.grad.zero_()
+    return [w, w.grad, w.requires_grad, w.is_leaf]
 
 
 def _inplace_update(L):

@@ -23,6 +23,7 @@ from caten.tensor.trace import jit, trace
 _methods.install()
 _torchnames.install(Tensor)
 _printing.install()
+torch_misc.install()
 
 __all__ = ["Tensor", "jit", "trace", "no_grad", "enable_grad", "set_grad_enabled", "manual_seed",
            "set_default_runtime", "stats"]

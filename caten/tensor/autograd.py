@@ -49,8 +49,13 @@ def grad_node(loss: Node, cotangent: Node | None) -> tuple[Node, list[Node], lis
     return g, leaves, [Node(NTH, (g, i), {}, s, d) for i, (s, d) in enumerate(outs)]
 
 
-def backward(t: Tensor, gradient: Any = None) -> None:
-    """Accumulate d(t)/d(leaf) into each leaf's `.grad` (torch's Tensor.backward)."""
+def backward(t: Tensor, gradient: Any = None, retain_graph: Any = None, create_graph: bool = False,
+             inputs: Any = None) -> None:
+    """Accumulate d(t)/d(leaf) into each leaf's `.grad` (torch's Tensor.backward). The graph is
+    kept whatever `retain_graph` says (it is a value); higher-order gradients are not supported."""
+    if create_graph or inputs is not None:
+        raise Error(f"backward({'create_graph=True' if create_graph else 'inputs=...'}) is not supported",
+                    hint="higher-order gradients: the language's nested grad forms (docs/training.md)")
     if not t.requires_grad:
         raise Error("backward: this tensor does not require gradients",
                     hint="no input of its computation has requires_grad=True, it ran under no_grad, or it is "

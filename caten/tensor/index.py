@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from caten.errors import Error
+from caten.tensor import state
 from caten.tensor.tensor import Tensor, apply
 
 
@@ -65,15 +66,19 @@ def getitem(t: Tensor, idx: Any) -> Tensor:
 
 
 def _take_at(t: Tensor, items: list, adv: list[int]) -> Tensor:
-    """`t[..., idx, ...]` with one integer index beside slices, `None` and `...`: the basic part
-    first, then numpy.take along the axis the index lands on (numpy's and torch's result)."""
-    if len(adv) > 1 or any(isinstance(i, (int, np.integer)) for i in items):
-        raise Error("an index array combined with another array or with an int is not supported",
+    """`t[..., idx, ...]` with one integer index beside slices, `None`, `...` and ints: the basic
+    part first, then numpy.take along the axis the index lands on. As torch (unlike numpy, which
+    moves the index's dims first when a slice parts it from an int), ints select before."""
+    ints = [n for n, i in enumerate(items) if isinstance(i, (int, np.integer))]
+    if len(adv) > 1 or (ints and any(i is None for i in items)):
+        raise Error("an index with several arrays, or with ints and None beside an array, is not supported",
                     hint="index in two steps, e.g. t[0][:, idx]")
-    j = adv[0]
-    k = next((n for n, i in enumerate(items) if i is Ellipsis), None)
-    used = sum(1 for i in items if i is not None and i is not Ellipsis)
-    pos = j if k is None or k > j else j - 1 + (t.ndim - used)  # the output axis the index reads
+    if any(i is Ellipsis for i in items):  # spell the `...` out, so positions count axes
+        k = items.index(Ellipsis)
+        used = sum(1 for i in items if i is not None and i is not Ellipsis)
+        items = items[:k] + [slice(None)] * (t.ndim - used) + items[k + 1:]
+    j = next(n for n, i in enumerate(items) if _advanced(i))
+    pos = sum(1 for i in items[:j] if not isinstance(i, (int, np.integer)))  # the axis it lands on
     basic = getitem(t, tuple(items[:j] + [slice(None)] + items[j + 1:]))
     arr = items[j] if isinstance(items[j], Tensor) else np.asarray(items[j])
     if arr.dtype == "bool" or (isinstance(arr, np.ndarray) and arr.dtype.kind not in "iu" and arr.size):
@@ -84,14 +89,16 @@ def _take_at(t: Tensor, items: list, adv: list[int]) -> Tensor:
 
 
 def _take(t: Tensor, idx: Any) -> Tensor:
-    """`t[idx]` for an integer array (rows, numpy.take along the first axis) or a numpy bool mask
-    over the leading axes (numpy's: the selected elements in order). A mask Tensor would make the
-    shape depend on values not computed yet, which a lazy graph cannot have."""
+    """`t[idx]` for an integer array (rows, numpy.take along the first axis) or a bool mask over
+    the leading axes (numpy's: the selected elements in order). A bool Tensor is computed first:
+    the result's shape depends on its values (so not inside caten.jit, whose shapes are static)."""
     if isinstance(idx, Tensor):
-        if idx.dtype == "bool":
-            raise Error("a bool Tensor cannot index a lazy tensor: the result's shape depends on its values",
-                        hint="use functional.where(mask, x, 0), or index with mask.numpy()")
-        return apply("take", [t, idx], {"axis": 0})
+        if idx.dtype != "bool":
+            return apply("take", [t, idx], {"axis": 0})
+        if state.trace() is not None:
+            raise Error("a bool Tensor cannot index a tensor inside caten.jit: the result's shape depends on "
+                        "its values", hint="use caten.where(mask, x, 0)")
+        idx = idx.numpy()  # computed now, as .item() is: the shape depends on it
     arr = np.asarray(idx)
     if arr.size == 0 and arr.dtype.kind == "f":  # `t[[]]`: numpy reads an empty list as no rows
         arr = arr.astype(np.int64)

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from caten.errors import Error
 from caten.tensor import state
 from caten.tensor.tensor import FLOATS, Tensor
 from caten.tensor.torchnames import DTYPES
@@ -96,7 +97,10 @@ def text(t: Tensor) -> str:
         if t.ndim != 1:
             suffixes.append(f"size={tuple(t.shape)}")
     else:
-        v = t.numpy()
+        try:
+            v = t.numpy()
+        except Error as e:  # a placeholder of a trace read after it: say so, a repr must not raise
+            return f"tensor(<{t.dtype}{list(t.shape)}: {e.message}>)"
         if t.dtype in ("f16", "bf16"):
             v = v.astype(np.float32)
         summarize = v.size > THRESHOLD

@@ -47,6 +47,13 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
                   runtime=runtime_of(device, runtime))
 
 
+@torch_name("as_tensor", "`tensor(data)`", "creation", kind="function", example="caten.as_tensor([1.0, 2.0])")
+def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    if isinstance(data, Tensor) and dtype is None:
+        return data
+    return tensor(data, dtype=dtype, device=device)
+
+
 @torch_name("from_numpy", "`Tensor(array)` (a copy: tensors are values)", "creation", kind="function")
 def from_numpy(array: np.ndarray) -> Tensor:
     return Tensor(np.asarray(array))

@@ -453,3 +453,51 @@ def masked_fill_(self: Tensor, mask: Any, value: Any) -> Tensor:
 @torch_name("clamp_", "the tensor becomes `clamp` of it", "autograd", example="t.clamp_(min=0.0)")
 def clamp_(self: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
     return inplace(self, clamp(self, min, max), "clamp_")
+
+
+def _iop(op: Any, what: str) -> Any:
+    def f(self: Tensor, other: Any) -> Tensor:
+        return inplace(self, op(self, other), what)
+    return f
+
+
+def install() -> None:
+    """`t -= u` and its kin change t in place, as torch's (`w -= lr * w.grad` under no_grad)."""
+    Tensor.__iadd__ = _iop(lambda a, b: a + b, "+=")
+    Tensor.__isub__ = _iop(lambda a, b: a - b, "-=")
+    Tensor.__imul__ = _iop(lambda a, b: a * b, "*=")
+    Tensor.__itruediv__ = _iop(lambda a, b: a / b, "/=")
+
+
+@torch_name("masked_select", "`(take (reshape x [-1]) positions)`, the mask computed first: the result's "
+            "length depends on it (not inside caten.jit)", "indexing", example="t.masked_select(t > 0)")
+def masked_select(self: Tensor, mask: Any) -> Tensor:
+    m = _bool_mask(mask, self, "masked_select")
+    shape = list(np.broadcast_shapes(self.shape, m.shape))
+    x = self.expand(*shape) if tuple(shape) != self.shape else self
+    m = m.expand(*shape) if tuple(shape) != m.shape else m
+    return x.reshape(-1)[m.reshape(-1)]
+
+
+@torch_name("nonzero", "the positions of nonzero elements, computed now (their number depends on the values; "
+            "not inside caten.jit)", "indexing", example="t.nonzero()")
+def nonzero(self: Tensor, *, as_tuple: bool = False) -> Any:
+    if state.trace() is not None:
+        raise Error("nonzero() inside caten.jit: the result's shape depends on the values")
+    pos = np.nonzero(np.asarray(self.numpy()))
+    if as_tuple:
+        return tuple(Tensor(p.astype(np.int64), runtime=self.runtime) for p in pos)
+    return Tensor(np.stack(pos, axis=1).astype(np.int64).reshape(-1, self.ndim), runtime=self.runtime)
+
+
+@torch_name("argwhere", "`nonzero()`", "indexing")
+def argwhere(self: Tensor) -> Tensor:
+    return nonzero(self)
+
+
+@torch_name("count_nonzero", "`(sum (cast (!= x 0) i64) :axis dim)`", "reduction", example="t.count_nonzero(dim=0)")
+def count_nonzero(self: Tensor, dim: Any = None) -> Tensor:
+    from caten.tensor.torch_reduce import axes
+
+    nz = (self if self.dtype == "bool" else self != 0).cast("i64")
+    return apply("sum", [nz], {"axis": axes(self, dim), "keepdims": False})

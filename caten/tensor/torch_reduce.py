@@ -181,18 +181,30 @@ def logsumexp(self: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
     return apply("log", [s], {}) + mk
 
 
-@torch_name("softmax", "`(softmax x :axis dim)`", "reduction", example="t.softmax(dim=-1)")
-def softmax(self: Tensor, dim: Any, dtype: Any = None) -> Tensor:
+def _implicit(name: str, t: Tensor, dim: Any) -> Any:
+    """No dim: the last, where torch's implicit dim (0 for rank 0, 1, 3; else 1) is the same axis."""
+    if dim is not None:
+        return dim
+    if t.ndim > 2:
+        raise ArgError(f"{name}() without dim on a tensor of rank {t.ndim}: torch's implicit dim would be "
+                       f"{0 if t.ndim == 3 else 1}, the library's -1", hint=f"give it: t.{name}(dim=-1)")
+    return -1
+
+
+@torch_name("softmax", "`(softmax x :axis dim)`; no dim: -1 up to rank 2 (torch's implicit dim there)",
+            "reduction", example="t.softmax(dim=-1)")
+def softmax(self: Tensor, dim: Any = None, dtype: Any = None) -> Tensor:
     x = _at(self, dtype)
     _float_only("softmax", x)
-    return apply("softmax", [x], {"axis": axes(x, dim)})
+    return apply("softmax", [x], {"axis": axes(x, _implicit("softmax", x, dim))})
 
 
-@torch_name("log_softmax", "`(log-softmax x :axis dim)`", "reduction", example="t.log_softmax(dim=-1)")
-def log_softmax(self: Tensor, dim: Any, dtype: Any = None) -> Tensor:
+@torch_name("log_softmax", "`(log-softmax x :axis dim)`; no dim as `softmax`", "reduction",
+            example="t.log_softmax(dim=-1)")
+def log_softmax(self: Tensor, dim: Any = None, dtype: Any = None) -> Tensor:
     x = _at(self, dtype)
     _float_only("log_softmax", x)
-    return apply("log-softmax", [x], {"axis": axes(x, dim)})
+    return apply("log-softmax", [x], {"axis": axes(x, _implicit("log_softmax", x, dim))})
 
 
 def _truth(t: Tensor) -> Tensor:

@@ -177,6 +177,11 @@ def expand(self: Tensor, *sizes_: Any) -> Tensor:
     return apply("expand", [self, out], {}) if tuple(out) != self.shape else self
 
 
+@torch_name("broadcast_to", "`expand`", "shape", example="t.broadcast_to((3, 2, 3))")
+def broadcast_to(self: Tensor, size: Sequence[int]) -> Tensor:
+    return expand(self, list(size))
+
+
 @torch_name("expand_as", "`(expand x (shape other))`", "shape")
 def expand_as(self: Tensor, other: Tensor) -> Tensor:
     return expand(self, list(other.shape))
@@ -193,6 +198,31 @@ def repeat(self: Tensor, *sizes_: Any) -> Tensor:
     x = apply("reshape", [self, [v for n in s for v in (1, n)]], {})
     x = apply("expand", [x, [v for r, n in zip(reps, s) for v in (r, n)]], {})
     return apply("reshape", [x, [r * n for r, n in zip(reps, s)]], {})
+
+
+@torch_name("tile", "`repeat`, with leading 1s where fewer counts than dims", "shape", example="t.tile((2,))")
+def tile(self: Tensor, dims: Sequence[int]) -> Tensor:
+    reps = sizes([dims], "tile")
+    return repeat(self, [1] * (self.ndim - len(reps)) + reps)
+
+
+@torch_name("movedim", "`(permute x ...)` moving source dims to destination", "shape",
+            example="t.movedim(0, -1)")
+def movedim(self: Tensor, source: Any, destination: Any) -> Tensor:
+    src = [_dim(self, d) for d in (source if isinstance(source, (list, tuple)) else [source])]
+    dst = [_dim(self, d) for d in (destination if isinstance(destination, (list, tuple)) else [destination])]
+    if len(src) != len(dst) or len(set(src)) != len(src) or len(set(dst)) != len(dst):
+        raise Error(f"movedim: source {source} and destination {destination} must name as many distinct dims")
+    order: list[Any] = [None] * self.ndim
+    for s_, d_ in zip(src, dst):
+        order[d_] = s_
+    rest = iter(a for a in range(self.ndim) if a not in src)
+    return apply("permute", [self, [o if o is not None else next(rest) for o in order]], {})
+
+
+@torch_name("swapdims", "`transpose`", "shape", example="t.swapdims(0, 1)")
+def swapdims(self: Tensor, dim0: int, dim1: int) -> Tensor:
+    return transpose(self, dim0, dim1)
 
 
 @torch_name("flip", "`(flip x :axis dims)`", "shape", example="t.flip(0)")
@@ -314,6 +344,19 @@ def stack(tensors: Sequence[Any], dim: int = 0) -> Tensor:
         raise Error(f"stack needs tensors of one shape, not {', '.join(str(list(x.shape)) for x in ts)}")
     d = _dim(ts[0], dim, extra=1)
     return cat([unsqueeze(x, d) for x in ts], d)
+
+
+@torch_name("hstack", "`cat` along dim 1 (dim 0 for vectors)", "shape", kind="static",
+            example="caten.hstack([a, b])")
+def hstack(tensors: Sequence[Any]) -> Tensor:
+    ts = _common(tensors, "hstack")
+    return cat(ts, dim=0 if ts[0].ndim <= 1 else 1)
+
+
+@torch_name("vstack", "`cat` along dim 0, vectors as rows", "shape", kind="static", example="caten.vstack([a, b])")
+def vstack(tensors: Sequence[Any]) -> Tensor:
+    ts = _common(tensors, "vstack")
+    return cat([x.reshape(1, -1) if x.ndim <= 1 else x for x in ts], dim=0)
 
 
 @torch_name("tril", "`(tril x :k diagonal)`", "shape", example="t.tril(diagonal=0)")
