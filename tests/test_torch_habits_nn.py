@@ -158,7 +158,9 @@ def test_kl_div(reduction, log_target):
 # activations --------------------------------------------------------------------------------
 ACTS = [("Identity", ()), ("ReLU", ()), ("ReLU6", ()), ("LeakyReLU", (0.2,)), ("GELU", ()), ("GELU", ("tanh",)),
         ("SiLU", ()), ("Sigmoid", ()), ("Tanh", ()), ("Softmax", (1,)), ("LogSoftmax", (1,)), ("ELU", (0.5,)),
-        ("Softplus", (2.0, 5.0)), ("Hardswish", ()), ("Hardsigmoid", ()), ("Mish", ()), ("Hardtanh", (-0.5, 2.0))]
+        ("Softplus", (2.0, 5.0)), ("Hardswish", ()), ("Hardsigmoid", ()), ("Mish", ()), ("Hardtanh", (-0.5, 2.0)),
+        ("SELU", ()), ("CELU", (0.7,)), ("LogSigmoid", ()), ("Softsign", ()), ("Tanhshrink", ()), ("GLU", ()),
+        ("GLU", (0,)), ("Softmin", (1,))]
 
 
 @pytest.mark.parametrize("name,args", ACTS)
@@ -166,6 +168,20 @@ def test_activations(name, args):
     x = _x(4, 6) * 4
     _agree(getattr(nn, name)(*args), getattr(torch.nn, name)(*args), x)
     assert repr(getattr(nn, name)(*args)) == repr(getattr(torch.nn, name)(*args))
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_prelu(n):
+    t = torch.nn.PReLU(n)
+    with torch.no_grad():
+        t.weight.copy_(torch.linspace(0.1, 0.5, n))
+    c = _pair(t, nn.PReLU(n))
+    _agree(lambda a: c(a), lambda a: t(a), _x(2, 3, 4))
+    _agree(lambda a: c(a), lambda a: t(a), _x(2, 3, 4))  # the slope's gradient too
+    (t(torch.from_numpy(_x(2, 3, 4))) ** 2).sum().backward()
+    (c(Tensor(_x(2, 3, 4))) ** 2).sum().backward()
+    np.testing.assert_allclose(c.weight.grad.numpy(), t.weight.grad.numpy(), rtol=1e-5)
+    assert repr(c) == repr(t)
 
 
 # layers -------------------------------------------------------------------------------------

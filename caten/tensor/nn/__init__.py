@@ -4,22 +4,30 @@
 
 from caten.tensor.nn import functional, init, utils
 from caten.tensor.nn.activations import (
+    CELU,
     ELU,
     GELU,
+    GLU,
+    SELU,
     Hardsigmoid,
     Hardswish,
     Hardtanh,
     Identity,
     LeakyReLU,
+    LogSigmoid,
     LogSoftmax,
     Mish,
+    PReLU,
     ReLU,
     ReLU6,
     Sigmoid,
     SiLU,
     Softmax,
+    Softmin,
     Softplus,
+    Softsign,
     Tanh,
+    Tanhshrink,
 )
 from caten.tensor.nn.layers import (
     AdaptiveAvgPool2d,
@@ -52,5 +60,6 @@ __all__ = ["functional", "init", "utils", "Module", "Sequential", "ModuleList", 
            "AdaptiveAvgPool2d", "LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d",
            "Identity", "ReLU", "ReLU6", "LeakyReLU", "GELU", "SiLU", "Sigmoid", "Tanh", "Hardtanh", "Softmax",
            "LogSoftmax", "ELU", "Softplus", "Hardswish", "Hardsigmoid", "Mish",
+           "SELU", "CELU", "LogSigmoid", "Softsign", "Tanhshrink", "PReLU", "GLU", "Softmin",
            "MSELoss", "L1Loss", "HuberLoss", "SmoothL1Loss", "BCELoss", "BCEWithLogitsLoss", "KLDivLoss", "NLLLoss",
            "CrossEntropyLoss"]

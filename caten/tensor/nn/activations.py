@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from caten.errors import Error
 from caten.tensor.nn import functional as F
-from caten.tensor.nn.module import Module
+from caten.tensor.nn.module import Module, Parameter
 from caten.tensor.tensor import Tensor
 
 
@@ -60,6 +62,51 @@ class Mish(_Act):
         return F.mish(x)
 
 
+class SELU(_Act):
+    def forward(self, x: Tensor) -> Tensor:
+        return F.selu(x)
+
+
+class LogSigmoid(Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return F.logsigmoid(x)
+
+
+class Softsign(Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return F.softsign(x)
+
+
+class Tanhshrink(Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return F.tanhshrink(x)
+
+
+class PReLU(Module):
+    """x where positive, else a learned slope (one, or one a channel), initialised to `init`."""
+
+    def __init__(self, num_parameters: int = 1, init: float = 0.25):
+        self.num_parameters = num_parameters
+        self.weight = Parameter(np.full(num_parameters, init, np.float32))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.prelu(x, self.weight)
+
+    def extra_repr(self) -> str:
+        return f"num_parameters={self.num_parameters}"
+
+
+class GLU(Module):
+    def __init__(self, dim: int = -1):
+        self.dim = dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.glu(x, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
 class Sigmoid(Module):
     def forward(self, x: Tensor) -> Tensor:
         return F.sigmoid(x)
@@ -105,6 +152,11 @@ class ELU(_Act):
         return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
 
 
+class CELU(ELU):
+    def forward(self, x: Tensor) -> Tensor:
+        return F.celu(x, self.alpha)
+
+
 class GELU(Module):
     def __init__(self, approximate: str = "none"):
         if approximate not in ("none", "tanh"):
@@ -143,3 +195,8 @@ class Softmax(Module):
 class LogSoftmax(Softmax):
     def forward(self, x: Tensor) -> Tensor:
         return F.log_softmax(x, self.dim)
+
+
+class Softmin(Softmax):
+    def forward(self, x: Tensor) -> Tensor:
+        return F.softmin(x, self.dim)

@@ -69,6 +69,43 @@ def mish(x: Tensor) -> Tensor:
     return x * x.softplus().tanh()
 
 
+def selu(x: Tensor) -> Tensor:
+    return x.selu()
+
+
+def celu(x: Tensor, alpha: float = 1.0) -> Tensor:
+    return Tensor.where(x > 0, x, alpha * ((x / alpha).exp() - 1))
+
+
+def logsigmoid(x: Tensor) -> Tensor:
+    return -(-x).softplus()
+
+
+def softsign(x: Tensor) -> Tensor:
+    return x / (1 + x.abs())
+
+
+def tanhshrink(x: Tensor) -> Tensor:
+    return x - x.tanh()
+
+
+def prelu(x: Tensor, weight: Tensor) -> Tensor:
+    """x where positive, else weight * x, one weight a channel (axis 1) or one for all."""
+    w = weight if weight.shape[0] == 1 or x.ndim < 2 else weight.reshape([weight.shape[0]] + [1] * (x.ndim - 2))
+    return Tensor.where(x > 0, x, w * x)
+
+
+def glu(x: Tensor, dim: int = -1) -> Tensor:
+    """a * sigmoid(b) for the two halves a, b of axis `dim`."""
+    d = dim % x.ndim
+    if x.shape[d] % 2:
+        raise Error(f"glu: axis {dim} has odd size {x.shape[d]}; it is halved")
+    h = x.shape[d] // 2
+    lo, hi = [slice(None)] * x.ndim, [slice(None)] * x.ndim
+    lo[d], hi[d] = slice(0, h), slice(h, 2 * h)
+    return x[tuple(lo)] * x[tuple(hi)].sigmoid()
+
+
 def silu(x: Tensor) -> Tensor:
     return x.silu()
 
@@ -92,6 +129,10 @@ def softmax(x: Tensor, dim: int | None = None) -> Tensor:
 
 def log_softmax(x: Tensor, dim: int | None = None) -> Tensor:
     return x.log_softmax(axis=_softmax_dim(dim, x.ndim))
+
+
+def softmin(x: Tensor, dim: int | None = None) -> Tensor:
+    return (-x).softmax(axis=_softmax_dim(dim, x.ndim))
 
 
 # losses -------------------------------------------------------------------------------------
