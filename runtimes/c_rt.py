@@ -71,8 +71,10 @@ def entries(plan, defines: dict, used: set[str]) -> str:
     io = [b for b, _ in plan.inputs + plan.outputs]
     sig = [f"{'const ' if b[:2] == 'in' else ''}{CS.stype(dt)} *b_{b}" for b, dt in plan.inputs + plan.outputs]
     dims = [f"i64 d_{d}" for d in plan.dims]
+    called = {b for _, bufs, _ in plan.calls for b in bufs}
     for b, dt, off in plan.temps:
-        g.emit(f"{CS.stype(dt)} *b_{b} = ({CS.stype(dt)} *)(arena + {g.dimval(off)});")
+        if b in called:  # a temporary no kernel here takes would be an unused variable (cc -Wall warns)
+            g.emit(f"{CS.stype(dt)} *b_{b} = ({CS.stype(dt)} *)(arena + {g.dimval(off)});")
     for k, bufs, ds in plan.calls:
         g.emit(f"{k}({', '.join([f'b_{b}' for b in bufs] + [f'd_{d}' for d in ds])});")
     name = plan.name

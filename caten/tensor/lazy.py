@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 
 from caten.errors import Error
-from caten.ir.literal import float_text
 
 # the ops the graph has besides library calls (library names never contain a dot)
 INPUT, NTH, DETACH, GRAD = ".input", ".nth", ".detach", ".grad"
@@ -73,7 +72,13 @@ def text(v: Any) -> str:
     if isinstance(v, (int, np.integer)):
         return str(int(v))
     if isinstance(v, (float, np.floating)):
-        return float_text(float(v))
+        f = float(v)
+        if f != f:
+            return "nan"
+        if f in (float("inf"), float("-inf")):
+            return "inf" if f > 0 else "-inf"
+        s = repr(f)
+        return s if ("." in s or "e" in s) else s + ".0"
     if isinstance(v, (list, tuple)):
         return "[" + " ".join(text(x) for x in v) + "]"
     if isinstance(v, str):
@@ -167,14 +172,17 @@ def _evaluate(op: str, form: str, types: list[tuple[tuple[int, ...], str]]) -> A
     from caten.read.reader import read
 
     el = _elaborator()
-    el.reset()
+    el.calls.clear()
+    el.custom.clear()
+    el.output_constraints = []
     binds = {f"a{i}": B.buffer(T.lookup(dt), tuple(shape), i, f"a{i}") for i, (shape, dt) in enumerate(types)}
     try:
         v = el.evaluate(read(form, "<tensor>")[0], binds)
     except Error as e:
         raise Error(f"{op}: {e.message}", hint=e.hint) from None
     finally:
-        el.reset()
+        el.calls.clear()
+        el.custom.clear()
 
     def one(x: Any) -> tuple[tuple[int, ...], str]:
         if not isinstance(x, ETensor):

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
+from collections import Counter
 from collections.abc import Sequence
 
 import ml_dtypes
@@ -51,6 +53,7 @@ class Fn:
         self.scopes: list[dict] = [{}]
         self.accs: dict[str, DType] = {}
         self.uses_f64 = False
+        self.decoded: list[int] = []  # indices of the lines decode() wrote
 
     # plumbing ----------------------------------------------------------------------------------
     def emit(self, s: str) -> None:
@@ -291,22 +294,42 @@ class Fn:
 
     def decode(self, flat: str, loops: list[L.Loop]) -> None:
         """Define the variables of `loops` (the last fastest) from their flattened index `flat`:
-        a device grid's point, a GEMM tile's row."""
+        a device grid's point, a GEMM tile's row. The lines are marked for `body()`, which drops
+        the definitions nothing reads (a size-1 loop's variable, an axis the lowering folded away)."""
         rest = flat
         for j in range(len(loops) - 1, -1, -1):
             lp = loops[j]
             if j == 0:
                 self.emit(f"const i64 v_{lp.var} = {rest};")
             else:
-                e = self.v(lp.extent)
+                e = self.v(lp.extent)  # may write lines of its own
                 self.emit(f"const i64 v_{lp.var} = {rest} % {e};")
+                self.decoded.append(len(self.lines) - 1)
                 rest = self.tmp("const i64", f"{rest} / {e}")
+            self.decoded.append(len(self.lines) - 1)
 
     def body(self) -> str:
-        return "\n".join(["  " + d for d in self.decls] + self.lines)
+        return "\n".join(["  " + d for d in self.decls] + self._read_lines())
+
+    def _read_lines(self) -> list[str]:
+        """The lines without the decoded definitions that no other line names (nvcc and `cc -Wall`
+        warn of each unused variable); a quotient only those read goes with them. Checked from
+        the last definition back, since a line reads only what lines before it define."""
+        if not self.decoded:
+            return self.lines
+        count = Counter(_IDENT.findall("\n".join(self.decls + self.lines)))
+        drop = set()
+        for i in reversed(self.decoded):
+            name, rhs = _DEF.fullmatch(self.lines[i].strip()).groups()  # type: ignore[union-attr]
+            if count[name] == 1:
+                drop.add(i)
+                count.subtract(_IDENT.findall(rhs))
+        return [ln for i, ln in enumerate(self.lines) if i not in drop]
 
 
 _PARTIALS = 8
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+_DEF = re.compile(r"const i64 (\w+) = (.*);")
 
 
 def _accs(body: list) -> list[L.Acc]:

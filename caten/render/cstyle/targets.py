@@ -126,6 +126,8 @@ def int_lit(v: int, dt: DType) -> str:
 
 
 def idx_lit(v: int) -> str:
+    if v == -(1 << 63):  # `-9223372036854775808L` negates a literal too large for a long (cc warns)
+        return "(-9223372036854775807L - 1L)"
     return f"{v}L" if not -(1 << 31) <= v < (1 << 31) else str(v)
 
 
