@@ -7,7 +7,7 @@ from typing import Any
 
 from caten import plugin as R
 from caten.options import Options
-from caten.read.source import read_source, read_text
+from caten.read.source import read_text
 from caten.run.module import Module
 
 
@@ -30,11 +30,10 @@ def load(path: str, runtime: str = "llvm", rules: Sequence[str] | None = None,
     CATEN_CHECK_BOUNDS environment variable) checks every load and store of the generated code, an
     access outside its buffer raising caten.Error; `fast_math=True` runs the `fastmath` rule set
     (a / b as a * (1/b), ...), which no -O level does."""
-    from caten.read.cached import read_source_cached
+    from caten import pipeline
 
     options = Options.of(runtime=runtime, rules=rules, defines=defines, opt_level=opt_level, **kw)
-    src = read_source_cached(str(path)) if options.use_cache else read_source(str(path))
-    return module(src, options)
+    return module(pipeline.read(str(path), cached=options.use_cache), options)
 
 
 def loads(text: str, runtime: str = "llvm", rules: Sequence[str] | None = None,

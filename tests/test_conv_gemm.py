@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import caten
-from caten.driver import compile_program
+from caten.pipeline import compile_program
 from caten.lower.trial import check_group
 from caten.options import Options
 from caten.read.source import read_text

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import caten
-from caten.driver import compile_program
+from caten.pipeline import compile_program
 from caten.ir.graph import toposort
 from caten.ir.ops import Op
 from caten.options import Options

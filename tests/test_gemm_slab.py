@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import caten
 from caten import target
-from caten.driver import compile_program
+from caten.pipeline import compile_program
 from caten.lower.trial import check_group
 from caten.options import Options
 from caten.read.source import read_text

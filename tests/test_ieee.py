@@ -16,7 +16,7 @@ import pytest
 import caten
 from caten import pipeline
 from caten import plugin as R
-from caten.driver import compile_program
+from caten.pipeline import compile_program
 from caten.ir import dtypes as T
 from caten.ir.graph import toposort
 from caten.options import Options

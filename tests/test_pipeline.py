@@ -77,7 +77,41 @@ def test_emit_loops_and_verbose_stage_timings(rt, tmp_path):
     if rt != "numpy":
         r = CliRunner().invoke(cli, [str(f), "-r", rt, "-v", "-S", "-o", str(tmp_path / "out")])
         assert r.exit_code == 0, r.output
-        assert "[pipeline]" in r.output and "schedule" in r.output and "lower" in r.output and "render" in r.output
+        line = next(ln for ln in r.output.splitlines() if ln.startswith("[pipeline]"))
+        named = [part.split()[0] for part in line.split(": ", 1)[1].split(", ")]
+        # every pass that ran, named and ordered as the pass list
+        assert named == ["read", "elaborate", "rewrite", "schedule", "lower", "decompose", "render", "compile"], line
+        assert named == [p.name for p in pipeline.PASSES if p.name in named]
+
+
+def test_architecture_table_is_the_pass_list():
+    """docs/architecture.md's table of passes is caten.pipeline.PASSES, row for row, and each
+    pass's module exists."""
+    import importlib.util
+
+    lines = (ROOT / "docs" / "architecture.md").read_text().splitlines()
+    start = lines.index("| pass | module | what it makes |") + 2
+    rows = []
+    for ln in lines[start:]:
+        if not ln.startswith("|"):
+            break
+        rows.append(tuple(c.strip() for c in ln.strip("|").split(" | ")))
+    assert rows == [(p.name, f"`{p.module}`", p.what) for p in pipeline.PASSES]
+    for p in pipeline.PASSES:
+        assert importlib.util.find_spec(p.module) is not None, p.module
+
+
+def test_where_dims_for_tools():
+    """The `where` dims that -D sizes determine, as `caten profile`/`caten tune` make inputs, in
+    clause order; a clause over an unbound dim is left out, not an error."""
+    from caten.elaborate.evaluate import where_dims
+    from caten.read.source import read_text
+
+    src = read_text("(composite f ((X{f32}[NP]) (Y{f32}[Q]) -> (Z{f32}[NP]) where NP = (+ (* 32 P) 1), "
+                    "M = (idiv NP 3), R = (* Q 2)) (+ X 1.0))", "<t>")
+    cdef = src.entry("f")
+    assert where_dims(cdef, {"P": 4}) == {"P": 4, "NP": 129, "M": 43}
+    assert where_dims(cdef, {"P": 1, "Q": 5, "M": 7}) == {"P": 1, "Q": 5, "M": 7, "NP": 33, "R": 10}
 
 
 def test_runtimes_import_neither_schedule_nor_lower():

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import caten
-from caten.driver import compile_program
+from caten.pipeline import compile_program
 from caten.errors import Error
 from caten.ir.graph import toposort
 from caten.ir.ops import TABLE, Op

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import caten
-from caten.driver import compile_program
+from caten.pipeline import compile_program
 from caten.ir.interpret import evaluate
 from caten.ir.ops import Op
 from caten.options import Options

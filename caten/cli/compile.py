@@ -4,42 +4,47 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from caten.errors import Error
 from caten.options import Options
 
+if TYPE_CHECKING:
+    from caten.pipeline.passes import Timings
 
-def programs_of(file: str, options: Options, entries: list[str]):
+
+def programs_of(file: str, options: Options, entries: list[str], timings: Timings | None = None):
     """The Programs of the chosen entries (every composite by default)."""
+    from caten import pipeline
     from caten import plugin as R
-    from caten.driver import compile_program, split_defines
-    from caten.read.source import read_source
 
     if options.plugin:
         R.load_plugin(options.plugin)
     rt = R.get(options.runtime)
-    src = read_source(file)
-    types, dims = split_defines(dict(options.defines))
+    src = pipeline.read(file, timings)
+    types, dims = pipeline.split_defines(dict(options.defines))
     # by default every composite that compiles on its own (helpers taking compile-time
     # parameters are compiled where they are called); all of them when none does (diagnostics)
     names = entries or [n for n in src.names if src.entry(n).standalone] or src.names
-    return rt, [compile_program(src, src.entry(n), types, dims, options.but(runtime=rt.name)) for n in names]
+    return rt, [pipeline.compile_program(src, src.entry(n), types, dims, options.but(runtime=rt.name), timings)
+                for n in names]
 
 
 def compile_file(file: str, options: Options, output: str | None, asm: bool, emit: str | None,
                  entries: list[str]) -> None:
-    rt, progs = programs_of(file, options, entries)
+    from caten import pipeline
+
+    tm = pipeline.Timings()
+    rt, progs = programs_of(file, options, entries, tm)
     if options.explain is not None:
         click.echo(options.explain.report(), err=True)
     if emit in ("ir", "opt-ir"):
         text = "\n\n".join(p.dump() for p in progs) + "\n"
         return _write_text(output, text)
-    from caten import pipeline
-
     if emit in ("schedule", "loops"):  # as the runtime gets them (its threads, its target's vector width)
-        return _write_text(output, pipeline.emit(rt, progs, emit, options)[".txt"])
+        return _write_text(output, pipeline.emit(rt, progs, emit, options, tm)[".txt"])
     kind = emit or ("source" if asm else "lib")
     ok, why = rt.available()
     stem = os.path.splitext(os.path.basename(file))[0]
@@ -49,7 +54,7 @@ def compile_file(file: str, options: Options, output: str | None, asm: bool, emi
         to_stdout = False
     library = os.path.splitext(os.path.basename(output))[0] if output else stem
     library = library[3:] if library.startswith("lib") and len(library) > 3 else library
-    artifacts = pipeline.emit(rt, progs, kind, options.but(extra={**options.extra, "library": library}))
+    artifacts = pipeline.emit(rt, progs, kind, options.but(extra={**options.extra, "library": library}), tm)
     main_suffix = next(iter(artifacts))
     if to_stdout:
         content = artifacts[main_suffix]

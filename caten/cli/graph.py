@@ -32,7 +32,7 @@ def to_dot(prog) -> str:
 
 
 def write_graph(file: str, entry: str | None, output: str | None, defines: dict[str, str]) -> None:
-    from caten.driver import compile_program, split_defines
+    from caten.pipeline import compile_program, split_defines
     from caten.read.source import read_source
 
     src = read_source(file)

@@ -66,27 +66,10 @@ def entry_inputs(mod: Any, file: str, entry: str | None, inputs: list[str]) -> t
             raise Error(f"inputs are NAME=PATH.npy, got {arg!r}")
         k, v = arg.split("=", 1)
         given[k] = _load_array(v)
-    dims = _where_dims(cdef, dict(mod.dims))
+    from caten.elaborate.evaluate import where_dims
+
+    dims = where_dims(cdef, dict(mod.dims))
     return name, [given[p.name] if p.name in given else _random(p, dims, name) for p in cdef.params]
-
-
-def _where_dims(cdef: Any, dims: dict[str, int]) -> dict[str, int]:
-    """The -D dims and the `where` dims they determine (NP = (+ (* 32 P) ...))."""
-    from caten.elaborate.elaborator import Elaborator
-    from caten.elaborate.evaluate import Scope
-    from caten.elaborate.values import Lit
-
-    el = Elaborator({})
-    for w in cdef.wheres:
-        if w.name in dims:
-            continue
-        try:
-            v = el.eval_dim(w.expr, Scope(None, {k: Lit(x, "dim") for k, x in dims.items()}))
-        except Error:
-            continue
-        if isinstance(v, int):
-            dims[w.name] = v
-    return dims
 
 
 def _random(p: Any, dims: dict[str, int], name: str) -> np.ndarray:

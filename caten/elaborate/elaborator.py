@@ -56,6 +56,11 @@ class Elaborator(Evaluator):
         self.rules_off = 0  # > 0 while a call is made without rewrite rules (call_composite)
         self.custom: dict[Node, autodiff.Custom] = {}  # outputs of calls of composites with a :vjp
 
+    def reset(self) -> None:
+        """Forget what the last evaluation left (the call memo, the :vjp outputs, the declared
+        output dims), so that one Elaborator can evaluate many unrelated forms."""
+        self.output_constraints, self.calls, self.custom = [], {}, {}
+
     # names ------------------------------------------------------------------------------
     def _in_library(self) -> bool:
         return bool(self.frames) and self.frames[-1].library
@@ -308,7 +313,7 @@ class Elaborator(Evaluator):
             elif s in plain:
                 dims[s] = D.sym(s)
         constraints: list[Constraint] = []
-        self.output_constraints, self.calls, self.custom = [], {}, {}
+        self.reset()
         subst: dict[str, Dim] = {}
         derived: dict[str, Dim] = {}
         for w in cdef.wheres:

@@ -198,3 +198,34 @@ def _sum(xs: list[Dim]) -> Dim:
     for x in xs:
         out = D.add(out, x)
     return out
+
+
+class _DimsOnly(Evaluator):
+    """Evaluates dim arithmetic over bound dims: the names of a scope, no calls."""
+
+    def lookup(self, sym: Sym, env: Scope) -> Any:
+        s = env.find(sym.name)
+        if s is None:
+            raise Error(f"unknown dim `{sym.name}`", sym.span)
+        return s.vars[sym.name]
+
+    def call(self, f: SList, env: Scope) -> Any:
+        raise Error(f"`{head(f)}` is not dim arithmetic", f.span)
+
+
+def where_dims(cdef: CompositeDef, dims: dict[str, int]) -> dict[str, int]:
+    """`dims` and the `where` dims of `cdef` they determine (NP = (+ (* 32 P) 1)), in clause order,
+    for tools that make a program's inputs from -D sizes (`caten profile`, `caten tune`); a clause
+    that needs a dim nobody bound is left out."""
+    out = dict(dims)
+    ev = _DimsOnly()
+    for w in cdef.wheres:
+        if w.name in out:
+            continue
+        try:
+            v = ev.eval_dim(w.expr, Scope(None, {k: Lit(x, "dim") for k, x in out.items()}))
+        except Error:
+            continue
+        if isinstance(v, int):
+            out[w.name] = v
+    return out

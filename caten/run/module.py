@@ -13,9 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from caten.cache import default_cache, key_of
+from caten import pipeline
 from caten.deep import deep
-from caten.driver import compile_program, split_defines
 from caten.errors import Error
 from caten.ir import dims as D
 from caten.ir import dtypes as T
@@ -36,6 +35,7 @@ class Composite:
         self._programs: dict[tuple, Program] = {}
         self._pool = OutputPool()
         self._envs: dict[tuple, tuple[Program, dict[str, int]]] = {}  # (program, shapes) -> checked dims
+        self._timings: dict[tuple, Any] = {}  # the front passes' times of a program elaborated here, for -v
         self.__doc__ = cdef.doc or None
 
     def __repr__(self) -> str:
@@ -60,25 +60,17 @@ class Composite:
         key = tuple(sorted((k, v.name) for k, v in types.items()))
         if key not in self._programs:
             m = self.module
-            pkey = program_cache_key(m, self.cdef.name, key)
-            store = default_cache()
-            prog = _unpickle(store.get(pkey, "prog")) if pkey else None
-            if prog is None:
-                prog = deep(compile_program, m.source, self.cdef, types, m.dims, m.options)
-                blob = _pickle(prog) if pkey else None
-                if blob is not None:
-                    store.put(pkey, "prog", blob)
-            self._programs[key] = prog
+            tm = self._timings[key] = pipeline.Timings()
+            self._programs[key] = deep(pipeline.program, m.source, self.cdef, types, m.dims, m.options,
+                                       m.runtime.name, tm)
         return self._programs[key]
 
     def program(self, types: dict[str, DType]) -> tuple[Program, Any]:
         key = tuple(sorted((k, v.name) for k, v in types.items()))
         if key not in self._variants:
-            from caten import pipeline  # the back end loads on the first compile, not on import
-
             m = self.module
             prog = self.elaborate(types)
-            exe = deep(pipeline.compile, m.runtime, prog, m.options)
+            exe = deep(pipeline.compile, m.runtime, prog, m.options, self._timings.get(key))
             self._variants[key] = (prog, exe)
         return self._variants[key]
 
@@ -229,75 +221,6 @@ def aligned_empty(shape: tuple[int, ...], dtype: np.dtype, align: int = 64) -> n
     return raw[off:off + n].view(dtype).reshape(shape)
 
 
-def program_cache_key(m: Module, name: str, types: tuple) -> str | None:
-    """The key of an elaborated (and rewritten) Program, or None when it must not be cached."""
-    src_key = getattr(m.source, "key", None)
-    o = m.options
-    if src_key is None or o.explain is not None or not o.use_cache:
-        return None
-    rules = ["builtin:fastmath"] if o.fast_math else []
-    for r in o.rules:
-        if r.startswith("builtin:"):  # a shipped set: the front fingerprint covers its source
-            rules.append(r)
-            continue
-        try:
-            with open(r, "rb") as f:
-                rules.append(f.read())
-        except OSError:
-            return None  # the compiler will report it
-    return key_of("program", src_key, front_fingerprint(), name, repr(types), repr(sorted(m.dims.items())),
-                  str(o.opt_level), m.runtime.name, *rules)
-
-
-def front_fingerprint() -> str:
-    """The library's sources and the front end's code: a change to either invalidates cached programs."""
-    global _FRONT
-    if _FRONT is None:
-        import glob
-        import os
-
-        from caten.elaborate.library import _sources
-        from caten.version import __version__
-
-        parts = [__version__] + [t for _, t in _sources()]
-        base = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # caten/
-        for pkg in FRONT_PACKAGES:
-            for f in sorted(glob.glob(os.path.join(base, pkg, "*.py"))):
-                with open(f, "rb") as fh:
-                    parts.append(fh.read().decode("utf-8", "replace"))
-        _FRONT = key_of(*parts)
-    return _FRONT
-
-
-_FRONT: str | None = None
-# the packages whose code makes a Program from source (tests/test_front_fingerprint.py checks that
-# the elaborator imports no other part of caten that could change one)
-FRONT_PACKAGES = ("autodiff", "elaborate", "ir", "read", "rewrite")
-
-
-def _pickle(prog: Program) -> bytes | None:
-    """The cache payload of a program (data, not a pickle), or None if it holds something the
-    cache's codec cannot represent."""
-    from caten.cache.codec import CodecError
-    from caten.cache.programs import dumps
-
-    try:
-        return dumps(prog)
-    except CodecError:
-        return None
-
-
-def _unpickle(blob: bytes | None) -> Program | None:
-    if blob is None:
-        return None
-    from caten.cache.programs import loads
-
-    try:
-        return loads(blob)
-    except Exception:  # an entry from an incompatible build: elaborate afresh
-        return None
-
-
 def check_shapes(prog: Program, arrays: list[np.ndarray]) -> dict[str, int]:
     """Bind dims from argument shapes and check every declared dim and constraint."""
     env: dict[str, int] = dict(prog.defines)
@@ -362,7 +285,7 @@ class Module:
         if self.options.check_bounds and not runtime.checks_bounds:
             raise Error(f"runtime '{runtime.name}' has no bounds-checked mode",
                         hint="check bounds on llvm or c (or unset CATEN_CHECK_BOUNDS)")
-        self.types, self.dims = split_defines(dict(options.defines))
+        self.types, self.dims = pipeline.split_defines(dict(options.defines))
         types = self.types
         self._composites = {n.replace("-", "_"): Composite(self, source.entry(n)) for n in source.names}
         # report source errors at load time where the dtypes are known; a composite that another

@@ -172,17 +172,14 @@ def _evaluate(op: str, form: str, types: list[tuple[tuple[int, ...], str]]) -> A
     from caten.read.reader import read
 
     el = _elaborator()
-    el.calls.clear()
-    el.custom.clear()
-    el.output_constraints = []
+    el.reset()
     binds = {f"a{i}": B.buffer(T.lookup(dt), tuple(shape), i, f"a{i}") for i, (shape, dt) in enumerate(types)}
     try:
         v = el.evaluate(read(form, "<tensor>")[0], binds)
     except Error as e:
         raise Error(f"{op}: {e.message}", hint=e.hint) from None
     finally:
-        el.calls.clear()
-        el.custom.clear()
+        el.reset()
 
     def one(x: Any) -> tuple[tuple[int, ...], str]:
         if not isinstance(x, ETensor):

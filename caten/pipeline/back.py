@@ -1,0 +1,301 @@
+"""The back half of the compiler, written once for every runtime:
+
+    schedule (fusion, vetoed by trial lowering) -> lower (loop IR) -> [bounds checks] -> decompose
+    -> runtime.render -> runtime.compile_source, through the cache -> runtime.load
+
+A runtime plugin that compiles code implements only the last three steps (see
+`caten.plugin.Runtime`); what it is handed is a `Lowered` program: the schedule, the
+loop-IR kernels and the `EntryPlan` of its entry function. The compile cache has one key, made
+here (`cache_key`): the loop IR of every kernel and the entry plan, the runtime, the target,
+the options, caten's version, the runtime's toolchain and the fingerprint of the code that turns
+loop IR into machine code. Runtimes that interpret graphs directly (numpy) or third-party plugins
+with their own `compile` are called as they are. `-v` prints how long each pass took.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import caten.lower.kernel_lowerer as lowering  # by module: tests may stand a buggy `lower` in for the real one
+from caten import loopir as L
+from caten import target
+from caten.cache import default_cache, key_of, tuning
+from caten.errors import Error
+from caten.ir import dims as D
+from caten.ir.dtypes import DType
+from caten.ir.program import Program, c_symbol
+from caten.ir.verify import checking as verify_checking
+from caten.ir.verify import enabled as verify_enabled
+from caten.lower import bounds as B
+from caten.lower.decompose import decompose
+from caten.lower.dimargs import used_dims
+from caten.lower.text import kernel_text
+from caten.lower.trial import check_group
+from caten.lower.verify import problems as loop_problems
+from caten.pipeline.extern import ExternSplit, has_extern
+from caten.pipeline.fingerprint import fingerprint
+from caten.pipeline.passes import Timings
+from caten.plugin import Options, Runtime, named_programs
+from caten.schedule import Schedule, schedule
+from caten.schedule.plan import direct_tiles, gpu_schedule
+from caten.target import Target
+from caten.version import __version__
+
+PLACEHOLDER = "caten_p"  # kernel-name prefix while a program's code is keyed (names are not part of the key)
+
+
+@dataclass(frozen=True)
+class EntryPlan:
+    """What a program's entry function does, for a renderer to spell: check the `where`
+    constraints, place the temporaries in the arena, call the kernels in order."""
+    name: str
+    inputs: tuple[tuple[str, DType], ...]  # buffer name, dtype, in argument order
+    outputs: tuple[tuple[str, DType], ...]
+    dims: tuple[str, ...]  # the dynamic dims, in argument order
+    temps: tuple[tuple[str, DType, D.Dim], ...]  # buffer, dtype, byte offset in the arena
+    calls: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]  # kernel, buffer args, dim args
+    constraints: tuple[tuple[D.Dim, D.Dim], ...]  # lhs == rhs, checked at call time
+    arena_size: D.Dim
+
+    def text(self, canon: dict[str, D.Dim] | None = None) -> str:
+        def dim(d: D.Dim) -> str:
+            return str(D.rename(d, canon) if canon else d)
+
+        lines = [f"entry {self.name}({', '.join(f'{b} {t}' for b, t in self.inputs + self.outputs)}"
+                 f"{''.join(', i64 ' + dim(D.sym(d)) for d in self.dims)})"]
+        lines += [f"  check {dim(a)} == {dim(b)}" for a, b in self.constraints]
+        lines.append(f"  arena {dim(self.arena_size)} bytes")
+        lines += [f"  {b} {t} at arena + {dim(off)}" for b, t, off in self.temps]
+        lines += [f"  call {k}({', '.join(list(bs) + [dim(D.sym(d)) for d in ds])})" for k, bs, ds in self.calls]
+        return "\n".join(lines)
+
+
+def entry_plan(name: str, sched: Schedule, kernels: Sequence[L.Kernel]) -> EntryPlan:
+    prog = sched.program
+    ins = tuple((f"in{i}", s.dtype) for i, s in enumerate(prog.inputs))
+    outs = tuple((f"out{i}", s.dtype) for i, s in enumerate(prog.outputs))
+    temps = tuple((b.name, b.dtype, b.offset) for b in sched.buffers.values() if b.role == "temp")
+    calls = tuple((k.name, tuple(p.name for p in k.params), tuple(k.dims)) for k in kernels)
+    return EntryPlan(name, ins, outs, tuple(prog.dims), temps, calls,
+                     tuple((c.lhs, c.rhs) for c in prog.constraints), sched.arena_size)
+
+
+@dataclass
+class Lowered:
+    """One program after the target-independent back end: what a runtime renders."""
+    program: Program
+    sched: Schedule
+    kernels: list[L.Kernel]
+    plan: EntryPlan
+    bounds: B.Table | None = None  # the bounds-checked mode's table (caten.lower.bounds)
+
+    @property
+    def name(self) -> str:
+        return self.plan.name
+
+    @property
+    def defines(self) -> dict[str, D.Dim]:
+        return self.program.dim_defines()
+
+    def loops(self, canon: bool = False) -> str:
+        """The loop IR of every kernel and the entry plan, as `--emit loops` prints it."""
+        c = self.program.canonical_dims() if canon else None
+        return "\n\n".join([kernel_text(k, c) for k in self.kernels] + [self.plan.text(c)])
+
+    def decompose(self, native: frozenset | None) -> None:
+        """Write the hard ops the renderer lacks in primitives (caten.lower.decompose)."""
+        if native is not None:
+            self.kernels = decompose(self.kernels, native, self.defines)
+            self.verify("the decompose pass")
+            # each kernel takes the dims it reads, in its structure's order (caten.lower.dimargs)
+            self.kernels = [replace(k, dims=used_dims(k.body, k.dims)) for k in self.kernels]
+            self.plan = entry_plan(self.plan.name, self.sched, self.kernels)
+
+    def verify(self, stage: str) -> None:
+        """Check the loop IR (caten.lower.verify) under `Options.debug` or CATEN_VERIFY."""
+        if not verify_enabled():
+            return
+        found = [p for k in self.kernels for p in loop_problems(k)]
+        if found:
+            raise Error(f"the loop IR after {stage} is malformed ({len(found)} problems):\n  "
+                        + "\n  ".join(found[:8]), hint="a compiler bug: please report it with the program")
+
+    def rename(self, name: str) -> None:
+        """Give the program's kernels and entry their final names (kernel k is NAME__kK)."""
+        old = {k.name: f"{name}__k{i}" for i, k in enumerate(self.kernels)}
+        for sk in self.sched.kernels:
+            sk.name = old.get(sk.name, sk.name)
+        for k in self.kernels:
+            k.name = old[k.name]
+        self.plan = entry_plan(name, self.sched, self.kernels)
+
+    def check_bounds(self, device: bool = False) -> None:
+        """Instrument every load and store with a bounds check (on a device, the error record is
+        one more buffer argument of every kernel); a failure names the kernel as the program's
+        own (NAME__kK), not by the code's cache name."""
+        if device:
+            self.kernels, self.bounds = B.device_instrument(self.kernels, self.sched)
+        else:
+            self.kernels, self.bounds = B.instrument(self.kernels, self.sched, f"{self.name}__oob")
+        self.verify("the bounds pass")
+        shown = {k.name: f"{c_symbol(self.program.name)}__k{i}" for i, k in enumerate(self.kernels)}
+        self.bounds.kernels = [shown.get(k, k) for k in self.bounds.kernels]
+
+
+def lower_program(program: Program, name: str, t: Target | None, threads: int,
+                  timings: Timings | None = None, direct: bool = False, gpu: bool = False) -> Lowered:
+    """schedule -> lower for CPU target `t` (None for a device: kernel shapes must not follow the
+    host's vector width); the kernels are named NAME__kK. `direct`: the renderer has direct
+    convolution tiles (`Capabilities.direct_conv`); `gpu`: the kernels run on a GPU
+    (`Capabilities.gpu`)."""
+    timings = timings or Timings()
+    with target.use(t), direct_tiles(direct), gpu_schedule(gpu):
+        with timings.stage("schedule"):
+            sched = schedule(program, check=check_group, threads=threads)
+        for i, k in enumerate(sched.kernels):
+            k.name = f"{name}__k{i}"
+        with timings.stage("lower"):
+            kernels = lowering.lower(sched)
+    lw = Lowered(program, sched, kernels, entry_plan(name, sched, kernels))
+    lw.verify("lowering")
+    return lw
+
+
+def lower_all(runtime: Runtime, programs: Program | Sequence[Program], t: Target, check_bounds: bool = False,
+              timings: Timings | None = None, decomposed: bool = True) -> list[Lowered]:
+    """Several programs under their C symbols (AOT: one module, one library); `decomposed`: with
+    the hard ops the runtime lacks written in primitives (what it renders)."""
+    progs, names = named_programs(programs)
+    caps = runtime.capabilities(t)
+    timings = timings or Timings()
+    out = [lower_program(p, n, None if caps.device else t, caps.threads, timings, caps.direct_conv,
+                         caps.gpu)
+           for p, n in zip(progs, names)]
+    for lw in out:  # bounds first: its checks read buffer extents, dims that the pass then writes
+        if check_bounds:
+            with timings.stage("bounds"):
+                lw.check_bounds(caps.device)
+        if decomposed:
+            with timings.stage("decompose"):
+                lw.decompose(caps.native)
+    return out
+
+
+def code_fingerprint(runtime: Runtime) -> str:
+    """A hash of the code that turns loop IR into machine code for `runtime` -- this module, the
+    runtime plugin's, and every module of caten either can import (the renderers, the passes after
+    the cache key: bounds, decompose, the kernels' dim arguments; the op table, ...) -- and of
+    caten's version: editing any of them invalidates cached code. Files are read, not imported:
+    a warm start never loads a renderer."""
+    plugin: str | None = type(runtime).__module__
+    if plugin not in sys.modules:  # a plugin loaded from a file (`--plugin`): the file
+        code = next((f.__code__ for f in vars(type(runtime)).values() if hasattr(f, "__code__")), None)
+        plugin = code.co_filename if code is not None else None
+    return key_of(__version__, fingerprint((__name__,) + ((plugin,) if plugin else ())))
+
+
+def cache_key(runtime: Runtime, lowered: Sequence[Lowered], t: Target, options: Options) -> str:
+    """The one compile-cache key: loop IR + entry plans, runtime, target, options, versions."""
+    return key_of("caten-code/1", runtime.name, runtime.toolchain(t), code_fingerprint(runtime), *map(str, t.key()),
+                  str(options.opt_level), str(bool(options.check_bounds)), str(bool(options.profile)),
+                  *(lw.loops(canon=True) for lw in lowered))
+
+
+_memo_lock = threading.RLock()
+
+
+def _tuned(runtime: Runtime, t: Target, program: Program, options: Options) -> Target:
+    """`t` with the GEMM shapes `caten tune` chose for this program on this CPU, if it did."""
+    if runtime.capabilities(t).device:
+        return t
+    return tuning.apply(t, program.key(), default_cache() if options.use_cache else None)
+
+
+def compile(runtime: Runtime, program: Program, options: Options | None = None, timings: Timings | None = None):
+    """The executable of `program` on `runtime`, built once per structure in this process and
+    loaded from the cache when another process built the same code. `timings`: the front passes'
+    times, which `-v` prints with the back's."""
+    options = options or Options()
+    if not runtime.renders:
+        return runtime.compile(program, options)
+    t = target.resolve(options.target)
+    if has_extern(program) and runtime.capabilities(t).extern_split:
+        return ExternSplit(program, lambda p: compile(runtime, p, options))
+    target.check_runnable(t)
+    t = _tuned(runtime, t, program, options)
+    key = (program.key(), tuple(program.dims), tuple(program.derived), t.key(), runtime.capabilities(t),
+           options.opt_level, options.check_bounds, options.profile)
+    with _memo_lock:
+        memo = runtime.__dict__.setdefault("_pipeline_memo", {})
+        if key not in memo:
+            with verify_checking(options.debug):
+                memo[key] = _build(runtime, program, t, options, timings or Timings())
+        return memo[key]
+
+
+def _build(runtime: Runtime, program: Program, t: Target, options: Options, tm: Timings):
+    caps = runtime.capabilities(t)
+    runtime.prepare(t, options)
+    lw = lower_program(program, PLACEHOLDER, None if caps.device else t, caps.threads, tm, caps.direct_conv,
+                      caps.gpu)
+    key = cache_key(runtime, [lw], t, options)
+    lw.rename(f"caten_{key[:16]}")  # unique per code: JIT engines share one symbol table
+    if options.check_bounds:  # before decompose: its checks read buffer extents, dims it writes
+        with tm.stage("bounds"):
+            lw.check_bounds(caps.device)
+    with tm.stage("decompose"):
+        lw.decompose(caps.native)
+    store = default_cache() if options.use_cache else None
+    art = store.get(key, runtime.artifact_kind) if store else None
+    hit = art is not None
+    if art is None:
+        with tm.stage("render"):
+            src = runtime.render([lw], t, options)
+        with tm.stage("compile"):
+            art = runtime.compile_source(src, t, options)
+        if store:
+            store.put(key, runtime.artifact_kind, art)
+    with tm.stage("load"):
+        exe = runtime.load(art, lw, t, options)
+    if options.verbose:
+        print(tm.line(f"{runtime.name} {program.name} ({'cached code' if hit else 'compiled'})"), file=sys.stderr)
+    return exe
+
+
+def emit(runtime: Runtime, programs: Program | Sequence[Program], kind: str,
+         options: Options | None = None, timings: Timings | None = None) -> dict[str, bytes | str]:
+    """`--emit KIND` artifacts ({suffix: content}) of one program or several (one module);
+    `timings`: the front passes' times, which `-v` prints with the back's."""
+    options = options or Options()
+    if not runtime.renders and kind not in ("schedule", "loops"):
+        return runtime.emit(programs, kind, options)
+    with verify_checking(options.debug):
+        return _emit(runtime, programs, kind, options, timings or Timings())
+
+
+def _emit(runtime: Runtime, programs: Program | Sequence[Program], kind: str,
+          options: Options, tm: Timings) -> dict[str, bytes | str]:
+    t = target.resolve(options.target)
+    progs = [programs] if isinstance(programs, Program) else list(programs)
+    if len(progs) == 1:  # (a module of several programs has no one tuning)
+        t = _tuned(runtime, t, progs[0], options)
+    # a device runtime's checked code records into a buffer its manifest names (CPU AOT code would
+    # call back into the Python process that compiled it: not for files)
+    checked = bool(options.check_bounds) and runtime.checks_bounds and runtime.capabilities(t).device
+    lowered = lower_all(runtime, programs, t, check_bounds=checked, timings=tm, decomposed=kind != "loops")
+    if kind == "schedule":
+        text = "\n\n".join(lw.sched.dump() for lw in lowered)
+        return {".txt": f"{text}\n\ntarget {t.describe()}\n"}
+    if kind == "loops":
+        return {".txt": "\n\n".join(lw.loops() for lw in lowered) + f"\n\ntarget {t.describe()}\n"}
+    options = replace(options, extra={**options.extra, "aot": True})  # files for another machine
+    with tm.stage("render"):
+        src = runtime.render(lowered, t, options)
+    with tm.stage("compile"):  # (the source itself for -S: no time)
+        out = runtime.artifacts(src, kind, lowered, t, options)
+    if options.verbose:
+        print(tm.line(f"{runtime.name} --emit {kind}"), file=sys.stderr)
+    return out
