@@ -315,6 +315,37 @@ def test_functional_one_hot_dropout_embedding():
     np.testing.assert_array_equal(nn.functional.embedding(t, Tensor(w)).numpy(), w[t])
 
 
+@pytest.mark.parametrize("name,kw,shape", [("LSTM", dict(), (5, 2, 3)),
+                                           ("LSTM", dict(num_layers=2, batch_first=True), (2, 4, 3)),
+                                           ("GRU", dict(bidirectional=True), (4, 2, 3)),
+                                           ("RNN", dict(nonlinearity="relu", bias=False), (4, 3)),
+                                           ("GRU", dict(num_layers=2, bidirectional=True, batch_first=True),
+                                            (2, 3, 3))])
+def test_recurrent(name, kw, shape):
+    """Outputs, final states and every weight's gradient; torch's parameter names and repr."""
+    t = getattr(torch.nn, name)(3, 4, **kw)
+    c = _pair(t, getattr(nn, name)(3, 4, **kw))
+    assert [k for k, _ in c.named_parameters()] == [k for k, _ in t.named_parameters()] and repr(c) == repr(t)
+
+    def run(m, x):
+        out, h = m(x)
+        h = h[0] * 2 + h[1] if isinstance(h, tuple) else h
+        return (out * out).sum() + (h * h).sum() * 0.5
+
+    x = _x(*shape)
+    tl, cl = run(t, torch.from_numpy(x)), run(c, Tensor(x))
+    np.testing.assert_allclose(cl.item(), tl.item(), rtol=1e-5)
+    tl.backward()
+    cl.backward()
+    for (k, cp), tp in zip(c.named_parameters(), t.parameters()):
+        np.testing.assert_allclose(cp.grad.numpy(), tp.grad.numpy(), rtol=1e-4, atol=1e-6, err_msg=k)
+    h0 = _x(t.num_layers * (1 + t.bidirectional), *((2,) if len(shape) == 3 else ()), 4, seed=5)
+    hx = (h0, h0 * 0.5) if name == "LSTM" else h0
+    conv = (lambda f: tuple(f(v) for v in hx)) if name == "LSTM" else (lambda f: f(hx))
+    np.testing.assert_allclose(c(Tensor(x), conv(Tensor))[0].numpy(),
+                               t(torch.from_numpy(x), conv(torch.from_numpy))[0].detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
 # Module habits ------------------------------------------------------------------------------
 def _nets():
     def build(m):

@@ -15,10 +15,15 @@ import numpy as np
 
 from caten.errors import Error
 from caten.tensor.lazy import np_dtype
-from caten.tensor.tensor import Tensor
+from caten.tensor.tensor import Tensor, apply
 
 FLOATS = ("f16", "bf16", "f32", "f64")
 REDUCTIONS = ("mean", "sum", "none")
+
+
+def concat(xs: list[Tensor], axis: int) -> Tensor:
+    """The library's `concat` (one spelling, whatever the Tensor method's torch-style signature)."""
+    return xs[0] if len(xs) == 1 else apply("concat", list(xs), {"axis": axis})
 
 
 # activations --------------------------------------------------------------------------------
@@ -362,7 +367,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
 
 def embedding(input: Any, weight: Tensor) -> Tensor:
     idx = input if isinstance(input, Tensor) else Tensor(np.asarray(input, np.int64), runtime=weight.runtime)
-    return weight.take(idx, axis=0)
+    return apply("take", [weight, idx], {"axis": 0})  # the library's rows by index (torch's take is flat)
 
 
 def one_hot(tensor: Any, num_classes: int = -1) -> Tensor:

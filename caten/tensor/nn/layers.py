@@ -260,8 +260,8 @@ class AdaptiveAvgPool2d(Module):
             lead = list(x.shape[:-2])
             return x.reshape(lead + [oh, h // oh, ow, w // ow]).mean(axis=[-3, -1])
         rows = [_window_mean(x, -2, i, h, oh) for i in range(oh)]
-        rows = Tensor.concat(*rows, axis=x.ndim - 2)
-        return Tensor.concat(*[_window_mean(rows, -1, j, w, ow) for j in range(ow)], axis=x.ndim - 1)
+        rows = F.concat(rows, x.ndim - 2)
+        return F.concat([_window_mean(rows, -1, j, w, ow) for j in range(ow)], x.ndim - 1)
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"
