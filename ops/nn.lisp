@@ -4,7 +4,10 @@
   "matrix product with numpy's rules: batched, broadcast batch axes, 1-D operands"
   (assert (and (> (rank A) 0) (> (rank B) 0)) "matmul needs operands of rank >= 1")
   (if (and (= (rank A) 1) (= (rank B) 1))
-      (sum (MUL A B))                                    ; 1-D . 1-D: the inner product, a scalar
+      (progn                                             ; 1-D . 1-D: the inner product, a scalar
+        (assert (same-dim? (dim A 0) (dim B 0))          ; sizes 1 and 4 must not broadcast
+                "matmul: inner dimensions differ:" (dim A 0) "vs" (dim B 0))
+        (sum (MUL A B)))
     (if (= (rank A) 1)
       (VIEW (matmul (VIEW A :unsqueeze 0) B) :squeeze -2)
       (if (= (rank B) 1)
