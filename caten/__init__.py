@@ -30,12 +30,27 @@ def __getattr__(name: str):
         from caten.frontends.torch_export import from_torch
 
         return from_torch
-    if not name.startswith("_"):
+    import importlib.util
+
+    # (not for a submodule: `from caten import rewrite` asks here before it imports caten.rewrite,
+    # and a compile must not load the Tensor library)
+    if not name.startswith("_") and importlib.util.find_spec(f"caten.{name}") is None:
         import caten.tensor  # noqa: F401  (registers torch's names)
         from caten.tensor import torchnames
 
         dt = torchnames.DTYPES.get(name) or torchnames.DTYPE_ALIASES.get(name)
-        fn = dt or torchnames.function(name)
+        fn = dt or torchnames.function(name) or _library(name)  # a composite too: caten.exp(t)
         if fn is not None:
             return fn
     raise AttributeError(f"module 'caten' has no attribute {name!r}")
+
+
+_LIBRARY: dict = {}
+
+
+def _library(name: str):
+    if not _LIBRARY:
+        from caten.tensor.methods import functions
+
+        _LIBRARY.update(functions())
+    return _LIBRARY.get(name)

@@ -17,7 +17,7 @@ import pytest
 import caten
 from caten import Tensor, functional
 from caten.tensor import stats
-from caten.tensor.methods import result_type
+from caten.tensor.promote import result_type
 
 torch = pytest.importorskip("torch")
 

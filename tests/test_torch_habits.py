@@ -338,6 +338,9 @@ AUTOGRAD = {
     "is_leaf": lambda L: (lambda w: [w.is_leaf, (w * 2).is_leaf, w.grad is None])(L.tensor(V, requires_grad=True)),
     "fill_ and zero_ under no_grad": lambda L: _inplace_update(L),
     "manual SGD: w -= lr * w.grad": lambda L: _manual_sgd(L),
+    "p.data -= ...; p.grad.data.zero_()": lambda L: _data_sgd(L),
+    "grad_fn is None": lambda L: (lambda w: [w.grad_fn is None, (w * 2).grad_fn is not None,
+                                             w.detach().grad_fn is None])(L.tensor(V, requires_grad=True)),
     "backward(retain_graph=True) twice": lambda L: (lambda w: (lambda y: (y.backward(retain_graph=True),
                                                                           y.backward(), w.grad)[2])(
         (w * w).sum()))(L.tensor(V, requires_grad=True)),
@@ -367,6 +370,15 @@ def _manual_sgd(L):
             w -= 0.125 * w.grad
             w.grad.zero_()
     return [w, w.grad, w.requires_grad, w.is_leaf]
+
+
+def _data_sgd(L):
+    w = L.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    for _ in range(2):
+        (w * w).sum().backward()
+        w.data -= 0.25 * w.grad.data
+        w.grad.data.zero_()
+    return [w, w.grad]
 
 
 def _inplace_update(L):

@@ -1,7 +1,8 @@
 """Indexing a Tensor: ints, slices with positive steps, `...`, `None`, and one integer tensor or
 list (numpy.take along its axis: `x[idx]`, `x[:, [0, 2]]`). Printed as the library's `slice`,
 `reshape` and `take`, so a traced program reads as its author wrote it. `x[i] = v` (torch's
-habit) gives x a new value: `(where mask v x)` over the positions the index selects."""
+habit) gives x a new value: `(where mask v x)` over the positions the index selects
+(`torch_inplace.inplace`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import numpy as np
 from caten.errors import Error
 from caten.tensor import state
 from caten.tensor.tensor import Tensor, apply
+from caten.tensor.torch_inplace import inplace
 
 
 def _advanced(i: Any) -> bool:
@@ -116,9 +118,7 @@ def _take(t: Tensor, idx: Any) -> Tensor:
 
 def setitem(t: Tensor, idx: Any, value: Any) -> None:
     """`t[idx] = value` as torch: the positions numpy's indexing selects take the value (broadcast
-    and cast to t's dtype); t gets the new value in place (`torch_misc.inplace`)."""
-    from caten.tensor.torch_misc import inplace
-
+    and cast to t's dtype); t gets the new value in place (`torch_inplace.inplace`)."""
     def host(i: Any) -> Any:
         return i.numpy() if isinstance(i, Tensor) else i
     items = tuple(host(i) for i in idx) if isinstance(idx, tuple) else host(idx)

@@ -37,11 +37,12 @@ def _dt(d: Any) -> str:
 class Tensor:
     """A lazy n-dimensional array (see the module docstring)."""
 
-    __slots__ = ("node", "_grad", "runtime", "__weakref__")
+    __slots__ = ("node", "_grad", "runtime", "_base", "__weakref__")
     __array_priority__ = 100  # numpy defers `ndarray + Tensor` to Tensor.__radd__
 
     def __init__(self, data: Any, dtype: Any = None, requires_grad: bool = False, runtime: str | None = None):
         self._grad: Tensor | None = None
+        self._base: Tensor | None = None  # for `t.data`: the tensor its in-place changes go to
         self.runtime = runtime or state.RUNTIME[0]
         if isinstance(data, Node):
             self.node = data

@@ -1,23 +1,20 @@
-"""torch's elementwise, conversion and autograd habits on Tensor: `clamp(min=, max=)`,
-`masked_fill`, `caten.where`, `to(dtype)`/`float()`..., `mm`/`bmm`, `eq`..., `clone`, `.data`,
-`requires_grad_()`, and the in-place `zero_`/`fill_`/`add_`/`copy_`, each the library's call.
-
-An in-place method gives the tensor its new value as `assign` does (a leaf keeps being a leaf;
-a computed tensor's handle moves to the new graph node, keeping its history); other tensors
-never change with it, since caten has no views. As in torch, a leaf that requires gradients
-takes in-place updates only under `caten.no_grad()`."""
+"""torch's elementwise, conversion and selection habits on Tensor: `clamp(min=, max=)`,
+`masked_fill`, `caten.where`, `to(dtype)`/`float()`..., `mm`/`bmm`, `eq`..., `gather`,
+`masked_select`, `nonzero`, each the library's call (the in-place ones are in torch_inplace)."""
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 import numpy as np
 
 from caten.errors import Error
 from caten.tensor import state
-from caten.tensor.lazy import INPUT, leaf
+from caten.tensor.lazy import dtype_name
+from caten.tensor.promote import _promote, result_type
 from caten.tensor.tensor import FLOATS, Tensor, _dt, apply
+from caten.tensor.torch_reduce import axes
+from caten.tensor.torch_shape import _dim
 from caten.tensor.torchnames import ArgError, torch_name
 
 _CASTS = {"float": "f32", "double": "f64", "half": "f16", "bfloat16": "bf16", "int": "i32", "long": "i64",
@@ -65,8 +62,6 @@ def to(self: Tensor, *args: Any, dtype: Any = None, device: Any = None, copy: bo
 
 
 def _dtype_or_none(a: Any) -> Any:
-    from caten.tensor.lazy import dtype_name
-
     return dtype_name(a) if not isinstance(a, Tensor) else None
 
 
@@ -88,8 +83,6 @@ def device(self: Tensor) -> str:
 @torch_name("clamp", "`(where (> y max) max y)` with `y = (where (< x min) min x)`: nan stays, "
             "the gradient passes where min <= x <= max", "elementwise", example="t.clamp(min=0.0)")
 def clamp(self: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
-    from caten.tensor.methods import result_type
-
     if min is None and max is None:
         raise ArgError("clamp() needs min= or max= (or both)", hint="t.clamp(min=0.0, max=1.0)")
     min, max = _tensor(min, self), _tensor(max, self)
@@ -135,8 +128,6 @@ def _bool_mask(mask: Any, like: Tensor, what: str) -> Tensor:
 @torch_name("where", "`(where cond x y)`, x and y at torch's common dtype", "elementwise", kind="function",
             example="caten.where(t > 0, t, 0.0)")
 def where(condition: Any, input: Any = None, other: Any = None) -> Tensor:  # noqa: A002
-    from caten.tensor.methods import result_type
-
     if input is None or other is None:
         raise ArgError("where(condition) alone gives indices whose number depends on the values, which a lazy "
                        "tensor cannot have", hint="caten.where(cond, x, y)")
@@ -172,16 +163,12 @@ def masked_fill(self: Tensor, mask: Any, value: Any) -> Tensor:
 
 @torch_name("maximum", "`(max a b)` at the common dtype (nan propagates)", "elementwise")
 def maximum(self: Tensor, other: Any) -> Tensor:
-    from caten.tensor.methods import _promote
-
     a, b = _promote(self, other)
     return apply("max", [a, b], {})
 
 
 @torch_name("minimum", "`(min a b)` at the common dtype (nan propagates)", "elementwise")
 def minimum(self: Tensor, other: Any) -> Tensor:
-    from caten.tensor.methods import _promote
-
     a, b = _promote(self, other)
     return apply("min", [a, b], {})
 
@@ -267,8 +254,6 @@ def equal(self: Tensor, other: Tensor) -> bool:
 @torch_name("isclose", "`(<= (abs (- a b)) (+ atol (* rtol (abs b))))`, nan equal only with equal_nan",
             "elementwise", example="t.isclose(u, rtol=1e-5, atol=1e-8)")
 def isclose(self: Tensor, other: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
-    from caten.tensor.methods import _promote
-
     a, b = _promote(self, other)
     if a.dtype not in FLOATS:
         return a == b
@@ -332,8 +317,6 @@ def outer(self: Tensor, vec2: Tensor) -> Tensor:
 @torch_name("gather", "`(take-along-axis (slice x ...) index :axis dim)`", "indexing",
             example="t.gather(1, idx)")
 def gather(self: Tensor, dim: int, index: Any) -> Tensor:
-    from caten.tensor.torch_shape import _dim
-
     idx = index if isinstance(index, Tensor) else Tensor(np.asarray(index), runtime=self.runtime)
     d = _dim(self, dim)
     if idx.ndim != self.ndim or any(i > n for j, (i, n) in enumerate(zip(idx.shape, self.shape)) if j != d):
@@ -348,125 +331,10 @@ def gather(self: Tensor, dim: int, index: Any) -> Tensor:
 
 @torch_name("index_select", "`(take x index :axis dim)`", "indexing", example="t.index_select(0, idx)")
 def index_select(self: Tensor, dim: int, index: Any) -> Tensor:
-    from caten.tensor.torch_shape import _dim
-
     idx = index if isinstance(index, Tensor) else Tensor(np.asarray(index, dtype=np.int64), runtime=self.runtime)
     if idx.ndim > 1:
         raise Error("index_select: the index must be a vector")
     return apply("take", [self, idx.reshape(-1)], {"axis": _dim(self, dim)})
-
-
-# autograd and in-place -----------------------------------------------------------------------------
-@torch_name("clone", "`(contiguous x)`: a copy the gradient flows through", "autograd")
-def clone(self: Tensor) -> Tensor:
-    return apply("contiguous", [self], {})
-
-
-def _data_set(self: Tensor, value: Any) -> None:
-    """`t.data = v`: t becomes a leaf holding v's value (any shape and dtype, as torch allows)."""
-    v = value if isinstance(value, Tensor) else Tensor(value, dtype=self.dtype, runtime=self.runtime)
-    arr = np.array(v.numpy())
-    arr.flags.writeable = False
-    self.node = leaf(arr, v.dtype, self.requires_grad and self.node.op == INPUT and v.dtype in FLOATS)
-    self.node.owner = weakref.ref(self)
-
-
-@torch_name("data", "`detach()`; setting it gives the tensor a new value without history", "autograd",
-            kind="property", setter=_data_set)
-def data(self: Tensor) -> Tensor:
-    return self.detach()
-
-
-@torch_name("requires_grad_", "sets `requires_grad` on a leaf, returns the tensor", "autograd")
-def requires_grad_(self: Tensor, requires_grad: bool = True) -> Tensor:
-    self.requires_grad = requires_grad
-    return self
-
-
-@torch_name("retain_grad", "not supported: only leaves receive .grad", "autograd")
-def retain_grad(self: Tensor) -> None:
-    raise Error("retain_grad() is not supported: only leaf tensors receive .grad",
-                hint="make the value a leaf: y = y.detach().requires_grad_() and compute from it")
-
-
-def inplace(self: Tensor, new: Tensor, what: str) -> Tensor:
-    """Give `self` the value `new` (see the module docstring)."""
-    if self.node.op == INPUT and self.requires_grad and state.grad_enabled():
-        raise Error(f"{what}: a leaf tensor that requires grad cannot be changed in place",
-                    hint="do it under `with caten.no_grad():`, as torch requires")
-    if new.shape != self.shape:
-        new = new.expand(*self.shape)
-    if new.dtype != self.dtype:
-        from caten.tensor.methods import _category
-
-        if _category(new.dtype) > _category(self.dtype):
-            raise Error(f"{what}: a {new.dtype} result cannot be stored in a {self.dtype} tensor")
-        new = new.cast(self.dtype)
-    if self.node.op == INPUT:
-        return self.assign(new)
-    self.node = new.node
-    return self
-
-
-@torch_name("zero_", "the tensor becomes `(zeros shape)`", "autograd", example="t.grad.zero_()")
-def zero_(self: Tensor) -> Tensor:
-    return inplace(self, Tensor.zeros(list(self.shape), dtype=self.dtype, runtime=self.runtime), "zero_")
-
-
-@torch_name("fill_", "the tensor becomes `(full shape value)`", "autograd", example="t.fill_(1.0)")
-def fill_(self: Tensor, value: Any) -> Tensor:
-    return inplace(self, Tensor.full(list(self.shape), value, dtype=self.dtype, runtime=self.runtime), "fill_")
-
-
-@torch_name("copy_", "the tensor becomes src (broadcast, cast)", "autograd", example="t.copy_(u)")
-def copy_(self: Tensor, src: Any) -> Tensor:
-    s = src if isinstance(src, Tensor) else Tensor(src, runtime=self.runtime)
-    return inplace(self, s.cast(self.dtype) if s.dtype != self.dtype else s, "copy_")
-
-
-def _make_inplace(name: str, fn: Any) -> None:
-    def op(self: Tensor, other: Any) -> Tensor:
-        return inplace(self, fn(self, other), name)
-    op.__name__ = name
-    torch_name(name, f"the tensor becomes `{name[:-1]}` of it", "autograd", example=f"t.{name}(u)")(op)
-
-
-for _n, _f in [("mul_", lambda a, b: a * b), ("div_", lambda a, b: a / b)]:
-    _make_inplace(_n, _f)
-
-
-@torch_name("add_", "the tensor becomes `add` of it", "autograd", example="t.add_(u, alpha=2)")
-def add_(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
-    return inplace(self, add(self, other, alpha=alpha), "add_")
-
-
-@torch_name("sub_", "the tensor becomes `sub` of it", "autograd", example="t.sub_(u, alpha=2)")
-def sub_(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
-    return inplace(self, sub(self, other, alpha=alpha), "sub_")
-
-
-@torch_name("masked_fill_", "the tensor becomes `masked_fill` of it", "autograd", example="t.masked_fill_(m, 0.0)")
-def masked_fill_(self: Tensor, mask: Any, value: Any) -> Tensor:
-    return inplace(self, masked_fill(self, mask, value), "masked_fill_")
-
-
-@torch_name("clamp_", "the tensor becomes `clamp` of it", "autograd", example="t.clamp_(min=0.0)")
-def clamp_(self: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
-    return inplace(self, clamp(self, min, max), "clamp_")
-
-
-def _iop(op: Any, what: str) -> Any:
-    def f(self: Tensor, other: Any) -> Tensor:
-        return inplace(self, op(self, other), what)
-    return f
-
-
-def install() -> None:
-    """`t -= u` and its kin change t in place, as torch's (`w -= lr * w.grad` under no_grad)."""
-    Tensor.__iadd__ = _iop(lambda a, b: a + b, "+=")
-    Tensor.__isub__ = _iop(lambda a, b: a - b, "-=")
-    Tensor.__imul__ = _iop(lambda a, b: a * b, "*=")
-    Tensor.__itruediv__ = _iop(lambda a, b: a / b, "/=")
 
 
 @torch_name("masked_select", "`(take (reshape x [-1]) positions)`, the mask computed first: the result's "
@@ -497,7 +365,5 @@ def argwhere(self: Tensor) -> Tensor:
 
 @torch_name("count_nonzero", "`(sum (cast (!= x 0) i64) :axis dim)`", "reduction", example="t.count_nonzero(dim=0)")
 def count_nonzero(self: Tensor, dim: Any = None) -> Tensor:
-    from caten.tensor.torch_reduce import axes
-
     nz = (self if self.dtype == "bool" else self != 0).cast("i64")
     return apply("sum", [nz], {"axis": axes(self, dim), "keepdims": False})

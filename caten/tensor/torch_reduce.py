@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from caten.errors import Error
+from caten.tensor.promote import _promote
 from caten.tensor.tensor import FLOATS, Tensor, _dt, apply
 from caten.tensor.torchnames import ArgError, torch_name
 
@@ -87,9 +88,7 @@ def mean(self: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = N
 
 def _extreme(name: str, t: Tensor, dim: Any, keepdim: bool) -> Any:
     if isinstance(dim, (Tensor, float, np.ndarray)):  # torch.max(a, b), or a float bound: elementwise
-        from caten.tensor.torch_misc import maximum, minimum
-
-        return (maximum if name == "max" else minimum)(t, dim)
+        return apply(name, list(_promote(t, dim)), {})
     if t.numel() == 0:
         raise Error(f"{name}() of an empty tensor has no value")
     if dim is None:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from caten.errors import Error
+from caten.tensor.promote import result_type
 from caten.tensor.tensor import Tensor, apply
 from caten.tensor.torch_reduce import axes
 from caten.tensor.torchnames import ArgError, torch_name
@@ -311,8 +312,6 @@ def unbind(self: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
 
 
 def _common(tensors: Sequence[Any], what: str) -> list[Tensor]:
-    from caten.tensor.methods import result_type
-
     if isinstance(tensors, Tensor) or not isinstance(tensors, (list, tuple)) or not tensors:
         raise ArgError(f"{what} takes a non-empty list or tuple of tensors", hint=f"caten.{what}([a, b], dim=0)")
     ts = [x if isinstance(x, Tensor) else Tensor(x) for x in tensors]

@@ -85,14 +85,19 @@ def _bound(entry: Entry) -> Callable[..., Any]:
             kwargs = {ALIASES.get(k, k) if ALIASES.get(k) in names and ALIASES[k] not in kwargs else k: v
                       for k, v in kwargs.items()}
         try:
-            sig.bind(*args, **kwargs)
-        except TypeError as e:
-            bad = next((k for k in kwargs if k not in names), None)
-            near = closest(bad, names) if bad and not has_var_kw else None
-            what = f"unknown keyword {bad!r}" + (f" (did you mean {near}=?)" if near else "") if bad else str(e)
-            raise ArgError(f"{entry.name}(): {what}; it takes {entry.usage()}"
-                           + (f"; did you mean {entry.example}?" if entry.example else "")) from None
-        return entry.fn(*args, **kwargs)
+            return entry.fn(*args, **kwargs)
+        except TypeError:
+            try:  # a call that does not bind gets the diagnostic; a TypeError from inside is raised as is
+                sig.bind(*args, **kwargs)
+            except TypeError as e:
+                problem = str(e)
+            else:
+                raise
+        bad = next((k for k in kwargs if k not in names), None)
+        near = closest(bad, names) if bad and not has_var_kw else None
+        what = f"unknown keyword {bad!r}" + (f" (did you mean {near}=?)" if near else "") if bad else problem
+        raise ArgError(f"{entry.name}(): {what}; it takes {entry.usage()}"
+                       + (f"; did you mean {entry.example}?" if entry.example else "")) from None
     return call
 
 
@@ -109,19 +114,9 @@ def install(tensor_cls: type) -> None:
 
 
 def function(name: str) -> Callable[..., Any] | None:
-    """`caten.NAME`: a creation or free function, or a method called as torch's `torch.sum(t, 1)`
-    (a library composite's too: `caten.exp(t)`)."""
+    """`caten.NAME`: a creation or free function, or a method called as torch's `torch.sum(t, 1)`."""
     e = REGISTRY.get(name)
-    if e is None:
-        if not _LIBRARY:
-            from caten.tensor.methods import functions
-
-            _LIBRARY.update(functions())
-        return _LIBRARY.get(name)
-    return None if e.kind == "property" else _bound(e)
-
-
-_LIBRARY: dict[str, Callable[..., Any]] = {}
+    return None if e is None or e.kind == "property" else _bound(e)
 
 
 def functions() -> list[str]:
