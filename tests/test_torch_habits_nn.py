@@ -346,6 +346,25 @@ def test_recurrent(name, kw, shape):
                                t(torch.from_numpy(x), conv(torch.from_numpy))[0].detach().numpy(), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("kw,fkw", [(dict(), dict()), (dict(batch_first=True), dict(average_attn_weights=False)),
+                                    (dict(bias=False), dict(attn_mask="float")),
+                                    (dict(batch_first=True), dict(key_padding_mask="pad", attn_mask="causal"))])
+def test_multihead_attention(kw, fkw):
+    t = torch.nn.MultiheadAttention(8, 2, **kw)
+    c = _pair(t, nn.MultiheadAttention(8, 2, **kw))
+    assert list(c.state_dict()) == list(t.state_dict()) and repr(c) == repr(t)
+    masks = {"causal": np.triu(np.ones((3, 4), bool), 1), "pad": np.array([[False] * 3 + [True], [False] * 4]),
+             "float": _x(3, 4, seed=8)}
+    cf = {k: Tensor(masks[v]) if isinstance(v, str) else v for k, v in fkw.items()}
+    tf = {k: torch.from_numpy(masks[v]) if isinstance(v, str) else v for k, v in fkw.items()}
+    shape = (2, 3, 8) if kw.get("batch_first") else (3, 2, 8)
+    kv = (2, 4, 8) if kw.get("batch_first") else (4, 2, 8)
+    _agree(lambda q, k, v: c(q, k, v, **cf)[0], lambda q, k, v: t(q, k, v, **tf)[0],
+           _x(*shape), _x(*kv, seed=1), _x(*kv, seed=2), grad=(0, 1, 2), rtol=1e-4, atol=1e-5)
+    _agree(lambda q, k, v: c(q, k, v, **cf)[1], lambda q, k, v: t(q, k, v, **tf)[1],
+           _x(*shape), _x(*kv, seed=1), _x(*kv, seed=2), grad=(0,), rtol=1e-4, atol=1e-5)
+
+
 # Module habits ------------------------------------------------------------------------------
 def _nets():
     def build(m):

@@ -1,5 +1,5 @@
 """torch.nn over caten Tensors (LANGUAGE.md section 12), one module a job: `module`
-(Module and containers), `layers`, `norms`, `recurrent`, `activations`, `loss`, `functional` (torch's F),
+(Module and containers), `layers`, `norms`, `recurrent`, `attention`, `activations`, `loss`, `functional` (torch's F),
 `init` (torch's nn.init), `utils` (gradient clipping). `caten.nn` is this package's public face."""
 
 from caten.tensor.nn import functional, init, utils
@@ -29,6 +29,7 @@ from caten.tensor.nn.activations import (
     Tanh,
     Tanhshrink,
 )
+from caten.tensor.nn.attention import MultiheadAttention
 from caten.tensor.nn.layers import (
     AdaptiveAvgPool2d,
     AvgPool2d,
@@ -59,7 +60,7 @@ from caten.tensor.nn.recurrent import GRU, LSTM, RNN
 __all__ = ["functional", "init", "utils", "Module", "Sequential", "ModuleList", "ModuleDict", "Parameter",
            "Linear", "Conv1d", "Conv2d", "Embedding", "Flatten", "Unflatten", "Dropout", "MaxPool2d", "AvgPool2d",
            "AdaptiveAvgPool2d", "LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d",
-           "RNN", "LSTM", "GRU",
+           "RNN", "LSTM", "GRU", "MultiheadAttention",
            "Identity", "ReLU", "ReLU6", "LeakyReLU", "GELU", "SiLU", "Sigmoid", "Tanh", "Hardtanh", "Softmax",
            "LogSoftmax", "ELU", "Softplus", "Hardswish", "Hardsigmoid", "Mish",
            "SELU", "CELU", "LogSigmoid", "Softsign", "Tanhshrink", "PReLU", "GLU", "Softmin",
