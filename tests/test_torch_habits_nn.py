@@ -365,6 +365,20 @@ def test_multihead_attention(kw, fkw):
            _x(*shape), _x(*kv, seed=1), _x(*kv, seed=2), grad=(0,), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("kw", [dict(), dict(norm_first=True, activation="gelu", batch_first=True)])
+def test_transformer_encoder(kw):
+    torch.manual_seed(0)
+    tl = torch.nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, **kw)
+    t = torch.nn.TransformerEncoder(tl, 2, norm=torch.nn.LayerNorm(8), enable_nested_tensor=False)
+    c = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, **kw), 2,
+                              norm=nn.LayerNorm(8))
+    _pair(t, c)
+    assert list(c.state_dict()) == list(t.state_dict()) and repr(c) == repr(t)
+    mask = np.triu(np.full((3, 3), -np.inf, np.float32), 1)
+    _agree(lambda x: c(x, mask=Tensor(mask)), lambda x: t(x, mask=torch.from_numpy(mask)), _x(3, 3, 8) * 2,
+           rtol=1e-4, atol=1e-5)
+
+
 # Module habits ------------------------------------------------------------------------------
 def _nets():
     def build(m):

@@ -1,6 +1,7 @@
-"""torch.nn over caten Tensors (LANGUAGE.md section 12), one module a job: `module`
-(Module and containers), `layers`, `norms`, `recurrent`, `attention`, `activations`, `loss`, `functional` (torch's F),
-`init` (torch's nn.init), `utils` (gradient clipping). `caten.nn` is this package's public face."""
+"""torch.nn over caten Tensors (LANGUAGE.md section 12), one module a job: `module` (Module and
+containers), `layers`, `norms`, `recurrent`, `attention`, `transformer`, `activations`, `loss`,
+`functional` (torch's F), `init` (torch's nn.init), `utils` (gradient clipping). `caten.nn` is this
+package's public face."""
 
 from caten.tensor.nn import functional, init, utils
 from caten.tensor.nn.activations import (
@@ -56,11 +57,13 @@ from caten.tensor.nn.loss import (
 from caten.tensor.nn.module import Module, ModuleDict, ModuleList, Parameter, Sequential
 from caten.tensor.nn.norms import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm, RMSNorm
 from caten.tensor.nn.recurrent import GRU, LSTM, RNN
+from caten.tensor.nn.transformer import TransformerEncoder, TransformerEncoderLayer
 
 __all__ = ["functional", "init", "utils", "Module", "Sequential", "ModuleList", "ModuleDict", "Parameter",
            "Linear", "Conv1d", "Conv2d", "Embedding", "Flatten", "Unflatten", "Dropout", "MaxPool2d", "AvgPool2d",
            "AdaptiveAvgPool2d", "LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d",
-           "RNN", "LSTM", "GRU", "MultiheadAttention",
+           "RNN", "LSTM", "GRU", "MultiheadAttention", "TransformerEncoderLayer",
+           "TransformerEncoder",
            "Identity", "ReLU", "ReLU6", "LeakyReLU", "GELU", "SiLU", "Sigmoid", "Tanh", "Hardtanh", "Softmax",
            "LogSoftmax", "ELU", "Softplus", "Hardswish", "Hardsigmoid", "Mish",
            "SELU", "CELU", "LogSigmoid", "Softsign", "Tanhshrink", "PReLU", "GLU", "Softmin",
