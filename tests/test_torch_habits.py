@@ -171,6 +171,17 @@ FORWARD = {
     "norm()": (lambda L, a, b, i, v: a.norm(), "approx"),
     "norm(p=1, dim=1)": (lambda L, a, b, i, v: a.norm(p=1, dim=1), "exact"),
     "norm(inf)": (lambda L, a, b, i, v: a.norm(float("inf")), "exact"),
+    "sort()": (lambda L, a, b, i, v: a.sort(), "exact"),
+    "sort(0, descending=True)": (lambda L, a, b, i, v: b.sort(0, descending=True), "exact"),
+    "sort ints": (lambda L, a, b, i, v: i.sort(dim=1), "exact"),
+    "argsort(descending=True)": (lambda L, a, b, i, v: v.argsort(descending=True), "exact"),
+    "topk(2)": (lambda L, a, b, i, v: a.topk(2), "exact"),
+    "topk(1, dim=0, largest=False)": (lambda L, a, b, i, v: a.topk(1, dim=0, largest=False), "exact"),
+    "kthvalue(2, 1)": (lambda L, a, b, i, v: a.kthvalue(2, 1), "exact"),
+    "median()": (lambda L, a, b, i, v: v.median(), "exact"),
+    "median(dim=1)": (lambda L, a, b, i, v: a.median(dim=1), "exact"),
+    "median with nan": (lambda L, a, b, i, v: L.tensor([[1.0, float("nan"), 0.0], [2.0, 1.0, 3.0]]).median(1),
+                        "exact"),
     "cumsum(dim=1)": (lambda L, a, b, i, v: a.cumsum(dim=1), "exact"),
     "cumsum of int": (lambda L, a, b, i, v: i.int().cumsum(0), "exact"),
     "cumprod(0)": (lambda L, a, b, i, v: v.cumprod(0), "exact"),
@@ -344,6 +355,8 @@ AUTOGRAD = {
     "backward(retain_graph=True) twice": lambda L: (lambda w: (lambda y: (y.backward(retain_graph=True),
                                                                           y.backward(), w.grad)[2])(
         (w * w).sum()))(L.tensor(V, requires_grad=True)),
+    "sort/topk grad": lambda L: grad(L, A, lambda L, w: (w.sort(1).values * L.tensor([1.0, 2.0, 3.0])).sum()
+                                     + w.topk(2).values.sum() + w.median()),
     "x[mask] grad": lambda L: grad(L, A, lambda L, w: w[w > 0].sum() * 2),
     "masked_fill_ clamp_ of a computed tensor": lambda L: grad(L, A, lambda L, w: (lambda y: (
         y.masked_fill_(y > 4, 0.0), y.clamp_(min=-1.0), y)[2])(w * 2).sum()),

@@ -13,7 +13,8 @@ import types
 
 from caten.tensor import methods as _methods
 from caten.tensor import printing as _printing
-from caten.tensor import torch_create, torch_inplace, torch_misc, torch_reduce, torch_shape  # noqa: F401  (they register)
+from caten.tensor import torch_create, torch_misc, torch_reduce, torch_shape, torch_sort  # noqa: F401 (register)
+from caten.tensor import torch_inplace as _inplace
 from caten.tensor import torchnames as _torchnames
 from caten.tensor.realize import stats
 from caten.tensor.state import enable_grad, manual_seed, no_grad, set_default_runtime, set_grad_enabled
@@ -23,7 +24,7 @@ from caten.tensor.trace import jit, trace
 _methods.install()
 _torchnames.install(Tensor)
 _printing.install()
-torch_inplace.install()
+_inplace.install()
 
 __all__ = ["Tensor", "jit", "trace", "no_grad", "enable_grad", "set_grad_enabled", "manual_seed",
            "set_default_runtime", "stats"]
