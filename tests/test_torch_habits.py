@@ -182,6 +182,16 @@ FORWARD = {
     "median(dim=1)": (lambda L, a, b, i, v: a.median(dim=1), "exact"),
     "median with nan": (lambda L, a, b, i, v: L.tensor([[1.0, float("nan"), 0.0], [2.0, 1.0, 3.0]]).median(1),
                         "exact"),
+    "std_mean(dim=1)": (lambda L, a, b, i, v: L.std_mean(a, dim=1), "approx"),
+    "var_mean": (lambda L, a, b, i, v: L.var_mean(b, (0, 2), correction=0), "approx"),
+    "trace": (lambda L, a, b, i, v: a[:, :2].trace(), "exact"),
+    "diagonal(1)": (lambda L, a, b, i, v: a.diagonal(1), "exact"),
+    "diag of a matrix": (lambda L, a, b, i, v: a.diag(), "exact"),
+    "diag(v, 1)": (lambda L, a, b, i, v: v.diag(1), "exact"),
+    "diag(v, -2)": (lambda L, a, b, i, v: v.diag(-2), "exact"),
+    "unique": (lambda L, a, b, i, v: L.tensor([3, 1, 3, 2]).unique(return_inverse=True, return_counts=True),
+               "exact"),
+    "addmm": (lambda L, a, b, i, v: L.addmm(L.ones(2, 2), a, a.t()), "exact"),
     "cumsum(dim=1)": (lambda L, a, b, i, v: a.cumsum(dim=1), "exact"),
     "cumsum of int": (lambda L, a, b, i, v: i.int().cumsum(0), "exact"),
     "cumprod(0)": (lambda L, a, b, i, v: v.cumprod(0), "exact"),
@@ -290,6 +300,8 @@ READING = {
         np.asarray(a, dtype=np.float64)),
     "np.array(t)": lambda L, a, b, i, v: np.array(i).tolist(),
     "t.numpy()": lambda L, a, b, i, v: a.numpy().tolist(),
+    "is_tensor": lambda L, a, b, i, v: (L.is_tensor(a), L.is_tensor(A)),
+    "hasattr unknown": lambda L, a, b, i, v: hasattr(a, "no_such_method"),
     "equal": lambda L, a, b, i, v: (a.equal(a), a.equal(a + 1)),
     "format": lambda L, a, b, i, v: f"{a.sum():.3f}",
     "iterate": lambda L, a, b, i, v: [r.tolist() for r in a],
@@ -357,6 +369,9 @@ AUTOGRAD = {
         (w * w).sum()))(L.tensor(V, requires_grad=True)),
     "sort/topk grad": lambda L: grad(L, A, lambda L, w: (w.sort(1).values * L.tensor([1.0, 2.0, 3.0])).sum()
                                      + w.topk(2).values.sum() + w.median()),
+    "abs_ relu_ of a computed tensor": lambda L: grad(L, A, lambda L, w: (lambda y: (y.abs_(), y.relu_(), y)[2])(
+        w * 2 - 3).sum()),
+    "detach_": lambda L: (lambda y: [y.detach_().requires_grad, y])(L.tensor(V, requires_grad=True) * 2),
     "x[mask] grad": lambda L: grad(L, A, lambda L, w: w[w > 0].sum() * 2),
     "masked_fill_ clamp_ of a computed tensor": lambda L: grad(L, A, lambda L, w: (lambda y: (
         y.masked_fill_(y > 4, 0.0), y.clamp_(min=-1.0), y)[2])(w * 2).sum()),
@@ -554,6 +569,7 @@ def test_probe_size():
     (lambda t: caten.where(t > 0), r"where\(condition\) alone"),
     (lambda t: t.retain_grad(), r"only leaf tensors"),
     (lambda t: t.t().t().view(2, 3, 1).t(), r"rank <= 2"),
+    (lambda t: t.flor(), r"no attribute 'flor'; did you mean floor|no attribute 'flor'"),
 ])
 def test_bad_calls_name_the_working_call(call, match):
     t = caten.tensor(A)

@@ -152,12 +152,35 @@ def _iop(op: Any, what: str) -> Any:
     return f
 
 
+class MissingAttribute(Error, AttributeError):
+    """No such Tensor attribute: an AttributeError (hasattr works), and a caten.Error that says why."""
+
+
+def _getattr(self: Tensor, name: str) -> Any:
+    """`t.m_(...)` for any method m whose result has t's shape and dtype (`abs_`, `relu_`, `exp_`,
+    ...): m, then `inplace`. Any other unknown name is a diagnostic naming what is close."""
+    if name.startswith("_"):  # numpy's and Python's probes (__array_interface__, ...): plain and fast
+        raise AttributeError(name)
+    base = getattr(type(self), name[:-1], None) if name.endswith("_") else None
+    if callable(base):
+        def method(*args: Any, **kwargs: Any) -> Tensor:
+            return inplace(self, base(self, *args, **kwargs), name)
+        return method
+    from caten.errors import closest
+
+    near = closest(name, [n for n in dir(type(self)) if not n.startswith("_")])
+    raise MissingAttribute(f"caten.Tensor has no attribute {name!r}" + (f"; did you mean {near}?" if near else ""),
+                           hint="docs/tensor.md lists torch's names caten has, and those it does not and why")
+
+
 def install() -> None:
-    """`t -= u` and its kin change t in place, as torch's (`w -= lr * w.grad` under no_grad)."""
+    """`t -= u` and its kin change t in place, as torch's (`w -= lr * w.grad` under no_grad), and
+    so does `t.m_()` for a method m (`_getattr`)."""
     Tensor.__iadd__ = _iop(lambda a, b: a + b, "+=")
     Tensor.__isub__ = _iop(lambda a, b: a - b, "-=")
     Tensor.__imul__ = _iop(lambda a, b: a * b, "*=")
     Tensor.__itruediv__ = _iop(lambda a, b: a / b, "/=")
+    Tensor.__getattr__ = _getattr
 
 
 @torch_name("uniform_", "the tensor becomes `(+ from (* (rand shape) (- to from)))`", "autograd",
@@ -172,3 +195,9 @@ def uniform_(self: Tensor, a: float = 0.0, b: float = 1.0) -> Tensor:
 def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0) -> Tensor:
     n = Tensor.randn(list(self.shape), dtype=self.dtype, runtime=self.runtime)
     return inplace(self, n * std + mean, "normal_")
+
+
+@torch_name("detach_", "the tensor becomes its `detach()`", "autograd")
+def detach_(self: Tensor) -> Tensor:
+    self.node = self.detach().node
+    return self

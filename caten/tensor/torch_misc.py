@@ -367,3 +367,33 @@ def argwhere(self: Tensor) -> Tensor:
 def count_nonzero(self: Tensor, dim: Any = None) -> Tensor:
     nz = (self if self.dtype == "bool" else self != 0).cast("i64")
     return apply("sum", [nz], {"axis": axes(self, dim), "keepdims": False})
+
+
+@torch_name("addmm", "`(+ (* beta input) (* alpha (matmul m1 m2)))`", "elementwise", kind="function",
+            example="caten.addmm(b, x, w)")
+def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:  # noqa: A002
+    prod = mat1 @ mat2
+    return (input if beta == 1 else input * beta) + (prod if alpha == 1 else prod * alpha)
+
+
+@torch_name("is_tensor", "whether it is a caten.Tensor", "elementwise", kind="function")
+def is_tensor(obj: Any) -> bool:
+    return isinstance(obj, Tensor)
+
+
+@torch_name("unique", "the sorted distinct values (and inverse, counts), computed now on the host: their number "
+            "depends on the values (not inside caten.jit; no gradient, as torch's)", "indexing",
+            example="t.unique()")
+def unique(self: Tensor, sorted: bool = True, return_inverse: bool = False,  # noqa: A002
+           return_counts: bool = False, dim: Any = None) -> Any:
+    if state.trace() is not None:
+        raise Error("unique() inside caten.jit: the result's shape depends on the values")
+    if dim is not None:
+        raise Error("unique(dim=...) is not supported", hint="t.unique() of the flattened tensor")
+    vals, inv, counts = np.unique(np.asarray(self.numpy()), return_inverse=True, return_counts=True)
+    out = [Tensor(vals, runtime=self.runtime)]
+    if return_inverse:
+        out.append(Tensor(inv.reshape(self.shape).astype(np.int64), runtime=self.runtime))
+    if return_counts:
+        out.append(Tensor(counts.astype(np.int64), runtime=self.runtime))
+    return out[0] if len(out) == 1 else tuple(out)

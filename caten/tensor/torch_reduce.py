@@ -255,3 +255,29 @@ def cumsum(self: Tensor, dim: Any, *, dtype: Any = None) -> Tensor:
             example="t.cumprod(dim=0)")
 def cumprod(self: Tensor, dim: Any, *, dtype: Any = None) -> Tensor:
     return apply("cumprod", [_wide(self, dtype)], {"axis": axes(self, dim)})
+
+
+@torch_name("std_mean", "(`std`, `mean`) over the same dims", "reduction", kind="function",
+            example="caten.std_mean(t, dim=1)")
+def std_mean(input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,  # noqa: A002
+             correction: Any = None) -> tuple[Tensor, Tensor]:
+    return (std(input, dim, unbiased, keepdim, correction=correction),
+            apply("mean", [input], {"axis": axes(input, dim), "keepdims": bool(keepdim)}))
+
+
+@torch_name("var_mean", "(`var`, `mean`) over the same dims", "reduction", kind="function",
+            example="caten.var_mean(t, dim=1)")
+def var_mean(input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,  # noqa: A002
+             correction: Any = None) -> tuple[Tensor, Tensor]:
+    return (var(input, dim, unbiased, keepdim, correction=correction),
+            apply("mean", [input], {"axis": axes(input, dim), "keepdims": bool(keepdim)}))
+
+
+@torch_name("trace", "`(sum (take (reshape x [-1]) diagonal positions))` of a matrix", "reduction",
+            example="t.trace()")
+def trace(self: Tensor) -> Tensor:
+    from caten.tensor.torch_shape import diagonal
+
+    if self.ndim != 2:
+        raise Error(f"trace() expects a matrix, this tensor has rank {self.ndim}")
+    return sum_(diagonal(self))

@@ -358,6 +358,37 @@ def vstack(tensors: Sequence[Any]) -> Tensor:
     return cat([x.reshape(1, -1) if x.ndim <= 1 else x for x in ts], dim=0)
 
 
+@torch_name("diagonal", "`(take (reshape x [-1]) positions)` of the offset-th diagonal of a matrix", "shape",
+            example="t.diagonal()")
+def diagonal(self: Tensor, offset: int = 0) -> Tensor:
+    import numpy as np
+
+    if self.ndim != 2:
+        raise Error(f"diagonal() is supported for matrices, this tensor has rank {self.ndim}")
+    r, c = self.shape
+    n = max(0, min(r, c - offset) if offset >= 0 else min(r + offset, c))
+    rows = np.arange(n) + max(0, -offset)
+    pos = rows * c + rows + offset
+    return apply("take", [self.reshape(-1), Tensor(pos.astype(np.int64), runtime=self.runtime)], {"axis": 0})
+
+
+@torch_name("diag", "a vector: `(where eye v 0)`; a matrix: `diagonal`", "shape", example="t.diag()")
+def diag(self: Tensor, diagonal_: int = 0) -> Tensor:
+    if self.ndim == 2:
+        return diagonal(self, diagonal_)
+    if self.ndim != 1:
+        raise Error(f"diag() takes a vector or a matrix, this tensor has rank {self.ndim}")
+    n = self.shape[0] + abs(diagonal_)
+    k = diagonal_
+    rows = apply("arange", [n], {"dtype": "i64"}, runtime=self.runtime).reshape(n, 1)
+    cols = apply("arange", [n], {"dtype": "i64"}, runtime=self.runtime)
+    on = (cols - rows) == k
+    vals = apply("pad", [self, [[abs(k), 0]]], {}) if k else self  # out[r, c] = v[c - k] (k >= 0), v[r + k]
+    src = vals.reshape(1, n) if k >= 0 else vals.reshape(n, 1)
+    out = apply("where", [on, src.expand(n, n), False if self.dtype == "bool" else 0], {})
+    return out if out.dtype == self.dtype else out.cast(self.dtype)
+
+
 @torch_name("tril", "`(tril x :k diagonal)`", "shape", example="t.tril(diagonal=0)")
 def tril(self: Tensor, diagonal: int = 0) -> Tensor:
     return apply("tril", [self], {"k": int(diagonal)})
