@@ -27,7 +27,7 @@ def __getattr__(name: str):
 
         return getattr(tensor, name)
     if name == "from_torch":
-        from caten.frontends.torch_export import from_torch
+        from caten.frontends.torch.export import from_torch
 
         return from_torch
     import importlib.util

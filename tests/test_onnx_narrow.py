@@ -1,4 +1,4 @@
-"""Casts to ONNX's narrow types (ops/narrow.lisp through caten.frontends.onnx_narrow) against
+"""Casts to ONNX's narrow types (ops/narrow.lisp through caten.frontends.onnx.narrow) against
 independent oracles: ml_dtypes' conversions (and ONNX's saturate rule, clip then convert; ONNX's
 reference `to_float8e8m0` for FLOAT8E8M0), over every f16 value, each format's values, the midpoints
 between them and their neighbours, f32 extremes, inf, nan and random f32 bit patterns."""
@@ -11,7 +11,7 @@ import pytest
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
 import caten  # noqa: E402
-from caten.frontends.onnx_narrow import NARROW, cast_to  # noqa: E402
+from caten.frontends.onnx.narrow import NARROW, cast_to  # noqa: E402
 
 RUNTIMES = ["numpy", "llvm", "c"]
 MINIFLOATS = [c for c, f in NARROW.items() if f.minifloat is not None]

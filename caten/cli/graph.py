@@ -12,14 +12,14 @@ from caten.errors import Error
 
 def to_dot(prog) -> str:
     """A DOT digraph of a Program: one box per node, inputs and outputs highlighted."""
-    from caten.ir.graph import _fmt_arg, toposort
+    from caten.ir.graph import fmt_arg, toposort
     from caten.ir.ops import Op
 
     order = toposort(prog.nodes)
     ids = {id(n): i for i, n in enumerate(order)}
     lines = [f'digraph "{prog.name}" {{', "  rankdir=TB; node [shape=box, fontname=monospace, fontsize=10];"]
     for i, n in enumerate(order):
-        label = f"{n.op.value} {n.dtype} [{' '.join(map(str, n.shape))}]{_fmt_arg(n)}".replace('"', '\\"')
+        label = f"{n.op.value} {n.dtype} [{' '.join(map(str, n.shape))}]{fmt_arg(n)}".replace('"', '\\"')
         style = ', style=filled, fillcolor="#d8e8ff"' if n.op is Op.BUFFER else ""
         lines.append(f'  n{i} [label="{label}"{style}];')
         for s in n.src:

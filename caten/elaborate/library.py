@@ -9,7 +9,7 @@ from caten.read.program import CompositeDef, RuleDef, parse_forms
 from caten.read.reader import read
 
 
-def _sources() -> list[tuple[str, str]]:
+def library_sources() -> list[tuple[str, str]]:
     """(name, text) of every library file: the grammar, ops/*.lisp and ops/rules/*.lisp."""
     root = resources.files("caten.ops")
     out = [("<grammar>", resources.files("caten.grammar").joinpath("caten.lark").read_text(encoding="utf-8"))]
@@ -45,7 +45,7 @@ def _load() -> tuple[dict[str, list[CompositeDef]], dict[str, list[RuleDef]]]:
     from caten.cache import codec, default_cache, key_of
     from caten.version import __version__
 
-    sources = _sources()
+    sources = library_sources()
     key = key_of("library", __version__, *(part for s in sources for part in s))
     store = default_cache()
     blob = store.get(key, "lib")

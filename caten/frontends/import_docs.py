@@ -23,14 +23,14 @@ def _grid(names: list[str], cols: int = 6) -> str:
 
 
 def blocks() -> dict[str, str]:
-    from caten.frontends import torch_ops  # noqa: F401  (fills ATEN)
-    from caten.frontends.onnx_ops import HANDLERS
-    from caten.frontends.torch_ir import ATEN
+    from caten.frontends.onnx.handlers import HANDLERS
+    from caten.frontends.torch import aten  # noqa: F401  (fills ATEN)
+    from caten.frontends.torch.context import ATEN
 
     onnx_ops = sorted(set(HANDLERS) | {"Constant", "Shape", "Size"})
-    aten = sorted({k.removeprefix("aten.") for k in ATEN})
+    aten_ops = sorted({k.removeprefix("aten.") for k in ATEN})
     return {"onnx-ops": f"{len(onnx_ops)} ONNX op types have a lowering:\n\n" + _grid(onnx_ops),
-            "aten-ops": f"{len(aten)} ATen overloads have a lowering:\n\n" + _grid(aten, 4)}
+            "aten-ops": f"{len(aten_ops)} ATen overloads have a lowering:\n\n" + _grid(aten_ops, 4)}
 
 
 def render(text: str) -> str:

@@ -312,31 +312,29 @@ def _absorbs(a: Dim, b: Dim, op: str) -> bool:
     return c == 1 and len(m) == 1 and m[0].op == op and any(x == a for x in m[0].args)
 
 
-def dmax(a: Dim, b: Dim) -> Dim:
+def _bound(a: Dim, b: Dim, op: str) -> Dim:
+    """`max` or `min` (op) of a and b: folded when both are ints, when one absorbs the other, or
+    when their difference has a known sign; else a real atom of that op."""
+    other = "min" if op == "max" else "max"
     if isinstance(a, int) and isinstance(b, int):
-        return max(a, b)
-    if a == b or _absorbs(a, b, "min"):
+        return max(a, b) if op == "max" else min(a, b)
+    if a == b or _absorbs(a, b, other):
         return a
-    if _absorbs(b, a, "min"):
+    if _absorbs(b, a, other):
         return b
     sgn = sign_of(add(a, mul(b, -1)))
     if sgn is not None:
-        return a if sgn > 0 else b
-    return DimExpr.norm({(Atom("max", tuple(sorted((a, b), key=repr))),): 1})
+        return a if (sgn > 0) == (op == "max") else b
+    return DimExpr.norm({(Atom(op, tuple(sorted((a, b), key=repr))),): 1})
+
+
+def dmax(a: Dim, b: Dim) -> Dim:
+    return _bound(a, b, "max")
 
 
 def dmin(a: Dim, b: Dim) -> Dim:
     """A real `min` atom (not -max(-a, -b), whose max of negatives would break `sign_of`)."""
-    if isinstance(a, int) and isinstance(b, int):
-        return min(a, b)
-    if a == b or _absorbs(a, b, "max"):
-        return a
-    if _absorbs(b, a, "max"):
-        return b
-    sgn = sign_of(add(a, mul(b, -1)))
-    if sgn is not None:
-        return b if sgn > 0 else a
-    return DimExpr.norm({(Atom("min", tuple(sorted((a, b), key=repr))),): 1})
+    return _bound(a, b, "min")
 
 
 def evaluate(d: Dim, env: Mapping[str, int]) -> int:

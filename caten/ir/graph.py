@@ -19,6 +19,7 @@ from caten.ir.dims import Dim
 from caten.ir.dtypes import DType
 from caten.ir.ops import Op
 from caten.ir.view import View
+from caten.ir.walk import post_order
 
 
 def _arg_key(arg: Any) -> Any:
@@ -78,24 +79,10 @@ class Node:
 def toposort(outputs: Iterable[Node], srcs: Callable[[Node], Sequence[Node]] | None = None) -> list[Node]:
     """Operands before users, iteratively (graphs can be deeper than Python's stack). `srcs`
     replaces a node's operands as its edges (autodiff reroutes a custom-gradient node's)."""
-    order: list[Node] = []
-    seen: set[int] = set()
-    for root in outputs:
-        stack: list[tuple[Node, bool]] = [(root, False)]
-        while stack:
-            n, done = stack.pop()
-            if done:
-                order.append(n)
-                continue
-            if id(n) in seen:
-                continue
-            seen.add(id(n))
-            stack.append((n, True))
-            stack.extend((s, False) for s in reversed(n.src if srcs is None else srcs(n)) if id(s) not in seen)
-    return order
+    return post_order(outputs, srcs)
 
 
-def _fmt_arg(n: Node) -> str:
+def fmt_arg(n: Node) -> str:
     a = n.arg
     if n.op is Op.CONST:
         if isinstance(a, float) and (math.isinf(a) or math.isnan(a)):
@@ -120,7 +107,7 @@ def dump(outputs: Sequence[Node], names: Sequence[str] | None = None) -> str:
     for i, n in enumerate(order):
         ops = " ".join(f"%{ids[id(s)]}" for s in n.src)
         lines.append(f"%{i} = {n.op.value} {n.dtype} [{' '.join(map(str, n.shape))}]"
-                     f"{' ' + ops if ops else ''}{_fmt_arg(n)}")
+                     f"{' ' + ops if ops else ''}{fmt_arg(n)}")
     names = names or [f"out{i}" for i in range(len(outputs))]
     lines += [f"return {nm} = %{ids[id(o)]}" for nm, o in zip(names, outputs)]
     return "\n".join(lines)

@@ -10,11 +10,36 @@ reads as the recursive version would, with `(yield child)` in place of `self.vis
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import Any, TypeVar
 
 R = TypeVar("R")
+N = TypeVar("N")
 Visit = Generator[Any, Any, R]
+
+
+def post_order(roots: Iterable[N], srcs: Callable[[N], Sequence[N]] | None = None,
+               known: Callable[[N], bool] | None = None) -> list[N]:
+    """Each node the roots reach, once, operands before users, on an explicit stack. For the walks
+    whose visit needs only its operands' results, computed in this order (a visit that needs more
+    control is a generator run by `drive`). `srcs` gives a node's edges (default: its `src`); a
+    `known` node (one the caller has a result for) is neither listed nor entered."""
+    edges: Callable[[Any], Sequence[N]] = srcs or (lambda n: n.src)
+    order: list[N] = []
+    seen: set[int] = set()
+    for root in roots:
+        stack: list[tuple[N, bool]] = [(root, False)]
+        while stack:
+            n, done = stack.pop()
+            if done:
+                order.append(n)
+                continue
+            if id(n) in seen or (known is not None and known(n)):
+                continue
+            seen.add(id(n))
+            stack.append((n, True))
+            stack.extend((s, False) for s in reversed(edges(n)) if id(s) not in seen)
+    return order
 
 
 def drive(root: Visit[R]) -> R:

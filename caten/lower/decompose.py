@@ -31,6 +31,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from caten import loopir as L
 from caten.ir import dtypes as T
 from caten.ir.ops import Op
+from caten.ir.walk import post_order
 from caten.loopir import X
 from caten.lower import numerics_float as flt
 from caten.lower import numerics_int as ints
@@ -147,17 +148,7 @@ class Decomposer:
 
     def x(self, root: X) -> X:
         memo = self.memo
-        stack = [root]
-        while stack:
-            top = stack[-1]
-            if top in memo:
-                stack.pop()
-                continue
-            todo = [s for s in top.src if s not in memo]
-            if todo:
-                stack.extend(todo)
-                continue
-            stack.pop()
+        for top in post_order([root], known=memo.__contains__):
             src = tuple(memo[s] for s in top.src)
             new = self.expand(top, src, self.native, self.defines)
             if new is None:

@@ -18,6 +18,7 @@ import numpy as np
 from caten.ir import dtypes as T
 from caten.ir.dtypes import DType
 from caten.ir.ops import TABLE, Ctx, Op, rand_key, threefry2x32
+from caten.ir.walk import post_order
 from caten.loopir import X
 
 Arr = np.ndarray
@@ -147,17 +148,7 @@ _REFERENCE = (Op.EXP2, Op.LOG2, Op.SIN, Op.IDIV, Op.MOD)
 def evaluate(root: X, env: Mapping[str, Arr], buffers: Mapping[str, Arr] | None = None) -> Arr:
     """root's value: `var`s (and `dim`s, by name) from env, `load`s from buffers, broadcasting."""
     memo: dict[X, Arr] = {}
-    stack = [root]
-    while stack:
-        x = stack[-1]
-        if x in memo:
-            stack.pop()
-            continue
-        todo = [s for s in x.src if s not in memo]
-        if todo:
-            stack.extend(todo)
-            continue
-        stack.pop()
+    for x in post_order([root]):
         with np.errstate(all="ignore"):
             memo[x] = np.asarray(_one(x, [memo[s] for s in x.src], env, buffers or {}))
     return memo[root]

@@ -27,7 +27,8 @@ from caten.lower.index import Aff, Coords, flatten
 from caten.lower.masksplit import split_masks
 from caten.lower.reduce import Blocked, identity
 from caten.schedule.model import Schedule, Unfusable
-from caten.schedule.plan import LOWP, ReducePlan
+from caten.schedule.plan import LOWP
+from caten.schedule.reduce_plan import ReducePlan
 from caten.schedule.split import EVEN_EACH, outer_either, stagewise, work
 
 _REDUCE_ALU = REDUCERS

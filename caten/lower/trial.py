@@ -7,7 +7,7 @@ from caten.ir.graph import Node
 from caten.ir.ops import Op
 from caten.lower.kernel_lowerer import KernelLowerer
 from caten.schedule.model import Unfusable
-from caten.schedule.plan import max_outer, plan_reduce
+from caten.schedule.reduce_plan import max_outer, plan_reduce
 
 
 class GroupCheck:

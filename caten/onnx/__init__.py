@@ -41,7 +41,7 @@ class OnnxModule:
             args = tuple(args) + tuple(kwargs[n] for n in names[len(args):])
         if len(args) != len(names):
             raise Error(f"the ONNX graph takes {len(names)} input(s) ({', '.join(names)}), got {len(args)}")
-        from caten.frontends.onnx_narrow import to_carrier
+        from caten.frontends.onnx.narrow import to_carrier
 
         # narrow ONNX types (float8, int4 ...) in and out as their carrier arrays (docs/import.md)
         return self._fn(*[to_carrier(np.asarray(a))[0] for a in args], *self.converted.weights.values())

@@ -3,7 +3,7 @@
 `prepare` keeps the model; each `run` converts it for the inputs' shapes, treating inputs that
 decide shapes (a Reshape's target, a Slice's bounds ...) as compile-time constants, compiles
 it (once per distinct specialization; the compile cache keeps the code) and runs it. Tensors of
-ONNX's narrow types (float8, float4, int4, int2) cross as their carrier (onnx_narrow) and outputs
+ONNX's narrow types (float8, float4, int4, int2) cross as their carrier (caten.frontends.onnx.narrow) and outputs
 declared narrow come back as ml_dtypes arrays.
 """
 
@@ -33,7 +33,7 @@ class CatenRep(BackendRep):
     def run(self, inputs: Any, **kwargs: Any) -> tuple[Any, ...]:
         import caten
         from caten.frontends.onnx import convert
-        from caten.frontends.onnx_narrow import NARROW, from_carrier, to_carrier
+        from caten.frontends.onnx.narrow import NARROW, from_carrier, to_carrier
 
         if isinstance(inputs, dict):
             feeds = {k: np.asarray(v) for k, v in inputs.items()}

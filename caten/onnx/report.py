@@ -18,7 +18,7 @@ import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from caten.frontends.onnx_ops import supported_ops
+from caten.frontends.onnx.handlers import supported_ops
 
 XFAIL_FILE = "tests/onnx_xfail.txt"
 
@@ -45,7 +45,7 @@ def _short(e: BaseException) -> str:
 
 
 def _dtypes_ok(model) -> bool:
-    from caten.frontends.onnx_narrow import carrier_dtype
+    from caten.frontends.onnx.narrow import carrier_dtype
 
     vis = list(model.graph.input) + list(model.graph.output)
     return all(v.type.HasField("tensor_type") and carrier_dtype(v.type.tensor_type.elem_type) for v in vis)

@@ -134,11 +134,11 @@ def front_fingerprint() -> str:
     """The code of this module and of every module it can import, the grammar and the library's
     sources (caten.elaborate.library): a change to any of them invalidates cached programs."""
     from caten.cache import key_of
-    from caten.elaborate.library import _sources
+    from caten.elaborate.library import library_sources
     from caten.pipeline.fingerprint import fingerprint
     from caten.version import __version__
 
-    return key_of(__version__, fingerprint(ROOTS), *(t for _, t in _sources()))
+    return key_of(__version__, fingerprint(ROOTS), *(t for _, t in library_sources()))
 
 
 ROOTS = (__name__,)  # the modules whose import closure the front fingerprint covers

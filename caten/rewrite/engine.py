@@ -34,6 +34,7 @@ from caten.ir import build as B
 from caten.ir import verify
 from caten.ir.graph import Node, toposort
 from caten.ir.ops import ELEMENTWISE, TABLE, Ctx, Op
+from caten.ir.walk import post_order
 from caten.read.sexpr import Num, Sym, head
 from caten.rewrite import guard as G
 from caten.rewrite.consts import node_const
@@ -381,20 +382,7 @@ class Engine:
         hit = memo.get(id(root))
         if hit is not None:
             return hit
-        order: list[Node] = []
-        seen: set[int] = set()
-        stack: list[tuple[Node, bool]] = [(root, False)]
-        while stack:
-            n, done = stack.pop()
-            if done:
-                order.append(n)
-                continue
-            if id(n) in seen or id(n) in memo:
-                continue
-            seen.add(id(n))
-            stack.append((n, True))
-            stack.extend((s, False) for s in reversed(n.src) if id(s) not in memo)
-        for n in order:
+        for n in post_order([root], known=lambda n: id(n) in memo):
             self._step(n)
         self._keep.append(root)
         return memo[id(root)]

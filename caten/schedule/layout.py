@@ -18,6 +18,7 @@ from caten.ir import dims as D
 from caten.ir.graph import Node, toposort
 from caten.ir.ops import ELEMENTWISE, Op
 from caten.ir.view import View, contiguous_strides
+from caten.ir.walk import post_order
 from caten.schedule.plan import gemm_plan
 
 
@@ -127,15 +128,7 @@ def _push(e: Node, perm: list[int], users: dict[Node, int]) -> Node:
         return x.op in ELEMENTWISE and all(s.shape == x.shape for s in x.src) and users.get(x, 0) <= 1
 
     out: dict[Node, Node] = {}
-    stack: list[tuple[Node, bool]] = [(e, False)]
-    while stack:
-        x, ready = stack.pop()
-        if x in out:
-            continue
-        if inner(x) and not ready:
-            stack.append((x, True))
-            stack.extend((s, False) for s in x.src)
-            continue
+    for x in post_order([e], lambda x: x.src if inner(x) else ()):
         shape = tuple(x.shape[p] for p in perm)
         moved = None
         if inner(x):

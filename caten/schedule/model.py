@@ -11,7 +11,7 @@ from caten.ir import dims as D
 from caten.ir.dims import Dim
 from caten.ir.graph import Node
 from caten.ir.program import Program
-from caten.schedule.plan import ReducePlan
+from caten.schedule.reduce_plan import ReducePlan
 
 
 @dataclass

@@ -1,7 +1,7 @@
-"""How each reduction of a kernel runs -- in a register (its reduced loops cut into blocks),
-through memory, register-tiled (micro-tile mr x nr), or as a packed GEMM (`GemmPlan`: micro-tile
-and cache blocks from the target's vector width) -- decided once here (`plan_reduce`); the
-scheduler records the `ReducePlan` on each stage and the lowering reads it."""
+"""The plan of a contraction run as a packed GEMM (`GemmPlan`: micro-tile and cache blocks from the
+target's vector width, threads, the packed slab), the GEMM tuning knobs, and the schedule's modes
+(GPU, direct convolution tiles). How every other reduction runs, and the `ReducePlan` the scheduler
+records on each stage for the lowering to read: caten.schedule.reduce_plan."""
 
 from __future__ import annotations
 
@@ -12,16 +12,13 @@ from dataclasses import dataclass
 
 from caten import target
 from caten.ir import dims as D
-from caten.ir import dtypes as T
 from caten.ir.dims import Dim
-from caten.ir.dtypes import DType
 from caten.ir.graph import Node
 from caten.ir.ops import Op
 from caten.ir.walk import Visit, drive
 from caten.schedule.direct import Direct, analyze
 
 LOWP = ("f16", "bf16")
-BLOCK = 2048  # elements per first-level block of a float sum (caten.lower.reduce says why)
 
 
 def axis_deps(n: Node, memo: dict | None = None) -> frozenset:
@@ -418,84 +415,3 @@ def _gemm_plan(n: Node, vbytes: int, l2: int, knobs: dict[str, int], direct: boo
 def _merges(src: Node, j: int, nr_cols: int) -> bool:
     """Whether rows of axis j are short enough to merge into the columns of a packed GEMM."""
     return not isinstance(src.shape[j], int) or src.shape[j] < 2 * nr_cols
-
-
-def tiled(n: Node) -> bool:
-    """A reduction whose innermost source axis is kept (matmul, column sums) or a GEMM-like
-    contraction: run as a register-tiled loop nest."""
-    src = n.src[0]
-    if n.op is Op.REDUCE and gemm_plan(n) is not None:
-        return True
-    return (n.op is Op.REDUCE and src.rank >= 2 and src.rank - 1 not in n.arg[1]
-            and n.dtype.name not in LOWP and not n.dtype.is_bool)
-
-
-def max_outer(n: Node) -> int:
-    if n.op is Op.REDUCE:
-        plan = gemm_plan(n)
-        if plan is not None:
-            return plan.lead
-        return 0 if tiled(n) else min(n.arg[1])
-    return n.rank
-
-
-def reduce_mode(n: Node, outer: int) -> str:
-    axes = n.arg[1]
-    inner = range(outer, n.src[0].rank)
-    if all(a in axes for a in inner):
-        return "register"
-    plan = gemm_plan(n)
-    if plan is not None and outer <= plan.lead:
-        return "tiled"
-    if outer == 0 and tiled(n):
-        return "tiled"
-    last = n.src[0].rank - 1
-    if last not in axes and n.dtype.name not in LOWP:
-        return "memory"
-    return "register"
-
-
-def block_plan(rop: str, acc_dt: DType, extents: Sequence[Dim]) -> tuple[int, int] | None:
-    """Where to cut the reduced loops (extents outermost first): (q, c) splits loop q into
-    blocks of c iterations, the loops after q running whole inside a block; None when the
-    reduction is not a float sum or provably fits in one block."""
-    if rop != "add" or not acc_dt.is_float or not extents or 0 in extents:
-        return None  # (an empty reduced loop: nothing to block; fuzz seed 1002684 divided by it)
-    inner, q = 1, len(extents)
-    while q > 0 and isinstance(extents[q - 1], int) and inner * extents[q - 1] <= BLOCK:
-        inner *= extents[q - 1]
-        q -= 1
-    if q == 0:
-        return None
-    return q - 1, max(1, BLOCK // inner)
-
-
-@dataclass(frozen=True)
-class ReducePlan:
-    """How one REDUCE stage inside `outer` shared loops runs: recorded on its schedule stage,
-    read by the lowering (which decides nothing about it)."""
-    mode: str  # "register" | "memory" | "tiled"
-    gemm: GemmPlan | None = None  # tiled: as a packed GEMM
-    tile: tuple[int, int] = (0, 0)  # tiled without a GEMM plan: the register micro-tile mr x nr
-    block: tuple[int, int] | None = None  # register: where its reduced loops are cut (block_plan)
-
-
-def plan_reduce(n: Node, outer: int, packable: bool = True) -> ReducePlan:
-    """The plan of REDUCE n inside `outer` shared loops, for the current target. `packable`: the
-    packed GEMM may read the operands of n's MUL -- not when another kernel stores that MUL (its
-    operands may be values no buffer holds, such as a register reduction of that kernel)."""
-    mode = reduce_mode(n, outer)  # never "memory" or "tiled" for f16/bf16: their accumulator is f32
-    src, (rop, axes) = n.src[0], n.arg
-    if mode == "tiled":
-        g = gemm_plan(n)
-        if g is not None and outer <= g.lead and packable:
-            return ReducePlan(mode, gemm=g)
-        nonred = [a for a in range(src.rank) if a not in axes]
-        return ReducePlan(mode, tile=(6 if len(nonred) >= 2 else 1, max(16, 256 // n.dtype.itemsize)))
-    if mode == "register":
-        acc_dt = T.f32 if n.dtype.name in LOWP else n.dtype
-        if _GPU.get() and gemm_shaped(n):
-            return ReducePlan(mode)  # a GPU's tiled GEMM sums K in registers, as cuBLAS does
-        return ReducePlan(mode, block=block_plan(rop, acc_dt, [src.shape[a] for a in range(outer, src.rank)
-                                                                if a in axes]))
-    return ReducePlan(mode)

@@ -23,7 +23,8 @@ from caten.ir.program import Program
 from caten.schedule.arena import plan_arena
 from caten.schedule.layout import orient
 from caten.schedule.model import Buffer, Kernel, Schedule, Stage, Unfusable
-from caten.schedule.plan import gemm_plan, gemm_shaped, max_outer, on_gpu, plan_reduce, thread_slots
+from caten.schedule.plan import gemm_plan, gemm_shaped, on_gpu, thread_slots
+from caten.schedule.reduce_plan import max_outer, plan_reduce
 from caten.schedule.split import outer_either, outer_split, small_gemms, stagewise, sum_split
 
 _HEAVY = HEAVY  # the op table's cost classes

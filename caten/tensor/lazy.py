@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from caten.errors import Error
+from caten.ir.literal import float_text
 
 # the ops the graph has besides library calls (library names never contain a dot)
 INPUT, NTH, DETACH, GRAD = ".input", ".nth", ".detach", ".grad"
@@ -72,13 +73,7 @@ def text(v: Any) -> str:
     if isinstance(v, (int, np.integer)):
         return str(int(v))
     if isinstance(v, (float, np.floating)):
-        f = float(v)
-        if f != f:
-            return "nan"
-        if f in (float("inf"), float("-inf")):
-            return "inf" if f > 0 else "-inf"
-        s = repr(f)
-        return s if ("." in s or "e" in s) else s + ".0"
+        return float_text(float(v))
     if isinstance(v, (list, tuple)):
         return "[" + " ".join(text(x) for x in v) + "]"
     if isinstance(v, str):

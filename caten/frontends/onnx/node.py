@@ -1,7 +1,7 @@
 """An ONNX node as its lowering sees it (`N`), and the registry that lowerings join with `@handler`.
 
-Kept apart from the handlers: the lowering modules (`onnx_ops*`) import only this module, and
-`onnx_ops` imports them all to register every handler. With the registry beside the handlers,
+Kept apart from the handlers: the op-family modules (conv, norm, ...) import only this module, and
+`handlers` imports them all to register every handler. With the registry beside the handlers,
 each handler module and the registry would import each other."""
 
 from __future__ import annotations
@@ -11,17 +11,14 @@ from typing import Any
 
 import numpy as np
 
-from caten.frontends.onnx_types import Unsupported, lit
+from caten.frontends.onnx.types import Unsupported
+from caten.frontends.registry import registrar
+from caten.frontends.text import lit
 
 HANDLERS: dict[str, Callable[[N], Any]] = {}
 
 
-def handler(*names: str) -> Callable:
-    def deco(fn: Callable) -> Callable:
-        for n in names:
-            HANDLERS[n] = fn
-        return fn
-    return deco
+handler = registrar(HANDLERS)  # @handler("Name", ...) registers a lowering
 
 
 class N:

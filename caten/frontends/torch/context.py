@@ -1,5 +1,5 @@
 """ATen calls as caten text: the translation state (`Ctx`), operand helpers, and the registry the
-lowerings of `torch_ops` join with `@aten`. Kept apart from the exporter, which imports the
+lowerings of `aten` join with `@aten`. Kept apart from the exporter, which imports the
 lowerings: with the registry in the exporter, the two would import each other."""
 
 from __future__ import annotations
@@ -8,19 +8,15 @@ from collections.abc import Callable
 from typing import Any
 
 from caten.errors import Error
-from caten.frontends.onnx_types import lit, sym
+from caten.frontends.registry import registrar
+from caten.frontends.text import lit, sym
 
 _DT = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16", "int8": "i8", "int16": "i16",
        "int32": "i32", "int64": "i64", "uint8": "u8", "bool": "bool"}
 ATEN: dict[str, Callable[[Ctx, Any], Any]] = {}
 
 
-def aten(*names: str) -> Callable:
-    def deco(fn: Callable) -> Callable:
-        for n in names:
-            ATEN[n] = fn
-        return fn
-    return deco
+aten = registrar(ATEN)  # @aten("Name", ...) registers a lowering
 
 
 def dtype_of(t: Any) -> str:
@@ -87,13 +83,13 @@ def lst(xs: Any) -> str:
     return "[" + " ".join(str(x) for x in xs) + "]"
 
 
-def _meta(node: Any) -> Any:
+def meta(node: Any) -> Any:
     return node.meta.get("val")
 
 
 def scalar(c: Ctx, v: Any, like: Any) -> str:
     """A Python number as a literal of the dtype of the tensor node `like`."""
-    return lit(v, dtype_of(_meta(like).dtype))
+    return lit(v, dtype_of(meta(like).dtype))
 
 
 def operand(c: Ctx, a: Any, other: Any) -> str:

@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from caten.frontends.deps import need
-from caten.frontends.onnx_narrow import carrier_dtype, to_carrier
-from caten.frontends.onnx_types import DTYPES, Unsupported, caten_dtype, lit, sym
+from caten.frontends.onnx.narrow import carrier_dtype, to_carrier
+from caten.frontends.onnx.types import DTYPES, Unsupported, caten_dtype
+from caten.frontends.text import lit, sym
 
 
 @dataclass
@@ -49,7 +50,7 @@ class Graph:
         self.names: dict[str, str] = {}  # ONNX value -> caten variable
         self.consts: dict[str, np.ndarray] = {}
         self.types: dict[str, tuple[str | None, list | None]] = {}
-        self.narrow: dict[str, int] = {}  # values of a narrow ONNX type (carried, onnx_narrow) -> its code
+        self.narrow: dict[str, int] = {}  # values of a narrow ONNX type (carried: narrow.py) -> its code
         self.lines: list[str] = []
         self.params: list[tuple[str, str]] = []  # (onnx name, caten signature entry) of run-time inputs
         self.weights: dict[str, np.ndarray] = {}
@@ -69,8 +70,8 @@ class Graph:
 
     def _expand(self) -> None:
         """Ops without a lowering but with an ONNX function body become that body."""
-        from caten.frontends.onnx_expand import expand
-        from caten.frontends.onnx_ops import supported_ops
+        from caten.frontends.onnx.expand import expand
+        from caten.frontends.onnx.handlers import supported_ops
 
         sup = supported_ops()
         if all(n.op_type in sup for n in self.model.graph.node):
@@ -261,7 +262,7 @@ class Graph:
 def _fold_needed_impl(g: Graph, name: str, depth: int) -> np.ndarray | None:
     """Fold the producers of a value that must be a compile-time constant, using the inputs the
     caller supplied for specialization where they feed it (the backend's shape operands)."""
-    from caten.frontends.onnx_fold import _fold
+    from caten.frontends.onnx.fold import fold_op
 
     node = g.producer.get(name)
     if node is None or depth > 64:
@@ -293,7 +294,7 @@ def _fold_needed_impl(g: Graph, name: str, depth: int) -> np.ndarray | None:
         if any(x is not None and x.size > 4096 for x in xs):
             return None
         try:
-            out = _fold(node.op_type, node, xs)
+            out = fold_op(node.op_type, node, xs)
         except Exception:  # numpy could not fold it: the caller reports the operand
             return None
         if out is None:
@@ -319,7 +320,7 @@ def convert(model: Any, name: str = "model", available: Mapping[str, np.ndarray]
 
     `shapes` fixes graph input shapes (the backend compiles per input shape); `available` are input
     values a node may need at compile time (shape operands); those inputs are then baked in."""
-    from caten.frontends import onnx_fold, onnx_ops
+    from caten.frontends.onnx import fold, handlers
 
     g = Graph(model, available, shapes)
     graph = g.model.graph
@@ -341,9 +342,9 @@ def convert(model: Any, name: str = "model", available: Mapping[str, np.ndarray]
         if node.domain not in ("", "ai.onnx"):
             raise Unsupported(f"node `{node.name or node.output[0]}`: op domain `{node.domain}` is not supported")
         g.infer_node(node)
-        if onnx_fold.try_fold(g, node):
+        if fold.try_fold(g, node):
             continue
-        onnx_ops.lower(g, node)
+        handlers.lower(g, node)
         g.infer_node(node)  # operands the lowering folded may let inference reach the outputs now
     outs = []
     for vo in graph.output:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from caten.frontends.onnx_types import DTYPES, np_dtype
+from caten.frontends.onnx.types import DTYPES, np_dtype
 
 
 @dataclass(frozen=True)

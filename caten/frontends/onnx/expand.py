@@ -1,7 +1,7 @@
 """Expanding ONNX ops that caten has no lowering for into their ONNX function bodies.
 
 Many ONNX ops (Attention, the losses, the window functions, Mish ...) are defined by the
-standard as a function of simpler ops. An op without a handler in `onnx_ops` is replaced by
+standard as a function of simpler ops. An op without a handler (caten.frontends.onnx.handlers) is replaced by
 that body (context-dependent bodies get the node's input types), through onnx's own inliner.
 """
 

@@ -46,7 +46,7 @@ def constant_value(node: Any) -> np.ndarray:
     raise ValueError(f"Constant node `{node.name}` has no value caten can read (sparse or string)")
 
 
-def _fold(op: str, node: Any, xs: list[np.ndarray | None]) -> list[np.ndarray] | None:
+def fold_op(op: str, node: Any, xs: list[np.ndarray | None]) -> list[np.ndarray] | None:
     if op in _INT_OPS:
         vals = [x for x in xs if x is not None]
         return [np.asarray(_INT_OPS[op](*vals))]
@@ -112,7 +112,7 @@ def try_fold(g: Any, node: Any) -> bool:
         try:
             g.set_const(node.output[0], constant_value(node))
         except ValueError as e:
-            from caten.frontends.onnx_types import Unsupported
+            from caten.frontends.onnx.types import Unsupported
 
             raise Unsupported(str(e)) from None
         return True
@@ -127,7 +127,7 @@ def try_fold(g: Any, node: Any) -> bool:
             g.consts[node.output[0]] = np.array(shape[slice(start, end)], np.int64)
         return True
     if op in ("Cast", "CastLike") and _narrow_target(g, node):
-        return False  # rounding to a narrow type is the library's (onnx_narrow), numpy's astype would not saturate
+        return False  # rounding to a narrow type is the library's (narrow.py), numpy's astype would not saturate
     present = [n for n in node.input if n]
     if not present or not all(n in g.consts for n in present):
         return False
@@ -135,7 +135,7 @@ def try_fold(g: Any, node: Any) -> bool:
     if any(x is not None and x.size > 4096 for x in xs):
         return False
     try:
-        out = _fold(op, node, xs)
+        out = fold_op(op, node, xs)
     except Exception:  # leave anything numpy disagrees with to the caten lowering
         return False
     if out is None or any(o.dtype.kind not in "iubf" or o.size > 4096 for o in out):
@@ -146,7 +146,7 @@ def try_fold(g: Any, node: Any) -> bool:
 
 
 def _narrow_target(g: Any, node: Any) -> bool:
-    from caten.frontends.onnx_narrow import NARROW
+    from caten.frontends.onnx.narrow import NARROW
 
     code = _attr(node, "to", None) if node.op_type == "Cast" else g.code(node.input[1])
     return code in NARROW

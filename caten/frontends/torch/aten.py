@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from caten.errors import Error
-from caten.frontends.onnx_types import lit
-from caten.frontends.torch_ir import Ctx, _meta, aten, dtype_of, lst, operand
+from caten.frontends.text import lit
+from caten.frontends.torch.context import Ctx, aten, dtype_of, lst, meta, operand
 
 _BIN = {"add": "+", "sub": "-", "mul": "*", "div": "/", "eq": "=", "ne": "!=", "lt": "<", "le": "<=", "gt": ">",
         "ge": ">=", "maximum": "max", "minimum": "min", "logical_and": "and", "logical_or": "or",
@@ -18,7 +18,7 @@ _UN = {"relu": "relu", "exp": "exp", "log": "log", "sqrt": "sqrt", "rsqrt": "rsq
 
 
 def _rank(node: Any) -> int:
-    return _meta(node).dim()
+    return meta(node).dim()
 
 
 def _binary(op: str):
@@ -28,7 +28,7 @@ def _binary(op: str):
         x, y = operand(c, a, like), operand(c, b, like)
         alpha = n.kwargs.get("alpha", 1)
         if alpha != 1:
-            y = f"(* {y} {lit(alpha, dtype_of(_meta(like).dtype))})"
+            y = f"(* {y} {lit(alpha, dtype_of(meta(like).dtype))})"
         if op == "/" and n.kwargs.get("rounding_mode"):
             raise Error(f"torch.export node `{n.name}`: division with rounding_mode is not supported")
         return f"({op} {x} {y})"
@@ -86,7 +86,7 @@ def _transpose(c: Ctx, n: Any) -> str:
 def _expand(c: Ctx, n: Any) -> str:
     x = n.args[0]
     shape = c.arg(n.args[1])
-    r, src = len(shape), list(_meta(x).shape)
+    r, src = len(shape), list(meta(x).shape)
     out = [c.dim(src[i - (r - len(src))]) if str(d) == "-1" else d for i, d in enumerate(shape)]
     return f"(expand {c.arg(x)} {lst(out)})"
 
@@ -98,7 +98,7 @@ def _unsqueeze(c: Ctx, n: Any) -> str:
 
 @aten("aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default")
 def _squeeze(c: Ctx, n: Any) -> str:
-    shape = list(_meta(n.args[0]).shape)
+    shape = list(meta(n.args[0]).shape)
     dims = n.args[1] if len(n.args) > 1 else list(range(len(shape)))
     dims = [dims] if isinstance(dims, int) else list(dims)
     dims = [d % len(shape) for d in dims if shape[d] == 1]
@@ -204,19 +204,19 @@ def _dt_kw(n: Any, default: str) -> str:
 
 @aten("aten.full.default")
 def _full(c: Ctx, n: Any) -> str:
-    dt = dtype_of(_meta(n).dtype)
+    dt = dtype_of(meta(n).dtype)
     return f"(full {lst(c.arg(n.args[0]))} {lit(n.args[1], dt)} :dtype {dt})"
 
 
 @aten("aten.scalar_tensor.default")
 def _scalar_tensor(c: Ctx, n: Any) -> str:
-    dt = dtype_of(_meta(n).dtype)
+    dt = dtype_of(meta(n).dtype)
     return f"(full [] {lit(n.args[0], dt)} :dtype {dt})"
 
 
 @aten("aten.full_like.default", "aten.zeros_like.default", "aten.ones_like.default")
 def _full_like(c: Ctx, n: Any) -> str:
-    dt = dtype_of(_meta(n).dtype)
+    dt = dtype_of(meta(n).dtype)
     v = n.args[1] if len(n.args) > 1 else (0 if "zeros" in str(n.target) else 1)
     return f"(full (shape {c.arg(n.args[0])}) {lit(v, dt)} :dtype {dt})"
 
@@ -228,13 +228,13 @@ def _arange(c: Ctx, n: Any) -> str:
     if not all(isinstance(v, int) for v in (start, end, step)):
         raise Error(f"torch.export node `{n.name}`: arange needs constant integer bounds")
     cnt = max(0, -(-(end - start) // step))
-    dt = dtype_of(_meta(n).dtype)
+    dt = dtype_of(meta(n).dtype)
     return f"(+ (* (arange {cnt} :dtype {dt}) {lit(step, dt)}) {lit(start, dt)})"
 
 
 @aten("aten._to_copy.default")
 def _to_copy(c: Ctx, n: Any) -> str:
-    src, dst = dtype_of(_meta(n.args[0]).dtype), dtype_of(_meta(n).dtype)
+    src, dst = dtype_of(meta(n.args[0]).dtype), dtype_of(meta(n).dtype)
     x = c.arg(n.args[0])
     return f"(contiguous {x})" if src == dst else f"(cast {x} {dst})"
 
@@ -243,12 +243,12 @@ def _to_copy(c: Ctx, n: Any) -> str:
 def _split(c: Ctx, n: Any) -> list:
     x, sizes = n.args[0], n.args[1]
     dim = (n.args[2] if len(n.args) > 2 else n.kwargs.get("dim", 0)) % _rank(x)
-    total = _meta(x).shape[dim]
+    total = meta(x).shape[dim]
     if isinstance(sizes, int):
         sizes = [min(sizes, total - i) for i in range(0, total, sizes)]
     out, off = [], 0
     for s in sizes:
-        specs = " ".join(f"[0 {c.dim(d)} 1]" for d in _meta(x).shape[:dim])
+        specs = " ".join(f"[0 {c.dim(d)} 1]" for d in meta(x).shape[:dim])
         out.append(f"(slice {c.arg(x)} {specs} [{off} {off + s} 1])")
         off += s
     return out
@@ -259,7 +259,7 @@ def _slice(c: Ctx, n: Any) -> str:
     x = n.args[0]
     a = list(n.args) + [None] * 5
     dim, start, end, step = (a[1] or 0) % _rank(x), a[2] or 0, a[3], a[4] or 1
-    shape = _meta(x).shape
+    shape = meta(x).shape
     end = shape[dim] if end is None or (isinstance(end, int) and end > 2**62) else end
     specs = " ".join(f"[0 {c.dim(d)} 1]" for d in shape[:dim])
     return f"(slice {c.arg(x)} {specs} [{c.arg(start)} {c.arg(end)} {step}])"
@@ -270,8 +270,8 @@ def _select(c: Ctx, n: Any) -> str:
     x, dim, i = n.args
     r = _rank(x)
     dim %= r
-    specs = " ".join(f"[0 {c.dim(d)} 1]" for d in _meta(x).shape[:dim])
-    i = i if i >= 0 else f"(+ {c.dim(_meta(x).shape[dim])} {i})"
+    specs = " ".join(f"[0 {c.dim(d)} 1]" for d in meta(x).shape[:dim])
+    i = i if i >= 0 else f"(+ {c.dim(meta(x).shape[dim])} {i})"
     return f"(squeeze (slice {c.arg(x)} {specs} [{i} (+ {i} 1) 1]) {dim})"
 
 
@@ -289,7 +289,7 @@ def _embedding(c: Ctx, n: Any) -> str:
 
 @aten("aten.sym_size.int")
 def _sym_size(c: Ctx, n: Any) -> str:
-    return c.dim(_meta(n))
+    return c.dim(meta(n))
 
 
 @aten("aten.triu.default", "aten.tril.default")

@@ -1,4 +1,5 @@
-"""ONNX lowerings of movement, reduction, matmul and softmax ops."""
+"""ONNX lowerings of movement ops: reshape, transpose, squeeze, concat, slice, split, expand,
+tile, pad."""
 
 from __future__ import annotations
 
@@ -6,10 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from caten.frontends.onnx_node import N, ax_list, dims, handler
+from caten.frontends.onnx.node import N, ax_list, dims, handler
 
 
-# ---- movement ---------------------------------------------------------------------------------
 @handler("Reshape")
 def _reshape(n: N) -> str:
     raw: list = n.ints(1, "shape")
@@ -219,117 +219,3 @@ def _src(i: int, d: int, mode: str) -> int:
     p = 2 * (d - 1) if d > 1 else 1
     i = i % p
     return i if i < d else p - i
-
-
-# ---- reductions ---------------------------------------------------------------------------------
-_RED = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin": "min", "ReduceProd": "prod",
-        "ReduceL1": "l1", "ReduceL2": "l2", "ReduceSumSquare": "sumsq", "ReduceLogSum": "logsum",
-        "ReduceLogSumExp": "logsumexp"}
-
-
-@handler(*_RED)
-def _reduce(n: N) -> str:
-    kind = _RED[n.op]
-    axes = n.ints(1, "axes")
-    keep = "true" if n.a("keepdims", 1) else "false"
-    x = n.x(0)
-    if axes is not None and len(axes) == 0:
-        axes = None
-    if axes is None and n.a("noop_with_empty_axes", 0):
-        return f"(contiguous {x})"
-    ax = "nil" if axes is None else ax_list(axes)
-    if 0 in n.shape() and kind in ("max", "min"):
-        raise n.fail("max/min over an empty tensor")
-    kw = f":axis {ax} :keepdims {keep}"
-    if kind in ("sum", "mean", "max", "min", "prod"):
-        if n.dt() == "bool" and kind in ("sum", "prod"):
-            raise n.fail("sum of bool")
-        return f"({kind} {x} {kw})"
-    if kind == "l1":
-        return f"(sum (abs {x}) {kw})"
-    if kind == "l2":
-        return f"(sqrt (sum (* {x} {x}) {kw}))" if n.is_float() else \
-            f"(cast (sqrt (cast (sum (* {x} {x}) {kw}) f64)) {n.dt()})"
-    if kind == "sumsq":
-        return f"(sum (* {x} {x}) {kw})"
-    if kind == "logsum":
-        return f"(log (sum {x} {kw}))"
-    m = n.let(f"(max {x} :axis {ax} :keepdims true)")
-    s = f"(+ (log (sum (exp (- {x} {m})) :axis {ax} :keepdims true)) {m})"
-    return s if keep == "true" else f"(squeeze {s} {ax if axes is not None else ax_list(range(n.rank()))})"
-
-
-@handler("ArgMax", "ArgMin")
-def _argmax(n: N) -> str:
-    f = "argmax" if n.op == "ArgMax" else "argmin"
-    ax = n.a("axis", 0)
-    keep = "true" if n.a("keepdims", 1) else "false"
-    x = n.x(0)
-    if n.a("select_last_index", 0):
-        d = n.shape()[ax]
-        i = n.let(f"({f} (flip {x} :axis {ax}) :axis {ax} :keepdims {keep})")
-        return f"(- {d - 1} {i})"
-    return f"({f} {x} :axis {ax} :keepdims {keep})"
-
-
-# ---- nn ---------------------------------------------------------------------------------------------
-@handler("MatMul")
-def _matmul(n: N) -> str:
-    return f"(matmul {n.x(0)} {n.x(1)})"
-
-
-@handler("Gemm")
-def _gemm(n: N) -> str:
-    a, b = n.x(0), n.x(1)
-    if n.a("transA", 0):
-        a = f"(transpose {a})"
-    if n.a("transB", 0):
-        b = f"(transpose {b})"
-    y = f"(matmul {a} {b})"
-    if n.a("alpha", 1.0) != 1.0:
-        y = f"(* {n.lit(n.a('alpha', 1.0))} {y})"
-    if n.has(2):
-        c = n.x(2)
-        if n.a("beta", 1.0) != 1.0:
-            c = f"(* {n.lit(n.a('beta', 1.0))} {c})"
-        y = f"(+ {y} {c})"
-    return y
-
-
-def _softmax_like(n: N, f: str) -> str:
-    r = n.rank()
-    if not n.opset_lt(13):
-        return f"({f} {n.x(0)} :axis {n.a('axis', -1)})"
-    # before opset 13 the input is coerced to 2-D at :axis
-    a = n.a("axis", 1) % max(r, 1)
-    s = n.int_shape()
-    left, right = int(np.prod(s[:a])), int(np.prod(s[a:]))
-    return f"(reshape ({f} (reshape {n.x(0)} [{left} {right}]) :axis 1) {dims(s)})"
-
-
-@handler("Softmax")
-def _softmax(n: N) -> str:
-    return _softmax_like(n, "softmax")
-
-
-@handler("LogSoftmax")
-def _log_softmax(n: N) -> str:
-    return _softmax_like(n, "log-softmax")
-
-
-@handler("Hardmax")
-def _hardmax(n: N) -> str:
-    r = n.rank()
-    x = n.x(0)
-    if n.opset_lt(13):
-        a = n.a("axis", 1) % max(r, 1)
-        s = n.int_shape()
-        left, right = int(np.prod(s[:a])), int(np.prod(s[a:]))
-        x2 = n.let(f"(reshape {x} [{left} {right}])")
-        i = n.let(f"(argmax {x2} :axis 1 :keepdims true)")
-        return f"(reshape (cast (= (arange {right}) {i}) {n.dt()}) {dims(s)})"
-    a = n.a("axis", -1) % r
-    i = n.let(f"(argmax {x} :axis {a} :keepdims true)")
-    shp = [1] * r
-    shp[a] = n.shape()[a]
-    return f"(cast (= (reshape (arange {shp[a]}) {dims(shp)}) {i}) {n.dt()})"

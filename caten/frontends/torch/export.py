@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 
 from caten.errors import Error
-from caten.frontends import torch_ops  # noqa: F401  (registers the ATen lowerings)
 from caten.frontends.deps import need
-from caten.frontends.onnx_types import sym
-from caten.frontends.torch_ir import ATEN, Ctx, _meta, dtype_of
+from caten.frontends.text import sym
+from caten.frontends.torch import aten  # noqa: F401  (registers the ATen lowerings)
+from caten.frontends.torch.context import ATEN, Ctx, dtype_of, meta
 
 
 def convert_exported(ep: Any, name: str = "forward") -> tuple[str, list[str], list[np.ndarray]]:
@@ -32,7 +32,7 @@ def convert_exported(ep: Any, name: str = "forward") -> tuple[str, list[str], li
     for node in ep.graph.nodes:
         if node.op != "placeholder":
             continue
-        val = _meta(node)
+        val = meta(node)
         var = sym(node.name, c.taken, "x_")
         c.vals[node.name] = var
         dims = ", ".join(c.dim(d) for d in val.shape)
@@ -48,7 +48,7 @@ def convert_exported(ep: Any, name: str = "forward") -> tuple[str, list[str], li
     outs: list[tuple[str, str]] = []
     for node in ep.graph.nodes:
         if node.op == "call_function":
-            val = _meta(node)
+            val = meta(node)
             if val is not None and hasattr(val, "node") and hasattr(val.node, "expr"):
                 c.vals[node.name] = c.dim(val)  # size arithmetic: a dim expression of the input sizes
                 continue
@@ -63,13 +63,13 @@ def convert_exported(ep: Any, name: str = "forward") -> tuple[str, list[str], li
             res = fn(c, node)
             if isinstance(res, list):
                 c.vals[node.name] = [None if r is None else c.emit(f"{node.name}_{i}", r) for i, r in enumerate(res)]
-            elif isinstance(res, str) and not hasattr(_meta(node), "shape"):
+            elif isinstance(res, str) and not hasattr(meta(node), "shape"):
                 c.vals[node.name] = res  # a size computed from sizes: dim text
             else:
                 c.vals[node.name] = c.emit(node.name, res)
         elif node.op == "output":
             for i, o in enumerate(node.args[0]):
-                val = _meta(o)
+                val = meta(o)
                 var = c.vals[o.name]
                 dims = ", ".join(c.dim(d) for d in val.shape)
                 oname = sym(f"out{i}", c.taken)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from caten.frontends.onnx_node import N, ax_list, dims, handler
+from caten.frontends.onnx.node import N, ax_list, dims, handler
 
 
 @handler("Gather")

@@ -1,46 +1,20 @@
-"""Per-op ONNX lowerings: each handler turns one node into caten expressions over library names.
-
-A handler gets an `N` (the node with its graph) and returns one expression per output; `N`
-binds each to a fresh variable with `setf`. Elementwise ops live here; movement, indexing and
-nn ops in `onnx_ops_nn`, `onnx_ops_conv`, `onnx_ops_norm`, `onnx_ops_index`, `onnx_ops_extra`,
-which this module imports so that importing it registers every handler (`caten.frontends.onnx_node`).
-"""
+"""ONNX lowerings of elementwise ops: arithmetic, comparisons, logic, unary math, casts, clip, where."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
-from caten.frontends.onnx_node import HANDLERS, N, handler
-from caten.frontends.onnx_types import DTYPES, Unsupported, lit
+from caten.frontends.onnx.node import HANDLERS, N, handler
+from caten.frontends.onnx.types import DTYPES
+from caten.frontends.text import lit
 
-
-def supported_ops() -> set[str]:
-    """The ONNX op types the importer lowers itself (the rest may still expand to a function body)."""
-    return set(HANDLERS) | {"Constant", "Shape", "Size"}
-
-
-def lower(g: Any, node: Any) -> None:
-    """Emit caten for one node, binding its outputs."""
-    fn = HANDLERS.get(node.op_type)
-    n = N(g, node)
-    if fn is None:
-        raise Unsupported(f"{n.where}: ONNX op `{node.op_type}` is not supported by caten's importer",
-                          hint="docs/import.md lists the supported ops")
-    outs = fn(n)
-    if isinstance(outs, str):
-        outs = [outs]
-    for name, expr in zip(node.output, outs):
-        if name and expr is not None:
-            g.emit(expr, name)
-
-
-# ---- elementwise ------------------------------------------------------------------------------
 _BIN = {"Add": "+", "Sub": "-", "Mul": "*", "Equal": "=", "Less": "<", "Greater": ">", "LessOrEqual": "<=",
         "GreaterOrEqual": ">=", "And": "and", "Or": "or", "Xor": "xor", "BitwiseAnd": "and", "BitwiseOr": "or",
         "BitwiseXor": "xor"}
+
+
 _UN = {"Abs": "abs", "Neg": "neg", "Exp": "exp", "Log": "log", "Sqrt": "sqrt", "Reciprocal": "recip", "Sin": "sin",
        "Cos": "cos", "Tan": "tan", "Tanh": "tanh", "Sigmoid": "sigmoid", "Relu": "relu", "Erf": "erf",
        "Sign": "sign", "Softplus": "softplus", "Not": "not", "BitwiseNot": "not", "Identity": "contiguous"}
@@ -127,7 +101,7 @@ def _clip(n: N) -> str:
 
 @handler("Cast", "CastLike")
 def _cast(n: N) -> str:
-    from caten.frontends.onnx_narrow import NARROW, cast_to
+    from caten.frontends.onnx.narrow import NARROW, cast_to
 
     code = n.a("to") if n.op == "Cast" else n.g.code(n.node.input[1])
     src = n.dt()
@@ -180,6 +154,8 @@ _FLOAT_FORMS: dict[str, Callable[[str, N], str]] = {
     "Round": lambda x, n: (f"(let ((r (idiv (+ {x} 0.5) 1))) "
                            f"(where (and (= (- r {x}) 0.5) (= (mod r 2) 1)) (- r 1) r))"),
 }
+
+
 for _name, _f in _FLOAT_FORMS.items():
     HANDLERS[_name] = _float_un(_f)
 
@@ -214,11 +190,8 @@ def _dropout(n: N) -> list[str]:
     return [f"(contiguous {x})", f"(full (shape {x}) true :dtype bool)"]
 
 
-# the other lowering modules register their handlers on import
-from caten.frontends import (  # noqa: E402,F401
-    onnx_ops_conv,
-    onnx_ops_extra,
-    onnx_ops_index,
-    onnx_ops_nn,
-    onnx_ops_norm,
-)
+@handler("Atan", "Asin", "Acos")
+def _atan(n: N) -> str:
+    if not n.is_float():
+        raise n.fail("needs a float operand")
+    return f"({n.op.lower()} {n.x(0)})"

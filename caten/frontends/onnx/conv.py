@@ -1,8 +1,9 @@
-"""ONNX lowerings of convolution and pooling (NCHW; 1-D as 2-D over a unit height)."""
+"""ONNX lowerings of convolution (plain and transposed) and pooling (max, average, global, Lp)
+(NCHW; 1-D as 2-D over a unit height)."""
 
 from __future__ import annotations
 
-from caten.frontends.onnx_node import N, ax_list, handler
+from caten.frontends.onnx.node import N, ax_list, handler
 
 
 def _conv_pads(n: N, spatial: list, kernel: list, strides: list, dil: list) -> list[int]:
@@ -148,3 +149,75 @@ def _global_pool(n: N) -> str:
     axes = ax_list(range(2, n.rank()))
     f = "mean" if n.op == "GlobalAveragePool" else "max"
     return f"({f} {n.x(0)} :axis {axes} :keepdims true)"
+
+
+@handler("ConvTranspose")
+def _conv_transpose(n: N) -> str:
+    """A strided transposed convolution as a stride-1 convolution of the zero-dilated input with the
+    flipped, transposed kernel (padded by d*(k-1) - pad on each side)."""
+    s = spatial(n)
+    if len(s) != 4:
+        raise n.fail("only 2-D transposed convolution is supported")
+    w = n.int_shape(1)
+    g = n.a("group", 1)
+    k = w[2:]
+    st = list(n.a("strides", [1, 1]))
+    dl = list(n.a("dilations", [1, 1]))
+    op = list(n.a("output_padding", [0, 0]))
+    pads = list(n.a("pads", [0, 0, 0, 0]))
+    out_shape = n.a("output_shape")
+    auto = n.a("auto_pad", "NOTSET")
+    if out_shape is not None or auto in ("SAME_UPPER", "SAME_LOWER"):
+        outs = list(out_shape)[-2:] if out_shape is not None else [s[2] * st[0], s[3] * st[1]]
+        for i in range(2):
+            total = st[i] * (s[2 + i] - 1) + op[i] + (k[i] - 1) * dl[i] + 1 - outs[i]
+            if auto == "SAME_UPPER":
+                pads[i], pads[i + 2] = total // 2, total - total // 2
+            else:
+                pads[i], pads[i + 2] = total - total // 2, total // 2
+    x = n.x(0)
+    h, wd = s[2], s[3]
+    if st != [1, 1]:
+        x6 = f"(reshape {x} [{s[0]} {s[1]} {h} 1 {wd} 1])"
+        up = f"(pad {x6} [[0 0] [0 0] [0 0] [0 {st[0] - 1}] [0 0] [0 {st[1] - 1}]])"
+        x = n.let(f"(slice (reshape {up} [{s[0]} {s[1]} {h * st[0]} {wd * st[1]}]) "
+                  f"[0 {s[0]} 1] [0 {s[1]} 1] [0 {(h - 1) * st[0] + 1} 1] [0 {(wd - 1) * st[1] + 1} 1])")
+    lo = [dl[i] * (k[i] - 1) - pads[i] for i in range(2)]
+    hi = [dl[i] * (k[i] - 1) - pads[i + 2] + op[i] for i in range(2)]
+    if any(v > 0 for v in lo + hi):
+        x = n.let(f"(pad {x} [[0 0] [0 0] [{max(lo[0], 0)} {max(hi[0], 0)}] [{max(lo[1], 0)} {max(hi[1], 0)}]])")
+    if any(v < 0 for v in lo + hi):
+        hh = (h - 1) * st[0] + 1 + max(lo[0], 0) + max(hi[0], 0)
+        ww = (wd - 1) * st[1] + 1 + max(lo[1], 0) + max(hi[1], 0)
+        x = n.let(f"(slice {x} [0 {s[0]} 1] [0 {s[1]} 1] [{-min(lo[0], 0)} {hh + min(hi[0], 0)} 1] "
+                  f"[{-min(lo[1], 0)} {ww + min(hi[1], 0)} 1])")
+    c, og = w[0], w[1]
+    wt = n.let(f"(flip (reshape (permute (reshape {n.x(1)} [{g} {c // g} {og} {k[0]} {k[1]}]) [0 2 1 3 4]) "
+               f"[{g * og} {c // g} {k[0]} {k[1]}]) :axis [2 3])")
+    b = f" {n.x(2)}" if n.has(2) else ""
+    return f"(conv2d {x} (contiguous {wt}){b} :dilation [{dl[0]} {dl[1]}] :groups {g})"
+
+
+@handler("LpPool")
+def _lppool(n: N) -> str:
+    s = spatial(n)
+    if len(s) == 3:
+        return f"(squeeze {_lppool2d(_as_2d(n))} 2)"
+    if len(s) != 4:
+        raise n.fail("only 1-D and 2-D Lp pooling is supported")
+    return _lppool2d(n)
+
+
+def _lppool2d(n: N) -> str:
+    s = spatial(n)
+    kernel = list(n.a("kernel_shape"))
+    strides = list(n.a("strides", [1, 1]))
+    dil = list(n.a("dilations", [1, 1]))
+    pads = _conv_pads(n, s[2:], kernel, strides, dil)
+    p = n.a("p", 2)
+    x = n.x(0)
+    powed = f"(* {x} {x})" if p == 2 else f"(pow (abs {x}) {n.lit(float(p))})"
+    xp = n.let(f"(pad {powed} [[0 0] [0 0] [{pads[0]} {pads[2]}] [{pads[1]} {pads[3]}]])" if any(pads) else powed)
+    win = f":kernel [{kernel[0]} {kernel[1]}] :stride [{strides[0]} {strides[1]}] :dilation [{dil[0]} {dil[1]}]"
+    total = n.let(f"(squeeze (sum (windows {xp} {win}) :axis [5 6]) 1)")
+    return f"(sqrt {total})" if p == 2 else f"(pow {total} {n.lit(1.0 / p)})"

@@ -1,11 +1,24 @@
-"""ONNX lowerings of the normalizations and of shape/creation ops."""
+"""ONNX lowerings of the normalizations (batch in inference and training mode, instance, layer,
+RMS, group, Lp, mean-variance)."""
 
 from __future__ import annotations
 
-import numpy as np
+from caten.frontends.onnx.node import N, ax_list, dims, handler
 
-from caten.frontends.onnx_node import N, ax_list, dims, handler
-from caten.frontends.onnx_types import DTYPES, lit
+
+def _bn_training(n: N) -> list[str]:
+    r = n.rank()
+    axes = ax_list([0] + list(range(2, r)))
+    x, eps, mom = n.x(0), n.lit(n.a("epsilon", 1e-5)), n.a("momentum", 0.9)
+    mu = n.let(f"(mean {x} :axis {axes} :keepdims true)")
+    d = n.let(f"(- {x} {mu})")
+    var = n.let(f"(mean (* {d} {d}) :axis {axes} :keepdims true)")
+    ch = lambda i: f"(reshape {n.x(i)} [1 -1 {' '.join(['1'] * (r - 2))}])"
+    y = f"(+ (* (/ {d} (sqrt (+ {var} {eps}))) {ch(1)}) {ch(2)})"
+    flat = lambda v: f"(reshape {v} [-1])"
+    rm = f"(+ (* {n.x(3)} {n.lit(mom)}) (* {flat(mu)} {n.lit(1 - mom)}))"
+    rv = f"(+ (* {n.x(4)} {n.lit(mom)}) (* {flat(var)} {n.lit(1 - mom)}))"
+    return [y, rm, rv]
 
 
 def _chan(n: N, i: int, r: int) -> str:
@@ -15,8 +28,6 @@ def _chan(n: N, i: int, r: int) -> str:
 @handler("BatchNormalization")
 def _batchnorm(n: N) -> list[str]:
     if n.a("training_mode", 0):
-        from caten.frontends.onnx_ops_extra import _bn_training
-
         return _bn_training(n)
     r = n.rank()
     eps = n.lit(n.a("epsilon", 1e-5))
@@ -91,49 +102,3 @@ def _mvn(n: N) -> str:
     mu = n.let(f"(mean {x} :axis {axes} :keepdims true)")
     d = n.let(f"(- {x} {mu})")
     return f"(/ {d} (+ (sqrt (mean (* {d} {d}) :axis {axes} :keepdims true)) 1e-09))"
-
-
-@handler("ConstantOfShape")
-def _const_of_shape(n: N) -> str:
-    shape = n.ints(0, "input")
-    v = n.a("value")
-    from onnx import numpy_helper
-
-    arr = numpy_helper.to_array(v) if v is not None else np.zeros(1, np.float32)
-    dt = DTYPES.get(v.data_type if v is not None else 1)
-    if dt is None:
-        raise n.fail("the fill value's dtype is not one caten has")
-    return f"(full {dims(shape)} {lit(arr.reshape(-1)[0], dt)} :dtype {dt})"
-
-
-@handler("EyeLike")
-def _eyelike(n: N) -> str:
-    s = n.int_shape()
-    k = n.a("k", 0)
-    dt = DTYPES.get(n.a("dtype")) if n.a("dtype") is not None else n.dt()
-    return f"(cast (= (+ (reshape (arange {s[0]}) [{s[0]} 1]) {k}) (reshape (arange {s[1]}) [1 {s[1]}])) {dt})"
-
-
-@handler("Range")
-def _range(n: N) -> str:
-    s, e, d = (np.asarray(n.c(i, "bound")).reshape(-1)[0] for i in range(3))
-    cnt = max(int(np.ceil((e - s) / d)), 0)
-    dt = n.dt()
-    return f"(+ (* (cast (arange {cnt}) {dt}) {lit(d, dt)}) {lit(s, dt)})"
-
-
-@handler("Shape")
-def _shape(n: N) -> str:
-    s = n.shape()
-    start, end = n.a("start", 0), n.a("end", None)
-    part = s[slice(start, end)]
-    if not part:
-        return "(full [0] 0 :dtype i64)"
-    return f"(concat {' '.join(f'(full [1] {d} :dtype i64)' for d in part)} :axis 0)"
-
-
-@handler("Size")
-def _size(n: N) -> str:
-    s = n.shape()
-    expr = " ".join(str(d) for d in s)
-    return f"(full [] (* 1 {expr}) :dtype i64)" if s else "(full [] 1 :dtype i64)"
