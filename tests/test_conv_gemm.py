@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 import caten
-from caten.pipeline import compile_program
 from caten.lower.trial import check_group
 from caten.options import Options
+from caten.pipeline import compile_program
 from caten.read.source import read_text
 from caten.schedule import schedule
 from caten.schedule.plan import gemm_plan

@@ -20,10 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import caten
-from caten.pipeline import compile_program
 from caten.ir.graph import toposort
 from caten.ir.ops import Op
 from caten.options import Options
+from caten.pipeline import compile_program
 from caten.read.source import read_text
 from caten.schedule.plan import direct_tiles, gemm_plan
 

@@ -139,9 +139,9 @@ def test_gemm_blocks_follow_the_target_cache():
     """The packed B block fills one core's L2: the target's size (a table for named cpus, sysfs
     for the host) picks nc, and mc is a whole number of micro-panels."""
     from caten import target
-    from caten.pipeline import compile_program
     from caten.lower.trial import check_group
     from caten.options import Options
+    from caten.pipeline import compile_program
     from caten.read.source import read_text
     from caten.schedule import schedule
     from caten.schedule.plan import gemm_plan

@@ -16,10 +16,10 @@ import pytest
 import caten
 from caten import pipeline
 from caten import plugin as R
-from caten.pipeline import compile_program
 from caten.ir import dtypes as T
 from caten.ir.graph import toposort
 from caten.options import Options
+from caten.pipeline import compile_program
 from caten.read.source import read_text
 
 SRC = """

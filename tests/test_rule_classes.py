@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 
 import caten
-from caten.pipeline import compile_program
 from caten.errors import Error
 from caten.ir.graph import toposort
 from caten.ir.ops import TABLE, Op
 from caten.options import Options
+from caten.pipeline import compile_program
 from caten.read.source import read_text
 from caten.rewrite import guard as G
 from caten.rewrite.opclass import CLASSES, _classes

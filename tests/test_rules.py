@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 import caten
-from caten.pipeline import compile_program
 from caten.ir.interpret import evaluate
 from caten.ir.ops import Op
 from caten.options import Options
+from caten.pipeline import compile_program
 from caten.read.source import read_text
 from caten.rewrite import LEVELS, Explain, builtin_rules
 

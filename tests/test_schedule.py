@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from caten.pipeline import compile_program
 from caten.lower.trial import check_group
 from caten.options import Options
+from caten.pipeline import compile_program
 from caten.read.source import read_text
 from caten.schedule import schedule
 from caten.schedule.plan import gemm_plan
