@@ -271,13 +271,3 @@ def var_mean(input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool
              correction: Any = None) -> tuple[Tensor, Tensor]:
     return (var(input, dim, unbiased, keepdim, correction=correction),
             apply("mean", [input], {"axis": axes(input, dim), "keepdims": bool(keepdim)}))
-
-
-@torch_name("trace", "`(sum (take (reshape x [-1]) diagonal positions))` of a matrix", "reduction",
-            example="t.trace()")
-def trace(self: Tensor) -> Tensor:
-    from caten.tensor.torch_shape import diagonal
-
-    if self.ndim != 2:
-        raise Error(f"trace() expects a matrix, this tensor has rank {self.ndim}")
-    return sum_(diagonal(self))

@@ -12,7 +12,7 @@ from typing import Any
 from caten.errors import Error
 from caten.tensor.promote import result_type
 from caten.tensor.tensor import Tensor, apply
-from caten.tensor.torch_reduce import axes
+from caten.tensor.torch_reduce import axes, sum_
 from caten.tensor.torchnames import ArgError, torch_name
 
 
@@ -402,3 +402,11 @@ def triu(self: Tensor, diagonal: int = 0) -> Tensor:
 @torch_name("contiguous", "the tensor itself: caten's tensors have no strides", "shape")
 def contiguous(self: Tensor) -> Tensor:
     return self
+
+
+@torch_name("trace", "`(sum (take (reshape x [-1]) diagonal positions))` of a matrix", "reduction",
+            example="t.trace()")
+def trace(self: Tensor) -> Tensor:
+    if self.ndim != 2:
+        raise Error(f"trace() expects a matrix, this tensor has rank {self.ndim}")
+    return sum_(diagonal(self))
