@@ -27,7 +27,7 @@ def __getattr__(name: str):
 
         return getattr(tensor, name)
     if name == "from_torch":
-        from caten.frontends.torch_export import from_torch
+        from caten.frontends.torch.export import from_torch
 
         return from_torch
     import importlib.util
@@ -39,7 +39,18 @@ def __getattr__(name: str):
         from caten.tensor import torchnames
 
         dt = torchnames.DTYPES.get(name) or torchnames.DTYPE_ALIASES.get(name)
-        fn = dt or torchnames.function(name)
+        fn = dt or torchnames.function(name) or _library(name)  # a composite too: caten.exp(t)
         if fn is not None:
             return fn
     raise AttributeError(f"module 'caten' has no attribute {name!r}")
+
+
+_LIBRARY: dict = {}
+
+
+def _library(name: str):
+    if not _LIBRARY:
+        from caten.tensor.methods import functions
+
+        _LIBRARY.update(functions())
+    return _LIBRARY.get(name)
