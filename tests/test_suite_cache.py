@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -31,6 +33,8 @@ def test_a_write_under_the_user_cache_fails_the_run(tmp_path: Path):
     user = tmp_path / "xdg" / "caten"
     r, _ = _run_suite(tmp_path, f"""
 from pathlib import Path
+
+import numpy as np
 def test_writes():
     Path({str(user)!r}).mkdir(parents=True, exist_ok=True)
     Path({str(user)!r}, "entry").write_text("x")
@@ -53,3 +57,20 @@ def test_compiles():
 """)
     assert r.returncode == 0, r.stdout + r.stderr
     assert not user.exists()
+
+
+def test_no_cache_holds_only_for_its_command(tmp_path: Path, monkeypatch):
+    """`--no-cache` run in-process (click's runner) once left caching off for the whole process."""
+    from click.testing import CliRunner
+
+    import caten
+    from caten.cache.store import default_cache
+    from caten.cli.main import cli
+
+    monkeypatch.setenv("CATEN_CACHE_DIR", str(tmp_path / "cache"))
+    src = HERE.parent / "examples" / "softmax.lisp"
+    r = CliRunner().invoke(cli, ["-r", "numpy", str(src), "--no-cache", "--emit", "ir"])
+    assert r.exit_code == 0, r.output
+    assert default_cache().enabled
+    caten.load(str(src), runtime="llvm").softmax_rows(np.ones((2, 3), np.float32))
+    assert any((tmp_path / "cache").rglob("*.*"))

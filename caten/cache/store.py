@@ -348,9 +348,9 @@ def default_cache() -> Cache:
     return _default
 
 
-def switch_off() -> None:
-    """No caching at all in this process (the CLI's `--no-cache`): besides compiled code, the
-    parsed library, read sources, the roofline and lark's grammar tables are neither read nor
-    written, so the cache folder is left as it was (or absent)."""
+def switch_off(off: bool = True) -> None:
+    """No caching at all in this process (the CLI's `--no-cache`, until its command ends): besides
+    compiled code, the parsed library, read sources, the roofline and lark's grammar tables are
+    neither read nor written, so the cache folder is left as it was (or absent)."""
     global _default, _off
-    _off, _default = True, None
+    _off, _default = off, None

@@ -83,6 +83,15 @@ class CatenGroup(click.Group):
             args = ["compile"] + args
         return super().parse_args(ctx, args)
 
+    def invoke(self, ctx: click.Context):
+        """A command's `--no-cache` holds until it ends: one run in-process gives caching back."""
+        from caten.cache.store import switch_off
+
+        try:
+            return super().invoke(ctx)
+        finally:
+            switch_off(False)
+
     def _typo(self, ctx: click.Context, word: str) -> None:
         """`caten rnu`: a word that is no file, looks like no path and is close to a command is a
         mistyped command, a usage error (exit 2), not a missing source file."""
@@ -137,7 +146,7 @@ def options(runtime: str, defines: tuple[str, ...], opt: int, rules: tuple[str, 
             debug: bool) -> Options:
     """The Options of the flags `compile_options` declares."""
     explain = None
-    if no_cache:  # one CLI process is one compile: nothing of it is cached
+    if no_cache:  # nothing of this command is cached (until it ends: CatenGroup.invoke)
         from caten.cache.store import switch_off
 
         switch_off()
