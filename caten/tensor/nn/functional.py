@@ -322,25 +322,8 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     return y + bias if bias is not None else y
 
 
-# layers as functions --------------------------------------------------------------------------
-def _list(v: Any, n: int = 2) -> list[int]:
-    return list(v) if isinstance(v, (list, tuple)) else [v] * n
-
-
-def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,
-           dilation: Any = 1, groups: int = 1) -> Tensor:
-    args = [input, weight] + ([bias] if bias is not None else [])
-    return Tensor.conv2d(*args, stride=_list(stride), padding=_list(padding), dilation=_list(dilation), groups=groups)
-
-
-def max_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0) -> Tensor:
-    return input.max_pool2d(kernel=_list(kernel_size), stride=_list(kernel_size if stride is None else stride),
-                            padding=_list(padding))
-
-
-def avg_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0) -> Tensor:
-    return input.avg_pool2d(kernel=_list(kernel_size), stride=_list(kernel_size if stride is None else stride),
-                            padding=_list(padding))
+# layers as functions: convolutions, pooling, padding and resizing live in conv_functional
+from caten.tensor.nn.conv_functional import avg_pool2d, conv2d, max_pool2d  # noqa: E402, F401
 
 
 def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = None, bias: Tensor | None = None,
