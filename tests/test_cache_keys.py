@@ -17,7 +17,7 @@ import pytest
 
 import caten
 from caten import plugin as R
-from caten.pipeline import fingerprint as F
+from caten.cache import fingerprint as F
 from caten.pipeline import front
 
 grimp = pytest.importorskip("grimp")
@@ -96,7 +96,8 @@ import json, os, sys
 import caten
 from caten import plugin as R
 from caten.pipeline import back, front
-from caten.pipeline import fingerprint as F
+from caten.cache import fingerprint as F
+from caten.read import cached
 
 walks = {}
 walk = F.closure
@@ -105,9 +106,12 @@ F.closure = lambda roots: walks.setdefault(tuple(roots), walk(roots))  # a comme
 def key(what):
     F._memo.clear()
     front.front_fingerprint.cache_clear()
+    cached.reader_fingerprint.cache_clear()
+    if what == "source":
+        return cached.source_key("x.lisp", b"")
     return front.front_fingerprint() if what == "front" else back.code_fingerprint(R.get(what))
 
-covered = {"front": F.closure(front.ROOTS),
+covered = {"front": F.closure(front.ROOTS), "source": F.closure(("caten.read.program",)),
            **{rt: F.closure(("caten.pipeline.back", type(R.get(rt)).__module__)) for rt in ("llvm", "c")}}
 base = {what: key(what) for what in covered}
 files = sorted({p for c in covered.values() for p in c.values()} | set(sys.argv[1:]))
@@ -116,6 +120,7 @@ for path in files:
     # the front key where it claims the file (or it is data: the library, the grammar); one back
     # key that claims it (both hash their closures with the same function)
     claims = [w for w in ("front",) if path in covered[w].values() or not path.endswith(".py")]
+    claims += [w for w in ("source",) if path in covered[w].values() or path.endswith(".lark")]
     claims += [w for w in ("llvm", "c") if path in covered[w].values()][:1]
     with open(path, encoding="utf-8") as f:
         text = f.read()
@@ -125,7 +130,8 @@ for path in files:
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
 assert {what: key(what) for what in covered} == base
-print(json.dumps({"stale": stale, "front": sorted(covered["front"]), "files": len(files)}))
+print(json.dumps({"stale": stale, "front": sorted(covered["front"]), "source": sorted(covered["source"]),
+                  "files": len(files)}))
 """
 
 
@@ -151,6 +157,7 @@ def test_an_edit_to_any_covered_module_changes_its_key(tmp_path):
     res = json.loads(out.stdout)
     assert res["stale"] == [], res["stale"]
     assert "caten.elaborate.brand_new" in res["front"] and "caten.pipeline.front" in res["front"]
+    assert "caten.read.reader" in res["source"]  # parsed sources are keyed by the reader's code too
     assert res["files"] > 100
 
 

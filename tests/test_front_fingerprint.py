@@ -10,7 +10,8 @@ import sys
 
 _PROBE = """
 import json, sys
-from caten.pipeline import fingerprint as F, front
+from caten.cache import fingerprint as F
+from caten.pipeline import front
 src = front.read(sys.argv[1])
 types, dims = front.split_defines({"B": 4, "D": 3, "K": 2})
 for n in src.names:

@@ -36,7 +36,7 @@ from caten.lower.text import kernel_text
 from caten.lower.trial import check_group
 from caten.lower.verify import problems as loop_problems
 from caten.pipeline.extern import ExternSplit, has_extern
-from caten.pipeline.fingerprint import fingerprint
+from caten.cache.fingerprint import fingerprint
 from caten.pipeline.passes import Timings
 from caten.plugin import Options, Runtime, named_programs
 from caten.schedule import Schedule, schedule

@@ -3,7 +3,7 @@
 
 One place that strings these passes together, for the CLI, `caten.load` and every tool. A cached
 program is keyed by its source, its bindings, the options that choose rules, and the fingerprint of
-the code of every module this one can import (`caten.pipeline.fingerprint`): an edit to any of them,
+the code of every module this one can import (`caten.cache.fingerprint`): an edit to any of them,
 or to the library or the grammar, compiles afresh.
 """
 
@@ -135,7 +135,7 @@ def front_fingerprint() -> str:
     sources (caten.elaborate.library): a change to any of them invalidates cached programs."""
     from caten.cache import key_of
     from caten.elaborate.library import library_sources
-    from caten.pipeline.fingerprint import fingerprint
+    from caten.cache.fingerprint import fingerprint
     from caten.version import __version__
 
     return key_of(__version__, fingerprint(ROOTS), *(t for _, t in library_sources()))

@@ -1,15 +1,20 @@
 """Reading sources through the compile cache: a warm run skips lark entirely.
 
 A cached entry holds the parsed definitions of a file together with the content hashes of
-every file it imported; it is used only while all of them are unchanged.
+every file it imported; it is used only while all of them are unchanged. Its key holds the
+fingerprint of the reader's code and the grammar, so an edit to either (an editable install that
+pulls a parser fix) reads afresh.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
+from importlib import resources
 
 from caten.cache import codec, default_cache, key_of
+from caten.cache.fingerprint import fingerprint
 from caten.errors import Error
 from caten.read.reader import read_bytes
 from caten.version import __version__
@@ -22,8 +27,16 @@ def _digest(path: str) -> str | None:
         return None
 
 
+@functools.cache
+def reader_fingerprint() -> str:
+    """The code that turns a file into definitions (caten.read.program and what it imports) and
+    the grammar it parses with."""
+    grammar = resources.files("caten.grammar").joinpath("caten.lark").read_bytes()
+    return key_of(fingerprint(("caten.read.program",)), grammar)
+
+
 def source_key(path: str, data: bytes) -> str:
-    return key_of("source", __version__, os.path.abspath(path), data)
+    return key_of("source", __version__, reader_fingerprint(), os.path.abspath(path), data)
 
 
 def read_source_cached(path: str):
