@@ -42,7 +42,9 @@ def _caten_bin(tmp: Path) -> Path:
         target = here / name
         if (bindir / name).exists():
             continue
-        if target.exists():
+        # python itself always through a shim: a symlink to a venv's python, run from another
+        # folder, finds no pyvenv.cfg beside it (3.12) and starts outside the venv
+        if target.exists() and name != "python":
             (bindir / name).symlink_to(target)
         else:
             (bindir / name).write_text(f"#!/bin/sh\nexec {cmd}\n")
