@@ -207,8 +207,8 @@ def main() -> None:
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile (its compile takes minutes)")
     a = ap.parse_args()
     need_or_exit("bench_models.py", "torch", "torch", "comparing with torch")
-    need_or_exit("bench_models.py", "torchvision", "torch", "building the vision models")
-    need_or_exit("bench_models.py", "transformers", "torch", "building BERT and GPT-2")
+    need_or_exit("bench_models.py", "torchvision", "oracles", "building the vision models")
+    need_or_exit("bench_models.py", "transformers", "oracles", "building BERT and GPT-2")
     # a private, empty compile cache: "cold" means cold
     os.environ.setdefault("CATEN_CACHE_DIR", os.path.join(tempfile.mkdtemp(prefix="bench-models-"), "caten"))
     chosen = [m for m in MODELS if not a.only or m.name in a.only.split(",")]
