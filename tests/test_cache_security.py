@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import json
 import os
 import pickle
 import shutil
@@ -116,43 +117,38 @@ def plans(warm: Path, markers: Path, work: Path) -> dict[str, bytes]:
     return out
 
 
-def _write_all(root: Path, files: dict[str, bytes], links: dict[str, Path]) -> None:
-    os.umask(0)
-    for rel, data in files.items():
-        p = root / rel
-        p.parent.mkdir(mode=0o777, parents=True, exist_ok=True)
-        p.write_bytes(data)
-        p.chmod(0o666)
-    for rel, target in links.items():
-        p = root / rel
-        p.parent.mkdir(mode=0o777, parents=True, exist_ok=True)
-        p.symlink_to(target)
+_WRITE_ALL = """
+import json, os, sys
+from pathlib import Path
+spec = json.loads(sys.stdin.read())
+if spec["as"] is not None:  # the other user (root may drop to it; nobody cannot run root's python)
+    os.setgid(spec["as"])
+    os.setuid(spec["as"])
+root = Path(spec["root"])
+os.umask(0)
+for rel, data in spec["files"].items():
+    p = root / rel
+    p.parent.mkdir(mode=0o777, parents=True, exist_ok=True)
+    p.write_bytes(bytes.fromhex(data))
+    p.chmod(0o666)
+for rel, target in spec["links"].items():
+    p = root / rel
+    p.parent.mkdir(mode=0o777, parents=True, exist_ok=True)
+    p.symlink_to(target)
+"""
 
 
 def plant(root: Path, files: dict[str, bytes], links: dict[str, Path] | None = None, other: bool = True) -> None:
     """Write `files` (and symlinks `links`) under `root`, world-writable, from another user's
-    process (`other`, needs root: a forked child that setuid()s to nobody), else from our own."""
-    links = links or {}
-    if not other:
-        old = os.umask(0)
-        try:
-            _write_all(root, files, links)
-        finally:
-            os.umask(old)
-        return
-    pid = os.fork()
-    if pid == 0:  # the other user
-        code = 1
-        try:
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-            _write_all(root, files, links)
-            code = 0
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-    assert all((root / k).stat().st_uid == NOBODY for k in files)
+    process (`other`, needs root: a child that drops to nobody), else from our own. A fresh
+    interpreter, not a fork: forking the multi-threaded test process can deadlock the child."""
+    spec = {"root": str(root), "files": {k: v.hex() for k, v in files.items()},
+            "links": {k: str(v) for k, v in (links or {}).items()}, "as": NOBODY if other else None}
+    r = subprocess.run([sys.executable, "-c", _WRITE_ALL], input=json.dumps(spec), text=True, capture_output=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    if other:
+        assert all((root / k).stat().st_uid == NOBODY for k in files)
 
 
 def assert_no_marker(markers: Path) -> None:

@@ -97,8 +97,9 @@ def _writer(root: str, i: int, q) -> None:
 
 
 def test_concurrent_writers_of_one_key(tmp_path):
-    q = mp.get_context("fork").Queue()
-    ps = [mp.get_context("fork").Process(target=_writer, args=(str(tmp_path), i, q)) for i in range(4)]
+    ctx = mp.get_context("spawn")  # not fork: forking the multi-threaded test process can deadlock the child
+    q = ctx.Queue()
+    ps = [ctx.Process(target=_writer, args=(str(tmp_path), i, q)) for i in range(4)]
     for p in ps:
         p.start()
     for p in ps:
