@@ -96,10 +96,17 @@ def clamp(self: Tensor, min: Any = None, max: Any = None) -> Tensor:  # noqa: A0
 
     def lit(b: Any) -> Any:
         return _cast(b, dt) if isinstance(b, Tensor) else (float(b) if dt in FLOATS else int(b))
+    if any(isinstance(b, Tensor) for b in bounds):
+        # tensor bounds are torch's maximum then minimum: at a tie the gradient is split in halves
+        y = maximum(x, lit(min)) if min is not None else x
+        y = minimum(y, lit(max)) if max is not None else y
+        return apply("where", [x != x, x, y], {})  # a nan x passes its gradient whole, as torch's
+    # scalar bounds: the value at a bound is x itself (-0.0 stays), the gradient there 0 (torch
+    # >= 2.14: it flows only strictly inside the bounds); nan passes through
     if min is not None:
-        x = apply("where", [x < lit(min), lit(min), x], {})
+        x = apply("where", [x < lit(min), lit(min), apply("where", [x > lit(min), x, x.detach()], {})], {})
     if max is not None:
-        x = apply("where", [x > lit(max), lit(max), x], {})
+        x = apply("where", [x > lit(max), lit(max), apply("where", [x < lit(max), x, x.detach()], {})], {})
     return x
 
 

@@ -36,7 +36,10 @@ def relu6(x: Tensor) -> Tensor:
 
 
 def hardtanh(x: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
-    return Tensor.where(x < min_val, min_val, Tensor.where(x > max_val, max_val, x))
+    """The value clamped; the gradient 0 at and beyond the bounds and whole elsewhere, nan included
+    (torch's hardtanh_backward)."""
+    edge = (x <= min_val) | (x >= max_val)
+    return Tensor.where(x < min_val, min_val, Tensor.where(x > max_val, max_val, Tensor.where(edge, x.detach(), x)))
 
 
 def leaky_relu(x: Tensor, negative_slope: float = 0.01) -> Tensor:
