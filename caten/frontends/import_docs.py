@@ -24,7 +24,7 @@ def _grid(names: list[str], cols: int = 6) -> str:
 
 def blocks() -> dict[str, str]:
     from caten.frontends.onnx.handlers import HANDLERS
-    from caten.frontends.torch import aten  # noqa: F401  (fills ATEN)
+    from caten.frontends.torch import aten, aten_nn  # noqa: F401  (fill ATEN)
     from caten.frontends.torch.context import ATEN
 
     onnx_ops = sorted(set(HANDLERS) | {"Constant", "Shape", "Size"})

@@ -16,7 +16,7 @@ import numpy as np
 from caten.errors import Error
 from caten.frontends.deps import need
 from caten.frontends.text import sym
-from caten.frontends.torch import aten  # noqa: F401  (registers the ATen lowerings)
+from caten.frontends.torch import aten, aten_nn  # noqa: F401  (register the ATen lowerings)
 from caten.frontends.torch.context import ATEN, Ctx, dtype_of, meta
 
 
