@@ -6,7 +6,7 @@ from typing import Any
 
 from caten.errors import Error
 from caten.frontends.text import lit
-from caten.frontends.torch.context import Ctx, aten, dtype_of, lst, meta, operand
+from caten.frontends.torch.context import Ctx, affine, aten, dtype_of, lst, meta, operand
 
 _BIN = {"add": "+", "sub": "-", "mul": "*", "div": "/", "eq": "=", "ne": "!=", "lt": "<", "le": "<=", "gt": ">",
         "ge": ">=", "maximum": "max", "minimum": "min", "logical_and": "and", "logical_or": "or",
@@ -166,11 +166,7 @@ def _layer_norm(c: Ctx, n: Any) -> list:
     mu = c.emit(n.name + "_mean", f"(mean {xv} :axis {axes} :keepdims true)")
     d = c.emit(n.name + "_d", f"(- {xv} {mu})")
     rstd = c.emit(n.name + "_rstd", f"(rsqrt (+ (mean (* {d} {d}) :axis {axes} :keepdims true) {eps!r}))")
-    y = f"(* {d} {rstd})"
-    if w is not None:
-        y = f"(* {y} {c.arg(w)})"
-    if b is not None:
-        y = f"(+ {y} {c.arg(b)})"
+    y = affine(f"(* {d} {rstd})", c.arg(w) if w is not None else None, c.arg(b) if b is not None else None)
     return [y, mu, rstd]
 
 

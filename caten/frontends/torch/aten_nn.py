@@ -9,7 +9,7 @@ import math
 from typing import Any
 
 from caten.errors import Error
-from caten.frontends.torch.context import Ctx, aten, dtype_of, lst, meta, operand
+from caten.frontends.torch.context import Ctx, affine, aten, dtype_of, lst, meta, operand
 
 
 def _rank(node: Any) -> int:
@@ -41,11 +41,7 @@ def _batch_norm_eval(c: Ctx, n: Any) -> list:
         return f"(reshape {c.arg(t)} {chan})"
 
     y = f"(* (- {xv} {per_channel(mean)}) (rsqrt (+ {per_channel(var)} {float(eps)!r})))"
-    if w is not None:
-        y = f"(* {y} {per_channel(w)})"
-    if b is not None:
-        y = f"(+ {y} {per_channel(b)})"
-    return [y, None, None]
+    return [affine(y, per_channel(w) if w is not None else None, per_channel(b) if b is not None else None), None, None]
 
 
 @aten("aten.hardtanh.default")

@@ -98,3 +98,10 @@ def operand(c: Ctx, a: Any, other: Any) -> str:
     if isinstance(a, torch.fx.Node):
         return c.arg(a)
     return scalar(c, a, other)
+
+
+def affine(y: str, w: str | None, b: str | None) -> str:
+    """y * w + b as caten text, either factor absent (a norm layer without its affine parameters)."""
+    if w is not None:
+        y = f"(* {y} {w})"
+    return f"(+ {y} {b})" if b is not None else y
