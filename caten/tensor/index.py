@@ -20,6 +20,24 @@ def _advanced(i: Any) -> bool:
     return isinstance(i, (Tensor, np.ndarray, list))
 
 
+def _checked(t: Tensor, ix: Any, axis: int) -> Any:
+    """An integer index as torch checks it: a float index is an error, and in eager code (the
+    index's values known) an out-of-range one raises instead of reading a wrong element."""
+    dt = str(ix.dtype)
+    if dt.startswith(("f", "bf", "c")):  # caten's f32/bf16 and numpy's float64/complex128
+        raise Error(f"tensors used as indices must be long, int, byte or bool, not {dt}",
+                    hint="cast the index: idx.long()")
+    if isinstance(ix, Tensor) and state.trace() is not None:
+        return ix
+    vals = ix.numpy() if isinstance(ix, Tensor) else np.asarray(ix)
+    n = t.shape[axis]
+    bad = vals[(vals < -n) | (vals >= n)] if vals.size else vals
+    if bad.size:
+        raise Error(f"index {int(bad.reshape(-1)[0])} is out of bounds for axis {axis} with size {n}",
+                    hint=f"indices along axis {axis} must lie in [-{n}, {n})")
+    return ix
+
+
 def getitem(t: Tensor, idx: Any) -> Tensor:
     if _advanced(idx):
         return _take(t, idx)
@@ -86,6 +104,7 @@ def _take_at(t: Tensor, items: list, adv: list[int]) -> Tensor:
     if arr.dtype == "bool" or (isinstance(arr, np.ndarray) and arr.dtype.kind not in "iu" and arr.size):
         raise Error("only the first index may be a bool mask; later ones must be integers",
                     hint="index with the integer positions: np.flatnonzero(mask)")
+    _checked(basic, arr, pos)
     ix = arr if isinstance(arr, Tensor) else Tensor(arr.astype(np.int64), runtime=t.runtime)
     return apply("take", [basic, ix], {"axis": pos})
 
@@ -96,7 +115,7 @@ def _take(t: Tensor, idx: Any) -> Tensor:
     the result's shape depends on its values (so not inside caten.jit, whose shapes are static)."""
     if isinstance(idx, Tensor):
         if idx.dtype != "bool":
-            return apply("take", [t, idx], {"axis": 0})
+            return apply("take", [t, _checked(t, idx, 0)], {"axis": 0})
         if state.trace() is not None:
             raise Error("a bool Tensor cannot index a tensor inside caten.jit: the result's shape depends on "
                         "its values", hint="use caten.where(mask, x, 0)")
@@ -112,7 +131,9 @@ def _take(t: Tensor, idx: Any) -> Tensor:
         flat = t.reshape([-1] + list(t.shape[k:])) if k != 1 else t
         return apply("take", [flat, Tensor(np.flatnonzero(arr).astype(np.int64), runtime=t.runtime)], {"axis": 0})
     if arr.dtype.kind not in "iu":
-        raise Error(f"cannot index a tensor with an array of {arr.dtype}", hint="use integers or a bool mask")
+        raise Error(f"tensors used as indices must be long, int, byte or bool, not {arr.dtype}",
+                    hint="use integers or a bool mask")
+    _checked(t, arr, 0)
     return apply("take", [t, Tensor(arr.astype(np.int64), runtime=t.runtime)], {"axis": 0})
 
 

@@ -1,0 +1,45 @@
+"""Issue #39's wrong numbers: each must give torch's answer or a caten Error, never a silent value."""
+
+import numpy as np
+import pytest
+
+from caten import Tensor
+from caten.errors import Error
+
+torch = pytest.importorskip("torch")
+
+X = np.arange(12.0).reshape(3, 4)
+
+
+@pytest.mark.parametrize("idx", [
+    lambda: np.array([0.0, 1.0]), lambda: Tensor(np.array([0.0, 2.0])), lambda: Tensor(np.array([1.0]), dtype="f32"),
+])
+def test_float_index_is_an_error(idx):
+    with pytest.raises(IndexError, match="tensors used as indices must be long"):
+        torch.tensor(X)[torch.tensor([0.0, 1.0])]
+    with pytest.raises(Error, match="tensors used as indices must be long, int, byte or bool"):
+        Tensor(X)[idx()]
+
+
+@pytest.mark.parametrize("idx", [[3], [-4], [0, 7], (slice(None), [4]), (slice(None), [-5]), np.array([[0], [3]])])
+def test_out_of_range_index_raises_as_torch(idx):
+    tidx = tuple(torch.tensor(i) if isinstance(i, (list, np.ndarray)) else i for i in idx) \
+        if isinstance(idx, tuple) else torch.tensor(idx)
+    with pytest.raises(IndexError):
+        torch.tensor(X)[tidx]
+    with pytest.raises(Error, match="out of bounds"):
+        Tensor(X)[idx]
+    if not isinstance(idx, tuple):
+        with pytest.raises(Error, match="out of bounds"):
+            Tensor(X)[Tensor(np.asarray(idx, dtype=np.int64))]
+
+
+@pytest.mark.parametrize("runtime", ["numpy", "llvm", "c"])
+@pytest.mark.parametrize("idx", [[2, -3, 0], (slice(None), [-1, 0]), np.array([[1], [-1]]), []])
+def test_in_range_indices_still_match_torch(runtime, idx):
+    tidx = tuple(torch.tensor(i) if isinstance(i, list) else i for i in idx) if isinstance(idx, tuple) \
+        else torch.tensor(np.asarray(idx, dtype=np.int64))
+    want = torch.tensor(X)[tidx].numpy()
+    got = Tensor(X, runtime=runtime)[idx].numpy()
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
