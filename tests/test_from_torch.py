@@ -107,3 +107,19 @@ def test_unsupported_aten_op_is_a_diagnostic():
 
     with pytest.raises(caten.Error, match="sort"):
         caten.from_torch(Sort(), (torch.randn(4),))
+
+
+def test_refusal_names_every_missing_op():
+    """One Error lists all the ATen ops caten lacks, not only the first one met."""
+    torch = pytest.importorskip("torch")
+    import caten
+    from caten.errors import Error
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.special.bessel_j0(x) + torch.special.bessel_j1(x)
+
+    with pytest.raises(Error) as e:
+        caten.from_torch(M(), (torch.randn(3),))
+    msg = str(e.value)
+    assert "special_bessel_j0" in msg and "special_bessel_j1" in msg

@@ -45,6 +45,12 @@ def convert_exported(ep: Any, name: str = "forward") -> tuple[str, list[str], li
             t = ep.state_dict[spec.target] if spec.target in ep.state_dict else ep.constants[spec.target]
             weights.append(t.detach().cpu().numpy())
             params.append(ann)
+    missing = sorted({str(n.target) for n in ep.graph.nodes if n.op == "call_function" and str(n.target) not in ATEN
+                      and n.target is not __import__("operator").getitem
+                      and not (hasattr(meta(n), "node") and hasattr(meta(n).node, "expr"))})
+    if missing:  # every missing op at once, before anything is lowered
+        raise Error(f"ATen op(s) not supported by caten's importer: {', '.join(f'`{m}`' for m in missing)}",
+                    None, "docs/import.md lists the supported ATen ops and how to add one")
     outs: list[tuple[str, str]] = []
     for node in ep.graph.nodes:
         if node.op == "call_function":
@@ -54,12 +60,9 @@ def convert_exported(ep: Any, name: str = "forward") -> tuple[str, list[str], li
                 continue
             key = str(node.target)
             fn = ATEN.get(key)
-            if fn is None:
-                if node.target is __import__("operator").getitem:
-                    c.vals[node.name] = c.vals[node.args[0].name][node.args[1]]
-                    continue
-                raise Error(f"torch.export node `{node.name}`: ATen op `{key}` is not supported by caten's importer",
-                            None, "docs/import.md lists the supported ATen ops")
+            if fn is None:  # operator.getitem: every other missing op was refused above
+                c.vals[node.name] = c.vals[node.args[0].name][node.args[1]]
+                continue
             res = fn(c, node)
             if isinstance(res, list):
                 c.vals[node.name] = [None if r is None else c.emit(f"{node.name}_{i}", r) for i, r in enumerate(res)]
