@@ -31,10 +31,11 @@
 
 (composite pow ((A{T}[...] B{T}[...]) -> (C{T}[...]))
   "a ** b: floats as 2**(b log2 |a|) with C99 Annex F's special cases; integers by repeated squaring"
-  ;; torch's: b a**(b-1) (0 where b = 0), and a**b log a where a > 0 (0 elsewhere)
+  ;; torch's pow_backward_self / _exponent: b a**(b-1) (0 where b = 0), and a**b log a (0 where
+  ;; a = +-0 and b >= 0; so nan for a < 0 and -inf for a = 0, b < 0, as torch gives)
   :vjp ((dC)
-        (return (* dC (WHERE (= B 0) 0 (* B (pow A (- B 1)))))
-                (* dC (WHERE (< 0 A) (* C (log A)) 0))))
+        (return (WHERE (= B 0) 0 (* dC (* B (pow A (- B 1)))))
+                (* dC (WHERE (AND (= A 0) (<= 0 B)) 0 (* C (log A))))))
   (if (float? A)
       (let ((wide (= (bits A) 64))
             (a (if wide A (CAST A f64)))

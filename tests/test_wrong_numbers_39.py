@@ -43,3 +43,16 @@ def test_in_range_indices_still_match_torch(runtime, idx):
     got = Tensor(X, runtime=runtime)[idx].numpy()
     assert got.shape == want.shape
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("runtime", ["numpy", "llvm", "c"])
+def test_pow_gradients_match_torch_on_a_grid(runtime):
+    a = np.array([-2.0, -1.0, -0.5, -0.0, 0.0, 0.5, 1.0, 3.0])
+    b = np.array([-2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, 3.0])
+    A, B = (g.reshape(-1) for g in np.meshgrid(a, b, indexing="ij"))
+    ta, tb = torch.tensor(A, requires_grad=True), torch.tensor(B, requires_grad=True)
+    (ta ** tb).sum().backward()
+    ca, cb = Tensor(A, runtime=runtime, requires_grad=True), Tensor(B, runtime=runtime, requires_grad=True)
+    (ca ** cb).sum().backward()
+    np.testing.assert_allclose(ca.grad.numpy(), ta.grad.numpy(), rtol=1e-12, equal_nan=True)
+    np.testing.assert_allclose(cb.grad.numpy(), tb.grad.numpy(), rtol=1e-12, equal_nan=True)
