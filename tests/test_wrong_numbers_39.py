@@ -56,3 +56,17 @@ def test_pow_gradients_match_torch_on_a_grid(runtime):
     (ca ** cb).sum().backward()
     np.testing.assert_allclose(ca.grad.numpy(), ta.grad.numpy(), rtol=1e-12, equal_nan=True)
     np.testing.assert_allclose(cb.grad.numpy(), tb.grad.numpy(), rtol=1e-12, equal_nan=True)
+
+
+@pytest.mark.parametrize("shape", [(3, 0), (0, 3), (2, 0, 4)])
+@pytest.mark.parametrize("f", [
+    lambda x: x[1:2].sum(), lambda x: x.reshape(-1).sum(), lambda x: x.flip(1).sum(),
+    lambda x: (x[:, None] * 2).sum(), lambda x: x.transpose(0, 1)[1:].sum(),
+])
+def test_backward_through_a_zero_size_dim_gives_an_empty_grad(shape, f):
+    t = torch.zeros(shape, dtype=torch.float64, requires_grad=True)
+    f(t).backward()
+    x = Tensor(np.zeros(shape), requires_grad=True)
+    f(x).backward()
+    assert x.grad.shape == tuple(t.grad.shape)
+    np.testing.assert_array_equal(x.grad.numpy(), t.grad.numpy())

@@ -50,6 +50,8 @@ def unbroadcast(x: Node, shape: Sequence[Dim]) -> Node:
 def transpose(v: View, src_shape: Sequence[Dim], ct: Node) -> Node:
     """The cotangent of the source of `VIEW(src, v)` given the view's cotangent `ct`."""
     src_shape = tuple(src_shape)
+    if 0 in src_shape or 0 in tuple(v.shape):  # nothing read, or nothing to read: an empty cotangent
+        return B.const(0, ct.dtype, src_shape)
     if v.contiguous and D.prod(v.shape) == D.prod(src_shape):  # a plain reshape (a prefix is a shrink)
         return B.reshape(ct, src_shape)
     offset, strides, sizes = v.offset, list(v.strides), list(v.shape)
