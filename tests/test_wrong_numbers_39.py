@@ -70,3 +70,24 @@ def test_backward_through_a_zero_size_dim_gives_an_empty_grad(shape, f):
     f(x).backward()
     assert x.grad.shape == tuple(t.grad.shape)
     np.testing.assert_array_equal(x.grad.numpy(), t.grad.numpy())
+
+
+EXACT = """(composite f ((X{f32}[N]) -> (Y{f32}[(/ N 2)]))
+  (slice X [0 (/ N 2)]))
+"""
+
+
+@pytest.mark.parametrize("runtime", ["numpy", "llvm", "c"])
+def test_exact_dim_division_is_checked_at_the_call(runtime):
+    import caten
+    mod = caten.loads(EXACT, runtime=runtime)
+    np.testing.assert_array_equal(mod.f(np.arange(4, dtype=np.float32)), np.arange(2, dtype=np.float32))
+    with pytest.raises(Error, match=r"\(/ N 2\): N divisible by 2 \(<string>:2:15"):
+        mod.f(np.arange(5, dtype=np.float32))
+
+
+def test_exact_dim_division_of_a_bound_dim_is_a_source_error():
+    import caten
+    with pytest.raises(Error, match="5 is not divisible by 2") as ei:
+        caten.loads(EXACT, runtime="numpy", defines={"N": 5}).f(np.arange(5, dtype=np.float32))
+    assert ei.value.span is not None and (ei.value.span.line, ei.value.span.col) == (2, 15)

@@ -13,11 +13,16 @@ from caten.elaborate.values import Lit, Tensor
 from caten.errors import Error, Span
 from caten.ir import dims as D
 from caten.ir.dims import Dim
+from caten.ir.program import Constraint
 from caten.read.program import CompositeDef
 from caten.read.sexpr import Annot, Form, Kw, Num, SList, Str, Sym, head, show
 
 MAX_DOTIMES = 100_000  # dotimes unrolls at compile time: a bound keeps a typo from hanging the compiler
 SPECIAL = ("setf", "let", "return", "dotimes", "if", "progn")
+def _where(span: Span | None) -> str:
+    return f"{span.file}:{span.line}:{span.col}" if span is not None else "no source"
+
+
 DIM_OPS = {"+": D.add, "*": D.mul, "-": None, "/": None, "idiv": D.floordiv, "mod": D.mod, "max": D.dmax,
            "min": D.dmin}
 CONSTANTS = {"true": Lit(True, "bool"), "t": Lit(True, "bool"), "false": Lit(False, "bool"), "nil": None}
@@ -115,6 +120,11 @@ class Evaluator:
                     raise Error("(/ a b) takes two dims", f.span)
                 if args[1] == 0 or D.divides(args[0], args[1]) is False:
                     raise Error(f"{args[0]} is not divisible by {args[1]}", f.span, "use idiv for floor division")
+                if D.divides(args[0], args[1]) is None:  # known only at the call: checked there
+                    c = Constraint(D.mod(args[0], args[1]), 0, f"{show(f)}: {args[0]} divisible by {args[1]} "
+                                   f"({_where(f.span)}; use idiv for floor division)")
+                    if c not in self.output_constraints:
+                        self.output_constraints.append(c)
                 return D.floordiv(args[0], args[1])
             if len(args) == 1:
                 return args[0]
