@@ -82,6 +82,28 @@ class Tanhshrink(Module):
         return F.tanhshrink(x)
 
 
+class Hardshrink(_Act):
+    def __init__(self, lambd: float = 0.5):
+        self.lambd = lambd
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.hardshrink(x, self.lambd)
+
+    def extra_repr(self) -> str:
+        return f"{self.lambd}"
+
+
+class Softshrink(_Act):
+    def __init__(self, lambd: float = 0.5):
+        self.lambd = lambd
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.softshrink(x, self.lambd)
+
+    def extra_repr(self) -> str:
+        return f"{self.lambd}"
+
+
 class PReLU(Module):
     """x where positive, else a learned slope (one, or one a channel), initialised to `init`."""
 

@@ -97,6 +97,17 @@ def tanhshrink(x: Tensor) -> Tensor:
     return x - x.tanh()
 
 
+def hardshrink(x: Tensor, lambd: float = 0.5) -> Tensor:
+    """x outside [-lambd, lambd], else 0; nan passes through with gradient 1, as torch's."""
+    return Tensor.where((x >= -lambd) & (x <= lambd), 0.0, x)
+
+
+def softshrink(x: Tensor, lambd: float = 0.5) -> Tensor:
+    """x shrunk toward 0 by lambd, x * 0 within the band
+    (torch's scalar loop's -0.0); nan passes through with gradient 1 (torch's formula)."""
+    return Tensor.where((x >= -lambd) & (x <= lambd), x * 0, Tensor.where(x > lambd, x - lambd, x + lambd))
+
+
 def prelu(x: Tensor, weight: Tensor) -> Tensor:
     """x where positive, else weight * x, one weight a channel (axis 1) or one for all."""
     w = weight if weight.shape[0] == 1 or x.ndim < 2 else weight.reshape([weight.shape[0]] + [1] * (x.ndim - 2))
