@@ -310,6 +310,9 @@ class Elaborator(Evaluator):
         for s in order:
             if s in defines:
                 dims[s] = int(defines[s])
+                if not 0 <= dims[s] < 2 ** 63:
+                    raise Error(f"-D {s}={defines[s]}: a dim must lie in [0, 2**63)", cdef.span,
+                                "a dim counts elements in an int64")
             elif s in plain:
                 dims[s] = D.sym(s)
         constraints: list[Constraint] = []
