@@ -23,6 +23,7 @@ import caten.lower.kernel_lowerer as lowering  # by module: tests may stand a bu
 from caten import loopir as L
 from caten import target
 from caten.cache import default_cache, key_of, tuning
+from caten.cache.fingerprint import fingerprint
 from caten.errors import Error
 from caten.ir import dims as D
 from caten.ir.dtypes import DType
@@ -36,7 +37,6 @@ from caten.lower.text import kernel_text
 from caten.lower.trial import check_group
 from caten.lower.verify import problems as loop_problems
 from caten.pipeline.extern import ExternSplit, has_extern
-from caten.cache.fingerprint import fingerprint
 from caten.pipeline.passes import Timings
 from caten.plugin import Options, Runtime, named_programs
 from caten.schedule import Schedule, schedule

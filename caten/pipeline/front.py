@@ -134,8 +134,8 @@ def front_fingerprint() -> str:
     """The code of this module and of every module it can import, the grammar and the library's
     sources (caten.elaborate.library): a change to any of them invalidates cached programs."""
     from caten.cache import key_of
-    from caten.elaborate.library import library_sources
     from caten.cache.fingerprint import fingerprint
+    from caten.elaborate.library import library_sources
     from caten.version import __version__
 
     return key_of(__version__, fingerprint(ROOTS), *(t for _, t in library_sources()))
