@@ -310,7 +310,7 @@ class Elaborator(Evaluator):
         for s in order:
             if s in defines:
                 dims[s] = int(defines[s])
-                if not 0 <= dims[s] < 2 ** 63:
+                if dims[s] >= 2 ** 63:  # (a negative one is the signature's "cannot be negative")
                     raise Error(f"-D {s}={defines[s]}: a dim must lie in [0, 2**63)", cdef.span,
                                 "a dim counts elements in an int64")
             elif s in plain:
