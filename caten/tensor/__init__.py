@@ -13,7 +13,18 @@ import types
 
 from caten.tensor import methods as _methods
 from caten.tensor import printing as _printing
-from caten.tensor import torch_create, torch_math, torch_misc, torch_reduce, torch_shape, torch_sort  # noqa: F401 (register)
+from caten.tensor import (  # noqa: F401 (register)
+    torch_create,
+    torch_elementwise,
+    torch_linalg,
+    torch_math,
+    torch_misc,
+    torch_reduce,
+    torch_scan,
+    torch_scatter,
+    torch_shape,
+    torch_sort,
+)
 from caten.tensor import torch_inplace as _inplace
 from caten.tensor import torchnames as _torchnames
 from caten.tensor.realize import stats

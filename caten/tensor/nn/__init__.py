@@ -3,7 +3,7 @@ containers), `layers`, `norms`, `recurrent`, `attention`, `transformer`, `activa
 `functional` (torch's F), `init` (torch's nn.init), `utils` (gradient clipping). `caten.nn` is this
 package's public face."""
 
-from caten.tensor.nn import functional, init, utils
+from caten.tensor.nn import conv_layers, functional, init, resample_layers, utils
 from caten.tensor.nn.activations import (
     CELU,
     ELU,
@@ -33,6 +33,7 @@ from caten.tensor.nn.activations import (
     Tanhshrink,
 )
 from caten.tensor.nn.attention import MultiheadAttention
+from caten.tensor.nn.conv_layers import *  # noqa: F401, F403 (each module's __all__)
 from caten.tensor.nn.layers import (
     AdaptiveAvgPool2d,
     AvgPool2d,
@@ -59,6 +60,7 @@ from caten.tensor.nn.loss import (
 from caten.tensor.nn.module import Module, ModuleDict, ModuleList, Parameter, Sequential
 from caten.tensor.nn.norms import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm, RMSNorm
 from caten.tensor.nn.recurrent import GRU, LSTM, RNN
+from caten.tensor.nn.resample_layers import *  # noqa: F401, F403
 from caten.tensor.nn.transformer import TransformerEncoder, TransformerEncoderLayer
 
 __all__ = ["functional", "init", "utils", "Module", "Sequential", "ModuleList", "ModuleDict", "Parameter",
@@ -72,3 +74,4 @@ __all__ = ["functional", "init", "utils", "Module", "Sequential", "ModuleList", 
            "Softmin",
            "MSELoss", "L1Loss", "HuberLoss", "SmoothL1Loss", "BCELoss", "BCEWithLogitsLoss", "KLDivLoss", "NLLLoss",
            "CrossEntropyLoss"]
+__all__ += conv_layers.__all__ + resample_layers.__all__
