@@ -64,3 +64,107 @@
   "the lower triangle of the last two axes: X where column - row <= k, else 0"
   (setf s [(dim X -2) (dim X -1)])
   (WHERE (not (CMPLT k (ADD (INDEX s :axis 1) (NEG (INDEX s :axis 0))))) X (if (bool? X) false 0)))
+
+;;; Scatters (torch.scatter / scatter_reduce along an axis): every position p of I sends S[p] to
+;;; Y[p with :axis replaced by I[p]]. Written, like the gathers, as a one-hot over the axis: the
+;;; [I's dims with :axis last, n] comparison of each index with 0..n-1, reduced over I's :axis,
+;;; then put back in X's layout. S has I's shape; an index outside [-n, n) sends nothing.
+
+(composite scatter-hits ((X{T}[...] I{U}[...]) -> (H{bool}[...]) &key (axis 0))
+  "the one-hot [dims of I with :axis moved last, n]: where each index of I lands along X's :axis"
+  (setf ax (axis X axis))
+  (setf r (rank X))
+  (setf n (dim X ax))
+  (setf ii (cast I i64))
+  (setf last (permute (WHERE (CMPLT ii 0) (ADD ii n) ii) (append (range 0 ax) (range (+ ax 1) r) [ax])))
+  (= (INDEX (append (shape last) [n]) :axis r) (unsqueeze last -1)))
+
+(composite scatter-source ((S{T}[...]) -> (V{T}[...]) &key (axis 0))
+  "S with :axis moved last and a unit axis after it, to meet scatter-hits"
+  (setf ax (axis S axis))
+  (unsqueeze (permute S (append (range 0 ax) (range (+ ax 1) (rank S)) [ax])) -1))
+
+(composite scatter-place ((X{T}[...] C{U}[...]) -> (Y{U}[...]) &key (axis 0) (value 0))
+  "C (scatter-hits' layout, I's :axis reduced away) in X's layout: :axis home, the other axes padded to X's sizes with :value"
+  (setf ax (axis X axis))
+  (setf r (rank X))
+  (setf back (permute C (append (range 0 ax) [(- r 1)] (range ax (- r 1)))))
+  (setf w [])
+  (dotimes (d r) (setf w (append w [[0 (- (dim X d) (dim back d))]])))
+  (pad back w :value value))
+
+(composite scatter-count ((X{T}[...] I{U}[...]) -> (N{i64}[...]) &key (axis 0))
+  "how many indices of I land on each element of X along :axis"
+  (setf h (scatter-hits X I :axis axis))
+  (scatter-place X (sum (cast h i64) :axis (- (rank X) 1)) :axis axis))
+
+(composite scatter-add ((X{T}[...] I{U}[...] S{T}[...]) -> (Y{T}[...]) &key (axis 0))
+  "torch.scatter_add: Y = X, then Y[.., I[p], ..] += S[p] for every position p of I"
+  (setf h (scatter-hits X I :axis axis))
+  (+ X (scatter-place X (sum (WHERE h (scatter-source S :axis axis) 0) :axis (- (rank X) 1)) :axis axis)))
+
+(composite scatter ((X{T}[...] I{U}[...] S{T}[...]) -> (Y{T}[...]) &key (axis 0))
+  "torch.scatter: Y = X, then Y[.., I[p], ..] = S[p]; of indices that repeat, the last along :axis wins (torch's CPU order)"
+  (setf r (rank X))
+  (setf h (scatter-hits X I :axis axis))
+  (setf k (ADD (INDEX (shape h) :axis (- r 1)) 1))
+  (setf last (max (WHERE h k 0) :axis (- r 1) :keepdims true))
+  (setf win (and h (= k last)))
+  (setf sv (scatter-source S :axis axis))
+  (setf v (if (bool? X) (max (WHERE win sv false) :axis (- r 1)) (sum (WHERE win sv 0) :axis (- r 1))))
+  (WHERE (scatter-place X (< 0 (squeeze last (- r 1))) :axis axis :value false) (scatter-place X v :axis axis) X))
+
+(composite scatter-extreme ((X{T}[...] I{U}[...] S{T}[...]) -> (Y{T}[...] A{bool}[...]) &key (axis 0) (largest true))
+  "the max (:largest) or min of the sources landing on each element of X, and whether any lands"
+  (setf r (rank X))
+  (setf h (scatter-hits X I :axis axis))
+  (setf sv (scatter-source S :axis axis))
+  (setf any (scatter-place X (max h :axis (- r 1)) :axis axis :value false))
+  (if largest
+      (return (scatter-place X (max (WHERE h sv (if (float? S) -inf (min S))) :axis (- r 1)) :axis axis) any)
+      (return (scatter-place X (min (WHERE h sv (if (float? S) inf (max S))) :axis (- r 1)) :axis axis) any)))
+
+(composite gather ((X{T}[...] I{U}[...]) -> (Y{T}[...]) &key (axis 0))
+  "torch.gather: Y[p] = X[p with :axis replaced by I[p]]; I has X's rank and is no larger off :axis (an index outside [-n, n) reads 0)"
+  (setf ax (axis X axis))
+  (setf cut [])
+  (dotimes (d (rank X)) (setf cut (append cut [[0 (if (= d ax) (dim X d) (dim I d))]])))
+  (take-along-axis (VIEW X :shrink cut) I :axis ax))
+
+(composite scatter-extreme-vjp ((X{T}[...] I{U}[...] S{T}[...] Y{T}[...] dY{T}[...]) -> (dX{T}[...] dS{T}[...])
+                                &key (axis 0) (include-self true))
+  "torch's scatter_reduce amax/amin gradient: dY shared evenly by X (where it equals Y) and every source equal to Y"
+  (setf own (cast (= X Y) (dtype X)))
+  (setf hit (cast (= S (gather Y I :axis axis)) (dtype X)))
+  (setf share (/ dY (scatter-add own I hit :axis axis)))
+  (setf gx (* own share))
+  (return (if include-self gx (WHERE (< 0 (scatter-count X I :axis axis)) 0 gx))
+          (* hit (gather share I :axis axis))))
+
+(composite scatter-max ((X{T}[...] I{U}[...] S{T}[...]) -> (Y{T}[...]) &key (axis 0) (include-self true))
+  "torch.scatter_reduce amax: the maximum of the sources landing on each element (and X's own with :include-self); nan propagates"
+  :vjp ((dY)
+        (setf g (scatter-extreme-vjp X I S Y dY :axis axis :include-self include-self))
+        (return (nth g 0) nil (nth g 1)))
+  (setf e (scatter-extreme X I S :axis axis :largest true))
+  (WHERE (nth e 1) (if include-self (MAX X (nth e 0)) (nth e 0)) X))
+
+(composite scatter-min ((X{T}[...] I{U}[...] S{T}[...]) -> (Y{T}[...]) &key (axis 0) (include-self true))
+  "torch.scatter_reduce amin: the minimum of the sources landing on each element (and X's own with :include-self); nan propagates"
+  :vjp ((dY)
+        (setf g (scatter-extreme-vjp X I S Y dY :axis axis :include-self include-self))
+        (return (nth g 0) nil (nth g 1)))
+  (setf e (scatter-extreme X I S :axis axis :largest false))
+  (setf m (nth e 0))
+  (WHERE (nth e 1)
+         (if include-self
+             (if (float? X) (NEG (MAX (NEG X) (NEG m))) (WHERE (CMPLT m X) m X))
+             m)
+         X))
+
+(composite scatter-mul ((X{T}[...] I{U}[...] S{T}[...]) -> (Y{T}[...]) &key (axis 0) (include-self true))
+  "torch.scatter_reduce prod: the product of the sources landing on each element (times X's own with :include-self)"
+  (setf r (rank X))
+  (setf h (scatter-hits X I :axis axis))
+  (setf p (scatter-place X (prod (WHERE h (scatter-source S :axis axis) 1) :axis (- r 1)) :axis axis :value 1))
+  (if include-self (* X p) (WHERE (< 0 (scatter-count X I :axis axis)) p X)))
