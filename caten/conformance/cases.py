@@ -159,10 +159,20 @@ EXTRA: dict[str, list[tuple[str, tuple[tuple[str, ...], ...], str]]] = {
                  ("pad bias", (("B", "C", "H", "W"), ("O", "C", "3", "3"), ("O",)), ":padding 1")],
     "take": [("rows", (("M", "N"), ("K",)), ":axis 0"), ("cols by [K K]", (("M", "N"), ("K", "K")), ":axis 1")],
     "take-along-axis": [("cols", (("M", "N"), ("M", "K")), ":axis 1"), ("rows", (("M", "N"), ("K", "N")), "")],
+    "gather": [("cols", (("M", "N"), ("M", "K")), ":axis 1"), ("rows cut", (("M", "N"), ("K", "5")), "")],
+    "scatter-hits": [("rows", (("M", "N"), ("K", "N")), ""), ("cols", (("M", "N"), ("M", "K")), ":axis 1")],
+    "scatter-count": [("rows", (("M", "N"), ("K", "N")), ""), ("cols cut", (("M", "N"), ("3", "K")), ":axis 1")],
+    "scatter-place": [("rows", (("M", "N"), ("K", "M")), ""), ("cols", (("M", "N"), ("3", "N")), ":axis 1")],
+    "scatter-extreme-vjp": [("rows", (("M", "N"), ("K", "N"), ("K", "N"), ("M", "N"), ("M", "N")), "")],
 }
+for _op in ("scatter", "scatter-add", "scatter-max", "scatter-min", "scatter-mul", "scatter-extreme"):
+    EXTRA[_op] = [("rows", (("M", "N"), ("K", "N"), ("K", "N")), ""),
+                  ("cols cut", (("M", "N"), ("3", "K"), ("3", "K")), ":axis 1")]
 # rows that get only their EXTRA layouts: an index tensor as large as the data would compare every
 # index with every position (O(size^2) memory at the 257x129 size)
-EXTRA_ONLY = {"take", "take-along-axis"}
+EXTRA_ONLY = {"take", "take-along-axis", "gather", "scatter", "scatter-add", "scatter-max", "scatter-min",
+              "scatter-mul", "scatter-extreme", "scatter-hits", "scatter-count", "scatter-place",
+              "scatter-extreme-vjp"}
 
 
 # principal ops -----------------------------------------------------------------------------

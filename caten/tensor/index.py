@@ -90,13 +90,12 @@ def _take_at(t: Tensor, items: list, adv: list[int]) -> Tensor:
     part first, then numpy.take along the axis the index lands on. As torch (unlike numpy, which
     moves the index's dims first when a slice parts it from an int), ints select before."""
     ints = [n for n, i in enumerate(items) if isinstance(i, (int, np.integer))]
-    if len(adv) > 1 or (ints and any(i is None for i in items)):
-        raise Error("an index with several arrays, or with ints and None beside an array, is not supported",
-                    hint="index in two steps, e.g. t[0][:, idx]")
     if any(i is Ellipsis for i in items):  # spell the `...` out, so positions count axes
         k = items.index(Ellipsis)
-        used = sum(1 for i in items if i is not None and i is not Ellipsis)
+        used = sum(_width(i) for i in items if i is not None and i is not Ellipsis)
         items = items[:k] + [slice(None)] * (t.ndim - used) + items[k + 1:]
+    if len(adv) > 1 or (ints and any(i is None for i in items)) or any(_is_mask(items[j]) for j in adv):
+        return _take_many(t, items)
     j = next(n for n, i in enumerate(items) if _advanced(i))
     pos = sum(1 for i in items[:j] if not isinstance(i, (int, np.integer)))  # the axis it lands on
     basic = getitem(t, tuple(items[:j] + [slice(None)] + items[j + 1:]))
@@ -107,6 +106,73 @@ def _take_at(t: Tensor, items: list, adv: list[int]) -> Tensor:
     _checked(basic, arr, pos)
     ix = arr if isinstance(arr, Tensor) else Tensor(arr.astype(np.int64), runtime=t.runtime)
     return apply("take", [basic, ix], {"axis": pos})
+
+
+def _is_mask(i: Any) -> bool:
+    return _advanced(i) and str(i.dtype if isinstance(i, (Tensor, np.ndarray)) else np.asarray(i).dtype) == "bool"
+
+
+def _width(i: Any) -> int:
+    """How many axes of the tensor an index item consumes (a bool mask: its rank)."""
+    if _is_mask(i):
+        return max(np.ndim(i) if not isinstance(i, Tensor) else i.ndim, 1)
+    return 1
+
+
+def _take_many(t: Tensor, items: list) -> Tensor:
+    """numpy/torch advanced indexing with several index arrays (bool masks as their nonzero
+    positions): the basic part first (ints select before, as torch), then the indexed axes moved
+    first and flattened, one `take` of their linear index, and the broadcast index dims put where
+    torch puts them (in place of the indexed axes when those are adjacent, else first)."""
+    basic_items: list = []
+    comps: list[tuple[int, Any]] = []  # (axis of the basic result, integer index)
+    axis = 0
+    for it in items:
+        if it is None:
+            basic_items.append(None)
+            axis += 1
+        elif isinstance(it, (int, np.integer)) and not isinstance(it, bool):
+            basic_items.append(it)
+        elif _is_mask(it):
+            if isinstance(it, Tensor) and state.trace() is not None:
+                raise Error("a bool Tensor cannot index a tensor inside caten.jit: the result's shape depends on "
+                            "its values", hint="use caten.where(mask, x, 0)")
+            m = it.numpy() if isinstance(it, Tensor) else np.asarray(it)
+            m = m.reshape(1) if m.ndim == 0 else m
+            for k, p in enumerate(np.nonzero(m)):
+                comps.append((axis + k, p.astype(np.int64)))
+            basic_items += [slice(None)] * m.ndim
+            axis += m.ndim
+        elif _advanced(it):
+            comps.append((axis, it))
+            basic_items.append(slice(None))
+            axis += 1
+        else:
+            basic_items.append(it)
+            axis += 1
+    basic = getitem(t, tuple(basic_items))
+    axes = [a for a, _ in comps]
+    rest = [a for a in range(basic.ndim) if a not in axes]
+    sizes = [basic.shape[a] for a in axes]
+    x = basic.permute(*(axes + rest)) if axes + rest != list(range(basic.ndim)) else basic
+    x = x.reshape([int(np.prod(sizes))] + [basic.shape[a] for a in rest])
+    flat = None
+    ok = None
+    for (a, ix), n in zip(comps, sizes):
+        ix = _checked(basic, ix if isinstance(ix, Tensor) else np.asarray(ix), a)
+        ix = ix if isinstance(ix, Tensor) else Tensor(np.asarray(ix).astype(np.int64), runtime=t.runtime)
+        ix = ix.cast("i64")
+        inside = (ix >= -n) & (ix < n)
+        ok = inside if ok is None else ok & inside
+        ix = Tensor.where(ix < 0, ix + n, ix)
+        flat = ix if flat is None else flat * n + ix
+    flat = Tensor.where(ok, flat, int(np.prod(sizes)))  # inside caten.jit an index out of range reads 0
+    out = apply("take", [x, flat], {"axis": 0})
+    b = flat.ndim
+    if axes == list(range(axes[0], axes[0] + len(axes))) and axes[0] > 0:
+        order = list(range(b, b + axes[0])) + list(range(b)) + list(range(b + axes[0], out.ndim))
+        out = out.permute(*order)
+    return out
 
 
 def _take(t: Tensor, idx: Any) -> Tensor:
@@ -143,10 +209,11 @@ def setitem(t: Tensor, idx: Any, value: Any) -> None:
     def host(i: Any) -> Any:
         return i.numpy() if isinstance(i, Tensor) else i
     items = tuple(host(i) for i in idx) if isinstance(idx, tuple) else host(idx)
-    try:
-        sel = np.asarray(np.arange(t.numel(), dtype=np.int64).reshape(t.shape)[items])
+    try:  # the positions torch's indexing selects (caten's getitem: torch's order of the index dims)
+        sel = getitem(Tensor(np.arange(t.numel(), dtype=np.int64).reshape(t.shape), runtime="numpy"), items).numpy()
     except (IndexError, TypeError, ValueError) as e:
         raise Error(f"cannot assign to t[{idx!r}] of a tensor of shape {list(t.shape)}: {e}") from None
+    sel = np.asarray(sel)
     flat = sel.reshape(-1)
     mask = np.zeros(t.numel(), dtype=np.bool_)
     mask[flat] = True

@@ -1,0 +1,67 @@
+"""torch's advanced indexing on caten.Tensor (issue 39): several index tensors, bool masks anywhere,
+ints and None beside them, the index dims placed where torch puts them; values and gradients against
+torch, out-of-range indices raise in eager code; `t[idx] = v` with torch's order of the index dims."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import caten
+from caten.errors import Error
+
+torch = pytest.importorskip("torch")
+
+X = np.arange(60, dtype=np.float32).reshape(3, 4, 5) / 7
+CASES = {
+    "two arrays split by a slice": lambda m, x: x[m([0, 2]), :, m([1, 3])],
+    "two adjacent arrays": lambda m, x: x[:, m([0, 2]), m([1, 3])],
+    "int then slice then array": lambda m, x: x[0, :, m([1, 2])],
+    "arrays beside a slice": lambda m, x: x[m([0]), 1:3, m([2])],
+    "bool mask on axis 1": lambda m, x: x[:, m([True, False, True, False])],
+    "None and two arrays": lambda m, x: x[None, m([0, 1]), m([1, 2])],
+    "ellipsis and negative": lambda m, x: x[..., m([1, -2])],
+    "int and two arrays": lambda m, x: x[1, m([0, 2]), m([1, 3])],
+    "array int array": lambda m, x: x[m([1]), 0, m([1, 3])],
+    "broadcast arrays": lambda m, x: x[m([[0], [2]]), m([1, 3, 0])],
+    "2-d mask on the last axes": lambda m, x: x[:, m([[True, False, True, False, True]] * 4)],
+    "arrays around an ellipsis": lambda m, x: x[m([2, -1]), ..., m([0, 4])],
+    "2-d array between slices": lambda m, x: x[1:, m([[1, 0]]), 2:4],
+    "mask and array": lambda m, x: x[m([True, False, True]), :, m([1, 2])],
+}
+
+
+@pytest.mark.parametrize("runtime", ["numpy", "llvm"])
+@pytest.mark.parametrize("name", list(CASES))
+def test_getitem_matches_torch(name, runtime):
+    if runtime == "llvm" and name not in ("two arrays split by a slice", "broadcast arrays", "mask and array"):
+        pytest.skip("llvm runs a representative subset")
+    f = CASES[name]
+    t = torch.tensor(X, requires_grad=True)
+    c = caten.Tensor(X, requires_grad=True, runtime=runtime)
+    ty = f(torch.tensor, t)
+    cy = f(lambda v: caten.Tensor(np.asarray(v), runtime=runtime), c)
+    assert cy.shape == tuple(ty.shape)
+    np.testing.assert_array_equal(cy.numpy(), ty.detach().numpy())
+    (ty * ty).sum().backward()
+    (cy * cy).sum().backward()
+    np.testing.assert_allclose(c.grad.numpy(), t.grad.numpy(), rtol=1e-6)
+
+
+def test_out_of_range_component_raises():
+    c = caten.Tensor(X)
+    with pytest.raises(Error, match="out of bounds"):
+        c[caten.tensor([0, 3]), caten.tensor([0, 0])]
+    with pytest.raises(Error, match="long, int"):
+        c[caten.tensor([0, 1]), caten.tensor([0.0, 1.0])]
+
+
+def test_setitem_uses_torch_order_of_index_dims():
+    t, c = torch.zeros(3, 4, 5), caten.zeros(3, 4, 5)
+    t[0, :, [1, 2]] = torch.arange(8.0).reshape(4, 2)  # numpy would want a [2, 4] value here
+    c[0, :, [1, 2]] = caten.arange(8.0).reshape(4, 2)
+    t[[0, 1], [1, 2]] = 7.0
+    c[[0, 1], [1, 2]] = 7.0
+    t[t > 6] = -1.0
+    c[c > 6] = -1.0
+    np.testing.assert_array_equal(c.numpy(), t.numpy())
