@@ -143,7 +143,10 @@ def _maxpool(c: Ctx, n: Any) -> list:
 @aten("aten.avg_pool2d.default")
 def _avgpool(c: Ctx, n: Any) -> str:
     args = list(n.args) + [None] * 6
-    x, k, s, p = args[:4]
+    x, k, s, p, ceil, include_pad, divisor = args[:7]
+    if ceil or divisor is not None or (include_pad is False and p and any(p)):
+        raise Error(f"torch.export node `{n.name}`: avg_pool2d with ceil_mode, divisor_override or "
+                    "count_include_pad=False over padding is not supported")
     return f"(avg-pool2d {c.arg(x)} :kernel {lst(k)} :stride {lst(s or k)} :padding {lst(p or [0, 0])})"
 
 

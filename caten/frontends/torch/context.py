@@ -33,6 +33,8 @@ class Ctx:
         self.vals: dict[str, Any] = {}
         self.lines: list[str] = []
         self.taken: set[str] = {"nil", "t", "true", "false", "inf", "nan"}
+        self.bound: set[str] = set()  # the vars `emit` made
+        self.consts: list[tuple[str, Any]] = []  # (parameter annotation, array): constants a lowering made
 
     def dim(self, d: Any) -> str:
         """An int or SymInt as caten dim text (symbols are the inputs' symbolic sizes)."""
@@ -57,9 +59,17 @@ class Ctx:
             return self.dim(a)
         return a
 
+    def const(self, name: str, value: Any, dtype: str) -> str:
+        """A constant array as one more bound parameter (like a weight), named after `name`."""
+        var = sym(name, self.taken, "k_")
+        dims = ", ".join(str(d) for d in value.shape)
+        self.consts.append((f"{var}{{{dtype}}}" + (f"[{dims}]" if value.ndim else ""), value))
+        return var
+
     def emit(self, name: str, expr: str) -> str:
         var = sym(name, self.taken, "v_")
         self.lines.append(f"(setf {var} {expr})")
+        self.bound.add(var)
         return var
 
 

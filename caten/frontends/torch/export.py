@@ -16,7 +16,7 @@ import numpy as np
 from caten.errors import Error
 from caten.frontends.deps import need
 from caten.frontends.text import sym
-from caten.frontends.torch import aten, aten_nn  # noqa: F401  (register the ATen lowerings)
+from caten.frontends.torch import aten, aten_core, aten_nn, aten_nn_core  # noqa: F401  (register the ATen lowerings)
 from caten.frontends.torch.context import ATEN, Ctx, dtype_of, meta
 
 
@@ -45,9 +45,7 @@ def convert_exported(ep: Any, name: str = "forward") -> tuple[str, list[str], li
             t = ep.state_dict[spec.target] if spec.target in ep.state_dict else ep.constants[spec.target]
             weights.append(t.detach().cpu().numpy())
             params.append(ann)
-    missing = sorted({str(n.target) for n in ep.graph.nodes if n.op == "call_function" and str(n.target) not in ATEN
-                      and n.target is not __import__("operator").getitem
-                      and not (hasattr(meta(n), "node") and hasattr(meta(n).node, "expr"))})
+    missing = missing_ops(ep)
     if missing:  # every missing op at once, before anything is lowered
         raise Error(f"ATen op(s) not supported by caten's importer: {', '.join(f'`{m}`' for m in missing)}",
                     None, "docs/import.md lists the supported ATen ops and how to add one")
@@ -65,22 +63,41 @@ def convert_exported(ep: Any, name: str = "forward") -> tuple[str, list[str], li
                 continue
             res = fn(c, node)
             if isinstance(res, list):
-                c.vals[node.name] = [None if r is None else c.emit(f"{node.name}_{i}", r) for i, r in enumerate(res)]
+                c.vals[node.name] = [r if r is None or r in c.bound else c.emit(f"{node.name}_{i}", r)
+                                     for i, r in enumerate(res)]
+            elif isinstance(res, str) and res in c.bound:
+                c.vals[node.name] = res  # a var the lowering already bound
             elif isinstance(res, str) and not hasattr(meta(node), "shape"):
                 c.vals[node.name] = res  # a size computed from sizes: dim text
             else:
                 c.vals[node.name] = c.emit(node.name, res)
         elif node.op == "output":
-            for i, o in enumerate(node.args[0]):
+            kinds = [s.kind.name for s in sig.output_specs]
+            for i, o in enumerate(o for o, k in zip(node.args[0], kinds) if k == "USER_OUTPUT"):
                 val = meta(o)
                 var = c.vals[o.name]
                 dims = ", ".join(c.dim(d) for d in val.shape)
                 oname = sym(f"out{i}", c.taken)
                 outs.append((var, f"{oname}{{{dtype_of(val.dtype)}}}" + (f"[{dims}]" if val.dim() else "")))
+    params += [ann for ann, _ in c.consts]
+    weights += [v for _, v in c.consts]
     sig_text = f"(({' '.join(user_params + params)}) -> ({' '.join(a for _, a in outs)}))"
     body = "\n  ".join(c.lines + [f"(return {' '.join(v for v, _ in outs)})"])
     text = f";; captured from torch.export by caten\n(composite {name} {sig_text}\n  {body})\n"
     return text, user, weights
+
+
+def needed_ops(ep: Any) -> list[str]:
+    """The ATen ops the graph calls (size arithmetic and tuple picks left out), sorted."""
+    import operator
+
+    return sorted({str(n.target) for n in ep.graph.nodes if n.op == "call_function" and n.target is not operator.getitem
+                   and not (hasattr(meta(n), "node") and hasattr(meta(n).node, "expr"))})
+
+
+def missing_ops(ep: Any) -> list[str]:
+    """The ops of `needed_ops` the importer cannot lower (yet)."""
+    return [op for op in needed_ops(ep) if not aten_core.available(op)]
 
 
 class TorchModule:
