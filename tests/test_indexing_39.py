@@ -67,3 +67,16 @@ def test_setitem_uses_torch_order_of_index_dims():
     t[t > 6] = -1.0
     c[c > 6] = -1.0
     np.testing.assert_array_equal(c.numpy(), t.numpy())
+
+
+@pytest.mark.parametrize("sl", [np.s_[::-1], np.s_[:, ::-2], np.s_[3:0:-1, 5:1:-3], np.s_[-1::-2, 1], np.s_[10:-10:-1],
+                                np.s_[0:3:-1], np.s_[None, 2::-1], np.s_[..., ::-3]])
+def test_negative_step_slices_as_numpy(sl):
+    x = np.arange(24.0).reshape(4, 6)
+    c = caten.Tensor(x, requires_grad=True)
+    y = c[sl]
+    np.testing.assert_array_equal(y.numpy(), x[sl])
+    (y * y).sum().backward()
+    g = np.zeros_like(x)
+    g[sl] = 2 * x[sl]
+    np.testing.assert_array_equal(c.grad.numpy(), g)

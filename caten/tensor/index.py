@@ -1,7 +1,8 @@
-"""Indexing a Tensor: ints, slices with positive steps, `...`, `None`, and one integer tensor or
-list (numpy.take along its axis: `x[idx]`, `x[:, [0, 2]]`). Printed as the library's `slice`,
-`reshape` and `take`, so a traced program reads as its author wrote it. `x[i] = v` (torch's
-habit) gives x a new value: `(where mask v x)` over the positions the index selects
+"""Indexing a Tensor as torch does: ints, slices (a negative step as numpy's, which torch itself
+refuses), `...`, `None`, integer tensors or lists (one: numpy.take along its axis, `x[idx]`,
+`x[:, [0, 2]]`; several, and bool masks anywhere: one take of their linear index). Printed as the
+library's `slice`, `reshape` and `take`, so a traced program reads as its author wrote it. `x[i] = v`
+gives x a new value: `(where mask v x)` over the positions the index selects
 (`torch_inplace.inplace`)."""
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ def getitem(t: Tensor, idx: Any) -> Tensor:
     items[k:k + 1] = [slice(None)] * (t.ndim - used)
     specs: list[list[int]] = []
     final: list[int] = []
+    flips: list[int] = []
     axis = 0
     for it in items:
         if it is None:
@@ -68,18 +70,21 @@ def getitem(t: Tensor, idx: Any) -> Tensor:
             i %= n
             specs.append([i, i + 1, 1])
         elif isinstance(it, slice):
-            if it.step is not None and it.step <= 0:
-                raise Error("slices with a step <= 0 are not supported", hint="use .flip(axis=...) and a positive step")
+            if it.step == 0:
+                raise Error("slice step cannot be zero")
             a, b, s = it.indices(n)
+            if s < 0:  # numpy's reversed slice: the same elements as a forward slice of the flipped axis
+                flips.append(axis)
+                a, b, s = n - 1 - a, n - 1 - b, -s
             specs.append([a, b, s])
             final.append(len(range(a, b, s)))
         else:
             raise Error(f"cannot index a tensor with {type(it).__name__}",
                         hint="use ints, slices, ..., None or one integer tensor")
         axis += 1
-    out = t
+    out = apply("flip", [t], {"axis": flips}) if flips else t
     if any(sp != [0, t.shape[i], 1] for i, sp in enumerate(specs)):
-        out = apply("slice", [t] + specs, {})
+        out = apply("slice", [out] + specs, {})
     if list(out.shape) != final:
         out = out.reshape(final)
     return out
