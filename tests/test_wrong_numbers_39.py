@@ -101,3 +101,13 @@ def test_a_define_outside_int64_dims_is_refused(n, msg):
     with pytest.raises(Error, match=msg):
         caten.loads(src, runtime="numpy", defines={"N": n}).f(np.arange(5, dtype=np.float32))
     assert caten.loads(src, runtime="numpy", defines={"N": 5}).f(np.arange(5, dtype=np.float32)) == 10
+
+
+@pytest.mark.parametrize("src", [
+    "(composite f ((X{f32}[N M]) -> (Y{f32}[]))\n  (sum X))\n",
+    "(composite f ((X{f32}[M]) -> (Y{f32}[]))\n  (sum (expand X [4611686018427387904 M])))\n",
+])
+def test_an_element_count_past_int64_is_refused(src):
+    import caten
+    with pytest.raises(Error, match="more than an int64 index can count"):
+        caten.loads(src, runtime="numpy", defines={"N": 2 ** 62, "M": 4}).f(np.zeros(4, np.float32))

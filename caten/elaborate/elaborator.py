@@ -32,7 +32,7 @@ from caten.ir import dtypes as T
 from caten.ir import verify
 from caten.ir.dims import Dim
 from caten.ir.dtypes import DType
-from caten.ir.graph import Node
+from caten.ir.graph import Node, toposort
 from caten.ir.ops import Op
 from caten.ir.program import Constraint, Program, TensorSpec
 from caten.read.program import CompositeDef
@@ -385,10 +385,25 @@ class Elaborator(Evaluator):
                 tvars[p.dtype] = t.dtype
             nodes.append(t.node)
             ospecs.append(TensorSpec(p.name, t.dtype, tuple(S.sig_dim(self, d, dims, p) for d in p.dims or [])))
+        _check_sizes(nodes, cdef)
         dyn = [s for s in order if s not in defines and s in plain]
         constraints += [c for c in self.output_constraints if c not in constraints]
         return Program(cdef.name, inputs, ospecs, nodes, dyn, constraints,
                        {k: int(v) for k, v in defines.items() if k in order}, derived)
+
+
+def _check_sizes(outputs: list, cdef: Any) -> None:
+    """Refuse a tensor whose element count does not fit the int64 its indices are computed in
+    (a dim that large, or a product of dims: an index would wrap and address the wrong element)."""
+    for n in toposort(outputs):
+        if all(isinstance(d, int) for d in n.shape):
+            count = 1
+            for d in n.shape:
+                count *= d
+            if count >= 2 ** 63:
+                raise Error(f"`{cdef.name}`: a tensor of shape [{' '.join(map(str, n.shape))}] has {count} elements, "
+                            "more than an int64 index can count", cdef.span,
+                            "element counts must stay below 2**63; use smaller dims")
 
 
 class _Same:
