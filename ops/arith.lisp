@@ -25,9 +25,9 @@
       (WHERE (CMPLT 0 A) A (WHERE (CMPLT A 0) (NEG A) (WHERE (CMPNE A A) (CONST nan :dtype (dtype A)) 0)))
       (WHERE (CMPLT A 0) (NEG A) A)))
 (composite sign ((A{T}[...]) -> (C{T}[...]))
-  "-1, 0 or 1 (nan for nan)"
-  (setf s (ADD (CAST (CMPLT 0 A) (dtype A)) (NEG (CAST (CMPLT A 0) (dtype A)))))
-  (if (float? A) (WHERE (CMPNE A A) A s) s))
+  "-1, 0 or 1 (0 for nan and -0.0, as torch's sign)"
+  :vjp ((dC) nil)
+  (ADD (CAST (CMPLT 0 A) (dtype A)) (NEG (CAST (CMPLT A 0) (dtype A)))))
 
 (composite pow ((A{T}[...] B{T}[...]) -> (C{T}[...]))
   "a ** b: floats as 2**(b log2 |a|) with C99 Annex F's special cases; integers by repeated squaring"
@@ -81,3 +81,26 @@
 
 (composite where ((C{bool}[...] A{T}[...] B{T}[...]) -> (Y{T}[...])) "c ? a : b elementwise" (WHERE C A B))
 (composite cast ((X{T}[...] dtype) -> (Y{U}[...])) "convert to DTYPE (float->int truncates)" (CAST X dtype))
+
+;;; shifts on integers, as torch's CPU kernels: a shift count outside [0, bits) gives 0 for <<, the
+;;; sign fill for a signed >> (0 unsigned); in range, a << n = a * 2**n (wrapping) and a >> n =
+;;; floor(a / 2**n), the arithmetic shift
+(composite pow2 ((N{T}[...]) -> (P{T}[...]))
+  "2**n for integers 0 <= n < bits, by the binary digits of n (the helper of the shifts)"
+  (setf acc (+ (* N 0) 1))
+  (dotimes (i (if (= (bits N) 8) 3 (if (= (bits N) 16) 4 (if (= (bits N) 32) 5 6))))
+    (setf acc (where (= (mod (idiv N (nth [1 2 4 8 16 32] i)) 2) 1)
+                     (* acc (nth [2 4 16 256 65536 4294967296] i)) acc)))
+  acc)
+(composite shl ((A{T}[...] B{T}[...]) -> (C{T}[...]))
+  "a << b (integers; 0 where b < 0 or b >= the bit width, as torch)"
+  :vjp ((dC) nil)
+  (let ((out (or (< B 0) (>= B (bits A)))))
+    (where out (* A 0) (* A (pow2 (where out (* B 0) B))))))
+(composite shr ((A{T}[...] B{T}[...]) -> (C{T}[...]) &key (signed true))
+  "a >> b, arithmetic (integers; a >> (bits - 1) where b < 0 or b >= bits - 1 for signed, 0 past bits - 1 unsigned, as torch)"
+  :vjp ((dC) nil)
+  (let ((top (if signed (- (bits A) 1) (bits A)))
+        (out (or (< B 0) (>= B top)))
+        (fill (if signed (- 0 (cast (< A 0) (dtype A))) (* A 0))))
+    (where out fill (idiv A (pow2 (where out (* B 0) B))))))

@@ -31,10 +31,10 @@
   "scale * (x if x > 0 else alpha (e**x - 1))"
   (MUL 1.0507009873554805 (WHERE (CMPLT 0 X) X (MUL 1.6732632423543772 (- (exp X) 1)))))
 (composite log1p ((X{T}[...]) -> (Y{T}[...]))
-  "log(1 + x), accurate for small x (Kahan: log(u) * x / (u - 1) with u = 1 + x)"
+  "log(1 + x), accurate for small x (Kahan: log(u) * x / (u - 1) with u = 1 + x; inf at inf)"
   :vjp ((dY) (/ dY (+ 1 X)))
   (let ((u (+ 1 X)))
-    (WHERE (= u 1) X (/ (* (log u) X) (- u 1)))))
+    (WHERE (= u 1) X (WHERE (= u inf) u (/ (* (log u) X) (- u 1))))))
 (composite softplus ((X{T}[...]) -> (Y{T}[...]))
   "log(1 + e**x), computed stably as max(x, 0) + log1p(e**-|x|)"
   :vjp ((dY) (* dY (sigmoid X)))
@@ -46,6 +46,41 @@
   (dotimes (i (- (len cs) 1))
     (setf acc (+ (nth cs (- (len cs) (+ i 2))) (* S acc))))
   acc)
+
+;;; fdlibm's f64 erf pieces, shared by erf and erfc
+(composite erf-mid ((A{T}[...]) -> (Y{T}[...]))
+  "P(a-1)/Q(a-1), where erf(a) = 0.845062911510467529297 + P/Q for 0.84375 <= a < 1.25 (fdlibm)"
+  (let ((s2 (- A 1)))
+    (/ (horner s2 -2.36211856075265944077e-03 4.14856118683748331666e-01
+                  -3.72207876035701323847e-01 3.18346619901161753674e-01
+                  -1.10894694282396677476e-01 3.54783043256182359371e-02
+                  -2.16637559486879084300e-03)
+       (horner s2 1 1.06420880400844228286e-01 5.40397917702171048937e-01
+                  7.18286544141962662868e-02 1.26171219808761642112e-01
+                  1.36370839120290507362e-02 1.19844998467991074170e-02))))
+(composite erf-tail ((A{T}[...]) -> (Y{T}[...]))
+  "erfc(a) for a >= 1.25: exp(-a^2 - 0.5625 + R(1/a^2)/S(1/a^2)) / a, two fits split at 1/0.35 (fdlibm)"
+  (let ((s3 (recip (* A A)))
+        (near (< A 2.857142857142857))
+        (R (where near
+                  (horner s3 -9.86494403484714822705e-03 -6.93858572707181764372e-01
+                                 -1.05586262253232909814e+01 -6.23753324503260060396e+01
+                                 -1.62396669462573470355e+02 -1.84605092906711035994e+02
+                                 -8.12874355063065934246e+01 -9.81432934416914548592e+00)
+                      (horner s3 -9.86494292470009928597e-03 -7.99283237680523006574e-01
+                                 -1.77579549177547519889e+01 -1.60636384855821916062e+02
+                                 -6.37566443368389627722e+02 -1.02509513161107724954e+03
+                                 -4.83519191608651397019e+02)))
+            (S (where near
+                      (horner s3 1 1.96512716674392571292e+01 1.37657754143519042600e+02
+                                 4.34565877475229228821e+02 6.45387271733267880336e+02
+                                 4.29008140027567833386e+02 1.08635005541779435134e+02
+                                 6.57024977031928170135e+00 -6.04244152148580987438e-02)
+                      (horner s3 1 3.03380607434824582924e+01 3.25792512996573918826e+02
+                                 1.53672958608443695994e+03 3.19985821950859553908e+03
+                                 2.55305040643316442583e+03 4.74528541206955367215e+02
+                                 -2.24409524465858183362e+01))))
+    (/ (exp (+ (NEG (* A A)) -0.5625 (/ R S))) A)))
 
 (composite erf ((X{T}[...]) -> (Y{T}[...]))
   "the error function: in f64 by fdlibm's rational approximations on four ranges (about 1 ulp); in narrower floats by two polynomial fits (within 3 ulp in f32, a fifth of the work)"
@@ -74,39 +109,60 @@
                              (horner z 1 3.97917223959155352819e-01 6.50222499887672944485e-02
                                        5.08130628187576562776e-03 1.32494738004321644526e-04
                                        -3.96022827877536812320e-06)))))
-            ;; |x| < 1.25: erx + P(|x|-1)/Q(|x|-1)
-            (s2 (- a 1))
-            (e2 (* sg (+ 8.45062911510467529297e-01
-                         (/ (horner s2 -2.36211856075265944077e-03 4.14856118683748331666e-01
-                                       -3.72207876035701323847e-01 3.18346619901161753674e-01
-                                       -1.10894694282396677476e-01 3.54783043256182359371e-02
-                                       -2.16637559486879084300e-03)
-                            (horner s2 1 1.06420880400844228286e-01 5.40397917702171048937e-01
-                                       7.18286544141962662868e-02 1.26171219808761642112e-01
-                                       1.36370839120290507362e-02 1.19844998467991074170e-02)))))
-            ;; |x| < 6: 1 - exp(-x^2 - 0.5625 + R(1/x^2)/S(1/x^2)) / |x|, two fits split at 1/0.35
-            (s3 (recip (* a a)))
-            (near (< a 2.857142857142857))
-            (R (where near
-                      (horner s3 -9.86494403484714822705e-03 -6.93858572707181764372e-01
-                                 -1.05586262253232909814e+01 -6.23753324503260060396e+01
-                                 -1.62396669462573470355e+02 -1.84605092906711035994e+02
-                                 -8.12874355063065934246e+01 -9.81432934416914548592e+00)
-                      (horner s3 -9.86494292470009928597e-03 -7.99283237680523006574e-01
-                                 -1.77579549177547519889e+01 -1.60636384855821916062e+02
-                                 -6.37566443368389627722e+02 -1.02509513161107724954e+03
-                                 -4.83519191608651397019e+02)))
-            (S (where near
-                      (horner s3 1 1.96512716674392571292e+01 1.37657754143519042600e+02
-                                 4.34565877475229228821e+02 6.45387271733267880336e+02
-                                 4.29008140027567833386e+02 1.08635005541779435134e+02
-                                 6.57024977031928170135e+00 -6.04244152148580987438e-02)
-                      (horner s3 1 3.03380607434824582924e+01 3.25792512996573918826e+02
-                                 1.53672958608443695994e+03 3.19985821950859553908e+03
-                                 2.55305040643316442583e+03 4.74528541206955367215e+02
-                                 -2.24409524465858183362e+01)))
-            (e3 (* sg (- 1 (/ (exp (+ (NEG z) -0.5625 (/ R S))) a)))))
-        (where (< a 0.84375) e1 (where (< a 1.25) e2 (where (< a 6) e3 sg))))))
+            (e2 (* sg (+ 8.45062911510467529297e-01 (erf-mid a))))
+            (e3 (* sg (- 1 (erf-tail a)))))
+        (where (< a 0.84375) e1 (where (< a 1.25) e2 (where (< a 6) e3 (where (!= X X) X sg)))))))
 (composite gelu ((X{T}[...]) -> (Y{T}[...]))
   "x * Phi(x), the exact erf form (torch's default)"
   (* 0.5 X (+ 1 (erf (* X 0.7071067811865476)))))
+
+(composite erfc ((X{T}[...]) -> (Y{T}[...]))
+  "1 - erf(x) without cancellation: fdlibm's f64 pieces (a few ulp); narrower floats in f64"
+  :vjp ((dY) (* dY -1.1283791670955126 (exp (NEG (* X X)))))
+  (if (< (bits X) 64)
+      (CAST (erfc (CAST X f64)) (dtype X))
+      (let ((a (abs X))
+            (mid (erf-mid a))
+            (tail (erf-tail a)))
+        (where (< a 0.84375) (- 1 (erf X))
+               (where (< a 1.25)
+                      (where (< X 0) (+ 1 (+ 8.45062911510467529297e-01 mid)) (- 1.54937088489532470703e-01 mid))
+                      (where (< a 28) (where (< X 0) (- 2 tail) tail)
+                             (where (!= X X) X (where (< X 0) (full [] 2.0 :dtype (dtype X)) (full [] 0.0 :dtype (dtype X))))))))))
+
+(composite erfinv ((X{T}[...]) -> (Y{T}[...]))
+  "the inverse error function (nan outside [-1, 1], +-inf at +-1): torch's rational first guess and two Newton steps, the residual through erfc near 1; narrower floats in f64"
+  :vjp ((dY) (* dY 0.886226925452758 (exp (* Y Y))))
+  (if (< (bits X) 64)
+      (CAST (erfinv (CAST X f64)) (dtype X))
+      (let ((a (abs X))
+            (z (* a a))
+            (central (/ (* a (horner z 0.886226899 -1.645349621 0.914624893 -0.140543331))
+                        (horner z 1 -2.118377725 1.442710462 -0.329097515 0.012229801)))
+            (w (SQRT (neg (log (/ (- 1 a) 2)))))
+            (outer (/ (horner w -1.970840454 -1.624906493 3.429567803 1.641345311)
+                      (horner w 1 3.543889200 1.637067800)))
+            (x0 (where (<= a 0.7) central outer)))
+        ;; Newton on erf(x) = a: erf(x) - a is (1 - a) - erfc(x) above 0.5 (1 - a exact there)
+        (dotimes (i 2)
+          (setf r (where (< a 0.5) (- (erf x0) a) (- (- 1 a) (erfc x0))))
+          (setf x0 (- x0 (/ r (* 1.1283791670955126 (exp (neg (* x0 x0))))))))
+        (where (< 1 a) nan
+               (where (= a 1) (where (< X 0) (full [] -inf :dtype (dtype X)) (full [] inf :dtype (dtype X)))
+                      (where (= X 0) X (where (< X 0) (neg x0) x0)))))))
+
+(composite expm1 ((X{T}[...]) -> (Y{T}[...]))
+  "e**x - 1, accurate for small x (Kahan: (u - 1) x / log u with u = e**x); narrower floats in f64"
+  :vjp ((dY) (* dY (+ Y 1)))
+  (if (< (bits X) 64)
+      (CAST (expm1 (CAST X f64)) (dtype X))
+      (let ((u (exp X))
+            (um (- u 1)))
+        (where (= u 1) X (where (= um -1) -1 (where (= u inf) u (/ (* um X) (log u))))))))
+
+(composite log10 ((X{T}[...]) -> (Y{T}[...]))
+  "base-10 logarithm, log2(x) log10(2); narrower floats in f64"
+  :vjp ((dY) (/ dY (* X 2.302585092994046)))
+  (if (< (bits X) 64)
+      (CAST (log10 (CAST X f64)) (dtype X))
+      (* (LOG2 X) 0.30102999566398120)))

@@ -19,3 +19,53 @@
 (composite acos ((X{T}[...]) -> (Y{T}[...]))
   "arccosine: 2 atan(sqrt((1 - x) / (1 + x))), accurate near 1 (nan outside [-1, 1])"
   (* 2 (atan (sqrt (/ (- 1 X) (+ 1 X))))))
+
+;;; Hyperbolic functions and their inverses: f64 formulas free of cancellation and of premature
+;;; overflow; narrower floats compute in f64 and round once. A zero keeps its sign.
+(composite sinh ((X{T}[...]) -> (Y{T}[...]))
+  "hyperbolic sine: (e + e/(e+1))/2 with e = expm1(|x|); e**(|x|/2)^2/2 past 709"
+  :vjp ((dY) (* dY (cosh X)))
+  (if (< (bits X) 64)
+      (CAST (sinh (CAST X f64)) (dtype X))
+      (let ((a (abs X))
+            (e (expm1 a))
+            (h (exp (* a 0.5)))
+            (s (where (< a 709) (* 0.5 (+ e (/ e (+ e 1)))) (* (* h 0.5) h))))
+        (where (= X 0) X (where (< X 0) (neg s) s)))))
+(composite cosh ((X{T}[...]) -> (Y{T}[...]))
+  "hyperbolic cosine: (e + 1/e)/2 with e = e**|x|; e**(|x|/2)^2/2 past 709"
+  :vjp ((dY) (* dY (sinh X)))
+  (if (< (bits X) 64)
+      (CAST (cosh (CAST X f64)) (dtype X))
+      (let ((a (abs X))
+            (e (exp a))
+            (h (exp (* a 0.5))))
+        (where (< a 709) (* 0.5 (+ e (recip e))) (* (* h 0.5) h)))))
+(composite asinh ((X{T}[...]) -> (Y{T}[...]))
+  "inverse hyperbolic sine: log1p(a + a^2/(1 + sqrt(1 + a^2))), log(a) + ln 2 past 2**28"
+  :vjp ((dY) (* dY (rsqrt (+ (* X X) 1))))
+  (if (< (bits X) 64)
+      (CAST (asinh (CAST X f64)) (dtype X))
+      (let ((a (abs X))
+            (s (where (< a 268435456.0)
+                      (log1p (+ a (/ (* a a) (+ 1 (SQRT (+ 1 (* a a)))))))
+                      (+ (log a) 0.6931471805599453))))
+        (where (= X 0) X (where (< X 0) (neg s) s)))))
+(composite acosh ((X{T}[...]) -> (Y{T}[...]))
+  "inverse hyperbolic cosine: log1p(t + sqrt(2t + t^2)) with t = x - 1, log(x) + ln 2 past 2**28; nan below 1"
+  :vjp ((dY) (* dY (rsqrt (- (* X X) 1))))
+  (if (< (bits X) 64)
+      (CAST (acosh (CAST X f64)) (dtype X))
+      (let ((t (- X 1))
+            (s (where (< X 268435456.0)
+                      (log1p (+ t (SQRT (+ (* 2 t) (* t t)))))
+                      (+ (log X) 0.6931471805599453))))
+        (where (< X 1) nan s))))
+(composite atanh ((X{T}[...]) -> (Y{T}[...]))
+  "inverse hyperbolic tangent: log1p(2a / (1 - a)) / 2 (+-inf at +-1, nan beyond)"
+  :vjp ((dY) (/ dY (- 1 (* X X))))
+  (if (< (bits X) 64)
+      (CAST (atanh (CAST X f64)) (dtype X))
+      (let ((a (abs X))
+            (s (* 0.5 (log1p (/ (* 2 a) (- 1 a))))))
+        (where (= X 0) X (where (< X 0) (neg s) s)))))

@@ -21,9 +21,9 @@ def isneginf(self: Tensor) -> Tensor:
     return self == float("-inf") if self.dtype in FLOATS else self != self
 
 
-@torch_name("sgn", "`sign` with nan giving 0, as torch's CPU sgn (caten has no complex tensors)", "elementwise")
+@torch_name("sgn", "`sign` (nan gives 0, as torch's CPU sgn; caten has no complex tensors)", "elementwise")
 def sgn(self: Tensor) -> Tensor:
-    return self.sign().masked_fill(self != self, 0) if self.dtype in FLOATS else self.sign()
+    return self.sign()
 
 
 @torch_name("moveaxis", "`movedim`", "shape", example="t.moveaxis(0, -1)")

@@ -13,6 +13,7 @@ from caten.tensor import state
 from caten.tensor.lazy import dtype_name
 from caten.tensor.promote import _promote, result_type
 from caten.tensor.tensor import FLOATS, Tensor, _dt, apply
+from caten.tensor.torch_elementwise import pair
 from caten.tensor.torch_reduce import axes
 from caten.tensor.torch_shape import _dim
 from caten.tensor.torchnames import ArgError, torch_name
@@ -211,16 +212,22 @@ def sub(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
     return self - (other if alpha == 1 else other * alpha)
 
 
-@torch_name("div", "`(/ a b)`; rounding_mode 'floor' is `(idiv a b)` on integers", "elementwise",
-            example="t.div(u)")
-def div(self: Tensor, other: Any, *, rounding_mode: Any = None) -> Tensor:
+@torch_name("div", "`(/ a b)`; rounding_mode 'trunc' is `(trunc (/ a b))` (C's integer division), 'floor' "
+            "`(idiv a b)`", "elementwise", example="t.div(u, rounding_mode='floor')")
+def div(self: Any, other: Any, *, rounding_mode: Any = None) -> Tensor:
     if rounding_mode is None:
-        return self / other
-    if rounding_mode == "floor" and self.dtype not in FLOATS and not isinstance(other, float) and (
-            not isinstance(other, Tensor) or other.dtype not in FLOATS):
-        return self // other
-    raise Error(f"div(rounding_mode={rounding_mode!r}) is supported for integer floor division only",
-                hint="caten has no floor or trunc of floats in its library")
+        return self / other if isinstance(self, Tensor) else pair(self, other, "div")[0] / other
+    if rounding_mode not in ("trunc", "floor"):
+        raise Error(f"div: rounding_mode must be None, 'trunc' or 'floor', not {rounding_mode!r}")
+    a, b = pair(self, other, "div")
+    if rounding_mode == "floor":
+        return apply("idiv", [a, b], {})
+    if a.dtype in FLOATS:
+        return apply("trunc", [a / b], {})
+    if a.dtype == "bool":
+        raise Error("div(rounding_mode='trunc') of bool tensors", hint="cast to an integer dtype")
+    q, r = apply("idiv", [a, b], {}), apply("mod", [a, b], {})
+    return apply("where", [(r != 0) & ((a < 0) != (b < 0)), q + 1, q], {})
 
 
 @torch_name("square", "`(* x x)`", "elementwise")

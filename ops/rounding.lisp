@@ -1,0 +1,35 @@
+;;; Rounding to integers (torch's round, floor, ceil, trunc, frac). An integer or bool tensor is its
+;;; own rounding. Floats round by IEEE addition: below 2**p (p the mantissa bits, where every float
+;;; is already an integer) |x| + 2**p rounds to an integer, ties to even, and subtracting 2**p is
+;;; exact; f16 and bf16 round in f32 (exact both ways). A zero result keeps x's sign, as C's.
+
+(composite round-half-even ((X{T}[...]) -> (Y{T}[...]))
+  "x rounded to the nearest integer, ties to even (the helper of the rounding family: floats only)"
+  :vjp ((dY) nil)
+  (let ((big (if (= (bits X) 64) 4503599627370496.0 8388608.0))
+        (a (abs X))
+        (r (- (+ a big) big)))
+    (where (< a big) (where (= r 0) (* X 0) (where (< X 0) (neg r) r)) X)))
+
+(composite rounded ((X{T}[...] mode) -> (Y{T}[...]))
+  "X rounded by MODE (0 nearest-even, 1 floor, 2 ceil, 3 trunc), f16/bf16 through f32, integers as they are"
+  :vjp ((dY) nil)
+  (if (not (float? X))
+      X
+      (if (< (bits X) 32)
+          (CAST (rounded (CAST X f32) mode) (dtype X))
+          (let ((n (round-half-even X))
+                (r (if (= mode 0) n
+                       (if (= mode 1) (where (> n X) (- n 1) n)
+                           (if (= mode 2) (where (< n X) (+ n 1) n)
+                               (where (> (abs n) (abs X)) (- n (sign X)) n))))))
+            (where (= r 0) (* X 0) r)))))
+
+(composite round ((X{T}[...]) -> (Y{T}[...])) "nearest integer, ties to even (torch.round)" :vjp ((dY) nil) (rounded X 0))
+(composite floor ((X{T}[...]) -> (Y{T}[...])) "largest integer <= x" :vjp ((dY) nil) (rounded X 1))
+(composite ceil ((X{T}[...]) -> (Y{T}[...])) "smallest integer >= x" :vjp ((dY) nil) (rounded X 2))
+(composite trunc ((X{T}[...]) -> (Y{T}[...])) "x rounded toward zero" :vjp ((dY) nil) (rounded X 3))
+(composite frac ((X{T}[...]) -> (Y{T}[...]))
+  "x - trunc(x), the sign of x (torch.frac: nan for +-inf; float only)"
+  :vjp ((dY) dY)
+  (- X (trunc X)))
