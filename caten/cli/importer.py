@@ -49,10 +49,9 @@ def _load_pt2(path: str) -> object:
         ep = torch.export.load(path)
     except Exception as e:  # not a torch.export archive
         raise Error(f"{path}: not a readable torch.export program ({type(e).__name__})") from None
-    try:
-        return ep.run_decompositions()
-    except Exception:  # torch's decomposition fails for some graphs: import them as saved
-        return ep
+    from caten.frontends.torch.export import decompose
+
+    return decompose(ep)
 
 
 def _list(path: str) -> int:

@@ -224,8 +224,9 @@ def _full_like(c: Ctx, n: Any) -> str:
 def _arange(c: Ctx, n: Any) -> str:
     a = list(n.args)
     start, end, step = (0, a[0], 1) if len(a) == 1 else (a[0], a[1], a[2] if len(a) > 2 else 1)
-    if not all(isinstance(v, int) for v in (start, end, step)):
-        raise Error(f"torch.export node `{n.name}`: arange needs constant integer bounds")
+    if not all(isinstance(v, (int, float)) and float(v).is_integer() for v in (start, end, step)):
+        raise Error(f"torch.export node `{n.name}`: arange needs constant whole-number bounds")
+    start, end, step = int(start), int(end), int(step)  # whole numbers: each value exact in any dtype
     cnt = max(0, -(-(end - start) // step))
     dt = dtype_of(meta(n).dtype)
     return f"(+ (* (arange {cnt} :dtype {dt}) {lit(step, dt)}) {lit(start, dt)})"

@@ -84,7 +84,6 @@ method("aten.index_put.default", "index_put")
 method("aten.index_add.default", "index_add", kw=("alpha",))
 method("aten.index_fill.int_Scalar", "index_fill")
 method("aten.index_copy.default", "index_copy")
-method("aten.masked_scatter.default", "masked_scatter")
 method("aten.masked_fill.Scalar", "masked_fill")
 method("aten.masked_fill.Tensor", "masked_fill")
 method("aten.searchsorted.Tensor", "searchsorted", nargs=1, kw=("out_int32", "right", "side", "sorter"))
@@ -115,6 +114,40 @@ def _diagonal(b: Any, n: Any) -> Any:
     return y.index_select(-1, pos)
 
 
+@aten("aten.masked_scatter.default")
+@via
+def _masked_scatter(b: Any, n: Any) -> Any:
+    """torch.masked_scatter: the k-th True position (row-major) takes source.flatten()[k]; k is the
+    running count of the mask, so no value needs to be known while importing."""
+    from caten.tensor.torch_misc import where
+
+    x, m, src = b.t(n.args[0]), b.t(n.args[1]), b.t(n.args[2])
+    shape = list(meta(n).shape)
+    mb = m.expand(*shape) if list(m.shape) != shape else m
+    k = (mb.reshape(-1).to("i64").cumsum(0) - 1).clamp(0, None)
+    flat = src.reshape(-1)
+    vals = flat.index_select(0, k.clamp(None, max(flat.shape[0] - 1, 0))).reshape(*shape)
+    return where(mb, vals, x.expand(*shape) if list(x.shape) != shape else x)
+
+
+def _place(x: Any, src: Any, dim: int, positions: list[int]) -> Any:
+    """x with x[.., positions[k], ..] (on `dim`) = src[.., k, ..]: a where over a constant mask,
+    src gathered by a constant map (the slice is known while importing, its values are not)."""
+    import numpy as np
+
+    from caten.tensor.tensor import Tensor
+    from caten.tensor.torch_misc import where
+
+    size = x.shape[dim]
+    mask, kmap = np.zeros(size, bool), np.zeros(size, np.int64)
+    mask[positions], kmap[positions] = True, np.arange(len(positions))
+    view = [1] * x.ndim
+    view[dim] = size
+    if not positions:
+        return x.contiguous()
+    return where(Tensor(mask).reshape(*view), src.to(x.dtype).index_select(dim, Tensor(kmap)), x)
+
+
 @aten("aten.slice_scatter.default")
 @via
 def _slice_scatter(b: Any, n: Any) -> Any:
@@ -125,9 +158,7 @@ def _slice_scatter(b: Any, n: Any) -> Any:
     start = a[3] if a[3] is not None else n.kwargs.get("start")
     end = a[4] if a[4] is not None else n.kwargs.get("end")
     step = a[5] if a[5] is not None else n.kwargs.get("step", 1)
-    y = x.clone()
-    y[(slice(None),) * dim + (slice(start, end, step),)] = src
-    return y
+    return _place(x, src, dim, list(range(x.shape[dim]))[slice(start, end, step)])
 
 
 @aten("aten.select_scatter.default")
@@ -135,9 +166,8 @@ def _slice_scatter(b: Any, n: Any) -> Any:
 def _select_scatter(b: Any, n: Any) -> Any:
     """x with x[.., index, ..] (on `dim`) replaced by src."""
     x, src, dim, index = b.t(n.args[0]), b.t(n.args[1]), n.args[2], n.args[3]
-    y = x.clone()
-    y[(slice(None),) * (dim % x.ndim) + (index,)] = src
-    return y
+    dim %= x.ndim
+    return _place(x, src.unsqueeze(dim), dim, [index % x.shape[dim]])
 
 
 @aten("aten.copy.default")

@@ -81,13 +81,19 @@ def via(fn: Callable[..., Any]) -> Callable[[Ctx, Any], Any]:
     and dtype must be torch's: a differing dtype is cast to torch's, a differing shape refused."""
 
     def lower(c: Ctx, n: Any) -> Any:
+        from caten.tensor import state
+        from caten.tensor.trace import Trace
+
         b = Bridge(c, n)
+        state.TRACES.append(Trace("numpy"))  # as caten.jit: no eager reads of values, which are unknown
         try:
             res = fn(b, n)
         except Error as e:
             raise refuse(n, e.message) from None
         except (AttributeError, TypeError, ValueError) as e:  # a Tensor op that reads values eagerly
             raise refuse(n, f"caten.Tensor computes this op from known values only ({type(e).__name__}: {e})") from None
+        finally:
+            state.TRACES.pop()
         many = isinstance(res, (list, tuple))
         outs = list(res) if many else [res]
         vals = meta(n) if many else [meta(n)]

@@ -116,15 +116,25 @@ class TorchModule:
         return self._fn(*xs, *self.weights)
 
 
+def decompose(ep: Any) -> Any:
+    """`ep` lowered to ATen's core IR; the graph as captured where torch's decomposition fails
+    (its ops are then imported as they are, or named as missing)."""
+    try:
+        return ep.run_decompositions()
+    except Exception:  # a torch limitation, not the user's: the captured graph is still valid
+        return ep
+
+
 def from_torch(module: Any, example_args: Any, dynamic_shapes: Any = None, runtime: str = "llvm",
-               **kw: Any) -> TorchModule:
-    """Capture `module` with torch.export (core ATen IR) and compile it with caten."""
+               decomposed: bool = True, **kw: Any) -> TorchModule:
+    """Capture `module` with torch.export and compile it with caten; `decomposed=False` imports
+    the graph as captured (torch's pre-decomposition ATen ops) instead of the core IR."""
     torch = need("torch", "torch")
     args = tuple(example_args) if isinstance(example_args, (list, tuple)) else (example_args,)
     try:
-        ep = torch.export.export(module, args, dynamic_shapes=dynamic_shapes).run_decompositions()
+        ep = torch.export.export(module, args, dynamic_shapes=dynamic_shapes)
     except Exception as e:  # torch's own diagnostics, in one line
         msg = re.sub(r"\s+", " ", str(e))[:300]
         raise Error(f"torch.export could not capture the module: {type(e).__name__}: {msg}") from None
-    text, user, weights = convert_exported(ep)
+    text, user, weights = convert_exported(decompose(ep) if decomposed else ep)
     return TorchModule(text, user, weights, runtime, **kw)
