@@ -127,6 +127,17 @@ CASES = [
     ("aten._native_batch_norm_legit_functional.default", _bn, lambda: (rnd(2, 3, 5, 7), rnd(3), rnd(3))),
     ("aten._adaptive_avg_pool2d.default", lambda x: F.adaptive_avg_pool2d(x, (3, 4)), lambda: (rnd(2, 3, 7, 9),)),
     ("aten.avg_pool2d.default", lambda x: F.avg_pool2d(x, 3, 2, 1), lambda: (rnd(1, 2, 7, 6),)),
+    ("aten._adaptive_avg_pool3d.default", lambda x: F.adaptive_avg_pool3d(x, (2, 3, 2)), lambda: (rnd(1, 2, 3, 5, 4),)),
+    ("aten.sort.default", lambda x: torch.sort(x, 1, descending=True), lambda: (specials(3, 6),)),
+    ("aten.sort.default", lambda x: torch.sort(x, 0), lambda: (ints(5, 3, lo=-2, hi=2, dtype=torch.int32),)),
+    ("aten.sort.stable", lambda x: torch.sort(x, stable=True), lambda: (ints(4, 7, lo=-2, hi=2).double(),)),
+    ("aten.topk.default", lambda x: torch.topk(x, 2, 0), lambda: (rnd(5, 3),)),
+    ("aten.topk.default", lambda x: torch.topk(x, 3, largest=False), lambda: (specials(2, 7),)),
+    ("aten._cdist_forward.default", lambda a, b: (torch.cdist(a, b), torch.cdist(a, b, 1.0), torch.cdist(a, b, 0.0),
+                                                  torch.cdist(a, b, float("inf")), torch.cdist(a, b, 3.0)),
+     lambda: (rnd(2, 3, 4), rnd(2, 5, 4))),
+    ("aten._pdist_forward.default", lambda x: (F.pdist(x), F.pdist(x, 1.5)), lambda: (rnd(5, 3),)),
+    ("aten.native_dropout.default", lambda x: torch.ops.aten.native_dropout(x, 0.5, False), lambda: (rnd(3, 4),)),
     ("aten.mul.Tensor", lambda x: x * 3, lambda: (rnd(2, 0, 3),)),
 ]
 
@@ -183,6 +194,16 @@ def test_all_cases_one_program(runtime, half):
 
     m = caten.from_torch(Fn(every), tuple(flat), runtime=runtime)
     _compare(m(*flat), every(*flat), runtime)
+
+
+def test_empty_gives_its_shape_and_dtype():
+    """torch.empty's values are undefined: only its shape and dtype are torch's to compare."""
+    fn = Fn(lambda x: (torch.ops.aten.empty.memory_format([2, 3], dtype=torch.int32), x + 1))
+    ep = torch.export.export(fn, (rnd(2),))
+    assert "aten.empty.memory_format" in needed_ops(ep)
+    e, y = TorchModule(*convert_exported(ep), runtime="numpy")(rnd(2).numpy())
+    assert e.shape == (2, 3) and e.dtype == np.int32
+    np.testing.assert_allclose(y, (rnd(2) + 1).numpy())
 
 
 def test_missing_ops_one_error():

@@ -43,6 +43,15 @@ def _vit():
     return m.eval(), (torch.randn(1, 3, 32, 32),)
 
 
+def _vit_b_16():
+    """ViT-B/16's own architecture (12 layers, width 768, 86M random weights) on a 32x32 image: 4
+    patches and the class token, so torch allows it; ~30 s cold on one core (the slowest
+    from_torch test: the weights dominate)."""
+    m = torchvision.models.vit_b_16(image_size=32)
+    torch.nn.init.normal_(m.heads.head.weight, std=0.02)  # torchvision starts the head at zero
+    return m.eval(), (torch.randn(1, 3, 32, 32),)
+
+
 class _Last(torch.nn.Module):
     def __init__(self, m):
         super().__init__()
@@ -68,7 +77,7 @@ def _bert():
 
 MODELS = {"resnet18": _vision("resnet18"), "mobilenet_v2": _vision("mobilenet_v2"),
           "mobilenet_v3_small": _vision("mobilenet_v3_small"), "efficientnet_b0": _vision("efficientnet_b0"),
-          "vit": _vit, "gpt2": _gpt2, "bert": _bert}
+          "vit": _vit, "vit_b_16": _vit_b_16, "gpt2": _gpt2, "bert": _bert}
 
 
 @pytest.mark.parametrize("name", list(MODELS))

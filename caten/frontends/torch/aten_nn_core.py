@@ -138,21 +138,24 @@ def _mean_matrix(size: int, out: int) -> np.ndarray:
     return m
 
 
-@aten("aten._adaptive_avg_pool2d.default")
-@via
-def _adaptive_avg_pool2d(b: Any, n: Any) -> Any:
-    """Mean over torch's adaptive windows as two matmuls with averaging matrices (rows, then
-    columns), which also covers windows that overlap or differ in size."""
+def _adaptive_avg(b: Any, n: Any) -> Any:
+    """Mean over torch's adaptive windows of the last len(output_size) axes, one matmul with an
+    averaging matrix per axis, which also covers windows that overlap or differ in size."""
     from caten.tensor.tensor import Tensor
 
-    x, size = b.t(n.args[0]), n.args[1]
+    x, size = b.t(n.args[0]), list(n.args[1])
     if x.dtype not in ("f32", "f64", "f16", "bf16"):
         raise refuse(n, "adaptive average pooling of an integer tensor")
-    h, w = x.shape[-2:]
-    oh, ow = size
-    ph = Tensor(_mean_matrix(h, oh).astype(np.float32 if x.dtype != "f64" else np.float64)).to(x.dtype)
-    pw = Tensor(_mean_matrix(w, ow).T.astype(np.float32 if x.dtype != "f64" else np.float64)).to(x.dtype)
-    return ph.matmul(x).matmul(pw)
+    np_dt = np.float64 if x.dtype == "f64" else np.float32
+    for k, out in enumerate(size):
+        ax = x.ndim - len(size) + k
+        m = Tensor(_mean_matrix(x.shape[ax], out).T.astype(np_dt)).to(x.dtype)  # (in, out)
+        x = x.movedim(ax, -1).matmul(m).movedim(-1, ax)
+    return x
+
+
+aten("aten._adaptive_avg_pool2d.default", "aten._adaptive_avg_pool3d.default",
+     "aten.adaptive_avg_pool1d.default")(via(_adaptive_avg))
 
 
 @aten("aten.constant_pad_nd.default")

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from caten.errors import Error
+from caten.frontends.text import lit
 from caten.frontends.torch.context import Ctx, dtype_of, meta
 
 
@@ -59,7 +60,9 @@ class Bridge:
             if m.op == INPUT:
                 if m.value is None:
                     raise refuse(self.n, "the Tensor op read a value that is only known when the model runs")
-                names[id(m)] = self.c.const(self.n.name + "_k", np.asarray(m.value), m.dtype)
+                v = np.asarray(m.value)
+                names[id(m)] = (f"(full [] {lit(v.item(), m.dtype)} :dtype {m.dtype})" if v.ndim == 0
+                                else self.c.const(self.n.name + "_k", v, m.dtype))
                 continue
             if m.op == DETACH:
                 names[id(m)] = names[id(m.srcs[0])]

@@ -16,7 +16,7 @@ import numpy as np
 from caten.errors import Error
 from caten.frontends.deps import need
 from caten.frontends.text import sym
-from caten.frontends.torch import aten, aten_core, aten_nn, aten_nn_core  # noqa: F401  (register the ATen lowerings)
+from caten.frontends.torch import aten, aten_compose, aten_core, aten_nn, aten_nn_core  # noqa: F401  (register the ATen lowerings)
 from caten.frontends.torch.context import ATEN, Ctx, dtype_of, meta
 
 
