@@ -97,10 +97,12 @@
   :vjp ((dC) nil)
   (let ((out (or (< B 0) (>= B (bits A)))))
     (where out (* A 0) (* A (pow2 (where out (* B 0) B))))))
-(composite shr ((A{T}[...] B{T}[...]) -> (C{T}[...]) &key (signed true))
+(composite shr ((A{T}[...] B{T}[...]) -> (C{T}[...]))
   "a >> b, arithmetic (integers; a >> (bits - 1) where b < 0 or b >= bits - 1 for signed, 0 past bits - 1 unsigned, as torch)"
   :vjp ((dC) nil)
-  (let ((top (if signed (- (bits A) 1) (bits A)))
+  ;; signedness from the data type, as a (constant) value: 0 - 1 wraps to the maximum when unsigned
+  (let ((signed (< (- (* A 0) 1) 0))
+        (top (- (+ (* B 0) (bits A)) (cast signed (dtype B))))
         (out (or (< B 0) (>= B top)))
-        (fill (if signed (- 0 (cast (< A 0) (dtype A))) (* A 0))))
+        (fill (where signed (- 0 (cast (< A 0) (dtype A))) (* A 0))))
     (where out fill (idiv A (pow2 (where out (* B 0) B))))))

@@ -58,6 +58,31 @@
        (horner s2 1 1.06420880400844228286e-01 5.40397917702171048937e-01
                   7.18286544141962662868e-02 1.26171219808761642112e-01
                   1.36370839120290507362e-02 1.19844998467991074170e-02))))
+(composite dd-square-err ((A{T}[...]) -> (E{T}[...]))
+  "a^2 - fl(a^2) exactly (Dekker's product through Veltkamp's split; no fma needed)"
+  (let ((c (* A 134217729.0))
+        (h (- c (- c A)))
+        (l (- A h)))
+    (- (+ (- (* h h) (* A A)) (* 2 (* h l))) (NEG (* l l)))))
+(composite exp-dd ((H{T}[...] E{T}[...] C{T}[...] D{T}[...]) -> (Y{T}[...]))
+  "e**(h - e + c + d) for f64 h, its tiny correction e and small c + d, to a few ulp: the exponent and its product with log2(e) kept in double-double, so that a large exponent does not cost |exponent| ulp as exp's rounded 2**(x log2 e) does"
+  ;; th + tl = h + (c + d) - e (Knuth's two-sum); p + q = th log2(e) + tl log2(e) (Dekker's
+  ;; product, log2(e) itself as hi + lo), then e**t = 2**p (1 + q ln 2), q being below an ulp of p
+  (let ((cd (+ C D))
+        (th (+ H cd))
+        (bb (- th H))
+        (tl (- (+ (- H (- th bb)) (- cd bb)) E))
+        (p (* th 1.4426950408889634))
+        (c1 (* th 134217729.0))
+        (h1 (- c1 (- c1 th)))
+        (l1 (- th h1))
+        (perr (+ (+ (+ (- (* h1 1.4426950514316559) p) (* h1 -1.0542692496784412e-08)) (* l1 1.4426950514316559))
+                 (* l1 -1.0542692496784412e-08)))
+        (q (+ perr (+ (* th 2.0355273740931033e-17) (* tl 1.4426950408889634)))))
+    (* (EXP2 p) (+ 1 (* q 0.6931471805599453)))))
+(composite exp-f64 ((X{T}[...]) -> (Y{T}[...]))
+  "e**x to a few ulp in f64 through exp-dd (exp's 2**(x log2 e) errs by about |x| ulp); the hyperbolic functions' exp"
+  (where (< (abs X) 1000) (exp-dd X 0 0 0) (exp X)))
 (composite erf-tail ((A{T}[...]) -> (Y{T}[...]))
   "erfc(a) for a >= 1.25: exp(-a^2 - 0.5625 + R(1/a^2)/S(1/a^2)) / a, two fits split at 1/0.35 (fdlibm)"
   (let ((s3 (recip (* A A)))
@@ -80,7 +105,7 @@
                                  1.53672958608443695994e+03 3.19985821950859553908e+03
                                  2.55305040643316442583e+03 4.74528541206955367215e+02
                                  -2.24409524465858183362e+01))))
-    (/ (exp (+ (NEG (* A A)) -0.5625 (/ R S))) A)))
+    (/ (exp-dd (NEG (* A A)) (dd-square-err A) -0.5625 (/ R S)) A)))
 
 (composite erf ((X{T}[...]) -> (Y{T}[...]))
   "the error function: in f64 by fdlibm's rational approximations on four ranges (about 1 ulp); in narrower floats by two polynomial fits (within 3 ulp in f32, a fifth of the work)"
@@ -152,13 +177,14 @@
                       (where (= X 0) X (where (< X 0) (neg x0) x0)))))))
 
 (composite expm1 ((X{T}[...]) -> (Y{T}[...]))
-  "e**x - 1, accurate for small x (Kahan: (u - 1) x / log u with u = e**x); narrower floats in f64"
+  "e**x - 1, accurate for small x (Kahan: (u - 1) x / log u with u = e**x, exp-f64); narrower floats in f64"
   :vjp ((dY) (* dY (+ Y 1)))
   (if (< (bits X) 64)
       (CAST (expm1 (CAST X f64)) (dtype X))
-      (let ((u (exp X))
+      (let ((u (exp-f64 X))
             (um (- u 1)))
-        (where (= u 1) X (where (= um -1) -1 (where (= u inf) u (/ (* um X) (log u))))))))
+        ;; past |x| = 1, u - 1 loses under a bit; below, Kahan's quotient cancels log's error
+        (where (< 1 (abs X)) um (where (= u 1) X (/ (* um X) (log u)))))))
 
 (composite log10 ((X{T}[...]) -> (Y{T}[...]))
   "base-10 logarithm, log2(x) log10(2); narrower floats in f64"

@@ -85,24 +85,34 @@
 
 (composite nan-to-num ((X{T}[...]) -> (Y{T}[...]) &key (nanv 0.0) (posv 3.4028234663852886e38) (negv -3.4028234663852886e38))
   "nan, +inf and -inf replaced by :nanv, :posv and :negv (integers: x itself)"
-  :vjp ((dY) (where (< (abs X) inf) dY 0))
+  :vjp ((dY) (* dY (cast (< (abs X) inf) (dtype X))))
   (if (float? X)
       (where (!= X X) nanv (where (= X inf) posv (where (= X -inf) negv X)))
       X))
 
 (composite fmax ((A{T}[...] B{T}[...]) -> (C{T}[...]))
   "the larger of a and b, ignoring a nan (nan only if both are)"
+  ;; torch's gradient: halves at a tie; otherwise to each side that does not lose (a nan loses nothing)
   :vjp ((dC)
-        (let ((left (or (>= A B) (!= B B))))
-          (return (where left dC 0) (where left 0 dC))))
+        (let ((tie (= A B)))
+          (return (where tie (* dC 0.5) (where (< A B) 0 dC))
+                  (where tie (* dC 0.5) (where (< B A) 0 dC)))))
   (where (!= A A) B (where (!= B B) A (max A B))))
 
 (composite fmin ((A{T}[...] B{T}[...]) -> (C{T}[...]))
   "the smaller of a and b, ignoring a nan (nan only if both are)"
+  ;; torch's gradient: halves at a tie; otherwise to each side that does not lose (a nan loses nothing)
   :vjp ((dC)
-        (let ((left (or (<= A B) (!= B B))))
-          (return (where left dC 0) (where left 0 dC))))
+        (let ((tie (= A B)))
+          (return (where tie (* dC 0.5) (where (> A B) 0 dC))
+                  (where tie (* dC 0.5) (where (> B A) 0 dC)))))
   (where (!= A A) B (where (!= B B) A (min A B))))
+
+(composite remainder ((A{T}[...] B{T}[...]) -> (C{T}[...]))
+  "a - b floor(a / b), the divisor's sign, as torch's % (a zero keeps a's sign, where numpy's takes b's)"
+  :vjp ((dC) (return dC (* (neg dC) (idiv A B))))
+  (let ((r (mod A B)))
+    (if (float? A) (where (= r 0) (* A 0) r) r)))
 
 (composite heaviside ((X{T}[...] V{T}[...]) -> (Y{T}[...]))
   "0 for x < 0 (and nan), v for x = 0, 1 for x > 0"

@@ -1,7 +1,7 @@
 ;;; Inverse trigonometry, built on the elementwise library.
 
 (composite atan ((X{T}[...]) -> (Y{T}[...]))
-  "arctangent: Cephes' reduction to |x| <= 0.66 (via pi/2 - atan(1/x) and pi/4 + atan((x-1)/(x+1))), then x + x z P(z)/Q(z)"
+  "arctangent: Cephes' reduction to |x| <= 0.66 (via pi/2 - atan(1/x) and pi/4 + atan((x-1)/(x+1))), then x + x z P(z)/Q(z); a zero keeps its sign"
   (let ((a (abs X))
         (big (< 2.414213562373095 a))
         (mid (and (not big) (< 0.66 a)))
@@ -12,7 +12,7 @@
               (horner z 1.945506571482613964425e2 4.853903996359136964868e2 4.328810604912902668951e2
                         1.650270098316988542046e2 2.485846490142306297962e1 1))))
     (let ((t (+ (* xr (* z q)) xr)))
-      (* (sign X) (where big (+ t 1.5707963267948966) (where mid (+ t 0.7853981633974483) t))))))
+      (where (= X 0) X (* (sign X) (where big (+ t 1.5707963267948966) (where mid (+ t 0.7853981633974483) t)))))))
 (composite asin ((X{T}[...]) -> (Y{T}[...]))
   "arcsine: atan(x / sqrt((1 - x)(1 + x))) (nan outside [-1, 1])"
   (atan (/ X (sqrt (* (- 1 X) (+ 1 X))))))
@@ -29,7 +29,7 @@
       (CAST (sinh (CAST X f64)) (dtype X))
       (let ((a (abs X))
             (e (expm1 a))
-            (h (exp (* a 0.5)))
+            (h (exp-f64 (* a 0.5)))
             (s (where (< a 709) (* 0.5 (+ e (/ e (+ e 1)))) (* (* h 0.5) h))))
         (where (= X 0) X (where (< X 0) (neg s) s)))))
 (composite cosh ((X{T}[...]) -> (Y{T}[...]))
@@ -38,8 +38,8 @@
   (if (< (bits X) 64)
       (CAST (cosh (CAST X f64)) (dtype X))
       (let ((a (abs X))
-            (e (exp a))
-            (h (exp (* a 0.5))))
+            (e (exp-f64 a))
+            (h (exp-f64 (* a 0.5))))
         (where (< a 709) (* 0.5 (+ e (recip e))) (* (* h 0.5) h)))))
 (composite asinh ((X{T}[...]) -> (Y{T}[...]))
   "inverse hyperbolic sine: log1p(a + a^2/(1 + sqrt(1 + a^2))), log(a) + ln 2 past 2**28"

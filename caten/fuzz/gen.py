@@ -58,7 +58,9 @@ PERIODIC = ("sin", "cos")  # absolute error ~ |x| * relative error of x
 UN_TEXT = {"neg": "(neg {x})", "abs": "(abs {x})", "exp": "(exp {x})", "log": "(log (+ (abs {x}) 1.0))",
            "sqrt": "(sqrt (abs {x}))", "sin": "(sin {x})", "cos": "(cos {x})", "tanh": "(tanh {x})",
            "sigmoid": "(sigmoid {x})", "relu": "(relu {x})", "sq": "(* {x} {x})",
-           "recip": "(recip (+ (abs {x}) 0.5))", "not": "(not {x})"}
+           "recip": "(recip (+ (abs {x}) 0.5))", "not": "(not {x})",
+           "expm1": "(expm1 (min {x} 30.0))", "sinh": "(sinh (max (min {x} 30.0) -30.0))", "asinh": "(asinh {x})",
+           "atanh": "(atanh (* (tanh {x}) 0.5))", "erfc": "(erfc {x})"}
 
 
 def render_stmt(s: Stmt, ts: list[Ty]) -> str:  # noqa: C901 - one case per op
@@ -69,7 +71,7 @@ def render_stmt(s: Stmt, ts: list[Ty]) -> str:  # noqa: C901 - one case per op
     elif s.op == "bin":
         f = p["f"]
         y = a[1] if len(a) > 1 else lit(p["lit"], t.dtype)
-        if f in ("idiv", "mod"):
+        if f in ("idiv", "mod", "fmod"):
             y = f"(+ (abs {y}) 1)" if len(a) > 1 else y
         e = f"({f} {x} {y})"
     elif s.op == "where":
@@ -215,7 +217,7 @@ class _Gen:
             p["f"] = rng.choice(fs)
             y = self.pick(env, lambda u: u.dtype == t.dtype and _broadcasts(t, u))
             if y is None or rng.random() < 0.25 and k != "bool":
-                p["lit"] = rng.choice((2, 3, -1, 5)) if k == "int" or p["f"] in ("idiv", "mod") else \
+                p["lit"] = rng.choice((2, 3, -1, 5)) if k == "int" or p["f"] in ("idiv", "mod", "fmod") else \
                     rng.choice((0.5, -1.5, 2.0, 3.25, 0.0))
                 if t.dtype == "u8" and p["lit"] < 0:
                     p["lit"] = 3

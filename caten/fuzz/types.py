@@ -124,9 +124,13 @@ def bcast(*ts: Ty) -> tuple[tuple[int, ...], tuple]:
     return tuple(shape), tuple(keys)
 
 
-UNARY = {"float": ("neg", "abs", "exp", "log", "sqrt", "sin", "cos", "tanh", "sigmoid", "relu", "sq", "recip"),
+UNARY = {"float": ("neg", "abs", "exp", "log", "sqrt", "sin", "cos", "tanh", "sigmoid", "relu", "sq", "recip",
+                   "expm1", "sinh", "asinh", "atanh", "erfc"),
          "int": ("neg", "abs", "sq"), "bool": ("not",)}
-BINARY = {"float": ("+", "-", "*", "/", "max", "min"), "int": ("+", "-", "*", "max", "min", "idiv", "mod"),
+# the continuous ones only: a rounding (floor, fmod of floats, atan2's branch cut) applied to a value
+# two correct runtimes round differently could jump by a whole step
+BINARY = {"float": ("+", "-", "*", "/", "max", "min", "fmax", "fmin", "hypot", "logaddexp"),
+          "int": ("+", "-", "*", "max", "min", "idiv", "mod", "fmod", "shl", "shr"),
           "bool": ("and", "or", "xor")}
 COMPARE = ("<", "<=", "=", "!=", ">")
 REDUCE = ("sum", "max", "min", "prod", "mean", "argmax")

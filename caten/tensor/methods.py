@@ -133,10 +133,10 @@ def _rpow(self: Tensor, base: Any) -> Tensor:
 
 
 _OPS = {"__add__": "+", "__sub__": "-", "__mul__": "*", "__truediv__": "/", "__floordiv__": "idiv",
-        "__mod__": "mod", "__matmul__": "matmul", "__lt__": "<", "__le__": "<=", "__gt__": ">", "__ge__": ">=",
+        "__mod__": "remainder", "__matmul__": "matmul", "__lt__": "<", "__le__": "<=", "__gt__": ">", "__ge__": ">=",
         "__eq__": "=", "__ne__": "!=", "__and__": "and", "__or__": "or", "__xor__": "xor"}
 _ROPS = {"__radd__": "+", "__rsub__": "-", "__rmul__": "*", "__rtruediv__": "/", "__rfloordiv__": "idiv",
-         "__rmod__": "mod", "__rmatmul__": "matmul", "__rand__": "and", "__ror__": "or", "__rxor__": "xor"}
+         "__rmod__": "remainder", "__rmatmul__": "matmul", "__rand__": "and", "__ror__": "or", "__rxor__": "xor"}
 
 
 def install() -> None:

@@ -185,12 +185,15 @@ def float_power(self: Any, exponent: Any) -> Tensor:
     return apply("pow", [a.cast("f64") if a.dtype != "f64" else a, b.cast("f64") if b.dtype != "f64" else b], {})
 
 
-@torch_name("ldexp", "`(* x (pow 2 e))`, as torch (integers to f32)", "elementwise", example="t.ldexp(e)")
+@torch_name("ldexp", "`(* x (pow 2 e))` at x's float dtype (integers: f32), f16 and bf16 computed in f32",
+            "elementwise", example="t.ldexp(e)")
 def ldexp(self: Tensor, other: Any) -> Tensor:
-    e = _as_tensor(other, self) if isinstance(other, Tensor) else Tensor(other, dtype="f32", runtime=self.runtime)
-    e = _floaty(e)
-    two = Tensor(2.0, dtype=e.dtype, runtime=e.runtime)
-    return _floaty(self) * apply("pow", [two, e], {})
+    x = _floaty(self)
+    c = "f64" if x.dtype == "f64" else "f32"
+    e = other if isinstance(other, Tensor) else Tensor(other, dtype=c, runtime=self.runtime)
+    e = e if e.dtype == c else e.cast(c)
+    out = (x if x.dtype == c else x.cast(c)) * apply("pow", [Tensor(2.0, dtype=c, runtime=e.runtime), e], {})
+    return out if out.dtype == x.dtype else out.cast(x.dtype)
 
 
 # bitwise --------------------------------------------------------------------------------------------
@@ -232,7 +235,7 @@ def bitwise_left_shift(self: Any, other: Any) -> Tensor:
             "the bit width - 1, as torch", "elementwise", example="t.bitwise_right_shift(1)")
 def bitwise_right_shift(self: Any, other: Any) -> Tensor:
     a, b = _shift_operands(self, other, ">>")
-    return apply("shr", [a, b], {"signed": not a.dtype.startswith("u")})
+    return apply("shr", [a, b], {})
 
 
 def _reflected(fn: Any) -> Any:

@@ -195,7 +195,7 @@ for _n, _du, _w in [("eq", "__eq__", "`(= a b)`"), ("ne", "__ne__", "`(!= a b)`"
                     ("lt", "__lt__", "`(< a b)`"), ("ge", "__ge__", "`(>= a b)`"), ("le", "__le__", "`(<= a b)`"),
                     ("mul", "__mul__", "`(* a b)`"), ("multiply", "__mul__", "`(* a b)`"),
                     ("true_divide", "__truediv__", "`(/ a b)`, integers in f32"),
-                    ("floor_divide", "__floordiv__", "`(idiv a b)`"), ("remainder", "__mod__", "`(mod a b)`"),
+                    ("floor_divide", "__floordiv__", "`(idiv a b)`"), ("remainder", "__mod__", "`(remainder a b)`"),
                     ("pow", "__pow__", "`(pow a b)`; `x ** 2` is `(* x x)`"),
                     ("logical_and", "__and__", "`(and a b)`"), ("logical_or", "__or__", "`(or a b)`"),
                     ("logical_xor", "__xor__", "`(xor a b)`")]:
