@@ -24,11 +24,12 @@ def _grid(names: list[str], cols: int = 6) -> str:
 
 def blocks() -> dict[str, str]:
     from caten.frontends.onnx.handlers import HANDLERS
-    from caten.frontends.torch import aten, aten_nn  # noqa: F401  (fill ATEN)
+    from caten.frontends.torch import export  # noqa: F401  (fill ATEN)
+    from caten.frontends.torch.aten_core import available
     from caten.frontends.torch.context import ATEN
 
     onnx_ops = sorted(set(HANDLERS) | {"Constant", "Shape", "Size"})
-    aten_ops = sorted({k.removeprefix("aten.") for k in ATEN})
+    aten_ops = sorted({k.removeprefix("aten.") for k in ATEN if available(k)})
     return {"onnx-ops": f"{len(onnx_ops)} ONNX op types have a lowering:\n\n" + _grid(onnx_ops),
             "aten-ops": f"{len(aten_ops)} ATen overloads have a lowering:\n\n" + _grid(aten_ops, 4)}
 

@@ -114,16 +114,20 @@ def _mm(c: Ctx, n: Any) -> str:
 def _addmm(c: Ctx, n: Any) -> str:
     b, x, w = (c.arg(a) for a in n.args[:3])
     beta, alpha = n.kwargs.get("beta", 1), n.kwargs.get("alpha", 1)
-    if beta != 1 or alpha != 1:
-        raise Error(f"torch.export node `{n.name}`: addmm with alpha/beta is not supported")
-    return f"(+ (matmul {x} {w}) {b})"
+    dt = dtype_of(meta(n).dtype)
+    prod = f"(matmul {x} {w})" if alpha == 1 else f"(* (matmul {x} {w}) {lit(alpha, dt)})"
+    if beta == 0:  # torch ignores the input then (its nan and inf too)
+        return prod
+    return f"(+ {prod} {b if beta == 1 else f'(* {b} {lit(beta, dt)})'})"
 
 
 @aten("aten.convolution.default")
 def _conv(c: Ctx, n: Any) -> str:
     x, w, b, stride, padding, dilation, transposed, _, groups = n.args
     if transposed or _rank(x) != 4:
-        raise Error(f"torch.export node `{n.name}`: only 2-D, non-transposed convolution is supported")
+        from caten.frontends.torch.aten_nn_core import convolution
+
+        return convolution(c, n)
     bias = f" {c.arg(b)}" if b is not None else ""
     return (f"(conv2d {c.arg(x)} {c.arg(w)}{bias} :stride {lst(stride)} :padding {lst(padding)} "
             f":dilation {lst(dilation)} :groups {groups})")

@@ -217,3 +217,22 @@ functional("aten.upsample_bicubic2d.vec", "interpolate", _resample("bicubic"))
 functional("aten.grid_sampler_2d.default", "grid_sample",
            lambda b, n, f: f(b.t(n.args[0]), b.t(n.args[1]), mode=("bilinear", "nearest", "bicubic")[n.args[2]],
                              padding_mode=("zeros", "border", "reflection")[n.args[3]], align_corners=n.args[4]))
+
+
+def _conv(b: Any, n: Any) -> Any:
+    """A 1-d/3-d or transposed convolution as caten.nn.functional's conv1d/conv3d/conv_transpose*d
+    (the 2-d direct one has its own lowering); refused where that function is missing."""
+    x, w, bias, stride, padding, dilation, transposed, out_pad, groups = n.args
+    d = meta(x).dim() - 2
+    name = f"conv_transpose{d}d" if transposed else f"conv{d}d"
+    f = getattr(_F(), name, None)
+    if f is None:
+        raise refuse(n, f"{name} is not in caten.nn.functional yet")
+    kw = {"output_padding": list(out_pad)} if transposed else {}
+    args = (b.t(x), b.t(w), b.t(bias), list(stride), list(padding))
+    if transposed:  # torch's order: ..., output_padding, groups, dilation
+        return f(*args, groups=groups, dilation=list(dilation), **kw)
+    return f(*args, list(dilation), groups)
+
+
+convolution = via(_conv)
