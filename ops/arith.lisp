@@ -25,9 +25,9 @@
       (WHERE (CMPLT 0 A) A (WHERE (CMPLT A 0) (NEG A) (WHERE (CMPNE A A) (CONST nan :dtype (dtype A)) 0)))
       (WHERE (CMPLT A 0) (NEG A) A)))
 (composite sign ((A{T}[...]) -> (C{T}[...]))
-  "-1, 0 or 1 (0 for nan and -0.0, as torch's sign)"
+  "-1, 0 or 1 (0 for nan and -0.0, as torch's sign; a bool is its own sign)"
   :vjp ((dC) nil)
-  (ADD (CAST (CMPLT 0 A) (dtype A)) (NEG (CAST (CMPLT A 0) (dtype A)))))
+  (if (bool? A) A (ADD (CAST (CMPLT 0 A) (dtype A)) (NEG (CAST (CMPLT A 0) (dtype A))))))
 
 (composite pow ((A{T}[...] B{T}[...]) -> (C{T}[...]))
   "a ** b: floats as 2**(b log2 |a|) with C99 Annex F's special cases; integers by repeated squaring"

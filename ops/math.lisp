@@ -20,10 +20,10 @@
   :vjp ((dY) (* dY Y (- 1 Y)))
   (RECIP (ADD 1 (exp (NEG X)))))
 (composite tanh ((X{T}[...]) -> (Y{T}[...]))
-  "hyperbolic tangent, via e**-2|x| so that it never overflows"
+  "hyperbolic tangent, via e**-2|x| so that it never overflows (a zero keeps its sign)"
   :vjp ((dY) (* dY (- 1 (* Y Y))))
   (let ((t (exp (MUL (abs X) -2))))
-    (MUL (sign X) (/ (- 1 t) (+ 1 t)))))
+    (WHERE (= X 0) X (MUL (sign X) (/ (- 1 t) (+ 1 t))))))
 (composite relu ((X{T}[...]) -> (Y{T}[...])) "max(x, 0)" (MAX X 0))
 (composite silu ((X{T}[...]) -> (Y{T}[...])) "x * sigmoid(x)" (MUL X (sigmoid X)))
 (composite elu ((X{T}[...]) -> (Y{T}[...])) "x if x > 0 else e**x - 1 (alpha 1)" (WHERE (CMPLT 0 X) X (- (exp X) 1)))
