@@ -61,9 +61,15 @@
         (OH (+ (idiv (- H (* DH (- KH 1)) 1) SH) 1))
         (OW (+ (idiv (- W (* DW (- KW 1)) 1) SW) 1))
         (CG (idiv C groups)))
+    (assert (and (> OH 0) (> OW 0)) "windows: a kernel of" KH "x" KW "with dilation" DH "x" DW
+            "is larger than the (padded) input of" H "x" W "(output size" OH "x" OW ")")
     (VIEW X :strided [[N groups CG OH OW KH KW]
                       [(* C H W) (* CG H W) (* H W) (* SH W) SW (* DH W) DW]
                       0])))
+
+(composite strided-view ((X{T}[...]) -> (Y{T}[...]) &key (size []) (stride []) (offset 0))
+  "X read as a view of :size with element :stride and :offset over its row-major layout (N-d sliding windows)"
+  (VIEW X :strided [size stride offset]))
 
 (composite conv2d ((X{T}[...] Wt{T}[...]) -> (Y{T}[...]) &key (stride 1) (padding 0) (dilation 1) (groups 1))
   "2-D convolution, NCHW input, OIHW weights"
@@ -121,7 +127,8 @@
   "maximum over KxK windows (stride defaults to the kernel)"
   (let ((p (pair padding))
         (xp (if (= (+ (nth p 0) (nth p 1)) 0) X
-                (pad X [[0 0] [0 0] [(nth p 0) (nth p 0)] [(nth p 1) (nth p 1)]] :value -inf)))
+                (pad X [[0 0] [0 0] [(nth p 0) (nth p 0)] [(nth p 1) (nth p 1)]]
+                     :value (if (float? X) -inf (min X)))))  ; integers: no window is all padding
         (win (windows xp :kernel kernel :stride (if (nil? stride) kernel stride))))
     (VIEW (max win :axis [5 6]) :squeeze 1)))
 (composite avg-pool2d ((X{T}[...]) -> (Y{T}[...]) &key (kernel 2) (stride nil) (padding 0))

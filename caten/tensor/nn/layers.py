@@ -11,6 +11,7 @@ import numpy as np
 
 from caten.errors import Error
 from caten.tensor import state as _state
+from caten.tensor.nn import conv_functional as CF
 from caten.tensor.nn import functional as F
 from caten.tensor.nn.module import Module, Parameter
 from caten.tensor.tensor import Tensor
@@ -44,76 +45,55 @@ class Linear(Module):
 
 
 class Conv2d(Module):
-    """torch.nn.Conv2d over NCHW, weights [out, in/groups, kh, kw], U(-1/sqrt(fan_in), ...)."""
+    """torch.nn.Conv2d over NCHW, weights [out, in/groups, kh, kw], U(-1/sqrt(fan_in), ...);
+    padding_mode 'reflect', 'replicate' and 'circular' pad with F.pad first, as torch's."""
 
     nd = 2
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1, padding: Any = 0,
                  dilation: Any = 1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros"):
-        n = self.nd
-        if padding_mode != "zeros":
-            raise Error(f"{type(self).__name__}: padding_mode {padding_mode!r} is not supported, only 'zeros'")
-        if in_channels % groups or out_channels % groups:
-            raise Error(f"{type(self).__name__}: channels {in_channels} -> {out_channels} are not divisible "
-                        f"by groups={groups}")
+        n, name = self.nd, type(self).__name__
+        if padding_mode not in ("zeros", "reflect", "replicate", "circular"):
+            raise Error(f"{name}: padding_mode must be 'zeros', 'reflect', 'replicate' or 'circular', "
+                        f"got {padding_mode!r}")
+        if groups <= 0 or in_channels % groups or out_channels % groups:
+            raise Error(f"{name}: channels {in_channels} -> {out_channels} are not divisible by groups={groups}")
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
         self.kernel_size, self.stride, self.dilation = _tuple(kernel_size, n), _tuple(stride, n), _tuple(dilation, n)
         self.padding = padding if isinstance(padding, str) else _tuple(padding, n)
+        self.padding_mode = padding_mode
+        self._pairs = CF._padding(name, self.padding, n, list(self.kernel_size), list(self.stride),
+                                  list(self.dilation))
         fan_in = in_channels // groups * math.prod(self.kernel_size)
-        b = 1 / math.sqrt(fan_in)
+        b = 1 / math.sqrt(fan_in) if fan_in else 0.0
         self.weight = uniform_param((out_channels, in_channels // groups) + self.kernel_size, b)
         self.bias = uniform_param((out_channels,), b) if bias else None
-        pad = _same_padding(self.padding, self.kernel_size, self.stride, self.dilation) \
-            if isinstance(self.padding, str) else self.padding
-        h = n == 1  # a 1-d conv is a 2-d one over a height of one: stride 1, padding 0, dilation 1 there
-        self._kw = {"stride": [1] * h + list(self.stride), "padding": [0] * h + list(pad),
-                    "dilation": [1] * h + list(self.dilation), "groups": groups}
 
     def forward(self, x: Tensor) -> Tensor:
-        args = [x, self.weight] + ([self.bias] if self.bias is not None else [])
-        return Tensor.conv2d(*args, **self._kw)
+        name, pad = type(self).__name__, self.padding
+        if self.padding_mode != "zeros":
+            from caten.tensor.nn.resample import pad as fpad
+            flat = [e for lo, hi in reversed(self._pairs) for e in (lo, hi)]
+            x, pad = fpad(x, flat, mode=self.padding_mode), 0
+        return CF._conv(name, self.nd, x, self.weight, self.bias, self.stride, pad, self.dilation, self.groups)
 
     def extra_repr(self) -> str:
         s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
         if self.padding != (0,) * self.nd:
-            s += f", padding={self.padding}"
+            s += f", padding={self.padding!r}"
         if self.dilation != (1,) * self.nd:
             s += f", dilation={self.dilation}"
         if self.groups != 1:
             s += f", groups={self.groups}"
-        return s + (", bias=False" if self.bias is None else "")
+        if self.bias is None:
+            s += ", bias=False"
+        return s + (f", padding_mode={self.padding_mode}" if self.padding_mode != "zeros" else "")
 
 
 class Conv1d(Conv2d):
-    """torch.nn.Conv1d over NCL, weights [out, in/groups, k]: a Conv2d over a height of one."""
+    """torch.nn.Conv1d over NCL, weights [out, in/groups, k]."""
 
     nd = 1
-
-    def forward(self, x: Tensor) -> Tensor:
-        if x.ndim not in (2, 3):
-            raise Error(f"Conv1d: input of rank {x.ndim}; it takes [N, C, L] or [C, L]")
-        if x.ndim == 2:
-            return self.forward(x.reshape([1] + list(x.shape)))[0]
-        n, c, length = x.shape
-        w = self.weight.reshape([self.weight.shape[0], self.weight.shape[1], 1, self.weight.shape[2]])
-        args = [x.reshape([n, c, 1, length]), w] + ([self.bias] if self.bias is not None else [])
-        y = Tensor.conv2d(*args, **self._kw)
-        return y.reshape([y.shape[0], y.shape[1], y.shape[3]])
-
-
-def _same_padding(mode: str, kernel: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...]) -> Any:
-    """torch's padding="valid" (none) and "same" (stride 1; symmetric, so an even extent is refused)."""
-    if mode == "valid":
-        return (0,) * len(kernel)
-    if mode != "same":
-        raise Error(f"Conv: padding {mode!r} is not 'same', 'valid' or a number", hint="padding='same' or 1 or (1, 2)")
-    if any(s != 1 for s in stride):
-        raise Error("Conv: padding='same' needs stride 1 (as torch's)")
-    total = [d * (k - 1) for d, k in zip(dilation, kernel)]
-    if any(t % 2 for t in total):
-        raise Error("Conv: padding='same' with an even kernel extent would pad one side more",
-                    hint="give the padding explicitly")
-    return tuple(t // 2 for t in total)
 
 
 class Embedding(Module):
@@ -204,44 +184,36 @@ class Dropout(Module):
 
 
 class MaxPool2d(Module):
-    """torch.nn.MaxPool2d (stride defaults to the kernel); dilation and ceil_mode are refused."""
-
-    op = "max_pool2d"
+    """torch.nn.MaxPool2d (stride defaults to the kernel) with dilation, ceil_mode and return_indices."""
 
     def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1,
                  return_indices: bool = False, ceil_mode: bool = False):
-        if dilation not in (1, (1, 1), [1, 1]) or return_indices or ceil_mode:
-            raise Error(f"{type(self).__name__}: dilation, return_indices and ceil_mode are not supported")
         self.kernel_size, self.stride, self.padding = kernel_size, kernel_size if stride is None else stride, padding
-        self.dilation, self.ceil_mode = dilation, ceil_mode
+        self.dilation, self.return_indices, self.ceil_mode = dilation, return_indices, ceil_mode
 
-    def forward(self, x: Tensor) -> Tensor:
-        kw = {"kernel": _pool_arg(self.kernel_size), "stride": _pool_arg(self.stride),
-              "padding": _pool_arg(self.padding)}
-        return getattr(x, self.op)(**kw)
+    def forward(self, x: Tensor) -> Any:
+        return CF.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
+                             self.return_indices)
 
     def extra_repr(self) -> str:
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
                 f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
 
 
-class AvgPool2d(MaxPool2d):
-    """torch.nn.AvgPool2d with count_include_pad=True (its default)."""
-
-    op = "avg_pool2d"
+class AvgPool2d(Module):
+    """torch.nn.AvgPool2d with ceil_mode, count_include_pad and divisor_override."""
 
     def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0, ceil_mode: bool = False,
                  count_include_pad: bool = True, divisor_override: int | None = None):
-        if not count_include_pad or divisor_override is not None:
-            raise Error("AvgPool2d: count_include_pad=False and divisor_override are not supported")
-        super().__init__(kernel_size, stride, padding, ceil_mode=ceil_mode)
+        self.kernel_size, self.stride, self.padding = kernel_size, kernel_size if stride is None else stride, padding
+        self.ceil_mode, self.count_include_pad, self.divisor_override = ceil_mode, count_include_pad, divisor_override
+
+    def forward(self, x: Tensor) -> Tensor:
+        return CF.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode, self.count_include_pad,
+                             self.divisor_override)
 
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
-
-
-def _pool_arg(v: Any) -> Any:
-    return list(v) if isinstance(v, (list, tuple)) else v
 
 
 class AdaptiveAvgPool2d(Module):
