@@ -157,6 +157,14 @@ CASES = [
     ("aten.grid_sampler_2d.default", lambda x, g: F.grid_sample(x, g, align_corners=False),
      lambda: (rnd(1, 2, 4, 5), rnd(1, 3, 2, 2, lo=-1.1, hi=1.1))),
     ("aten.col2im.default", lambda x: F.fold(x, (4, 5), (2, 2)), lambda: (rnd(1, 8, 12),)),
+    ("aten.as_strided.default", lambda x: torch.as_strided(x, (3, 2), (1, 3), 1) * 2, lambda: (rnd(4, 3),)),
+    ("aten._embedding_bag_forward_only.default", lambda w, i, o: (F.embedding_bag(i, w, o, mode="sum"),
+                                                                  F.embedding_bag(i, w, o, mode="mean", padding_idx=2),
+                                                                  F.embedding_bag(i, w, o, mode="max")),
+     lambda: (rnd(6, 3), torch.tensor([1, 2, 4, 5, 4, 3, 2]), torch.tensor([0, 2, 2, 5]))),
+    ("aten._embedding_bag.default",  # sum, per-sample weights, include_last_offset
+     lambda w, i, o, p: torch.ops.aten._embedding_bag(w, i, o, False, 0, False, p, True)[0],
+     lambda: (rnd(5, 2), torch.tensor([0, 4, 4, 1]), torch.tensor([0, 1, 1, 4]), rnd(4))),
     ("aten.mul.Tensor", lambda x: x * 3, lambda: (rnd(2, 0, 3),)),
 ]
 

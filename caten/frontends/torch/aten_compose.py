@@ -124,3 +124,80 @@ def _empty(c: Any, n: Any) -> str:
 def _numel(c: Any, n: Any) -> str:
     shape = meta(n.args[0]).shape
     return "(* " + " ".join(["1"] + [c.dim(d) for d in shape]) + ")"
+
+
+@aten("aten.sym_stride.int", "aten.sym_storage_offset.default")
+def _layout_int(c: Any, n: Any) -> str:
+    """A stride or storage offset torch.export recorded as a number (symbolic ones are size
+    arithmetic, handled before lowering)."""
+    return c.dim(meta(n))
+
+
+@aten("aten.as_strided.default")
+@via
+def _as_strided(b: Any, n: Any) -> Any:
+    """out[i] = storage[offset + sum(i_k * stride_k)], a take at constant flat positions. caten's
+    tensors are contiguous, so only an input torch also holds contiguously from the start of its
+    storage has that storage."""
+    from caten.tensor.tensor import Tensor
+
+    src = meta(n.args[0])
+    if not src.is_contiguous() or src.storage_offset() != 0:
+        raise refuse(n, "as_strided of a tensor torch does not hold contiguously (its storage is not caten's)")
+    x, size, stride = b.t(n.args[0]), list(n.args[1]), list(n.args[2])
+    off = n.args[3] if len(n.args) > 3 and n.args[3] is not None else 0
+    pos = np.full(size, off, np.int64)
+    for k, (s, st) in enumerate(zip(size, stride)):
+        pos += (np.arange(s, dtype=np.int64) * st).reshape([s if j == k else 1 for j in range(len(size))])
+    if pos.size and (pos.min() < 0 or pos.max() >= max(x.numel(), 1)):
+        raise refuse(n, "as_strided reaching outside the tensor's elements")
+    return x.reshape(-1).index_select(0, Tensor(pos.reshape(-1))).reshape(*size)
+
+
+def _used_outputs(n: Any) -> set[int]:
+    """Which outputs of a multi-output node the graph reads (through operator.getitem)."""
+    return {u.args[1] for u in n.users if u.users}
+
+
+@aten("aten._embedding_bag.default", "aten._embedding_bag_forward_only.default")
+@via
+def _embedding_bag(b: Any, n: Any) -> Any:
+    """F.embedding_bag's output: per bag [offsets[b], next offset) a sum, mean or max of the
+    gathered rows, padding_idx entries left out, empty bags 0 (torch's convention). The bags
+    come from comparisons with the offsets, so their values need not be known while importing;
+    the bookkeeping outputs (offset2bag, bag sizes, argmax) are refused when read."""
+    from caten.tensor.tensor import Tensor
+    from caten.tensor.torch_misc import where
+
+    a = list(n.args) + [False, 0, False, None, False, -1][len(n.args) - 3:]
+    w, ind, offs = b.t(a[0]), b.t(a[1]), b.t(a[2])
+    mode, psw, last, pad = a[4], a[6], a[7], a[8]
+    if _used_outputs(n) - {0}:
+        raise refuse(n, "embedding_bag's offset2bag/bag_size/max_indices outputs")
+    if ind.ndim != 1:
+        raise refuse(n, "embedding_bag with 2-d indices at the ATen level")
+    count = ind.shape[0]
+    nxt = offs.narrow(0, 1, offs.shape[0] - 1)
+    if last:
+        starts, ends = offs.narrow(0, 0, offs.shape[0] - 1), nxt
+    else:
+        import caten
+
+        starts, ends = offs, caten.cat([nxt, Tensor(np.array([count], np.int64)).to(offs.dtype)], 0)
+    pos = Tensor(np.arange(count, dtype=np.int64)).to(offs.dtype)
+    mask = (pos >= starts.unsqueeze(1)) & (pos < ends.unsqueeze(1))  # (bags, N)
+    if pad is not None and pad >= 0:
+        mask = mask & (ind != pad)
+    rows = w.index_select(0, ind)  # (N, D)
+    if psw is not None:
+        rows = rows * b.t(psw).unsqueeze(1)
+    m3 = mask.unsqueeze(2)
+    zero = Tensor(np.zeros((), np.float64)).to(w.dtype)
+    if mode == 2:
+        big = where(m3, rows.unsqueeze(0), Tensor(np.array(-np.inf)).to(w.dtype)).amax(1)
+        out = where(mask.any(1, keepdim=True), big, zero)
+    else:
+        out = where(m3, rows.unsqueeze(0), zero).sum(1)
+        if mode == 1:
+            out = out / mask.to(w.dtype).sum(1, keepdim=True).clamp(1, None)
+    return [out, None, None, None]
