@@ -61,8 +61,10 @@
         (OH (+ (idiv (- H (* DH (- KH 1)) 1) SH) 1))
         (OW (+ (idiv (- W (* DW (- KW 1)) 1) SW) 1))
         (CG (idiv C groups)))
-    (assert (and (> OH 0) (> OW 0)) "windows: a kernel of" KH "x" KW "with dilation" DH "x" DW
-            "is larger than the (padded) input of" H "x" W "(output size" OH "x" OW ")")
+    (if (known? OH) (assert (> OH 0) "windows: a kernel of" KH "x" KW "with dilation" DH "x" DW
+                             "is larger than the (padded) input of" H "x" W "(output size" OH "x" OW ")"))
+    (if (known? OW) (assert (> OW 0) "windows: a kernel of" KH "x" KW "with dilation" DH "x" DW
+                             "is larger than the (padded) input of" H "x" W "(output size" OH "x" OW ")"))
     (VIEW X :strided [[N groups CG OH OW KH KW]
                       [(* C H W) (* CG H W) (* H W) (* SH W) SW (* DH W) DW]
                       0])))

@@ -121,6 +121,8 @@ def test_max_pool2d_return_indices():
 @pytest.mark.parametrize("call", [
     lambda x, w: CF.conv2d(x, w),                                  # kernel 4x4 over a 3x3 input
     lambda x, w: x.conv2d(w),                                      # the library composite itself
+    lambda x, w: x.max_pool2d(kernel=[4, 4]),                      # its windows, in the pool composites
+    lambda x, w: x.windows(kernel=[2, 5]),
     lambda x, w: CF.conv2d(x, w[:, :, :1, :1], padding="same", stride=2),
     lambda x, w: CF.conv2d(x.cast("i32"), w.cast("i32")),          # torch has no integer conv on CPU
     lambda x, w: CF.conv_transpose2d(x, w.permute(1, 0, 2, 3), stride=2, output_padding=2),

@@ -151,6 +151,13 @@ def _same_dim(e, args, kw, span):
     return Lit(P.as_dim(args[0], span) == P.as_dim(args[1], span), "bool")
 
 
+def _known(e, args, kw, span):
+    """(known? D): whether the dimension D is a number at compile time (a check on sizes that a
+    symbolic dimension leaves to the run)."""
+    _n(args, 1, "known?", span)
+    return Lit(not isinstance(P.as_dim(args[0], span), D.DimExpr), "bool")
+
+
 def _bits(e, args, kw, span):
     _n(args, 1, "bits", span)
     dt = _dtype(e, args, kw, span)
@@ -173,7 +180,7 @@ META: dict[str, Callable[..., Any]] = {
     "rank": _rank, "shape": _shape, "dim": _dim, "count": _count, "dtype": _dtype,
     "float?": _kind_pred("float"), "int?": _kind_pred("int"), "bool?": _kind_pred("bool"),
     "nil?": _is_nil, "list?": _is_list, "len": _len, "nth": _nth, "list": _list, "append": _append, "cons": _cons,
-    "range": _range, "axis": _axis, "pair": _pair, "repeat": _repeat, "same-dim?": _same_dim, "bits": _bits,
-    "error": _error, "assert": _assert,
+    "range": _range, "axis": _axis, "pair": _pair, "repeat": _repeat, "same-dim?": _same_dim, "known?": _known,
+    "bits": _bits, "error": _error, "assert": _assert,
 }
 
