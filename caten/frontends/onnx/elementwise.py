@@ -65,8 +65,8 @@ def _pow(n: N) -> str:
 
 @handler("BitShift")
 def _shift(n: N) -> str:
-    p = f"(pow (full [] 2 :dtype {n.dt()}) {n.x(1)})"
-    return f"(* {n.x(0)} {p})" if n.a("direction") == "LEFT" else f"(idiv {n.x(0)} {p})"
+    """caten's shl/shr give ONNX's results also for a count < 0 or >= the width (0, or the sign fill)."""
+    return f"({'shl' if n.a('direction') == 'LEFT' else 'shr'} {n.x(0)} {n.x(1)})"
 
 
 @handler("Max", "Min", "Sum", "Mean")

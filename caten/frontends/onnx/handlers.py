@@ -16,6 +16,8 @@ from caten.frontends.onnx import (  # noqa: F401  (each family registers its han
     norm,
     quant,
     reduce,
+    scatter,
+    sort,
 )
 from caten.frontends.onnx.node import HANDLERS, N
 from caten.frontends.onnx.types import Unsupported

@@ -70,7 +70,8 @@ def _depth_to_space(n: N) -> str:
 def _space_to_depth(n: N) -> str:
     b, c, h, w = n.int_shape()
     k = n.a("blocksize")
-    t = f"(permute (reshape {n.x(0)} [{b} {c} {h // k} {k} {w // k} {k}]) [0 3 5 1 2 4])"
+    perm = "[0 1 3 5 2 4]" if n.a("mode", "DCR") == "CRD" else "[0 3 5 1 2 4]"
+    t = f"(permute (reshape {n.x(0)} [{b} {c} {h // k} {k} {w // k} {k}]) {perm})"
     return f"(reshape (contiguous {t}) [{b} {c * k * k} {h // k} {w // k}])"
 
 
@@ -126,9 +127,14 @@ def _resize(n: N) -> str:
         if n.a("antialias", 0):
             raise n.fail("antialias is not supported")
         policy = n.a("keep_aspect_ratio_policy", "stretch")
-        if n.a("coordinate_transformation_mode", "half_pixel") == "tf_crop_and_resize":
-            raise n.fail("tf_crop_and_resize is not supported")
         axes = [a % r for a in n.a("axes", list(range(r)))]
+        rois = [(0.0, 1.0)] * r
+        if n.a("coordinate_transformation_mode", "half_pixel") == "tf_crop_and_resize":
+            roi = [float(v) for v in np.asarray(n.c(1, "roi")).reshape(-1)]
+            k = len(roi) // 2
+            rois = list(rois)
+            for j, a in enumerate(axes if k == len(axes) else range(r)):
+                rois[a] = (roi[j], roi[j + k])
         scales_in = np.asarray(n.c(2, "scales")).reshape(-1) if n.has(2) else np.zeros(0)
         sizes_in = np.asarray(n.c(3, "sizes")).reshape(-1) if n.has(3) else None
         scales, sizes = [1.0] * r, list(s)
@@ -146,23 +152,26 @@ def _resize(n: N) -> str:
                 scales[a], sizes[a] = sc, int(np.round(sc * s[a]))
         opts = {"ctm": n.a("coordinate_transformation_mode", "half_pixel"),
                 "near": n.a("nearest_mode", "round_prefer_floor"), "a": n.a("cubic_coeff_a", -0.75),
-                "excl": n.a("exclude_outside", 0)}
+                "excl": n.a("exclude_outside", 0), "rois": rois, "extra": n.a("extrapolation_value", 0.0)}
     if mode not in ("nearest", "linear", "cubic"):
         raise n.fail(f"resize mode `{mode}` is not supported")
     if not n.is_float() and mode != "nearest":
         raise n.fail("linear/cubic resizing of integers is not supported")
     x = n.x(0)
-    for a in range(r):
-        if sizes[a] == s[a] and scales[a] == 1.0:
+    # innermost axis first: a point outside tf_crop_and_resize's box is the extrapolation value
+    # along the axis that puts it there, as the reference's recursion over axes
+    for a in reversed(range(r)):
+        if sizes[a] == s[a] and scales[a] == 1.0 and opts.get("rois", [(0.0, 1.0)] * r)[a] == (0.0, 1.0):
             continue
-        m = _interp_matrix(mode, s[a], sizes[a], scales[a], opts)
-        if mode == "nearest":
-            x = n.let(f"(take {x} {_const(n, m.argmax(axis=1).astype(np.int64))} :axis {a})")
+        m, outside = _interp_matrix(mode, s[a], sizes[a], scales[a], opts, a)
+        if outside.any():
+            x = n.let(_resize_axis(n, x, m, a, r, mode))
+            shp = [1] * r
+            shp[a] = sizes[a]
+            mask = _const(n, outside.reshape(shp))
+            x = n.let(f"(where {mask} {n.lit(opts['extra'])} {x})")
             continue
-        perm = [i for i in range(r) if i != a] + [a]
-        back = [perm.index(i) for i in range(r)]
-        mt = _const(n, m.T.astype(np.dtype(_NP_FLOAT[n.dt()])))
-        x = n.let(f"(permute (matmul (permute {x} {ax_list(perm)}) {mt}) {ax_list(back)})")
+        x = n.let(_resize_axis(n, x, m, a, r, mode))
     return f"(contiguous {x})"
 
 
@@ -176,11 +185,27 @@ def _const(n: N, v: np.ndarray) -> str:
     return n.g.tensor(name)
 
 
-def _source_coord(i: int, d_in: int, d_out: int, scale: float, ctm: str) -> float:
+def _resize_axis(n: N, x: str, m: np.ndarray, a: int, r: int, mode: str) -> str:
+    """x resized along axis a by the matrix m (a gather for nearest)."""
+    if mode == "nearest":
+        return f"(take {x} {_const(n, m.argmax(axis=1).astype(np.int64))} :axis {a})"
+    perm = [i for i in range(r) if i != a] + [a]
+    back = [perm.index(i) for i in range(r)]
+    mt = _const(n, m.T.astype(np.dtype(_NP_FLOAT[n.dt()])))
+    return f"(permute (matmul (permute {x} {ax_list(perm)}) {mt}) {ax_list(back)})"
+
+
+def _source_coord(i: int, d_in: int, d_out: int, scale: float, ctm: str, roi: tuple = (0.0, 1.0)) -> float:
+    """The input coordinate of output i, as the reference: its `output_width` is scale * d_in, unrounded."""
+    out_f = scale * d_in
     if ctm == "half_pixel":
         return (i + 0.5) / scale - 0.5
     if ctm == "align_corners":
-        return i * (d_in - 1) / (d_out - 1) if d_out > 1 else 0.0
+        return i * (d_in - 1) / (out_f - 1) if out_f != 1 else 0.0
+    if ctm == "tf_crop_and_resize":
+        if out_f == 1:
+            return (roi[1] - roi[0]) * (d_in - 1) / 2 + roi[0] * (d_in - 1)
+        return i * (roi[1] - roi[0]) * (d_in - 1) / (out_f - 1) + roi[0] * (d_in - 1)
     if ctm == "asymmetric":
         return i / scale
     if ctm == "pytorch_half_pixel":
@@ -195,11 +220,16 @@ def _source_coord(i: int, d_in: int, d_out: int, scale: float, ctm: str) -> floa
     raise ValueError(ctm)
 
 
-def _interp_matrix(mode: str, d_in: int, d_out: int, scale: float, o: dict) -> np.ndarray:
-    """M[out, in]: output i = sum_j M[i, j] * input j along one axis."""
+def _interp_matrix(mode: str, d_in: int, d_out: int, scale: float, o: dict, ax: int) -> tuple:
+    """M[out, in]: output i = sum_j M[i, j] * input j along axis ax; and which outputs lie outside
+    tf_crop_and_resize's box (those take the extrapolation value)."""
     m = np.zeros((d_out, d_in), np.float64)
+    outside = np.zeros(d_out, bool)
     for i in range(d_out):
-        x = _source_coord(i, d_in, d_out, scale, o["ctm"])
+        x = _source_coord(i, d_in, d_out, scale, o["ctm"], o.get("rois", [(0.0, 1.0)] * (ax + 1))[ax])
+        if o["ctm"] == "tf_crop_and_resize" and (x < 0 or x > d_in - 1):
+            outside[i] = True
+            continue
         if mode == "nearest":
             near = o["near"]
             k = {"floor": np.floor(x), "ceil": np.ceil(x), "round_prefer_ceil": np.floor(x + 0.5)}.get(
@@ -223,7 +253,7 @@ def _interp_matrix(mode: str, d_in: int, d_out: int, scale: float, o: dict) -> n
                 taps = {j: w / total for j, w in taps.items()}
             for j, w in taps.items():
                 m[i, min(max(j, 0), d_in - 1)] += w
-    return m
+    return m, outside
 
 
 def _cubic(x: float, a: float) -> float:

@@ -92,7 +92,8 @@ def _lpnorm(n: N) -> str:
     x, a, p = n.x(0), n.a("axis", -1), n.a("p", 2)
     norm = f"(sqrt (sum (* {x} {x}) :axis {a} :keepdims true))" if p == 2 else \
         f"(sum (abs {x}) :axis {a} :keepdims true)"
-    return f"(/ {x} {norm})"
+    nm = n.let(norm)
+    return f"(where (= {nm} 0) (* {x} 0) (/ {x} {nm}))"  # a zero norm gives 0, as the reference
 
 
 @handler("MeanVarianceNormalization")

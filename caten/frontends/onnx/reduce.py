@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from caten.frontends.onnx.node import N, ax_list, dims, handler
+from caten.frontends.text import lit
 
 _RED = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin": "min", "ReduceProd": "prod",
         "ReduceL1": "l1", "ReduceL2": "l2", "ReduceSumSquare": "sumsq", "ReduceLogSum": "logsum",
@@ -22,9 +23,10 @@ def _reduce(n: N) -> str:
     if axes is None and n.a("noop_with_empty_axes", 0):
         return f"(contiguous {x})"
     ax = "nil" if axes is None else ax_list(axes)
-    if 0 in n.shape() and kind in ("max", "min"):
-        raise n.fail("max/min over an empty tensor")
     kw = f":axis {ax} :keepdims {keep}"
+    red = sorted({a % n.rank() for a in (axes if axes is not None else range(n.rank()))})
+    if kind in ("max", "min", "logsumexp") and any(n.shape()[a] == 0 for a in red):
+        return _empty_reduction(n, kind, red, keep == "true")
     if kind in ("sum", "mean", "max", "min", "prod"):
         if n.dt() == "bool" and kind in ("sum", "prod"):
             raise n.fail("sum of bool")
@@ -41,6 +43,22 @@ def _reduce(n: N) -> str:
     m = n.let(f"(max {x} :axis {ax} :keepdims true)")
     s = f"(+ (log (sum (exp (- {x} {m})) :axis {ax} :keepdims true)) {m})"
     return s if keep == "true" else f"(squeeze {s} {ax if axes is not None else ax_list(range(n.rank()))})"
+
+
+def _empty_reduction(n: N, kind: str, red: list[int], keep: bool) -> str:
+    """A max/min/logsumexp over an empty set is its identity, as the reference: -inf/+inf (the
+    dtype's lowest/highest integer; false/true for bool) and log(0) = -inf."""
+    s = n.int_shape()
+    out = [1 if i in red else d for i, d in enumerate(s) if keep or i not in red]
+    dt = n.dt()
+    if dt == "bool":
+        v: object = kind == "min"
+    elif dt.startswith(("i", "u")):
+        info = np.iinfo(np.dtype({"i": "int", "u": "uint"}[dt[0]] + dt[1:]))
+        v = info.max if kind == "min" else info.min
+    else:
+        v = float("inf") if kind == "min" else float("-inf")
+    return f"(full {dims(out)} {lit(v, dt)} :dtype {dt})"
 
 
 @handler("ArgMax", "ArgMin")
