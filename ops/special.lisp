@@ -119,6 +119,29 @@
   :vjp ((dY) nil)
   (where (= X 0) V (cast (< 0 X) (dtype X))))
 
+(composite fma ((A{T}[...] B{T}[...] C{T}[...]) -> (Y{T}[...]))
+  "a b + c with one rounding (torch's CPU addcmul): f16..f32 in f64, where the product is exact; f64 by Dekker's exact product and Knuth's two-sum (faithful: within an ulp, almost always the rounded value)"
+  :vjp ((dY) (return (* dY B) (* dY A) dY))
+  (if (< (bits A) 64)
+      (CAST (+ (* (CAST A f64) (CAST B f64)) (CAST C f64)) (dtype A))
+      (let ((p (* A B))
+            (ca (* A 134217729.0))
+            (ah (- ca (- ca A)))
+            (al (- A ah))
+            (cb (* B 134217729.0))
+            (bh (- cb (- cb B)))
+            (bl (- B bh))
+            (e (+ (+ (+ (- (* ah bh) p) (* ah bl)) (* al bh)) (* al bl)))
+            (s (+ p C))
+            (bb (- s p))
+            (serr (+ (- p (- s bb)) (- C bb))))
+        (where (< (abs p) 1e300) (+ s (+ e serr)) s))))
+
+(composite angle ((X{T}[...]) -> (Y{T}[...]))
+  "the argument of a real number: pi below 0, 0 otherwise, nan for nan (torch.angle)"
+  :vjp ((dY) nil)
+  (where (!= X X) X (where (< X 0) (full [] 3.141592653589793 :dtype (dtype X)) (full [] 0.0 :dtype (dtype X)))))
+
 (composite deg2rad ((X{T}[...]) -> (Y{T}[...]))
   "x pi / 180 (f16 and bf16 in f32, as torch)"
   (if (< (bits X) 32) (CAST (* (CAST X f32) 0.017453292519943295) (dtype X)) (* X 0.017453292519943295)))

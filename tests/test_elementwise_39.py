@@ -359,3 +359,32 @@ def test_signed_zeros_and_bools():
     t = cat(torch.tensor([1.5, -2.5]))
     t.floor_()
     assert t.numpy().tolist() == [1.0, -3.0]
+
+
+def test_aliases_and_small_names():
+    x, y, z = values("f32", seed=0), values("f32", seed=1), values("f32", seed=2, special=False)
+    cx, cy, cz = cat(x), cat(y), cat(z)
+    for name in ("angle", "negative", "absolute", "arcsin", "arccos", "arctan"):
+        close(getattr(cx, name)().numpy(), getattr(torch, name)(x), ulps=2, what=name)
+    close(cx.addcmul(cy, cz, value=0.3).numpy(), x.addcmul(y, z, value=0.3), ulps=0, what="addcmul")
+    close(caten.addcdiv(cx, cy, cz, value=-2).numpy(), torch.addcdiv(x, y, z, value=-2), ulps=0, what="addcdiv")
+    close(cx.divide(cy, rounding_mode="floor").numpy(), x.divide(y, rounding_mode="floor"), ulps=0, what="divide")
+    close(caten.subtract(cx, cy, alpha=2).numpy(), torch.subtract(x, y, alpha=2), ulps=0, what="subtract")
+    for name in ("greater", "less", "greater_equal", "less_equal", "not_equal"):
+        assert (getattr(cx, name)(cy).numpy() == getattr(torch, name)(x, y).numpy()).all(), name
+    close(cat(torch.tensor([1, -2])).angle().numpy(), torch.tensor([1, -2]).angle(), ulps=0, what="angle int")
+
+
+def test_addcmul_rounds_once_as_torch_and_differentiates():
+    rng = np.random.default_rng(11)
+    a, b, c = (torch.tensor(rng.normal(size=(5, 9))) for _ in range(3))
+    close(cat(a).addcmul(cat(b), cat(c), value=0.3).numpy(), a.addcmul(b, c, value=0.3), ulps=0, what="addcmul f64")
+    ts = [t.clone().requires_grad_(True) for t in (a, b, c)]
+    cs = [cat(t, requires_grad=True) for t in (a, b, c)]
+    (ts[0].addcmul(ts[1], ts[2], value=-1.5) ** 2).sum().backward()
+    (cs[0].addcmul(cs[1], cs[2], value=-1.5) ** 2).sum().backward()
+    for t, c in zip(ts, cs):
+        close(c.grad.numpy(), t.grad, ulps=8, what="d addcmul")
+    ii = [torch.tensor([[3, -4, 5]]), torch.tensor([[2, 7, -1]]), torch.tensor([[6, 0, 9]])]
+    got = cat(ii[0]).addcmul(cat(ii[1]), cat(ii[2]), value=2).numpy()
+    assert (got == ii[0].addcmul(ii[1], ii[2], value=2).numpy()).all()

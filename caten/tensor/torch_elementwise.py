@@ -62,7 +62,9 @@ for _n, _l, _d in [("expm1", "expm1", "`(expm1 x)`: e**x - 1, exact near 0"),
                    ("atanh", "atanh", "`(atanh x)`"), ("arctanh", "atanh", "`(atanh x)`"),
                    ("erfc", "erfc", "`(erfc x)`: 1 - erf(x) without cancellation"),
                    ("erfinv", "erfinv", "`(erfinv x)`"), ("sinc", "sinc", "`(sinc x)`: sin(pi x)/(pi x), 1 at 0"),
-                   ("deg2rad", "deg2rad", "`(deg2rad x)`"), ("rad2deg", "rad2deg", "`(rad2deg x)`")]:
+                   ("deg2rad", "deg2rad", "`(deg2rad x)`"), ("rad2deg", "rad2deg", "`(rad2deg x)`"),
+                   ("arcsin", "asin", "`(asin x)`"), ("arccos", "acos", "`(acos x)`"),
+                   ("arctan", "atan", "`(atan x)`"), ("angle", "angle", "`(angle x)`: pi below 0, else 0 (nan: nan)")]:
     _unary(_n, _l, _d)
 
 
@@ -128,6 +130,43 @@ def positive(self: Tensor) -> Tensor:
     if self.dtype == "bool":
         raise Error("positive (unary +) is not defined for bool tensors (as torch's)")
     return self
+
+
+@torch_name("negative", "`(neg x)`", "elementwise")
+def negative(self: Tensor) -> Tensor:
+    if self.dtype == "bool":
+        raise Error("negative of a bool tensor (as torch's)", hint="use logical_not (~t)")
+    return apply("neg", [self], {})
+
+
+@torch_name("absolute", "`(abs x)`", "elementwise")
+def absolute(self: Tensor) -> Tensor:
+    return apply("abs", [self], {})
+
+
+def _addc(name: str, self: Tensor, t1: Any, t2: Any, value: Any) -> Tensor:
+    a, b = pair(self, t1, name)
+    a, c = pair(a, t2, name)
+    a, b = pair(a, b, name)
+    if name == "addcdiv" and a.dtype not in FLOATS:
+        raise Error("addcdiv of integer tensors (as torch's)", hint="cast to a float dtype")
+    v = float(value) if a.dtype in FLOATS else int(value)
+    s = b if value == 1 else b * v
+    if name == "addcmul" and a.dtype in FLOATS:
+        return apply("fma", [s, c, a], {})  # torch's kernel: fma(value * t1, t2, input)
+    return a + (s * c if name == "addcmul" else s / c)
+
+
+@torch_name("addcmul", "`(fma (* value t1) t2 x)`, one rounding as torch's kernel (integers: "
+            "`(+ x (* (* value t1) t2))`)", "elementwise", example="t.addcmul(a, b, value=0.5)")
+def addcmul(self: Tensor, tensor1: Any, tensor2: Any, *, value: Any = 1) -> Tensor:
+    return _addc("addcmul", self, tensor1, tensor2, value)
+
+
+@torch_name("addcdiv", "`(+ x (/ (* value t1) t2))`, as torch's kernel orders it", "elementwise",
+            example="t.addcdiv(a, b, value=0.5)")
+def addcdiv(self: Tensor, tensor1: Any, tensor2: Any, *, value: Any = 1) -> Tensor:
+    return _addc("addcdiv", self, tensor1, tensor2, value)
 
 
 # binary ---------------------------------------------------------------------------------------------

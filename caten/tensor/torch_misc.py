@@ -198,7 +198,9 @@ for _n, _du, _w in [("eq", "__eq__", "`(= a b)`"), ("ne", "__ne__", "`(!= a b)`"
                     ("floor_divide", "__floordiv__", "`(idiv a b)`"), ("remainder", "__mod__", "`(remainder a b)`"),
                     ("pow", "__pow__", "`(pow a b)`; `x ** 2` is `(* x x)`"),
                     ("logical_and", "__and__", "`(and a b)`"), ("logical_or", "__or__", "`(or a b)`"),
-                    ("logical_xor", "__xor__", "`(xor a b)`")]:
+                    ("logical_xor", "__xor__", "`(xor a b)`"), ("greater", "__gt__", "`(> a b)`"),
+                    ("less", "__lt__", "`(< a b)`"), ("greater_equal", "__ge__", "`(>= a b)`"),
+                    ("less_equal", "__le__", "`(<= a b)`"), ("not_equal", "__ne__", "`(!= a b)`")]:
     _operator(_n, _du, _w)
 
 
@@ -210,6 +212,11 @@ def add(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
 @torch_name("sub", "`(- a (* alpha b))`", "elementwise", example="t.sub(u, alpha=2)")
 def sub(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
     return self - (other if alpha == 1 else other * alpha)
+
+
+@torch_name("subtract", "`sub`", "elementwise", example="t.subtract(u, alpha=2)")
+def subtract(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
+    return sub(self, other, alpha=alpha)
 
 
 @torch_name("div", "`(/ a b)`; rounding_mode 'trunc' is `(trunc (/ a b))` (C's integer division), 'floor' "
@@ -228,6 +235,11 @@ def div(self: Any, other: Any, *, rounding_mode: Any = None) -> Tensor:
         raise Error("div(rounding_mode='trunc') of bool tensors", hint="cast to an integer dtype")
     q, r = apply("idiv", [a, b], {}), apply("mod", [a, b], {})
     return apply("where", [(r != 0) & ((a < 0) != (b < 0)), q + 1, q], {})
+
+
+@torch_name("divide", "`div`", "elementwise", example="t.divide(u, rounding_mode='trunc')")
+def divide(self: Any, other: Any, *, rounding_mode: Any = None) -> Tensor:
+    return div(self, other, rounding_mode=rounding_mode)
 
 
 @torch_name("square", "`(* x x)`", "elementwise")
