@@ -106,3 +106,24 @@
         (out (or (< B 0) (>= B top)))
         (fill (where signed (- 0 (cast (< A 0) (dtype A))) (* A 0))))
     (where out fill (idiv A (pow2 (where out (* B 0) B))))))
+
+(composite gcd ((A{T}[...] B{T}[...]) -> (C{T}[...]))
+  "the greatest common divisor of |a| and |b| (0 for two zeros), by Euclid's steps: as many as the dtype's worst case (consecutive Fibonacci numbers) needs"
+  :vjp ((dC) nil)
+  (setf a (abs A))
+  (setf b (abs B))
+  (dotimes (i (if (= (bits A) 8) 12 (if (= (bits A) 16) 24 (if (= (bits A) 32) 47 93))))
+    (setf nz (!= a 0))
+    (setf c a)
+    (setf a (where nz (mod b (where nz a (+ (* a 0) 1))) a))
+    (setf b (where nz c b)))
+  b)
+(composite lcm ((A{T}[...] B{T}[...]) -> (C{T}[...]))
+  "the least common multiple |a / gcd(a, b) * b| (0 where gcd is 0), as torch computes it"
+  :vjp ((dC) nil)
+  ;; narrower than 32 bits, C computes a / g * b and its abs in int, then wraps once to the dtype
+  (if (< (bits A) 32)
+      (CAST (lcm (CAST A i32) (CAST B i32)) (dtype A))
+      (let ((g (gcd A B))
+            (z (= g 0)))
+        (where z g (abs (* (idiv A (where z (+ g 1) g)) B))))))

@@ -388,3 +388,18 @@ def test_addcmul_rounds_once_as_torch_and_differentiates():
     ii = [torch.tensor([[3, -4, 5]]), torch.tensor([[2, 7, -1]]), torch.tensor([[6, 0, 9]])]
     got = cat(ii[0]).addcmul(cat(ii[1]), cat(ii[2]), value=2).numpy()
     assert (got == ii[0].addcmul(ii[1], ii[2], value=2).numpy()).all()
+
+
+@pytest.mark.parametrize("dt", ["i8", "i32"])
+def test_gcd_lcm(dt):
+    rng = np.random.default_rng(13)
+    a = torch.tensor(rng.integers(-100, 100, size=(3, 5)), dtype=TDT[dt])
+    b = torch.tensor(rng.integers(-100, 100, size=(3, 5)), dtype=TDT[dt])
+    a[0, 0] = b[0, 0] = a[1, 0] = 0
+    if dt == "i32":
+        a[2, 0], b[2, 0] = 1836311903, 1134903170  # consecutive Fibonacci numbers: Euclid's longest run
+    for name in ("gcd", "lcm"):
+        got, want = getattr(cat(a), name)(cat(b)).numpy(), getattr(torch, name)(a, b)
+        assert (got == want.numpy()).all() and str(got.dtype) == str(want.dtype).replace("torch.", ""), name
+    with pytest.raises(Error):
+        cat(torch.ones(2)).gcd(cat(torch.ones(2)))

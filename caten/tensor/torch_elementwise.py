@@ -235,6 +235,24 @@ def ldexp(self: Tensor, other: Any) -> Tensor:
     return out if out.dtype == x.dtype else out.cast(x.dtype)
 
 
+def _integers(self: Any, other: Any, what: str) -> tuple[Tensor, Tensor]:
+    a, b = pair(self, other, what)
+    if a.dtype in FLOATS or a.dtype == "bool":
+        raise Error(f"{what} is defined for integer tensors, not {a.dtype} (as torch's)",
+                    hint="cast to an integer dtype")
+    return a, b
+
+
+@torch_name("gcd", "`(gcd a b)`: Euclid's steps, unrolled for the dtype's worst case", "elementwise")
+def gcd(self: Any, other: Any) -> Tensor:
+    return apply("gcd", list(_integers(self, other, "gcd")), {})
+
+
+@torch_name("lcm", "`(lcm a b)`: |a / gcd * b|, 0 where gcd is 0", "elementwise")
+def lcm(self: Any, other: Any) -> Tensor:
+    return apply("lcm", list(_integers(self, other, "lcm")), {})
+
+
 # bitwise --------------------------------------------------------------------------------------------
 def _bitwise(name: str, lisp: str) -> None:
     def op(self: Any, other: Any) -> Tensor:
@@ -255,25 +273,17 @@ def bitwise_not(self: Tensor) -> Tensor:
     return apply("not", [self], {})
 
 
-def _shift_operands(a: Any, b: Any, what: str) -> tuple[Tensor, Tensor]:
-    x, y = pair(a, b, what)
-    if x.dtype in FLOATS or x.dtype == "bool":
-        raise Error(f"{what} is defined for integer tensors, not {x.dtype} (as torch's)",
-                    hint="cast to an integer dtype")
-    return x, y
-
-
 @torch_name("bitwise_left_shift", "`(shl a b)`: a * 2**b wrapping; 0 for b < 0 or b >= the bit width, as torch",
             "elementwise", example="t.bitwise_left_shift(2)")
 def bitwise_left_shift(self: Any, other: Any) -> Tensor:
-    a, b = _shift_operands(self, other, "<<")
+    a, b = _integers(self, other, "<<")
     return apply("shl", [a, b], {})
 
 
 @torch_name("bitwise_right_shift", "`(shr a b)`: arithmetic, floor(a / 2**b); the sign fill for b < 0 or b >= "
             "the bit width - 1, as torch", "elementwise", example="t.bitwise_right_shift(1)")
 def bitwise_right_shift(self: Any, other: Any) -> Tensor:
-    a, b = _shift_operands(self, other, ">>")
+    a, b = _integers(self, other, ">>")
     return apply("shr", [a, b], {})
 
 
