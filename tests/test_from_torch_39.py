@@ -15,6 +15,7 @@ from click.testing import CliRunner  # noqa: E402
 import caten  # noqa: E402
 from caten.errors import Error  # noqa: E402
 from caten.frontends.torch.aten_core import available  # noqa: E402
+from caten.frontends.torch.aten_nn_core import caten_fn  # noqa: E402
 from caten.frontends.torch.export import TorchModule, convert_exported, missing_ops, needed_ops  # noqa: E402
 
 
@@ -165,6 +166,9 @@ CASES = [
     ("aten._embedding_bag.default",  # sum, per-sample weights, include_last_offset
      lambda w, i, o, p: torch.ops.aten._embedding_bag(w, i, o, False, 0, False, p, True)[0],
      lambda: (rnd(5, 2), torch.tensor([0, 4, 4, 1]), torch.tensor([0, 1, 1, 4]), rnd(4))),
+    ("aten.max_pool2d_with_indices.default", lambda x: F.max_pool2d(x, 3, 2, 1, 2, True, True),
+     lambda: (rnd(1, 2, 7, 8),)),
+    ("aten.avg_pool2d.default", lambda x: F.avg_pool2d(x, 3, 2, 1, True, False), lambda: (rnd(1, 2, 6, 7),)),
     ("aten.mul.Tensor", lambda x: x * 3, lambda: (rnd(2, 0, 3),)),
 ]
 
@@ -235,10 +239,12 @@ CONVS = [("conv1d", lambda x, w, b: F.conv1d(x, w, b, 2, 1, 1, 1), lambda: (rnd(
 @pytest.mark.parametrize("name,fn,make", CONVS, ids=[c[0] for c in CONVS])
 def test_convolution_kinds(name, fn, make):
     """aten.convolution beyond 2-d direct, through caten.nn.functional (skipped until it has `name`)."""
-    if not hasattr(caten.nn.functional, name):
-        pytest.skip(f"caten.nn.functional.{name} is not there yet")
+    if caten_fn(name) is None:
+        pytest.skip(f"caten has no functional {name} yet")
     xs = make()
-    m = TorchModule(*convert_exported(torch.export.export(Fn(fn), xs)), runtime="numpy")
+    ep = torch.export.export(Fn(fn), xs).run_decompositions()
+    assert "aten.convolution.default" in needed_ops(ep)
+    m = TorchModule(*convert_exported(ep), runtime="numpy")
     np.testing.assert_allclose(m(*xs), fn(*xs).numpy(), rtol=1e-4, atol=1e-5)
 
 

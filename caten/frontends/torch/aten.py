@@ -137,8 +137,10 @@ def _conv(c: Ctx, n: Any) -> str:
 def _maxpool(c: Ctx, n: Any) -> list:
     args = list(n.args) + [None] * 6
     x, k, s, p, d, ceil = args[:6]
-    if (d and any(v != 1 for v in d)) or ceil:
-        raise Error(f"torch.export node `{n.name}`: max_pool2d with dilation or ceil_mode is not supported")
+    if (d and any(v != 1 for v in d)) or ceil or any(u.args[1] == 1 and u.users for u in n.users):
+        from caten.frontends.torch.aten_nn_core import max_pool2d  # dilation, ceil_mode, or the indices read
+
+        return max_pool2d(c, n)
     s = s or k
     p = p or [0, 0]
     return [f"(max-pool2d {c.arg(x)} :kernel {lst(k)} :stride {lst(s)} :padding {lst(p)})", None]
@@ -149,8 +151,9 @@ def _avgpool(c: Ctx, n: Any) -> str:
     args = list(n.args) + [None] * 6
     x, k, s, p, ceil, include_pad, divisor = args[:7]
     if ceil or divisor is not None or (include_pad is False and p and any(p)):
-        raise Error(f"torch.export node `{n.name}`: avg_pool2d with ceil_mode, divisor_override or "
-                    "count_include_pad=False over padding is not supported")
+        from caten.frontends.torch.aten_nn_core import avg_pool2d
+
+        return avg_pool2d(c, n)
     return f"(avg-pool2d {c.arg(x)} :kernel {lst(k)} :stride {lst(s or k)} :padding {lst(p or [0, 0])})"
 
 

@@ -20,13 +20,32 @@ def _F() -> Any:
     return F
 
 
+_HOMES = ("caten.nn.functional", "caten.tensor.nn.conv_functional", "caten.tensor.nn.pooling",
+          "caten.tensor.nn.resample", "caten.tensor.nn.sampling")
+
+
+def caten_fn(name: str) -> Any:
+    """caten's function `name` under torch's name: caten.nn.functional first, then the modules
+    that define the functional ops (an op may be there before F re-exports it); None if absent."""
+    import importlib
+
+    for home in _HOMES:
+        try:
+            f = getattr(importlib.import_module(home), name, None)
+        except ImportError:  # a home another part of caten has not created
+            continue
+        if f is not None:
+            return f
+    return None
+
+
 def _has(name: str) -> Callable[[], bool]:
-    return lambda: hasattr(_F(), name)
+    return lambda: caten_fn(name) is not None
 
 
 def functional(target: str, name: str, build: Callable[[Any, Any, Any], Any]) -> None:
     """Lower `target` with `build(b, n, F.name)`, available once caten.nn.functional has `name`."""
-    lower = via(lambda b, n: build(b, n, getattr(_F(), name)))
+    lower = via(lambda b, n: build(b, n, caten_fn(name)))
     lower.available = _has(name)  # type: ignore[attr-defined]
     aten(target)(lower)
 
@@ -225,7 +244,7 @@ def _conv(b: Any, n: Any) -> Any:
     x, w, bias, stride, padding, dilation, transposed, out_pad, groups = n.args
     d = meta(x).dim() - 2
     name = f"conv_transpose{d}d" if transposed else f"conv{d}d"
-    f = getattr(_F(), name, None)
+    f = caten_fn(name)
     if f is None:
         raise refuse(n, f"{name} is not in caten.nn.functional yet")
     kw = {"output_padding": list(out_pad)} if transposed else {}
@@ -236,3 +255,19 @@ def _conv(b: Any, n: Any) -> Any:
 
 
 convolution = via(_conv)
+
+
+def _with(name: str, build: Callable[[Any, Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """A lowering through F.name, refused naming the node where caten.nn.functional lacks it."""
+    def fn(b: Any, n: Any) -> Any:
+        f = caten_fn(name)
+        if f is None:
+            raise refuse(n, f"{name} is not in caten.nn.functional yet")
+        return build(b, n, f)
+    return via(fn)
+
+
+# the 2-d pooling keywords the direct lowerings of `aten` leave to caten.nn.functional
+max_pool2d = _with("max_pool2d", lambda b, n, f: list(
+    f(b.t(n.args[0]), *_args(n, 6, [None, 0, 1, False])[1:], return_indices=True)))
+avg_pool2d = _with("avg_pool2d", lambda b, n, f: f(b.t(n.args[0]), *_args(n, 7, [None, 0, False, True, None])[1:]))
