@@ -129,6 +129,7 @@ def test_max_pool2d_return_indices():
     lambda x, w: CF.fold(x.reshape([1, 9, 1]), (3, 3), 2),         # 9 is not a multiple of 2*2
     lambda x, w: CF.max_pool2d(x, 2, padding=2),                   # padding over half the kernel
     lambda x, w: CF.conv3d(x, w),                                  # a 4-D weight for conv3d
+    lambda x, w: CF.conv2d(x, w[:0]),                              # no output channels
 ])
 def test_refused_with_a_diagnostic(call):
     caten.tensor.set_default_runtime("numpy")
@@ -181,3 +182,26 @@ def test_conv_padding_modes(mode):
     _load(cm, tm)
     x = np.random.default_rng(7).standard_normal((2, 2, 5, 4)).astype(np.float32)
     np.testing.assert_allclose(cm(Tensor(x)).numpy(), tm(torch.tensor(x)).detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
+HALF = ["conv1d_groups_dil", "conv2d_depthwise", "conv3d_same", "convT2d", "unfold", "fold", "max_pool2d",
+        "avg_pool2d"]
+
+
+@pytest.mark.filterwarnings("ignore:Using padding='same'")
+@pytest.mark.parametrize("dtype,tol", [("f16", dict(rtol=1e-2, atol=2e-2)), ("bf16", dict(rtol=2e-2, atol=0.1))])
+def test_half_precision_forward(dtype, tol):
+    """f16/bf16 values against torch's f64 result on the same rounded inputs (within the format's rounding)."""
+    caten.tensor.set_default_runtime("numpy")
+    tdt = {"f16": torch.float16, "bf16": torch.bfloat16}[dtype]
+    rng = np.random.default_rng(11)
+    got, want = [], []
+    for name in HALF:
+        fn, shapes, kw = CASES[name]
+        ts = [None if s is None else torch.tensor(rng.standard_normal(s)).to(tdt) for s in shapes]
+        want.append(getattr(TF, fn)(*[None if t is None else t.double() for t in ts], **kw).numpy())
+        cs = [None if t is None else Tensor(t.double().numpy()).cast(dtype) for t in ts]
+        got.append(getattr(CF, fn)(*cs, **kw).cast("f64"))
+    realize([g.node for g in got], "numpy")
+    for name, g, w in zip(HALF, got, want):
+        np.testing.assert_allclose(g.numpy(), w, err_msg=name, **tol)

@@ -92,6 +92,8 @@ def _conv(name: str, nd: int, x: Tensor, w: Tensor, bias: Tensor | None, stride:
     s, d = _tup(stride, nd, "stride", name), _tup(dilation, nd, "dilation", name)
     if any(e <= 0 for e in s + d):
         raise Error(f"{name}: stride {s} and dilation {d} must be positive")
+    if 0 in w.shape[:2]:  # torch refuses no output channels and gives a channel-less result for no input ones
+        raise Error(f"{name}: weight {list(w.shape)} has no input or output channels")
     if groups <= 0 or w.shape[0] % groups:
         raise Error(f"{name}: {w.shape[0]} output channels are not divisible by groups={groups}")
     if x.shape[1] != w.shape[1] * groups:
