@@ -271,3 +271,89 @@ def var_mean(input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool
              correction: Any = None) -> tuple[Tensor, Tensor]:
     return (var(input, dim, unbiased, keepdim, correction=correction),
             apply("mean", [input], {"axis": axes(input, dim), "keepdims": bool(keepdim)}))
+
+
+AminMax = namedtuple("AminMax", ["min", "max"])
+
+
+@torch_name("aminmax", "(`amin`, `amax`) over one dim or all", "reduction", example="t.aminmax(dim=0)")
+def aminmax(self: Tensor, *, dim: Any = None, keepdim: bool = False) -> AminMax:
+    if self.numel() == 0:
+        raise Error("aminmax() of an empty tensor has no value")
+    if isinstance(dim, (list, tuple)):
+        raise ArgError("aminmax(dim=) takes one dim", hint="t.aminmax(dim=0)")
+    ax = None if dim is None else axes(self, dim)
+    kw = {"axis": ax, "keepdims": bool(keepdim)}
+    lo, hi = apply("min", [self], kw), apply("max", [self], kw)
+    if ax is None and keepdim:  # torch keeps every dim as 1
+        lo, hi = lo.reshape([1] * self.ndim), hi.reshape([1] * self.ndim)
+    return AminMax(lo, hi)
+
+
+def _nan_free(t: Tensor) -> Tensor:
+    return apply("where", [t != t, 0.0, t], {}) if t.dtype in FLOATS else t
+
+
+@torch_name("nansum", "`sum` with nan as 0: `(sum (where (!= x x) 0 x))`", "reduction", example="t.nansum(dim=1)")
+def nansum(self: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+    return sum_(_nan_free(self), dim, keepdim, dtype=dtype)
+
+
+@torch_name("nanmean", "`(/ (nansum x) (count of non-nan))`: floats only, nan where all are nan",
+            "reduction", example="t.nanmean(dim=1)")
+def nanmean(self: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+    x = _at(self, dtype)
+    _float_only("nanmean", x)
+    n = sum_((x == x).cast(x.dtype), dim, keepdim)
+    return nansum(x, dim, keepdim) / n
+
+
+@torch_name("cov", "`(/ (matmul (* d w) (permute d [1 0])) (- sum(w) correction...))`, d = x less its weighted "
+            "mean over the observations (columns), as torch.cov", "reduction", example="t.cov(correction=1)")
+def cov(self: Tensor, *, correction: int = 1, fweights: Any = None, aweights: Any = None) -> Tensor:
+    if self.ndim > 2:
+        raise Error(f"cov: input has rank {self.ndim}, expected at most 2 (variables x observations)")
+    x = self.reshape(1, -1) if self.ndim < 2 else self
+    if x.dtype not in FLOATS:
+        x = x.cast("f32")
+    nobs = x.shape[1]
+    w = None
+    for name, wt in (("fweights", fweights), ("aweights", aweights)):
+        if wt is None:
+            continue
+        if wt.ndim > 1 or wt.numel() != nobs:
+            raise Error(f"cov: {name} must be 1-D with one weight per observation ({nobs}), got {list(wt.shape)}")
+        if name == "fweights" and wt.dtype in FLOATS:
+            raise Error("cov: fweights must be integers")
+        wt = wt.reshape(-1).cast(x.dtype)
+        w = wt if w is None else w * wt
+    if w is None:
+        wsum = Tensor(np.asarray(nobs, np.int64), runtime=x.runtime).cast(x.dtype)
+        avg = apply("mean", [x], {"axis": 1, "keepdims": True})
+    else:
+        wsum = sum_(w)
+        avg = sum_(x * w, 1, True) / wsum
+    if w is None or correction == 0:
+        norm = wsum - correction
+    elif aweights is None:
+        norm = wsum - correction
+    else:
+        norm = wsum - correction * sum_(w * aweights.reshape(-1).cast(x.dtype)) / wsum
+    norm = apply("where", [norm < 0, 0.0, norm], {})  # torch clamps a negative divisor to 0
+    d = x - avg
+    dw = d if w is None else d * w
+    c = (dw @ d.transpose(0, 1)) / norm
+    return c.reshape([]) if self.ndim < 2 else c
+
+
+@torch_name("corrcoef", "`cov` divided by the outer product of its diagonal's roots, clipped to [-1, 1]",
+            "reduction", example="t.corrcoef()")
+def corrcoef(self: Tensor) -> Tensor:
+    c = cov(self)
+    if c.ndim == 0:
+        return c / c
+    n = c.shape[0]
+    d = apply("take", [c.reshape(-1), Tensor(np.arange(n, dtype=np.int64) * (n + 1), runtime=c.runtime)], {"axis": 0})
+    s = apply("sqrt", [d], {})
+    c = c / s.reshape(-1, 1) / s.reshape(1, -1)
+    return apply("where", [c < -1.0, -1.0, apply("where", [c > 1.0, 1.0, c], {})], {})
