@@ -91,10 +91,27 @@ CASES = {
                              [_f(5, 3, 2), _i64(5, 2, 0)]),
     "reversesequence_batch": (helper.make_node("ReverseSequence", ["x", "l"], ["y"], time_axis=1, batch_axis=0),
                               [_f(3, 4), _i64(1, 4, 3)]),
+    "hann_periodic": (helper.make_node("HannWindow", ["sz"], ["y"]), [np.array(7, np.int32)]),
+    "hamming_symmetric_f64": (helper.make_node("HammingWindow", ["sz"], ["y"], periodic=0, output_datatype=11),
+                              [np.array(6, np.int64)]),
+    "blackman_symmetric": (helper.make_node("BlackmanWindow", ["sz"], ["y"], periodic=0), [np.array(5, np.int32)]),
+    "maxpool3d_pads_ceil": (helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 3, 2], strides=[2, 1, 2],
+                                             pads=[1, 0, 1, 0, 1, 0], ceil_mode=1), [_f(1, 2, 5, 4, 5)]),
+    "maxpool3d_dilated": (helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2, 2], dilations=[2, 1, 2]),
+                          [_f(2, 1, 5, 3, 6)]),
+    "maxpool2d_i8": (helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], strides=[1, 2]),
+                     [R.integers(-128, 127, (1, 2, 3, 5)).astype(np.int8)]),
+    "avgpool3d_count_pad": (helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[3, 2, 2],
+                                             pads=[1, 1, 0, 1, 0, 1], count_include_pad=1), [_f(1, 2, 4, 5, 3)]),
+    "avgpool3d_exclude_pad_ceil": (helper.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2, 3],
+                                                    strides=[2, 2, 2], pads=[0, 1, 1, 0, 1, 1], ceil_mode=1),
+                                   [_f(1, 1, 5, 4, 6)]),
+    "lppool3d": (helper.make_node("LpPool", ["x"], ["y"], kernel_shape=[2, 2, 2], p=3), [_f(1, 2, 3, 4, 3)]),
 }
 
 SUBSET = ["bitshift_right_i8", "spacetodepth_crd", "lpnorm_zero_slice", "resize_tf_crop_linear", "reduce_max_empty",
-          "topk_smallest_nan", "gathernd_batch", "scatternd_add_dup", "scatter_elements_min", "reversesequence_time"]
+          "topk_smallest_nan", "gathernd_batch", "scatternd_add_dup", "scatter_elements_min", "reversesequence_time",
+          "maxpool3d_pads_ceil", "avgpool3d_exclude_pad_ceil", "maxpool2d_i8", "hann_periodic"]
 
 
 CONSTS = {"k", "a", "s", "roi", "sz"}  # inputs that decide output shapes: initializers, as exporters write them
@@ -145,3 +162,42 @@ def test_topk_unsorted_is_refused():
     with pytest.raises(Unsupported, match="sorted=0"):
         model, feeds = _model(node, [_f(2, 3), _i64(2)], 21)
         CatenBackend.prepare(model, runtime="numpy").run(feeds)
+
+
+def _lrn_oracle(x: np.ndarray, size: int, alpha: float, beta: float, bias: float) -> np.ndarray:
+    """ONNX's definition, element by element in float64 (onnx's reference LRN loops over the
+    batch where it means the channels, so it is no oracle)."""
+    sq = np.zeros(x.shape)
+    c = x.shape[1]
+    for j in range(c):
+        lo, hi = max(0, j - (size - 1) // 2), min(c, j + size // 2 + 1)
+        sq[:, j] = (x[:, lo:hi].astype(np.float64) ** 2).sum(axis=1)
+    return x / (bias + alpha / size * sq) ** beta
+
+
+@pytest.mark.parametrize("rt", ["numpy", "llvm", "c"])
+@pytest.mark.parametrize("size,shape", [(3, (2, 5, 3, 4)), (4, (1, 6, 2)), (1, (3, 2, 2, 1, 2))])
+def test_lrn_matches_definition(rt, size, shape):
+    x = _f(*shape)
+    node = helper.make_node("LRN", ["x"], ["y"], size=size, alpha=0.3, beta=0.6, bias=1.5)
+    model, feeds = _model(node, [x], 13)
+    got = CatenBackend.prepare(model, runtime=rt).run(feeds)[0]
+    np.testing.assert_allclose(got, _lrn_oracle(x, size, 0.3, 0.6, 1.5), rtol=2e-5, atol=1e-6)
+    if size % 2:
+        torch = pytest.importorskip("torch")
+        want = torch.nn.functional.local_response_norm(torch.from_numpy(x), size, 0.3, 0.6, 1.5).numpy()
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("rt", ["numpy", "llvm"])
+def test_integer_maxpool_pads_with_the_lowest_value(rt):
+    """The reference pads integers with NaN (and fails): numpy's windows over the input padded with
+    the dtype's minimum are the oracle."""
+    x = R.integers(-128, 127, (2, 1, 4, 3, 5)).astype(np.int16) * 200
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 3, 2], pads=[1, 1, 0, 0, 1, 1])
+    model, feeds = _model(node, [x], 13)
+    got = CatenBackend.prepare(model, runtime=rt).run(feeds)[0]
+    xp = np.pad(x, [(0, 0), (0, 0), (1, 0), (1, 1), (0, 1)], constant_values=np.iinfo(np.int16).min)
+    want = np.lib.stride_tricks.sliding_window_view(xp, (2, 3, 2), axis=(2, 3, 4)).max(axis=(5, 6, 7))
+    assert got.dtype == np.int16
+    np.testing.assert_array_equal(got, want)

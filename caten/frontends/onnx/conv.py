@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from caten.frontends.onnx.node import N, ax_list, handler
+from caten.frontends.onnx.pool_nd import pool_nd
 
 
 def _conv_pads(n: N, spatial: list, kernel: list, strides: list, dil: list) -> list[int]:
@@ -58,8 +59,8 @@ def _pool(n: N, kind: str) -> str:
     s = spatial(n)
     if len(s) == 3:
         return f"(squeeze {_pool2d(_as_2d(n), kind)} 2)"
-    if len(s) != 4:
-        raise n.fail("only 1-D and 2-D pooling are supported")
+    if len(s) != 4 or (kind == "max" and not n.is_float()):
+        return pool_nd(n, kind)
     return _pool2d(n, kind)
 
 
@@ -204,7 +205,10 @@ def _lppool(n: N) -> str:
     if len(s) == 3:
         return f"(squeeze {_lppool2d(_as_2d(n))} 2)"
     if len(s) != 4:
-        raise n.fail("only 1-D and 2-D Lp pooling is supported")
+        p = n.a("p", 2)
+        x = n.x(0)
+        total = pool_nd(n, "sum", f"(* {x} {x})" if p == 2 else f"(pow (abs {x}) {n.lit(float(p))})")
+        return f"(sqrt {total})" if p == 2 else f"(pow {total} {n.lit(1.0 / p)})"
     return _lppool2d(n)
 
 

@@ -17,6 +17,7 @@ from caten.frontends.onnx import (  # noqa: F401  (each family registers its han
     quant,
     reduce,
     scatter,
+    signal,
     sort,
 )
 from caten.frontends.onnx.node import HANDLERS, N
