@@ -61,7 +61,12 @@ EINSUM = [("ij,jk->ik", [A23, B34]), ("ij,jk", [A23, B34]), ("ii->i", [S33]), ("
           ("...j,jk->...k", [r(2, 5, 3), B34]), ("bij,bjk->bik", [r(2, 3, 4), r(2, 4, 5)]),
           ("i,j->ij", [r(3), r(4)]), ("ij->", [A23]), ("ji", [A23]), ("i...->...", [r(3, 2, 4)]),
           ("ij,ij->i", [r(0, 3), r(0, 3)]), ("iij->j", [r(3, 3, 2)]), ("b...,b...->b", [r(2, 3), r(2, 3)]),
-          ("ij,kj->ik", [r(4, 3, dt=np.int64, lo=-4, hi=5), r(2, 3, dt=np.int64, lo=-4, hi=5)])]
+          ("ij,kj->ik", [r(4, 3, dt=np.int64, lo=-4, hi=5), r(2, 3, dt=np.int64, lo=-4, hi=5)]),
+          ("ii->i", [np.array([[1.0, np.inf], [np.nan, 2.0]], np.float32)]),  # the diagonal alone, not a sum
+          ("ij->i", [r(2, 3, dt=np.int8, lo=-4, hi=5)]), ("ij,jk", [r(2, 3, dt=np.int32, lo=-4, hi=5),
+                                                                   r(3, 2, dt=np.int32, lo=-4, hi=5)]),
+          ("i,j->ij", [np.array([True, False, True]), np.array([True, False])]), ("ij->", [r(2, 3, dt=np.float16)]),
+          ("ijij->ji", [r(2, 3, 2, 3, dt=np.float64)])]
 
 
 @pytest.mark.parametrize("eq,ops", EINSUM, ids=[e for e, _ in EINSUM])

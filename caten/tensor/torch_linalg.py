@@ -62,18 +62,18 @@ def _letters(spec: str, ndim: int, what: str) -> list[str]:
 
 
 def _diagonal(t: Tensor, subs: list[str]) -> tuple[Tensor, list[str]]:
-    """A letter repeated on one operand takes that operand's diagonal (torch's `ii->i`)."""
+    """A letter repeated on one operand takes that operand's diagonal (torch's `ii->i`): the two dims
+    moved last, flattened, and every (n+1)-th element taken, so any dtype is exact."""
     while len(set(subs)) != len(subs):
         c = next(c for c in subs if subs.count(c) > 1)
         i, j = [k for k, s in enumerate(subs) if s == c][:2]
-        if t.shape[i] != t.shape[j]:
-            raise Error(f"einsum: subscript {c} is repeated over dims of sizes {t.shape[i]} and {t.shape[j]}")
-        shape = [1] * t.ndim
-        shape[i], shape[j] = t.shape[i], t.shape[j]
-        eye = np.equal.outer(np.arange(t.shape[i]), np.arange(t.shape[j])).reshape(shape)
-        t = apply("sum", [apply("where", [_const(eye, t), t, _zeros([], t.dtype, t)], {})],
-                  {"axis": [j], "keepdims": False})
-        del subs[j]
+        n = t.shape[i]
+        if t.shape[j] != n:
+            raise Error(f"einsum: subscript {c} is repeated over dims of sizes {n} and {t.shape[j]}")
+        rest = [k for k in range(t.ndim) if k not in (i, j)]
+        t = t.permute(*(rest + [i, j])).reshape([t.shape[k] for k in rest] + [n * n])
+        t = apply("take", [t, _const(np.arange(n, dtype=np.int64) * (n + 1), t)], {"axis": t.ndim - 1})
+        subs = [subs[k] for k in rest] + [c]
     return t, subs
 
 
@@ -119,6 +119,9 @@ def einsum(equation: str, *operands: Any) -> Tensor:
             if size.get(c, 1) != 1 and d != 1 and size[c] != d:
                 raise Error(f"einsum: subscript {c} has sizes {size[c]} and {d}")
             size[c] = d if size.get(c, 1) == 1 else size[c]
+    summed = list(range(len(out), len(every)))
+    if ops[0].dtype == "bool" and len(ops) > 1 and summed:
+        raise Error("einsum: a contraction of bool tensors (torch's bmm has no bool)", hint="cast to an int dtype")
     prod = None
     for s, t in zip(subs, ts):
         order = sorted(range(len(s)), key=lambda k: every.index(s[k]))
@@ -126,9 +129,11 @@ def einsum(equation: str, *operands: Any) -> Tensor:
             t = t.permute(*order)
         ps = [s[k] for k in order]
         t = t.reshape([t.shape[ps.index(c)] if c in ps else 1 for c in every])
-        prod = t if prod is None else prod * t
+        prod = t if prod is None else (prod & t if t.dtype == "bool" else prod * t)
     assert prod is not None
-    return _sum(prod, list(range(len(out), len(every))))
+    if len(ops) == 1 and summed and prod.dtype not in FLOATS:
+        prod = prod.cast("i64")  # one operand is torch's sum: integers and bools as i64
+    return _sum(prod, summed)
 
 
 # ---------------------------------------------------------------- products
