@@ -283,3 +283,18 @@ def test_cli_list_ops_and_import(tmp_path):
     x = rnd(3, 4)
     y = caten.loads(out.read_text(), runtime="numpy").model(x.numpy())
     np.testing.assert_allclose(np.asarray(y), torch.log1p(x.abs()).flip(0).numpy(), rtol=1e-6)
+
+
+def test_cli_list_ops_onnx(tmp_path):
+    """--list-ops reads ONNX models too: op types with a lowering are ok, the others missing."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    from caten.cli.main import cli
+
+    nodes = [helper.make_node("Relu", ["x"], ["y"]), helper.make_node("NonMaxSuppression", ["y", "x"], ["z"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("z", TensorProto.INT64, [None, 3])])
+    onnx.save(helper.make_model(g), str(tmp_path / "m.onnx"))
+    r = CliRunner().invoke(cli, ["import", str(tmp_path / "m.onnx"), "--list-ops"])
+    assert r.exit_code == 1 and "ok      Relu" in r.output and "missing NonMaxSuppression" in r.output

@@ -13,20 +13,23 @@ import numpy as np
 from caten.errors import Error
 
 
-def import_onnx(path: str, output: str | None, name: str) -> None:
-    """Write the composite to OUTPUT (default: MODEL.lisp) and the initializers to OUTPUT.npz."""
+def _load_onnx(path: str) -> object:
     from caten.frontends.deps import need
 
     onnx = need("onnx", "onnx")
-    from caten.frontends.onnx import convert
-
     try:
-        model = onnx.load(path)
+        return onnx.load(path)
     except FileNotFoundError:
         raise Error(f"{path}: no such file") from None
     except Exception as e:  # protobuf could not decode it
         raise Error(f"{path}: not a readable ONNX model ({type(e).__name__})") from None
-    conv = convert(model, name)
+
+
+def import_onnx(path: str, output: str | None, name: str) -> None:
+    """Write the composite to OUTPUT (default: MODEL.lisp) and the initializers to OUTPUT.npz."""
+    from caten.frontends.onnx import convert
+
+    conv = convert(_load_onnx(path), name)
     out = Path(output) if output else Path(path).with_suffix(".lisp")
     out.write_text(conv.text)
     wpath = out.with_suffix(".npz")
@@ -62,11 +65,9 @@ def _list(path: str) -> int:
 
         rows = [(op, available(op)) for op in needed_ops(_load_pt2(path))]
     else:
-        from caten.frontends.deps import need
         from caten.frontends.onnx.handlers import HANDLERS
 
-        onnx = need("onnx", "onnx")
-        model = onnx.load(path)
+        model = _load_onnx(path)
         known = set(HANDLERS) | {"Constant", "Shape", "Size"}
         rows = [(t, t in known) for t in sorted({nd.op_type for nd in model.graph.node})]
     for op, ok in rows:
