@@ -319,3 +319,34 @@ def test_compiled_runtimes_match_torch(rt):
                   lambda x, g: TF.grid_sample(x, g, padding_mode="reflection", align_corners=False),
                   [(1, 2, 4, 5), (1, 3, 2, 2)]))
     check(cases, "f32", runtime=rt)
+
+
+@pytest.mark.parametrize("dt", ["f16", "bf16"])
+def test_half_precision_within_one_rounding(dt):
+    """f16/bf16 as torch's CPU kernels: f32 inside, one rounding (index-only ops exact; the linear
+    weights' rounding may differ from torch's by one unit in the last place)."""
+    tdt = {"f16": torch.float16, "bf16": torch.bfloat16}[dt]
+    a = np.random.default_rng(3).normal(size=(2, 3, 5, 7)).astype(np.float32) * 3
+    t, x = torch.tensor(a).to(tdt), caten.tensor(a).cast(dt)
+    g = np.full((2, 3, 4, 2), 0.3, np.float32)
+    g[0, 1] = -0.55
+    cases = [(0, lambda x: F.max_pool2d_with_indices(x, 3, 2, 1)[0], lambda t: TF.max_pool2d(t, 3, 2, 1)),
+             (0, lambda x: F.pad(x, (1, 2, 2, 1), mode="reflect"), lambda t: TF.pad(t, (1, 2, 2, 1), mode="reflect")),
+             (0, lambda x: F.interpolate(x, scale_factor=1.7), lambda t: TF.interpolate(t, scale_factor=1.7)),
+             (0, lambda x: F.avg_pool1d(x.reshape(6, 5, 7), 3, 2, 1),
+              lambda t: TF.avg_pool1d(t.reshape(6, 5, 7), 3, 2, 1)),
+             (0, lambda x: F.adaptive_avg_pool2d(x, (3, 4)), lambda t: TF.adaptive_avg_pool2d(t, (3, 4))),
+             (0, lambda x: F.interpolate(x, size=(4, 9), mode="bicubic"),
+              lambda t: TF.interpolate(t, size=(4, 9), mode="bicubic")),
+             (0, lambda x: F.grid_sample(x, caten.tensor(g).cast(dt), align_corners=False),
+              lambda t: TF.grid_sample(t, torch.tensor(g).to(tdt), align_corners=False)),
+             (1, lambda x: F.interpolate(x, scale_factor=1.7, mode="bilinear"),
+              lambda t: TF.interpolate(t, scale_factor=1.7, mode="bilinear"))]
+    outs = [cf(x) for _, cf, _ in cases]
+    realize([o.node for o in outs], "numpy")
+    eps = {"f16": 2.0 ** -10, "bf16": 2.0 ** -7}[dt]
+    for (ulps, _, tf), o in zip(cases, outs):
+        w = tf(t).float().numpy()
+        assert o.dtype == dt
+        got = o.numpy().astype(np.float32)
+        assert (np.abs(got - w) <= ulps * eps * 2 * np.maximum(np.abs(w), 1)).all(), (dt, np.abs(got - w).max())

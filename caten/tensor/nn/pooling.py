@@ -39,6 +39,11 @@ def tup(v: Any, n: int, what: str = "argument") -> list[int]:
     return [int(v)] * n
 
 
+def opmath(x: Tensor) -> Tensor:
+    """f16 and bf16 computed at f32 and rounded once at the end, as torch's CPU kernels (opmath_t)."""
+    return x.cast("f32") if x.dtype in ("f16", "bf16") else x
+
+
 def const(x: Tensor, a: np.ndarray, dtype: Any = None) -> Tensor:
     """A host-computed constant on x's runtime (at x's dtype unless told)."""
     return Tensor(np.asarray(a, dtype=np_dtype(x.dtype) if dtype is None else dtype), runtime=x.runtime)
@@ -202,10 +207,11 @@ def avg_pool(name: str, nd: int, x: Tensor, kernel_size: Any, stride: Any = None
         shape = [1] * nd
         shape[i] = -1
         div = div * cnt.reshape(shape)
-    total = _masked_sum(x, pos, valid)
+    xf = opmath(x)
+    total = _masked_sum(xf, pos, valid)
     if divisor_override is not None:
-        return total / const(x, np.asarray(int(divisor_override)))
-    return total / const(x, div)
+        return (total / const(xf, np.asarray(int(divisor_override)))).cast(x.dtype)
+    return (total / const(xf, div)).cast(x.dtype)
 
 
 def avg_pool1d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, ceil_mode: bool = False,
@@ -249,7 +255,8 @@ def _adaptive_axes(name: str, x: Tensor, nd: int, output_size: Any) -> tuple[lis
 def _adaptive_avg(name: str, nd: int, x: Tensor, output_size: Any) -> Tensor:
     _float(name, x)
     pos, valid, cnt = _adaptive_axes(name, x, nd, output_size)
-    return _masked_sum(x, pos, valid) / const(x, cnt)
+    xf = opmath(x)
+    return (_masked_sum(xf, pos, valid) / const(xf, cnt)).cast(x.dtype)
 
 
 def adaptive_avg_pool1d(input: Tensor, output_size: Any) -> Tensor:

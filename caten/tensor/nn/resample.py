@@ -17,12 +17,14 @@ from typing import Any
 import numpy as np
 
 from caten.errors import Error
+from caten.tensor.lazy import np_dtype
 from caten.tensor.nn.pooling import (
     FLOATS,
     adaptive_avg_pool1d,
     adaptive_avg_pool2d,
     adaptive_avg_pool3d,
     const,
+    opmath,
     take_axis,
 )
 from caten.tensor.nn.sampling import affine_grid, cosine_similarity, grid_sample, pairwise_distance
@@ -221,16 +223,19 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None, mode:
     if mode == "area":
         return (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d)[nd - 1](input, outs)
     ft = np.float64 if input.dtype == "f64" else np.float32
-    x = input
+    x = input if mode in ("nearest", "nearest-exact") else opmath(input)
     for d in reversed(range(nd)):
         ax, n = 2 + d, int(input.shape[2 + d])
         if mode in ("nearest", "nearest-exact"):
             x = take_axis(x, ax, _nearest(n, outs[d], scales[d], mode == "nearest-exact"))
         elif mode == "bicubic":
-            x = _apply_taps(x, ax, _cubic(n, outs[d], scales[d], align, ft))
+            taps = _cubic(n, outs[d], scales[d], align, ft)
+            if input.dtype in ("f16", "bf16"):  # torch keeps the cubic weights at the input's dtype
+                taps = [(i, w.astype(np_dtype(input.dtype)).astype(ft)) for i, w in taps]
+            x = _apply_taps(x, ax, taps)
         else:
             x = _apply_taps(x, ax, _linear(n, outs[d], scales[d], align, ft))
-    return x
+    return x.cast(input.dtype) if x.dtype != input.dtype else x
 
 
 def upsample(input: Tensor, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
