@@ -51,6 +51,11 @@ def _bn(x, w, b):
     return F.batch_norm(x, torch.zeros(3), torch.ones(3), w, b, training=True, momentum=0.3)
 
 
+def _ln_backward(dy, x, w, b):
+    _, mean, rstd = torch.ops.aten.native_layer_norm(x, [3, 5], w, b, 1e-5)
+    return torch.ops.aten.native_layer_norm_backward(dy, x, [3, 5], mean, rstd, w, b, [True, True, True])
+
+
 def _select_scatter(x):
     return torch.select_scatter(x, torch.arange(5.0), 0, 1)
 
@@ -169,6 +174,11 @@ CASES = [
     ("aten.max_pool2d_with_indices.default", lambda x: F.max_pool2d(x, 3, 2, 1, 2, True, True),
      lambda: (rnd(1, 2, 7, 8),)),
     ("aten.avg_pool2d.default", lambda x: F.avg_pool2d(x, 3, 2, 1, True, False), lambda: (rnd(1, 2, 6, 7),)),
+    ("aten.native_layer_norm_backward.default", _ln_backward,
+     lambda: (rnd(2, 3, 5), rnd(2, 3, 5, lo=-1, hi=3), rnd(3, 5), rnd(3, 5))),
+    ("aten.embedding_dense_backward.default", lambda g, i: torch.ops.aten.embedding_dense_backward(g, i, 6, 2, False),
+     lambda: (rnd(2, 4, 3), torch.tensor([[0, 2, 5, 0], [1, 1, 0, 3]]))),
+    ("aten.atan2.out", lambda a, b: torch.ops.aten.atan2.out(a, b, out=torch.empty(3, 4)), lambda: (rnd(3, 4), rnd(4))),
     ("aten.mul.Tensor", lambda x: x * 3, lambda: (rnd(2, 0, 3),)),
 ]
 

@@ -201,3 +201,45 @@ def _embedding_bag(b: Any, n: Any) -> Any:
         if mode == 1:
             out = out / mask.to(w.dtype).sum(1, keepdim=True).clamp(1, None)
     return [out, None, None, None]
+
+
+@aten("aten.embedding_dense_backward.default")
+@via
+def _embedding_backward(b: Any, n: Any) -> Any:
+    """The embedding weight's gradient: each grad row added at its index (index_add), the
+    padding_idx row zero, as torch."""
+    from caten.tensor.tensor import Tensor
+
+    grad, ind, num, pad, freq = (b.t(a) for a in n.args[:5])
+    if freq:
+        raise refuse(n, "embedding backward with scale_grad_by_freq")
+    d = grad.shape[-1]
+    flat = ind.reshape(-1)
+    out = Tensor(np.zeros((num, d), np.float64)).to(grad.dtype).index_add(0, flat, grad.reshape(-1, d))
+    if pad is not None and 0 <= pad < num:
+        keep = np.ones((num, 1), bool)
+        keep[pad] = False
+        out = out * Tensor(keep).to(grad.dtype)
+    return out
+
+
+@aten("aten.native_layer_norm_backward.default")
+@via
+def _layer_norm_backward(b: Any, n: Any) -> Any:
+    """(grad_input, grad_weight, grad_bias) of layer norm from the saved mean and rstd:
+    dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * w over the normalized axes."""
+    dy, x, shape, mean, rstd, w, bias, mask = n.args
+    dy, x, mean, rstd = b.t(dy), b.t(x), b.t(mean), b.t(rstd)
+    w, bias = b.t(w), b.t(bias)
+    k = len(shape)
+    axes = list(range(x.ndim - k, x.ndim))
+    lead = list(range(x.ndim - k))
+    xhat = (x - mean) * rstd
+    g = dy * w if w is not None else dy
+    dx = (g - g.mean(axes, keepdim=True) - xhat * (g * xhat).mean(axes, keepdim=True)) * rstd
+    def over_lead(t: Any) -> Any:  # sum over the leading axes (torch's sum(dim=[]) would sum all)
+        return t.sum(lead) if lead else t.contiguous()
+
+    dw = over_lead(dy * xhat) if (w is not None and mask[1]) else None
+    db = over_lead(dy) if (bias is not None and mask[2]) else None
+    return [dx if mask[0] else None, dw, db]

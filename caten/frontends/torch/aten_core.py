@@ -48,6 +48,7 @@ for _op, _name in (("atan2", "atan2"), ("bitwise_xor", "bitwise_xor"), ("fmod", 
     for _ov in ("Tensor", "Scalar", "default"):
         method(f"aten.{_op}.{_ov}", _name)
 method("aten.logical_xor.default", "logical_xor")
+method("aten.atan2.out", "atan2", nargs=1)  # the out= form: its value is the functional one
 method("aten.round.default", "round")
 method("aten.round.decimals", "round", kw=("decimals",))
 method("aten.div.Tensor_mode", "div", nargs=1, kw=("rounding_mode",))
