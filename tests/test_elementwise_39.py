@@ -405,3 +405,18 @@ def test_gcd_lcm(dt):
         assert (got == want.numpy()).all() and str(got.dtype) == str(want.dtype).replace("torch.", ""), name
     with pytest.raises(Error):
         cat(torch.ones(2)).gcd(cat(torch.ones(2)))
+
+
+def _wide(x, u):
+    return x.erfc(), x.expm1(), x.sinh(), x.addcmul(u, x, value=0.3), u.erfinv()
+
+
+def test_double_double_paths_compiled():
+    """f64's exact-product tricks (exp-dd, fma) need the compiler to keep each IEEE op as written:
+    checked on c, whose compiler could contract them into FMAs."""
+    x = torch.tensor(np.random.default_rng(17).normal(size=(3, 5)) * 4)
+    u = torch.tanh(x / 3)
+    got = caten.jit(_wide, runtime="c")(cat(x, runtime="c"), cat(u, runtime="c"))
+    want = (x.erfc(), x.expm1(), x.sinh(), x.addcmul(u, x, value=0.3), u.erfinv())
+    for k, (g, w, n) in enumerate(zip(got, want, (4, 4, 4, 0, 4))):
+        close(g.numpy(), w, ulps=n, what=f"c f64 output {k}")
