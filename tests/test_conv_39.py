@@ -208,3 +208,17 @@ def test_half_precision_forward(dtype, tol):
     realize([g.node for g in got], "numpy")
     for name, g, w in zip(HALF, got, want):
         np.testing.assert_allclose(g.numpy(), w, err_msg=name, **tol)
+
+
+@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=1, padding=1)])
+def test_max_pool2d_gradient_goes_to_the_first_maximum(kw):
+    """Ties (zeros after a relu) and a nan: torch's gradient goes to each window's first maximum."""
+    caten.tensor.set_default_runtime("numpy")
+    x = np.array([[[[1, 1, 0, 0], [1, 1, 0, np.nan], [2, 0, 2, 0], [0, 0, 0, 2]]]], np.float32)
+    tx, cx = torch.tensor(x, requires_grad=True), Tensor(x, requires_grad=True)
+    ty, cy = TF.max_pool2d(tx, **kw), CF.max_pool2d(cx, **kw)
+    g = np.arange(1, ty.numel() + 1, dtype=np.float32).reshape(tuple(ty.shape))
+    (ty * torch.tensor(g)).sum().backward()
+    (cy * Tensor(g)).sum().backward()
+    np.testing.assert_array_equal(cy.numpy(), ty.detach().numpy())
+    np.testing.assert_array_equal(cx.grad.numpy(), tx.grad.numpy())

@@ -269,16 +269,15 @@ def fold(input: Tensor, output_size: Any, kernel_size: Any, dilation: Any = 1, p
 # 2-D pooling -------------------------------------------------------------------------------------
 def max_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, dilation: Any = 1,
                ceil_mode: bool = False, return_indices: bool = False) -> Any:
-    """torch's max_pool2d; dilation, ceil_mode and return_indices run through the N-d pooling of `pooling`."""
+    """torch's max_pool2d through the N-d pooling of `pooling`: its gradient goes to the first maximum
+    of each window (torch's index), where the `max-pool2d` composite's splits it among ties."""
+    from caten.tensor.nn import pooling
+
     k = _tup(kernel_size, 2, "kernel_size", "max_pool2d")
     s = k if stride is None or (isinstance(stride, (list, tuple)) and not stride) else \
         _tup(stride, 2, "stride", "max_pool2d")
-    p = _tup(padding, 2, "padding", "max_pool2d")
-    if _tup(dilation, 2, "dilation", "max_pool2d") != [1, 1] or ceil_mode or return_indices or input.ndim != 4:
-        from caten.tensor.nn import pooling
-        return pooling._max_pool("max_pool2d", 2, input, k, s, p, dilation, ceil_mode, return_indices)
-    _pool_check("max_pool2d", input, k, s, p)
-    return input.max_pool2d(kernel=k, stride=s, padding=p)
+    return pooling._max_pool("max_pool2d", 2, input, k, s, _tup(padding, 2, "padding", "max_pool2d"), dilation,
+                             ceil_mode, return_indices)
 
 
 def avg_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0, ceil_mode: bool = False,
