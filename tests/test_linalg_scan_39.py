@@ -202,6 +202,8 @@ def test_layout_errors():
         caten.vsplit(C(r(3)), 3)
     with pytest.raises(Error, match="size 3"):
         caten.cross(C(r(2, 4)), C(r(2, 4)))
+    with pytest.raises(Error, match="dtypes"):  # torch: expected scalar type Float but found Long
+        caten.cross(C(r(2, 3)), C(r(2, 3, dt=np.int64, lo=0, hi=3)), dim=1)
     with pytest.raises(Error, match="differ in size"):
         caten.tensordot(C(r(2, 3)), C(r(4, 2)), dims=1)
 
@@ -231,6 +233,7 @@ def _scan_cases():
     out += [
         ("logcumsumexp", lambda M: M.logcumsumexp(y, 1)),
         ("logcumsumexp dim 0 f64", lambda M: M.logcumsumexp(y.astype(np.float64), 0)),
+        ("logcumsumexp f16", lambda M: M.logcumsumexp(y.astype(np.float16) / 8, 1)),
         ("logcumsumexp -inf", lambda M: M.logcumsumexp(np.array([-np.inf, 0.0, -np.inf, 1.0], np.float32), 0)),
         ("searchsorted left", lambda M: M.searchsorted(seq, vals)),
         ("searchsorted right", lambda M: M.searchsorted(seq, vals, right=True)),
@@ -444,8 +447,10 @@ def test_cross_entropy_probability_targets(kw):
 
 def test_mismatched_targets_are_errors_where_torch_errors():
     x, t = r(32, 10), RNG.random((32, 1)).astype(np.float32)
-    for name in ("cross_entropy", "binary_cross_entropy_with_logits"):
+    ti = RNG.integers(0, 10, (32, 1))
+    for name, target in (("cross_entropy", t), ("binary_cross_entropy_with_logits", t), ("cross_entropy", ti),
+                         ("nll_loss", ti), ("cross_entropy", t[:, 0])):
         with pytest.raises(Exception):  # noqa: B017 (torch raises RuntimeError or ValueError)
-            getattr(torch.nn.functional, name)(T(x), T(t))
+            getattr(torch.nn.functional, name)(T(x), T(target))
         with pytest.raises(Error):
-            getattr(F, name)(C(x), C(t))
+            getattr(F, name)(C(x), C(target))

@@ -230,7 +230,10 @@ def addr(self: Tensor, vec1: Tensor, vec2: Tensor, *, beta: Any = 1, alpha: Any 
 @torch_name("cross", "`(- (* a1 b2) (* a2 b1))`... of the size-3 dim (default: the first of size 3, as "
             "torch.cross; linalg_cross: -1)", "elementwise", example="a.cross(b, dim=1)")
 def cross(self: Tensor, other: Tensor, dim: Any = None) -> Tensor:
-    a, b = _promoted(self, other)
+    if self.dtype != other.dtype:
+        raise Error(f"cross: operands have different dtypes {self.dtype}, {other.dtype} (torch requires one)",
+                    hint="cast one first")
+    a, b = self, other
     shape = list(np.broadcast_shapes(tuple(a.shape), tuple(b.shape)))
     a, b = a.expand(shape), b.expand(shape)
     if dim is None:

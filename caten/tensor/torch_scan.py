@@ -73,7 +73,8 @@ def logcumsumexp(self: Tensor, dim: int) -> Tensor:
     if self.ndim == 0:
         return self * 1
     d = _dim(self, dim)
-    n, y, s = self.shape[d], self, 1
+    half = self.dtype in ("f16", "bf16")  # torch accumulates these in f32
+    n, y, s = self.shape[d], self.cast("f32") if half else self, 1
     while s < n:
         pad_shape = list(y.shape)
         pad_shape[d] = s
@@ -81,7 +82,7 @@ def logcumsumexp(self: Tensor, dim: int) -> Tensor:
         shifted = apply("concat", [pad, y.narrow(d, 0, n - s)], {"axis": d})
         y = apply("logaddexp", [y, shifted], {})
         s *= 2
-    return y if y is not self else self * 1
+    return y.cast(self.dtype) if half else y if y is not self else self * 1
 
 
 @torch_name("searchsorted", "`(sum (not (>= seq v)))` (right: `>`) over the sorted last dim, as torch's binary "
