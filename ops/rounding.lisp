@@ -33,3 +33,16 @@
   "x - trunc(x), the sign of x (torch.frac: nan for +-inf; float only)"
   :vjp ((dY) dY)
   (- X (trunc X)))
+
+(composite frexp ((X{T}[...]) -> (M{T}[...] E{i32}[...]))
+  "x = m 2**e with 0.5 <= |m| < 1 (m = x, e = 0 for zeros, infinities and nan), as C's frexp; computed in f64, where every float's power of two is exact"
+  :vjp ((dM dE) nil)
+  (let ((x (CAST X f64))
+        (a (abs x))
+        (l (floor (LOG2 (where (and (< 0 a) (< a inf)) a 1))))
+        (p (EXP2 l))
+        ;; log2 rounded to an integer just below a power of two: one step either way fixes it
+        (k (where (< a p) (- l 1) (where (<= (* p 2) a) (+ l 1) l)))
+        (m (* (/ x (EXP2 k)) 0.5))
+        (plain (or (= a 0) (not (< a inf)))))
+    (return (CAST (where plain x m) (dtype X)) (CAST (where plain 0 (+ k 1)) i32))))

@@ -420,3 +420,18 @@ def test_double_double_paths_compiled():
     want = (x.erfc(), x.expm1(), x.sinh(), x.addcmul(u, x, value=0.3), u.erfinv())
     for k, (g, w, n) in enumerate(zip(got, want, (4, 4, 4, 0, 4))):
         close(g.numpy(), w, ulps=n, what=f"c f64 output {k}")
+
+
+@pytest.mark.parametrize("dt", ["f16", "f32", "f64"])
+def test_frexp(dt):
+    special = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, 0.75, -3.0, 1e-40, 2.0 ** -1074, 1.7976931348623157e308,
+               0.99999999, 65504.0, 2.0 ** -24]
+    rng = np.random.default_rng(19)
+    x = torch.cat([torch.tensor(special, dtype=torch.float64),
+                   torch.tensor(np.exp2(rng.integers(-140, 120, 60)) * rng.uniform(-2, 2, 60))]).to(TDT[dt])
+    m, e = cat(x).frexp()
+    tm, te = torch.frexp(x)
+    close(m.numpy(), tm, ulps=0, what="frexp mantissa")
+    assert e.dtype == "i32" and (e.numpy() == te.numpy()).all()
+    with pytest.raises(Error):
+        cat(torch.tensor([1, 2])).frexp()

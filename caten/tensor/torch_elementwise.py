@@ -304,3 +304,11 @@ def install() -> None:
 
 
 install()
+
+
+@torch_name("frexp", "`(frexp x)`: the mantissa in [0.5, 1) and the i32 exponent (0 for zeros, inf, nan)",
+            "elementwise")
+def frexp(self: Tensor) -> tuple[Tensor, Tensor]:
+    _floats_only(self, "frexp")
+    m, e = apply("frexp", [self], {})
+    return m, e
