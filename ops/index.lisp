@@ -1,35 +1,35 @@
-;;; Indexing: gathers and running reductions, written as comparisons against INDEX.
-;;; A gather of K indices from an axis of size n compares every index with 0..n-1 and reduces
-;;; the matches: O(K n) work, no data-dependent addressing, so every runtime compiles it and
-;;; an out-of-range index reads zero (false for bool) instead of faulting.
+;;; Indexing: gathers (the principal GATHER), scatters and running reductions (comparisons against
+;;; INDEX: a scatter of K indices into an axis of size n compares every index with 0..n-1 and
+;;; reduces the matches, O(K n) work with no data-dependent store, so every runtime compiles it).
+;;; An out-of-range index reads zero (false for bool) and sends nothing, never faulting.
+
+;;; Gathers read data at data-dependent coordinates (the principal GATHER: an index outside [-n, n)
+;;; reads 0); their gradients add each cotangent where it was read (a one-hot over the axis).
 
 (composite take ((X{T}[...] I{U}[...]) -> (Y{T}[...]) &key (axis 0))
   "numpy.take: the slices of X at integer indices I along :axis (negative indices count from the end)"
   (setf ax (axis X axis))
-  (setf n (dim X ax))
   (setf pre [])
   (dotimes (i ax) (setf pre (append pre [(dim X i)])))
   (setf post [])
   (dotimes (i (- (rank X) (+ ax 1))) (setf post (append post [(dim X (+ ax (+ i 1)))])))
-  (setf k (+ ax (rank I)))
-  (setf ii (cast I i64))
-  (setf ij (WHERE (CMPLT ii 0) (ADD ii n) ii))
-  (setf xv (reshape X (append pre (repeat 1 (rank I)) [n] post)))
-  (setf iv (reshape ij (append (repeat 1 ax) (shape I) [1] (repeat 1 (len post)))))
-  (setf hit (= (INDEX (append pre (shape I) [n] post) :axis k) iv))
-  (if (bool? X) (max (WHERE hit xv false) :axis k) (sum (WHERE hit xv 0) :axis k)))
+  (setf flat (reshape (cast I i64) [-1]))
+  (setf k (dim flat 0))
+  (setf iv (expand (reshape flat (append (repeat 1 ax) [k] (repeat 1 (len post)))) (append pre [k] post)))
+  (reshape (GATHER X iv :axis ax) (append pre (shape I) post)))
 
 (composite take-along-axis ((X{T}[...] I{U}[...]) -> (Y{T}[...]) &key (axis 0))
-  "numpy.take_along_axis: Y[.., j, ..] = X[.., I[.., j, ..], ..] along :axis (I has X's rank)"
+  "numpy.take_along_axis: Y[.., j, ..] = X[.., I[.., j, ..], ..] along :axis (I has X's rank; the other axes broadcast)"
   (assert (= (rank X) (rank I)) "take-along-axis: indices need the rank of the data")
   (setf ax (axis X axis))
-  (setf r (rank X))
-  (setf n (dim X ax))
-  (setf ii (cast I i64))
-  (setf ij (WHERE (CMPLT ii 0) (ADD ii n) ii))
-  (setf xv (unsqueeze (permute X (append (range 0 ax) (range (+ ax 1) r) [ax])) ax))
-  (setf hit (= (INDEX (append (shape I) [n]) :axis r) (unsqueeze ij -1)))
-  (if (bool? X) (max (WHERE hit xv false) :axis -1) (sum (WHERE hit xv 0) :axis -1)))
+  ;; the broadcast of the other axes: the shape of a sum of both reduced over :axis (never computed)
+  (setf b (shape (ADD (CAST (max X :axis ax :keepdims true) i64) (CAST (max I :axis ax :keepdims true) i64))))
+  (setf xs [])
+  (setf is [])
+  (dotimes (d (rank X))
+    (setf xs (append xs [(if (= d ax) (dim X d) (nth b d))]))
+    (setf is (append is [(if (= d ax) (dim I d) (nth b d))])))
+  (GATHER (expand X xs) (expand (cast I i64) is) :axis ax))
 
 (composite scan-mask ((X{T}[...]) -> (Y{bool}[...]) &key (axis 0) (exclusive false) (reverse false))
   "the [.. n(at :axis) .. n] mask of a running reduction: which source m feeds output j"
@@ -126,10 +126,7 @@
 
 (composite gather ((X{T}[...] I{U}[...]) -> (Y{T}[...]) &key (axis 0))
   "torch.gather: Y[p] = X[p with :axis replaced by I[p]]; I has X's rank and is no larger off :axis (an index outside [-n, n) reads 0)"
-  (setf ax (axis X axis))
-  (setf cut [])
-  (dotimes (d (rank X)) (setf cut (append cut [[0 (if (= d ax) (dim X d) (dim I d))]])))
-  (take-along-axis (VIEW X :shrink cut) I :axis ax))
+  (GATHER X (cast I i64) :axis (axis X axis)))
 
 (composite scatter-extreme-vjp ((X{T}[...] I{U}[...] S{T}[...] Y{T}[...] dY{T}[...]) -> (dX{T}[...] dS{T}[...])
                                 &key (axis 0) (include-self true))

@@ -11,6 +11,7 @@ import pytest
 
 import caten
 from caten.errors import Error
+from caten.tensor import state
 
 torch = pytest.importorskip("torch")
 
@@ -49,6 +50,7 @@ SUBSET = ["scatter_add", "scatter_src_distinct", "index_put_acc", "scatter_reduc
 
 def _run(name: str, runtime: str) -> None:
     f, x, s = CASES[name]
+    before = state.RUNTIME[0]
     caten.tensor.set_default_runtime(runtime)
     try:
         tx, ts = torch.tensor(x, requires_grad=True), torch.tensor(s, requires_grad=True)
@@ -62,7 +64,7 @@ def _run(name: str, runtime: str) -> None:
         np.testing.assert_allclose(cx.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(cs.grad.numpy(), ts.grad.numpy(), rtol=1e-5, atol=1e-6)
     finally:
-        caten.tensor.set_default_runtime("numpy")
+        caten.tensor.set_default_runtime(before)
 
 
 @pytest.mark.parametrize("name", list(CASES))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from caten.autodiff import views
 from caten.ir import build as B
+from caten.ir import dims as D
 from caten.ir import dtypes as T
 from caten.ir.graph import Node
 from caten.ir.ops import Op
@@ -107,6 +108,27 @@ def matmul_t(n: Node, ct: Node) -> tuple[Node, Node]:
     da = B.extern("matmul", ct.dtype, ct.shape[:-2] + a.shape[-2:], (ct, _t(b)))
     db = B.extern("matmul", ct.dtype, ct.shape[:-2] + b.shape[-2:], (_t(a), ct))
     return views.unbroadcast(da, a.shape), views.unbroadcast(db, b.shape)
+
+
+def gather_t(n: Node, ct: Node) -> Node:
+    """The cotangent of GATHER's data: each index's cotangent added at the position it read (a
+    one-hot over the axis, so repeated indices accumulate; an index outside [-n, n) adds nothing)."""
+    x, ix = n.src
+    ax, size = n.arg, x.shape[n.arg]
+    i = B.cast(ix, T.i64)
+    i = B.alu(Op.WHERE, B.alu(Op.CMPLT, i, B.const(0, T.i64)), B.alu(Op.ADD, i, B.const(size, T.i64)), i)
+    wide = tuple(ix.shape[:ax + 1]) + (size,) + tuple(ix.shape[ax + 1:])  # [.. m n ..]
+    iw = B.expand(B.reshape(i, tuple(ix.shape[:ax + 1]) + (1,) + tuple(ix.shape[ax + 1:])), wide)
+    hit = B.alu(Op.NOT, B.alu(Op.CMPNE, B.index(wide, ax + 1), iw))
+    cw = B.expand(B.reshape(ct, tuple(ct.shape[:ax + 1]) + (1,) + tuple(ct.shape[ax + 1:])), wide)
+    summed = B.reduce(B.alu(Op.WHERE, hit, cw, B.const(0, ct.dtype)), "add", (ax,))
+    got = B.reshape(summed, tuple(ix.shape[:ax]) + (size,) + tuple(ix.shape[ax + 1:]))
+    if got.shape == x.shape:
+        return got
+    # on x's other axes: the part the index covers, zeros past it
+    common = [(0, size if d == ax else D.dmin(a, b)) for d, (a, b) in enumerate(zip(x.shape, ix.shape))]
+    got = B.shrink(got, common)
+    return B.pad(got, [(0, D.add(a, D.mul(e, -1))) for a, (_, e) in zip(x.shape, common)])
 
 
 def _t(x: Node) -> Node:

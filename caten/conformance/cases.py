@@ -212,6 +212,9 @@ def _principal_templates(op: str) -> list[Template] | None:
     if op == "INDEX":
         return [Template("axis 0", "(INDEX {shape} :axis 0 :dtype T)", source=True),
                 Template("axis -1", "(INDEX {shape} :axis -1 :dtype T)", source=True)]
+    if op == "GATHER":  # (half the generated indices are small: in range, negative, or past the end)
+        return [Template("rows", "(GATHER {0} {1} :axis 0)", 2, shapes=(("M", "N"), ("K", "N"))),
+                Template("cols", "(GATHER {0} {1} :axis 1)", 2, shapes=(("M", "N"), ("M", "K")))]
     if op == "RAND":
         return [Template("seed 1", "(RAND {shape} :seed 1)", source=True),
                 Template("seed 2**40+3", "(RAND {shape} :seed 1099511627779)", source=True),

@@ -187,6 +187,20 @@ def as_pairs(v: Any, span: Span, what: str) -> list[tuple[Dim, Dim]]:
     return [(as_dim(a, span), as_dim(b, span)) for a, b in v]
 
 
+def _shrink_bounds(b: tuple[Dim, Dim], n: Dim, span: Span) -> tuple[Dim, Dim]:
+    """[start end) inside an axis of size n: refused when known to leave it, clamped to it over
+    symbolic sizes (the shape then says so, and a call where it matters fails its constraint)."""
+    s, e = b
+    if isinstance(s, int) and isinstance(e, int) and isinstance(n, int):
+        if not 0 <= s <= e <= n:
+            raise Error(f"shrink bounds [{s} {e}] outside an axis of size {n}", span, "0 <= start <= end <= size")
+        return s, e
+    if isinstance(s, int) and s < 0 or isinstance(e, int) and e < 0:
+        raise Error(f"shrink bounds [{s} {e}] are negative", span, "0 <= start <= end <= size")
+    e = D.dmin(e, n)
+    return (s if s == 0 else D.dmin(s, e)), e
+
+
 def _slice_bounds(spec: Any, n: Dim, span: Span) -> tuple[Dim, Dim, int]:
     """Python's slice rules (negative from the end, clamped stops) over a possibly symbolic n."""
     if isinstance(spec, Lit):
@@ -246,7 +260,11 @@ def view(x: Tensor, key: str, val: Any, span: Span) -> Tensor:
         if key == "expand":
             return Tensor(B.expand(n, as_shape(val, span)))
         if key == "shrink":
-            return Tensor(B.shrink(n, as_pairs(val, span, "bounds")))
+            bounds = as_pairs(val, span, "bounds")
+            if len(bounds) > n.rank:
+                raise Error(f"{len(bounds)} shrink bounds for a tensor of rank {n.rank}", span)
+            return Tensor(B.shrink(n, [_shrink_bounds(b, d, span) for b, d in zip(bounds, n.shape)]
+                                   + [(0, d) for d in n.shape[len(bounds):]]))
         if key == "pad":
             widths = as_pairs(val, span, "pad widths")
             if len(widths) > n.rank:
@@ -345,6 +363,16 @@ def call(op: Op, args: list, kw: dict, span: Span) -> Any:
         if dt not in info.dtypes:
             raise Error(f"INDEX gives i32 or i64, not {describe(dt)}", span)
         return Tensor(B.index(shape, axis, dt))
+    if op is Op.GATHER:
+        _arity(op.value, args, 2, span)
+        x, i = to_tensor(args[0], span), to_tensor(args[1], span)
+        axis = one_axis(kwarg("axis", Lit(0, "int")), len(x.shape), span)
+        if not i.dtype.is_int:
+            raise Error(f"GATHER's index must be an integer tensor, not {describe(i.dtype)}", span)
+        try:
+            return Tensor(B.gather(x.node, i.node, axis))
+        except ShapeError as e:
+            raise Error(str(e), span, "the index has the data's rank and its sizes off :axis") from None
     if op is Op.RAND:
         _arity(op.value, args, 1, span)
         return Tensor(_rand(as_shape(args[0], span), kwarg("seed", Lit(0, "int")), span))

@@ -45,6 +45,13 @@ def index(shape: Sequence[Dim], axis: int, dtype: DType = T.i64) -> Node:
     return Node.make(Op.INDEX, dtype, shape, (), (dtype, axis))
 
 
+def gather(x: Node, i: Node, axis: int) -> Node:
+    """x read at i along `axis` (i has the result's shape; a position past x's other axes reads 0)."""
+    if x.rank != i.rank or not 0 <= axis < x.rank:
+        raise ShapeError(f"GATHER: data of rank {x.rank}, index of rank {i.rank}, axis {axis}")
+    return Node.make(Op.GATHER, TABLE[Op.GATHER].dtype_rule((x.dtype, i.dtype), axis), tuple(i.shape), (x, i), axis)
+
+
 def rand_bits(shape: Sequence[Dim], seed: int, dyn: Node | None = None) -> Node:
     """u32 random bits; `dyn`, a rank-0 u32 or i64 node, is a seed known only at run time (XORed
     into the key), so one compiled program draws a fresh stream per call or per loop step."""

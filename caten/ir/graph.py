@@ -96,6 +96,8 @@ def fmt_arg(n: Node) -> str:
         return f" {a}"
     if n.op in (Op.INDEX, Op.RAND, Op.EXTERN):
         return f" {a[1]}"
+    if n.op is Op.GATHER:
+        return f" :axis {a}"
     return ""
 
 

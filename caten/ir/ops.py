@@ -33,7 +33,7 @@ class Op(Enum):
     AND = "AND"; OR = "OR"; XOR = "XOR"; CMPLT = "CMPLT"; CMPNE = "CMPNE"  # noqa: E702
     WHERE = "WHERE"; REDUCE = "REDUCE"  # noqa: E702
     BUFFER = "BUFFER"; CONST = "CONST"; VIEW = "VIEW"; COPY = "COPY"  # noqa: E702
-    INDEX = "INDEX"; RAND = "RAND"; EXTERN = "EXTERN"  # noqa: E702
+    INDEX = "INDEX"; GATHER = "GATHER"; RAND = "RAND"; EXTERN = "EXTERN"  # noqa: E702
 
     def __repr__(self) -> str:
         return self.value
@@ -238,6 +238,31 @@ def _index_ref(ctx: Ctx) -> np.ndarray:
     return np.broadcast_to(r, ctx.shape)
 
 
+def _gather_dtype(ins: Sequence[DType], arg: Any) -> DType:
+    if not ins[1].is_int:
+        raise DTypeError(f"GATHER's index must be an integer tensor, not {ins[1].name}")
+    return ins[0]
+
+
+def _gather_ref(ctx: Ctx, x: np.ndarray, i: np.ndarray) -> np.ndarray:
+    """x at the index along the axis; a negative index counts from the end; one outside [-n, n), or a
+    position past x's other axes, reads 0."""
+    ax, n = ctx.arg, x.shape[ctx.arg]
+    ii = i.astype(np.int64)
+    ii = np.where(ii < 0, ii + n, ii)
+    ok = (ii >= 0) & (ii < n)
+    if n == 0 or i.size == 0:
+        return np.zeros(i.shape, x.dtype)
+    fit = np.zeros(tuple(n if d == ax else m for d, m in enumerate(i.shape)), x.dtype)  # x on i's other axes
+    common = tuple(slice(0, min(a, b)) for a, b in zip(x.shape, fit.shape))
+    fit[common] = x[common]
+    return np.where(ok, np.take_along_axis(fit, np.where(ok, ii, 0), axis=ax), _zero_of(x.dtype)).astype(x.dtype)
+
+
+def _zero_of(dt: np.dtype) -> Any:
+    return False if dt == np.bool_ else 0
+
+
 def _extern_ref(ctx: Ctx, *xs: np.ndarray) -> np.ndarray:
     return np.asarray(EXTERNS[ctx.arg[1]](*xs)).astype(ctx.dtype.np)
 
@@ -283,6 +308,7 @@ ARG_KINDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "view": ("a View", lambda a: isinstance(a, View)),
     "index": ("(dtype, axis)", lambda a: isinstance(a, tuple) and len(a) == 2 and _is_dtype(a[0])
               and isinstance(a[1], int)),
+    "axis": ("an axis (an int)", lambda a: isinstance(a, int) and not isinstance(a, bool)),
     "rand": ("(u32, seed)", lambda a: isinstance(a, tuple) and len(a) == 2 and a[0] == T.u32
              and isinstance(a[1], int)),
     "extern": ("(dtype, kernel name)", lambda a: isinstance(a, tuple) and len(a) == 2 and _is_dtype(a[0])
@@ -398,6 +424,10 @@ TABLE: dict[Op, OpInfo] = {i.op: i for i in (
        "materialize into a fresh contiguous buffer", vjp=lambda g, n, ct: (ct,)),
     _e(Op.INDEX, "index", 0, (T.i32, T.i64), _arg_dtype, _index_ref,
        "the coordinate along an axis (arange, one-hot, argmax)", keywords=("axis", "dtype"), arg="index", cost=0),
+    _e(Op.GATHER, "index", 2, ALL, _gather_dtype, _gather_ref,
+       "x at data-dependent coordinates: y[p] = x[p with :axis replaced by i[p]] (y has i's shape; a negative "
+       "index counts from the end; an index outside [-n, n), or a position past x's other axes, reads 0)",
+       keywords=("axis",), arg="axis", vjp=lambda g, n, ct: (g.gather_t(n, ct), None)),
     # dtypes: the output's u32 and a runtime seed operand's u32 or i64 (the arg keeps the output u32)
     _e(Op.RAND, "other", -1, (T.u32, T.i64), _arg_dtype, lambda ctx, *dyn: _rand_ref(ctx.shape, ctx.arg[1], *dyn),
        "uniform u32 bits from threefry2x32-20 keyed by the seed (XOR an optional rank-0 u32/i64 operand, "

@@ -105,7 +105,7 @@ def node_problems(n: Node) -> list[str]:
 def _dtype_problems(n: Node) -> list[str]:
     info = TABLE[n.op]
     ins = [s.dtype for s in n.src]
-    if info.group in ("unary", "binary", "ternary", "reduce"):
+    if info.group in ("unary", "binary", "ternary", "reduce") or n.op is Op.GATHER:
         try:
             want = info.dtype_rule(ins, n.arg)
         except DTypeError as e:
@@ -171,6 +171,16 @@ def _index(n: Node) -> str | None:
     return None if 0 <= n.arg[1] < max(len(n.shape), 1) else f"axis {n.arg[1]} out of range for {list(n.shape)}"
 
 
+def _gather(n: Node) -> str | None:
+    x, i = n.src
+    ax = n.arg
+    if not (x.rank == i.rank == len(n.shape) and 0 <= ax < max(x.rank, 1)):
+        return f"GATHER: data rank {x.rank}, index rank {i.rank}, node rank {len(n.shape)}, axis {ax}"
+    if tuple(n.shape) != tuple(i.shape):
+        return f"a GATHER has its index's shape {list(i.shape)}, this one {list(n.shape)}"
+    return None
+
+
 def _rand(n: Node) -> str | None:
     """RAND takes nothing, or one runtime seed: a rank-0 u32 or i64 node."""
     if len(n.src) > 1:
@@ -189,4 +199,5 @@ def _copy(n: Node) -> str | None:
 _SHAPES: dict[object, Callable[[Node], str | None]] = {
     "unary": _same_as_operands, "binary": _same_as_operands, "ternary": _same_as_operands, "reduce": _reduce,
     Op.VIEW: _view, Op.CONST: _scalar, Op.INDEX: _index, Op.COPY: _copy, Op.RAND: _rand,
+    Op.GATHER: _gather,
 }

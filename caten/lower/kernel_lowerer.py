@@ -217,6 +217,8 @@ class KernelLowerer:
             return X.make("rand", T.u32, ctr + (L.alu(Op.CAST, T.u64, seed),), n.arg[1])
         if op is Op.COPY:
             return (yield self._visit(n.src[0], c))
+        if op is Op.GATHER:
+            return (yield from self.gather(n, c))
         if op is Op.VIEW:
             return (yield from self.view(n, c))
         if op is Op.REDUCE or op is Op.EXTERN:
@@ -227,6 +229,29 @@ class KernelLowerer:
         if op is Op.CAST:
             return srcs[0] if n.src[0].dtype == n.dtype else L.alu(Op.CAST, n.dtype, srcs[0])
         return L.alu(op, n.dtype, *srcs)
+
+    def gather(self, n: Node, c: Coords) -> Visit[X]:
+        """GATHER: the index read at c, then the data at c with the axis replaced by it. An index
+        outside [-n, n), or a position past the data's other axes, reads element 0 and gives 0, so
+        no address leaves the data."""
+        x, ix = n.src
+        ax = n.arg
+        i = yield self._visit(ix, c)
+        i = i if ix.dtype == T.i64 else L.alu(Op.CAST, T.i64, i)
+        size = L.dim(x.shape[ax])
+        i = L.alu(Op.WHERE, T.i64, L.icmplt(i, L.const(0)), L.iadd(i, size), i)
+        ok = L.land(L.alu(Op.NOT, T.bool_, L.icmplt(i, L.const(0))), L.icmplt(i, size))
+        axes = list(c.axes(self.ranges))
+        for d, (xd, id_) in enumerate(zip(x.shape, ix.shape)):
+            if d != ax and xd != id_:  # the index's extent may pass the data's: read there only inside
+                ok = L.land(ok, L.icmplt(axes[d].expr(), L.dim(xd)))
+        for d, (xd, id_) in enumerate(zip(x.shape, ix.shape)):
+            if d != ax and xd != id_:
+                axes[d] = Aff.of(L.alu(Op.WHERE, T.i64, ok, axes[d].expr(), L.const(0)))
+        axes[ax] = Aff.of(L.alu(Op.WHERE, T.i64, ok, i, L.const(0)))
+        v = yield self._visit(x, Coords(x.shape, axes=axes))
+        zero = L.const(False if n.dtype.is_bool else 0.0 if n.dtype.is_float else 0, n.dtype)
+        return L.alu(Op.WHERE, n.dtype, ok, v, zero)
 
     def view(self, n: Node, c: Coords) -> Visit[X]:
         v = n.arg

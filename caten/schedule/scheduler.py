@@ -199,7 +199,7 @@ def _elementwise_reads(n: Node, m: Node, realized: set[Node]) -> bool:
         if x.op is Op.VIEW:
             if not (x.arg.contiguous and D.prod(x.shape) == D.prod(m.shape)):
                 return False
-        elif x.op is Op.REDUCE or x.op in (Op.COPY, Op.EXTERN, Op.RAND):
+        elif x.op is Op.REDUCE or x.op in (Op.COPY, Op.EXTERN, Op.RAND, Op.GATHER):
             return False
     return True
 
