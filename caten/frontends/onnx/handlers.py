@@ -9,11 +9,13 @@ from typing import Any
 from caten.frontends.onnx import (  # noqa: F401  (each family registers its handlers on import)
     conv,
     creation,
+    dynamic,
     elementwise,
     index,
     matmul,
     movement,
     norm,
+    place,
     quant,
     reduce,
     scatter,
