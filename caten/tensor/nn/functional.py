@@ -337,7 +337,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 
 
 # layers as functions: convolutions, pooling, padding and resizing live in conv_functional
-from caten.tensor.nn.conv_functional import avg_pool2d, conv2d, max_pool2d  # noqa: E402, F401
+from caten.tensor.nn.conv_functional import *  # noqa: E402, F401, F403 (its __all__)
 from caten.tensor.nn.pooling import *  # noqa: E402, F401, F403 (each module's __all__)
 from caten.tensor.nn.resample import *  # noqa: E402, F401, F403
 
