@@ -435,3 +435,15 @@ def test_frexp(dt):
     assert e.dtype == "i32" and (e.numpy() == te.numpy()).all()
     with pytest.raises(Error):
         cat(torch.tensor([1, 2])).frexp()
+
+
+@pytest.mark.parametrize("dt", ["f16", "bf16", "f32", "f64"])
+def test_nextafter(dt):
+    v = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, 0.75, -3.0, 1e-40, 2.0 ** -1074, 1.7976931348623157e308,
+         2.0 ** -126, 2.0 ** -1022, 65504.0, 2.0 ** -24, 1.0, -1.0, 0.5]
+    w = [1.0, -1.0, 0.0, 0.0, 1.0, 0.0, 2.0, -4.0, 0.0, -1.0, np.inf, 0.0, 0.0, np.inf, 0.0, 1.0, 0.0, 0.0]
+    rng = np.random.default_rng(23)
+    x = torch.cat([torch.tensor(v, dtype=torch.float64),
+                   torch.tensor(rng.normal(size=40) * np.exp2(rng.integers(-30, 30, 40)))]).to(TDT[dt])
+    y = torch.cat([torch.tensor(w, dtype=torch.float64), torch.tensor(rng.normal(size=40))]).to(TDT[dt])
+    close(cat(x).nextafter(cat(y)).numpy(), torch.nextafter(x, y), ulps=0, what=f"nextafter {dt}")

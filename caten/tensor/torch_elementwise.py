@@ -312,3 +312,16 @@ def frexp(self: Tensor) -> tuple[Tensor, Tensor]:
     _floats_only(self, "frexp")
     m, e = apply("frexp", [self], {})
     return m, e
+
+
+_FORMAT = {"f16": (11, -24, 65504.0), "bf16": (8, -133, 3.3895313892515355e38),
+           "f32": (24, -149, 3.4028234663852886e38), "f64": (53, -1074, 1.7976931348623157e308)}
+
+
+@torch_name("nextafter", "`(nextafter x y :digits :tiny :big)` with the dtype's format: the next float after x "
+            "toward y", "elementwise")
+def nextafter(self: Any, other: Any) -> Tensor:
+    a, b = pair(self, other, "nextafter")
+    _floats_only(a, "nextafter")
+    digits, tiny, big = _FORMAT[a.dtype]
+    return apply("nextafter", [a, b], {"digits": digits, "tiny": tiny, "big": big})
