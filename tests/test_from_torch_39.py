@@ -179,6 +179,14 @@ CASES = [
     ("aten.embedding_dense_backward.default", lambda g, i: torch.ops.aten.embedding_dense_backward(g, i, 6, 2, False),
      lambda: (rnd(2, 4, 3), torch.tensor([[0, 2, 5, 0], [1, 1, 0, 3]]))),
     ("aten.atan2.out", lambda a, b: torch.ops.aten.atan2.out(a, b, out=torch.empty(3, 4)), lambda: (rnd(3, 4), rnd(4))),
+    ("aten.index_put.default", lambda x, i, v: torch.ops.aten.index_put(x, [None, i], v),
+     lambda: (rnd(3, 5), torch.tensor([4, 1]), rnd(2))),
+    ("aten.index_put.default", lambda x, i, j, v: torch.ops.aten.index_put(x, [None, i, j], v, True),
+     lambda: (rnd(2, 4, 5, 3), idx(4, 6), idx(5, 6), rnd(2, 6, 3))),
+    ("aten.index_put.default", lambda x, i, j, v: torch.ops.aten.index_put(x, [i, None, j], v),
+     lambda: (rnd(4, 3, 5), torch.tensor([0, 2, 3]), torch.tensor([4, 1, 1]), rnd(3, 3))),
+    ("aten.index_put.default", lambda x, k: torch.ops.aten.index_put(x, [k], torch.tensor(-7.0)),
+     lambda: (rnd(3, 4, 2), rnd(3, 4) > 0)),
     ("aten.mul.Tensor", lambda x: x * 3, lambda: (rnd(2, 0, 3),)),
 ]
 

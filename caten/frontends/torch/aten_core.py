@@ -81,7 +81,6 @@ method("aten.scatter.value", "scatter")
 method("aten.scatter.reduce", "scatter", nargs=3, kw=("reduce",))
 method("aten.scatter_add.default", "scatter_add")
 method("aten.scatter_reduce.two", "scatter_reduce", nargs=4, kw=("include_self",))
-method("aten.index_put.default", "index_put")
 method("aten.index_add.default", "index_add", kw=("alpha",))
 method("aten.index_fill.int_Scalar", "index_fill")
 method("aten.index_copy.default", "index_copy")
@@ -113,6 +112,39 @@ def _diagonal(b: Any, n: Any) -> Any:
     pos = Tensor((rows * c + rows + off).astype(np.int64))
     y = x.permute(rest + [d1, d2]).reshape(*[x.shape[i] for i in rest], r * c)
     return y.index_select(-1, pos)
+
+
+@aten("aten.index_put.default")
+@via
+def _index_put(b: Any, n: Any) -> Any:
+    """x[indices] = values (or +=): index tensors after whole axes (None) are moved to the front,
+    where Tensor.index_put takes them, and the values' index dims with them (torch places those
+    where the first index was when the indexed axes are consecutive, first otherwise)."""
+    import numpy as np
+
+    x, indices, values = b.t(n.args[0]), list(n.args[1]), b.t(n.args[2])
+    acc = n.args[3] if len(n.args) > 3 else n.kwargs.get("accumulate", False)
+    ks = [k for k, t in enumerate(indices) if t is not None]
+    if ks == [0] and meta(indices[0]).dtype == torch_bool() and values.numel() == 1:
+        from caten.tensor.torch_misc import where  # x[mask] = v: a where, no positions needed
+
+        m = b.t(indices[0])
+        m = m.reshape(*m.shape, *[1] * (x.ndim - m.ndim))
+        v = values.reshape(()).to(x.dtype)
+        return where(m, x + v if acc else v, x)
+    if ks == list(range(len(ks))):
+        return x.index_put(tuple(b.t(t) for t in indices[:len(ks)]), values, acc)
+    idx = [b.t(indices[k]) for k in ks]
+    others = [k for k in range(x.ndim) if k not in ks]
+    perm = ks + others
+    if ks == list(range(ks[0], ks[0] + len(ks))):  # consecutive: the index dims sit at ks[0] in values
+        bshape = list(np.broadcast_shapes(*[tuple(t.shape) for t in idx]))
+        k0, nb = ks[0], len(bshape)
+        full = list(x.shape[:k0]) + bshape + list(x.shape[k0 + len(ks):])
+        v = values.expand(*full) if list(values.shape) != full else values
+        values = v.permute(list(range(k0, k0 + nb)) + list(range(k0)) + list(range(k0 + nb, len(full))))
+    y = x.permute(perm).index_put(tuple(idx), values, acc)
+    return y.permute([perm.index(k) for k in range(x.ndim)])
 
 
 @aten("aten.masked_scatter.default")
@@ -186,6 +218,12 @@ def _copy(b: Any, n: Any) -> Any:
 def _fill(c: Any, n: Any) -> str:
     dt = dtype_of(meta(n).dtype)
     return f"(full (shape {c.arg(n.args[0])}) {lit(n.args[1], dt)} :dtype {dt})"
+
+
+def torch_bool() -> Any:
+    import torch
+
+    return torch.bool
 
 
 def available(target: str) -> bool:
