@@ -94,6 +94,8 @@ def _linalg_cases():
     nan = np.full((3, 5), np.nan, np.float32)
     y, x = r(3, 5), np.sort(r(5))
     k312, c5, c6 = r(3, 1, 2), r(2, 3, 4), r(2, 5, 4)
+    nan2 = np.array([[np.nan, 1.0], [0.5, 2.0]], np.float32)
+    inf2 = np.array([[np.inf, 0.0], [np.nan, 1.0], [1.0, np.nan], [np.nan] * 2], np.float32)
     return [
         ("tensordot", lambda M: M.tensordot(a, b)),
         ("tensordot pairs", lambda M: M.tensordot(a, b, dims=([1], [0]))),
@@ -113,6 +115,8 @@ def _linalg_cases():
         ("cdist inf", lambda M: M.cdist(c1, c2, p=float("inf"))),
         ("cdist 3", lambda M: M.cdist(c1, c2, p=3.0)),
         ("cdist 0", lambda M: M.cdist(c1, c2, p=0.0)),
+        ("cdist nan p=1, 2, 0", lambda M: [M.cdist(nan2, c2[:, :2].copy(), p=p) for p in (0.0, 1.0, 2.0)]),
+        ("cdist inf specials", lambda M: M.cdist(inf2, c2[:, :2].copy(), p=float("inf"))),
         ("cdist mm", lambda M: M.cdist(c3, c4)),
         ("cdist batched", lambda M: M.cdist(c5, c6)),
         ("trapezoid", lambda M: M.trapezoid(y)),
@@ -340,6 +344,8 @@ def _grad_cases():
         ("cdist 1", lambda M, p: M.cdist(p[0], p[1], p=1.0), [r(4, 3, dt=np.float64), c2]),
         ("cdist 3", lambda M, p: M.cdist(p[0], p[1], p=3.0), [r(4, 3, dt=np.float64), c2]),
         ("cdist inf", lambda M, p: M.cdist(p[0], p[1], p=float("inf")), [r(4, 3, dt=np.float64), c2]),
+        ("cdist inf ties", lambda M, p: M.cdist(p[0], p[1], p=float("inf")),
+         [np.array([[0.0, 0.0, 0.5], [1.0, 2.0, 3.0]]), np.array([[1.0, 1.0, 0.0], [0.0, 0.0, 0.0]])]),
         ("cdist mm", lambda M, p: M.cdist(p[0], p[1]), [r(27, 3, dt=np.float64), c2]),
         ("trapezoid x", lambda M, p: M.trapezoid(p[0], p[1]), [y, np.sort(r(6, dt=np.float64))]),
         ("trapezoid dx", lambda M, p: M.trapezoid(p[0], dx=0.7, dim=0), [y]),

@@ -318,10 +318,12 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0,
     diff = x1.unsqueeze(-2) - x2.unsqueeze(-3)
     a = apply("abs", [diff], {})
     if p == 0:
-        return _sum((a != 0).cast(x1.dtype), [diff.ndim - 1])
+        # torch's `min(ceil(|d|), 1)`: a nan coordinate makes the count nan
+        return _sum(apply("where", [a != a, a, (a != 0).cast(x1.dtype)], {}), [diff.ndim - 1])
     if p == math.inf:
-        return apply("max", [a], {"axis": [diff.ndim - 1], "keepdims": False}) if x1.shape[-1] else \
-            _sum(a, [diff.ndim - 1])
+        # torch's max starts at 0 and skips nan coordinates (its `a < b ? b : a`), so nan counts as 0
+        a = apply("where", [a != a, _zeros([], a.dtype, a), a], {})
+        return _max_ties(a) if x1.shape[-1] else _sum(a, [diff.ndim - 1])
     if p == 1:
         return _sum(a, [diff.ndim - 1])
     s = _sum(a * a if p == 2 else a ** p, [diff.ndim - 1])
@@ -329,6 +331,17 @@ def cdist(x1: Tensor, x2: Tensor, p: float = 2.0,
     safe = apply("where", [zero, _zeros([], s.dtype, s) + 1, s], {})
     root = apply("sqrt", [safe], {}) if p == 2 else safe ** (1.0 / p)
     return apply("where", [zero, _zeros([], s.dtype, s), root], {})
+
+
+def _max_ties(a: Tensor) -> Tensor:
+    """The max over the last dim, with torch's cdist gradient for p=inf: every coordinate at the max
+    gets the whole gradient (not a share of it). The value is the max itself; `(- s (detach s))`
+    adds 0 and carries the gradient of s, the sum of the coordinates at the max."""
+    ax = [a.ndim - 1]
+    m = apply("max", [a], {"axis": ax, "keepdims": True}).detach()
+    s = _sum(apply("where", [a.detach() == m, a, _zeros([], a.dtype, a)], {}), ax)
+    m = m.squeeze(-1)
+    return apply("where", [apply("abs", [m], {}) < math.inf, m + (s - s.detach()), m], {})
 
 
 def _euclid_mm(x1: Tensor, x2: Tensor) -> Tensor:
