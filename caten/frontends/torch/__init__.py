@@ -1,5 +1,8 @@
 """The torch importer (`caten.from_torch`): a module captured by torch.export -> caten text.
 
 `export` walks the exported program, `context` holds the translation state and the `@aten`
-registry, `aten` the lowerings of ATen core-IR calls. docs/import.md says how to add an aten op.
+registry, `aten`/`aten_nn` lower ATen calls to caten text directly; `bridge` lowers them through
+`caten.Tensor` (placeholder Tensors, their lazy graph printed as text), which `aten_core`,
+`aten_nn_core` and `aten_compose` use for the rest of the Core ATen opset. docs/import.md says how
+to add an aten op; `caten import model.pt2 --list-ops` shows which ones a model needs.
 """
