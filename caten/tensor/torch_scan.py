@@ -85,8 +85,9 @@ def logcumsumexp(self: Tensor, dim: int) -> Tensor:
     return y.cast(self.dtype) if half else y if y is not self else self * 1
 
 
-@torch_name("searchsorted", "`(sum (not (>= seq v)))` (right: `>`) over the sorted last dim, as torch's binary "
-            "search (a nan value goes last)", "indexing", kind="function",
+@torch_name("searchsorted", "torch's binary search, unrolled: log2(n) steps of `(take-along-axis seq mid)` "
+            "and `(where (not (>= m v)) ...)` (right: `>`), so nan and unsorted input land where torch's do",
+            "indexing", kind="function",
             example="caten.searchsorted(seq, values, right=True)")
 def searchsorted(sorted_sequence: Tensor, input: Any, *, out_int32: bool = False, right: bool = False,  # noqa: A002
                  side: Any = None, sorter: Any = None) -> Tensor:
@@ -102,16 +103,32 @@ def searchsorted(sorted_sequence: Tensor, input: Any, *, out_int32: bool = False
     if sorter is not None:
         seq = apply("take-along-axis", [seq, sorter], {"axis": seq.ndim - 1})
     v = input if isinstance(input, Tensor) else Tensor(np.asarray(input, np_dtype(seq.dtype)), runtime=seq.runtime)
-    if seq.ndim == 1:
-        s = seq.reshape([1] * v.ndim + [seq.shape[0]])
-    else:
-        if list(seq.shape[:-1]) != list(v.shape[:-1]):
-            raise Error(f"searchsorted: the leading dims of the sequence {list(seq.shape[:-1])} and of the values "
-                        f"{list(v.shape[:-1])} differ", hint="or give a 1-D sequence")
-        s = seq.unsqueeze(-2)
-    above = (s > v.unsqueeze(-1)) if right else (s >= v.unsqueeze(-1))
-    count = apply("sum", [apply("not", [above], {}).cast("i64")], {"axis": [above.ndim - 1], "keepdims": False})
+    if seq.ndim > 1 and list(seq.shape[:-1]) != list(v.shape[:-1]):
+        raise Error(f"searchsorted: the leading dims of the sequence {list(seq.shape[:-1])} and of the values "
+                    f"{list(v.shape[:-1])} differ", hint="or give a 1-D sequence")
+    count = _binary_search(seq, v.reshape(1), right).squeeze(0) if v.ndim == 0 else _binary_search(seq, v, right)
     return count.cast("i32") if out_int32 else count
+
+
+def _binary_search(seq: Tensor, v: Tensor, right: bool) -> Tensor:
+    """torch's lower/upper bound: `start = mid + 1` where `!(seq[mid] >= v)` (`>` for right), else
+    `end = mid`, for each value at once until start == end (at most bit_length(n) steps)."""
+    n = seq.shape[-1]
+    start = _ints(np.zeros(v.shape, np.int64), v)
+    end = start + n
+    if n == 0:
+        return start
+    flat = seq.ndim == 1
+    for _ in range(n.bit_length()):
+        mid = start + (end - start) // 2
+        at = apply("where", [mid < n, mid, n - 1], {})
+        m = (apply("take", [seq, at.reshape(-1)], {"axis": 0}).reshape(list(v.shape)) if flat
+             else apply("take-along-axis", [seq, at], {"axis": seq.ndim - 1}))
+        go = apply("not", [(m > v) if right else (m >= v)], {})
+        active = start < end
+        start = apply("where", [active & go, mid + 1, start], {})
+        end = apply("where", [active & apply("not", [go], {}), mid, end], {})
+    return start
 
 
 @torch_name("bucketize", "`searchsorted(boundaries, x)`: boundaries[i-1] < x <= boundaries[i] (right: <=, <)",
