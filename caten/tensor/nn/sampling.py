@@ -1,5 +1,5 @@
 """torch.nn.functional's sampling at computed positions and its distances: affine_grid, grid_sample
-(bilinear and nearest over 4-D inputs; zeros, border and reflection padding), cosine_similarity and
+(bilinear, nearest and bicubic over 4-D inputs; zeros, border and reflection padding), cosine_similarity and
 pairwise_distance.
 
 grid_sample gathers by data-dependent flat indices (`take-along-axis`, whose gradient scatter-adds
@@ -115,7 +115,11 @@ def _reflect(c: Tensor, lo2: int, hi2: int) -> Tensor:
 
 
 def _source(c: Tensor, n: int, padding_mode: str, align: bool) -> Tensor:
-    c = _unnormalize(c, n, align)
+    return _pad_coord(_unnormalize(c, n, align), n, padding_mode, align)
+
+
+def _pad_coord(c: Tensor, n: int, padding_mode: str, align: bool) -> Tensor:
+    """torch's compute_coordinates: border clips, reflection reflects then clips."""
     if padding_mode == "border":
         return _clip(c, n)
     if padding_mode == "reflection":
@@ -127,8 +131,8 @@ def _source(c: Tensor, n: int, padding_mode: str, align: bool) -> Tensor:
 def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mode: str = "zeros",
                 align_corners: bool | None = None) -> Tensor:
     """torch's grid_sample for input [N, C, H, W] and grid [N, Ho, Wo, 2] of (x, y) in [-1, 1]."""
-    if mode not in ("bilinear", "nearest"):
-        raise Error(f"grid_sample: mode {mode!r} is not supported", hint="mode='bilinear' or 'nearest'")
+    if mode not in ("bilinear", "nearest", "bicubic"):
+        raise Error(f"grid_sample: mode {mode!r} is not one of bilinear, nearest, bicubic")
     if padding_mode not in ("zeros", "border", "reflection"):
         raise Error(f"grid_sample: padding_mode {padding_mode!r} is not one of zeros, border, reflection")
     if input.ndim != 4 or grid.ndim != 4 or grid.shape[-1] != 2 or grid.shape[0] != input.shape[0]:
@@ -136,21 +140,17 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mod
                     hint="input [N, C, H, W] and grid [N, Ho, Wo, 2] (5-D volumes are not supported)")
     if input.dtype not in FLOATS or grid.dtype != input.dtype:
         raise Error(f"grid_sample: input {input.dtype} and grid {grid.dtype} must be the same floating dtype")
-    n, c, h, w = (int(s) for s in input.shape)
-    ho, wo = int(grid.shape[1]), int(grid.shape[2])
+    h, w = int(input.shape[2]), int(input.shape[3])
     if h == 0 or w == 0:
         raise Error(f"grid_sample: empty spatial dims {[h, w]}")
     align = bool(align_corners)
+    if mode == "bicubic":
+        return _bicubic(input, grid, padding_mode, align)
     ix = _source(grid[..., 0], w, padding_mode, align)
     iy = _source(grid[..., 1], h, padding_mode, align)
-    flat = input.reshape(n, c, h * w)
 
     def corner(xi: Tensor, yi: Tensor) -> Tensor:
-        """input at the integer-valued float positions (xi, yi), 0 outside."""
-        inb = (xi >= 0) & (xi <= w - 1) & (yi >= 0) & (yi <= h - 1)
-        idx = Tensor.where(inb, yi * w + xi, 0.0).cast("i64").reshape(n, 1, ho * wo).expand(n, c, ho * wo)
-        v = apply("take-along-axis", [flat, idx], {"axis": 2}).reshape(n, c, ho, wo)
-        return Tensor.where(inb.unsqueeze(1), v, _zero(input))
+        return _at(input, xi, yi)
 
     if mode == "nearest":
         return corner(ix.round(), iy.round())
@@ -160,3 +160,45 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mod
     sw, se = (x1 - ix) * (iy - y0), (ix - x0) * (iy - y0)
     out = corner(x0, y0) * nw.unsqueeze(1) + corner(x1, y0) * ne.unsqueeze(1)
     return out + corner(x0, y1) * sw.unsqueeze(1) + corner(x1, y1) * se.unsqueeze(1)
+
+
+def _at(input: Tensor, xi: Tensor, yi: Tensor) -> Tensor:
+    """input [N, C, H, W] at the integer-valued float positions (xi, yi) [N, Ho, Wo], 0 outside."""
+    n, c, h, w = (int(s) for s in input.shape)
+    ho, wo = int(xi.shape[1]), int(xi.shape[2])
+    inb = (xi >= 0) & (xi <= w - 1) & (yi >= 0) & (yi <= h - 1)
+    idx = Tensor.where(inb, yi * w + xi, 0.0).cast("i64").reshape(n, 1, ho * wo).expand(n, c, ho * wo)
+    v = apply("take-along-axis", [input.reshape(n, c, h * w), idx], {"axis": 2}).reshape(n, c, ho, wo)
+    return Tensor.where(inb.unsqueeze(1), v, _zero(input))
+
+
+def _cubic_weights(t: Tensor) -> list[Tensor]:
+    """torch's get_cubic_upsample_coefficients with A = -0.75 (Keys)."""
+    A = -0.75
+
+    def c1(v: Tensor) -> Tensor:
+        return ((A + 2) * v - (A + 3)) * v * v + 1
+
+    def c2(v: Tensor) -> Tensor:
+        return ((A * v - 5 * A) * v + 8 * A) * v - 4 * A
+
+    return [c2(t + 1), c1(t), c1(1 - t), c2(2 - t)]
+
+
+def _bicubic(input: Tensor, grid: Tensor, padding_mode: str, align: bool) -> Tensor:
+    """torch's bicubic grid_sample: 4x4 taps around the unpadded source point, each tap's position
+    mapped by the padding mode, rows interpolated first, then the column."""
+    h, w = int(input.shape[2]), int(input.shape[3])
+    ix, iy = _unnormalize(grid[..., 0], w, align), _unnormalize(grid[..., 1], h, align)
+    x0, y0 = ix.floor().detach(), iy.floor().detach()
+    wx, wy = _cubic_weights(ix - x0), _cubic_weights(iy - y0)
+    out = None
+    for j in range(4):
+        yj = _pad_coord(y0 + (j - 1), h, padding_mode, align).detach()
+        row = None
+        for i in range(4):
+            xi = _pad_coord(x0 + (i - 1), w, padding_mode, align).detach()
+            term = _at(input, xi, yj) * wx[i].unsqueeze(1)
+            row = term if row is None else row + term
+        out = row * wy[j].unsqueeze(1) if out is None else out + row * wy[j].unsqueeze(1)
+    return out
