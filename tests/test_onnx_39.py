@@ -122,16 +122,19 @@ CASES = {
                   [_f(1, 2 * 8, 2 * 1 * 2), _i64(3, 2, 3), _i64(2, 2, 2)]),
     "maxunpool_shape": (helper.make_node("MaxUnpool", ["x", "i", "os"], ["y"], kernel_shape=[2, 2], strides=[2, 2]),
                         [_f(1, 2, 2, 2), _i64([[[[0, 3], [9, 14]], [[16, 18], [29, 31]]]]), _i64(1, 2, 5, 5)]),
+    "affine_grid_2d": (helper.make_node("AffineGrid", ["t", "size"], ["y"]), [_f(2, 2, 3), _i64(2, 3, 4, 5)]),
+    "affine_grid_3d_align": (helper.make_node("AffineGrid", ["t", "size"], ["y"], align_corners=1),
+                             [_f(1, 3, 4), _i64(1, 1, 3, 2, 4)]),
 }
 
 SUBSET = ["bitshift_right_i8", "spacetodepth_crd", "lpnorm_zero_slice", "resize_tf_crop_linear", "reduce_max_empty",
           "topk_smallest_nan", "gathernd_batch", "scatternd_add_dup", "scatter_elements_min", "reversesequence_time",
           "maxpool3d_pads_ceil", "avgpool3d_exclude_pad_ceil", "maxpool2d_i8", "hann_periodic", "compress_axis",
-          "col2im_strided_dilated", "maxunpool_shape"]
+          "col2im_strided_dilated", "maxunpool_shape", "affine_grid_3d_align"]
 
 
 # inputs that decide output shapes: initializers, as exporters write them
-CONSTS = {"k", "a", "s", "roi", "sz", "img", "blk", "os"}
+CONSTS = {"k", "a", "s", "roi", "sz", "img", "blk", "os", "size"}
 
 
 def _model(node, xs: list, opset: int, infer: bool = True):
@@ -232,3 +235,24 @@ def test_value_dependent_shapes_need_known_values():
                           [helper.make_tensor_value_info("y", onnx.TensorProto.INT64, [2, None])])
     with pytest.raises(Unsupported, match="must be a constant"):
         caten.onnx.load(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), runtime="numpy")
+
+
+@pytest.mark.parametrize("rt", ["numpy", "llvm", "c"])
+@pytest.mark.parametrize("shape,dt", [((3, 3), np.float32), ((2, 3, 3, 3), np.float64), ((4, 2, 2), np.float32),
+                                      ((0, 3, 3), np.float32), ((1, 1), np.float64)])
+def test_det_matches_numpy(rt, shape, dt):
+    x = R.standard_normal(shape).astype(dt)
+    node = helper.make_node("Det", ["x"], ["y"])
+    model, feeds = _model(node, [x], 13)
+    got = CatenBackend.prepare(model, runtime=rt).run(feeds)[0]
+    want = np.linalg.det(x) if x.size else np.zeros(shape[:-2], dt)
+    assert got.dtype == dt and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5 if dt == np.float32 else 1e-12, atol=1e-6)
+
+
+def test_det_of_a_large_matrix_is_refused():
+    from caten.frontends.onnx.types import Unsupported
+
+    model, feeds = _model(helper.make_node("Det", ["x"], ["y"]), [_f(4, 4)], 13)
+    with pytest.raises(Unsupported, match="4x4"):
+        CatenBackend.prepare(model, runtime="numpy").run(feeds)

@@ -26,3 +26,28 @@ def _gemm(n: N) -> str:
             c = f"(* {n.lit(n.a('beta', 1.0))} {c})"
         y = f"(+ {y} {c})"
     return y
+
+
+@handler("Det")
+def _det(n: N) -> str:
+    """The determinant of [..., M, M] for M <= 3 by its closed form (the products of entries; no
+    pivoting needed); larger matrices are refused (an LU with row exchanges is not written yet)."""
+    s = n.int_shape()
+    m = s[-1]
+    if len(s) < 2 or s[-2] != m:
+        raise n.fail(f"needs square matrices, got {s}")
+    if m > 3:
+        raise n.fail(f"determinants of {m}x{m} matrices are not supported (up to 3x3 are)")
+    x = n.x(0)
+    pre = " ".join(f"[0 {d} 1]" for d in s[:-2])
+    e = {(i, j): n.let(f"(reshape (slice {x} {pre} [{i} {i + 1} 1] [{j} {j + 1} 1]) [{' '.join(map(str, s[:-2]))}])")
+         for i in range(m) for j in range(m)}
+    if m == 1:
+        return f"(contiguous {e[0, 0]})"
+    if m == 2:
+        return f"(- (* {e[0, 0]} {e[1, 1]}) (* {e[0, 1]} {e[1, 0]}))"
+    minor = lambda a, b, c, d: f"(- (* {e[a]} {e[b]}) (* {e[c]} {e[d]}))"  # noqa: E731
+    t0 = f"(* {e[0, 0]} {minor((1, 1), (2, 2), (1, 2), (2, 1))})"
+    t1 = f"(* {e[0, 1]} {minor((1, 0), (2, 2), (1, 2), (2, 0))})"
+    t2 = f"(* {e[0, 2]} {minor((1, 0), (2, 1), (1, 1), (2, 0))})"
+    return f"(+ (- {t0} {t1}) {t2})"

@@ -65,3 +65,28 @@ def _max_unpool(n: N) -> str:
     if any(a < b for a, b in zip(shape, inferred)):
         raise n.fail(f"output_shape {shape} is smaller than the unpooled {inferred}")
     return f"(pad {y} {dims([[0, a - b] for a, b in zip(shape, inferred)])})"
+
+
+@handler("AffineGrid")
+def _affine_grid(n: N) -> str:
+    """grid[n, *p] = theta[n] @ (x, y[, z], 1) at each output position p: the base grid (a function
+    of the known size alone) is built here in float64 as the reference builds it, and the product
+    is taken in float64 and rounded once."""
+    size = [int(v) for v in np.asarray(n.c(1, "size")).reshape(-1)]
+    sp = size[2:]
+    k = len(sp)
+    if k not in (2, 3):
+        raise n.fail(f"a {k}-D affine grid is not defined")
+    coords = []
+    for d in sp:
+        if n.a("align_corners", 0):
+            a = np.arange(-1, 1 + 0.0001, 2.0 / (d - 1)) if d > 1 else np.array([-1.0])
+        else:
+            a = np.arange(-1 + 1.0 / d, 1, 2.0 / d)
+        coords.append(a[:d])
+    mesh = np.meshgrid(*coords, indexing="ij")  # D/H/W order
+    base = np.stack([m.reshape(-1) for m in reversed(mesh)] + [np.ones(mesh[0].size)], axis=0)  # [k+1, P]
+    name = f"__affine_{len(n.g.consts)}"
+    n.g.consts[name] = base
+    g = f"(matmul (cast {n.x(0)} f64) {n.g.tensor(name)})"  # [N k P]
+    return f"(cast (reshape (permute {g} [0 2 1]) {dims([size[0]] + sp + [k])}) {n.dt()})"
