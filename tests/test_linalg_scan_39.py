@@ -464,3 +464,14 @@ def test_mismatched_targets_are_errors_where_torch_errors():
             getattr(torch.nn.functional, name)(T(x), T(target))
         with pytest.raises(Error):
             getattr(F, name)(C(x), C(target))
+
+
+@pytest.mark.parametrize("bins,lo,hi,dt", [(20, 0.0, 1.0, np.float64), (24, -2.0, -1.8, np.float32),
+                                           (13, -1.0, -0.9, np.float32), (9, -3.0, -2.7, np.float16)])
+def test_histc_on_bin_edges(bins, lo, hi, dt):
+    """Values on and next to every edge land in torch's bins (its interpolation rule, not the edges)."""
+    edges = np.linspace(lo, hi, bins + 1).astype(dt)
+    v = np.concatenate([RNG.uniform(lo - 0.5, hi + 0.5, 50).astype(dt), edges, np.nextafter(edges, np.inf),
+                        np.nextafter(edges, -np.inf)]).astype(dt)
+    for mn, mx in ((lo, hi), (0, 0)):
+        same(caten.histc(C(v), bins=bins, min=mn, max=mx), torch.histc(T(v), bins=bins, min=mn, max=mx))

@@ -186,17 +186,9 @@ def bincount(self: Tensor, weights: Any = None, minlength: int = 0) -> Tensor:
     return apply("sum", [apply("where", [hit, w.reshape(-1, 1), zero], {})], {"axis": [0], "keepdims": False})
 
 
-def _linspace(lo: Any, hi: Any, steps: int, dt: np.dtype) -> np.ndarray:
-    """torch's CPU linspace: from start in the first half, from end in the second (in dt)."""
-    lo, hi = dt.type(lo), dt.type(hi)
-    step = (hi - lo) / dt.type(steps - 1)
-    i = np.arange(steps)
-    half = steps // 2
-    return np.where(i < half, lo + step * i.astype(dt), hi - step * (steps - i - 1).astype(dt)).astype(dt)
-
-
 @torch_name("histc", "counts in `bins` equal bins over [min, max] (the data's range when both are 0), from the "
-            "host, torch's edges (its linspace) and its rule (the last bin holds max); no gradient, as torch's",
+            "host by torch's rule (the bin `trunc((x - min) * bins / (max - min))` in x's dtype, max in the last "
+            "bin); no gradient, as torch's",
             "reduction", example="t.histc(bins=4, min=0, max=1)")
 def histc(self: Tensor, bins: int = 100, min: Any = 0, max: Any = 0) -> Tensor:  # noqa: A002
     if self.dtype not in FLOATS:
@@ -214,9 +206,10 @@ def histc(self: Tensor, bins: int = 100, min: Any = 0, max: Any = 0) -> Tensor: 
         lo, hi = lo - 1, hi + 1
     if not (np.isfinite(lo) and np.isfinite(hi)):
         raise Error(f"histc: range of [{lo}, {hi}] is not finite")
-    edges = _linspace(lo, hi, bins + 1, dt)
-    keep = v[(v >= dt.type(lo)) & (v <= dt.type(hi))]
-    pos = np.minimum(np.searchsorted(edges, keep, side="right") - 1, bins - 1)
+    lo_t, hi_t = dt.type(lo), dt.type(hi)
+    keep = v[(v >= lo_t) & (v <= hi_t)]
+    # torch's histc: the bin by linear interpolation in the input's dtype, truncated; max in the last bin
+    pos = np.minimum((((keep - lo_t) * dt.type(bins)) / (hi_t - lo_t)).astype(np.int64), bins - 1)
     return Tensor(np.bincount(pos, minlength=bins).astype(dt), runtime=self.runtime)
 
 
