@@ -281,7 +281,7 @@ def test_shuffles_sampling_and_distances(dt):
     for mode in ("bilinear", "nearest", "bicubic"):
         for pm in ("zeros", "border", "reflection"):
             for ac in (False, True):
-                if mode == "bicubic" and ac == (pm == "zeros"):  # 16 taps each: three of the six
+                if mode != "bilinear" and ac == (pm == "zeros"):  # three of the six for the others
                     continue
                 cases.append((f"grid_sample {mode} {pm} {ac}",
                               lambda x, g, m=mode, p=pm, a=ac: F.grid_sample(x, g * 0.7, m, p, a),
@@ -315,9 +315,9 @@ def test_grid_sample_refusals():
 @pytest.mark.parametrize("rt", ["llvm", "c"])
 def test_compiled_runtimes_match_torch(rt):
     cases = [c for c in _pool_cases() if c[0].startswith(("max_pool3d", "avg_pool1d", "adaptive_max_pool2d"))][::2]
-    cases += [c for c in _interp_cases(2, ["bilinear", "bicubic"]) if "1.7" in c[0] and "False" in c[0]]
+    cases += [c for c in _interp_cases(2, ["bicubic"]) if "1.7" in c[0] and "False" in c[0]]
     cases += [(f"pad {m}", lambda x, m=m: F.pad(x, (2, 1, 1, 3), mode=m),
-               lambda x, m=m: TF.pad(x, (2, 1, 1, 3), mode=m), [(2, 3, 4, 5)]) for m in ("reflect", "circular")]
+               lambda x, m=m: TF.pad(x, (2, 1, 1, 3), mode=m), [(2, 3, 4, 5)]) for m in ("reflect",)]
     cases.append(("grid_sample", lambda x, g: F.grid_sample(x, g, padding_mode="reflection", align_corners=False),
                   lambda x, g: TF.grid_sample(x, g, padding_mode="reflection", align_corners=False),
                   [(1, 2, 4, 5), (1, 3, 2, 2)]))
