@@ -1,6 +1,7 @@
-"""torch's linear-algebra and combinatoric names (einsum, tensordot, cross, kron, baddbmm, cdist,
-meshgrid...). Each is composed of library calls already on Tensor (reshape, permute, matmul, where,
-sum), so values and gradients follow from theirs; nothing here has numerics of its own."""
+"""torch's linear-algebra names (einsum, tensordot, kron, baddbmm/addbmm/addmv/addr, cross, cdist,
+trapezoid, vander). Each is composed of library calls already on Tensor (reshape, permute, matmul,
+where, sum), so values and gradients follow from theirs; nothing here has numerics of its own.
+The layout names (meshgrid, diag_embed, tensor_split...) live in torch_layout.py."""
 
 from __future__ import annotations
 
