@@ -119,8 +119,8 @@ def _window_axis(n: int, k: int, s: int, p: int, d: int, ceil: bool, name: str) 
 def _spatial(name: str, x: Tensor, nd: int) -> None:
     if x.ndim not in (nd + 1, nd + 2):
         raise Error(f"{name}: expected a {nd + 1}-D or {nd + 2}-D input, got shape {list(x.shape)}")
-    if any(n == 0 for n in x.shape[x.ndim - nd:]):
-        raise Error(f"{name}: the pooled dims {list(x.shape[x.ndim - nd:])} must be nonzero")
+    if any(n == 0 for n in x.shape[1:]) or (x.ndim == nd + 1 and x.shape[0] == 0):
+        raise Error(f"{name}: the non-batch dims of {list(x.shape)} must be nonzero (as torch's)")
 
 
 def _max(x: Tensor, nd: int, pos: list[np.ndarray], valid: list[np.ndarray], return_indices: bool) -> Any:
