@@ -323,6 +323,10 @@ def test_host_side_ops_refused_inside_jit():
         caten.jit(lambda t: t.cummax(0).values)(C(r(3)))
     with pytest.raises(Error, match="negative"):
         caten.bincount(C(np.array([1, -1])))
+    with pytest.raises(RuntimeError):
+        torch.cov(T(r(2, 3)), fweights=T(np.array([1, -1, 2])))
+    with pytest.raises(Error, match="negative"):
+        caten.cov(C(r(2, 3)), fweights=C(np.array([1, -1, 2])))
 
 
 # gradients -----------------------------------------------------------------------------------------

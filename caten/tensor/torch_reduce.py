@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from caten.errors import Error
+from caten.tensor import state
 from caten.tensor.promote import _promote
 from caten.tensor.tensor import FLOATS, Tensor, _dt, apply
 from caten.tensor.torchnames import ArgError, torch_name
@@ -325,6 +326,8 @@ def cov(self: Tensor, *, correction: int = 1, fweights: Any = None, aweights: An
             raise Error(f"cov: {name} must be 1-D with one weight per observation ({nobs}), got {list(wt.shape)}")
         if name == "fweights" and wt.dtype in FLOATS:
             raise Error("cov: fweights must be integers")
+        if state.trace() is None and wt.numel() and float(np.asarray(wt.numpy()).min()) < 0:
+            raise Error(f"cov: {name} cannot be negative (as torch's)")
         wt = wt.reshape(-1).cast(x.dtype)
         w = wt if w is None else w * wt
     if w is None:
