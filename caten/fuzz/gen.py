@@ -36,7 +36,7 @@ SIZES = (1, 1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 33)
 DTYPES = ("f32",) * 5 + ("f64", "i32", "i32", "i64", "i8", "u8", "bool")
 OPS = {"un": 6, "bin": 10, "where": 2, "cast": 2, "red": 6, "perm": 3, "merge": 2, "unsq": 2, "squeeze": 1,
        "split": 2, "expand": 3, "slice": 4, "flip": 3, "pad": 3, "concat": 3, "matmul": 1, "dotimes": 1,
-       "copy": 1}
+       "copy": 1, "gather": 2, "scatter": 2}
 
 
 # rendering --------------------------------------------------------------------------------------
@@ -118,6 +118,19 @@ def render_stmt(s: Stmt, ts: list[Ty]) -> str:  # noqa: C901 - one case per op
         return f"(setf {s.name} {x})\n  (dotimes (i {p['n']}) (setf {s.name} ({p['f']} {s.name} {i})))"
     elif s.op == "copy":
         e = f"(contiguous {x})"
+    elif s.op in ("gather", "scatter"):
+        a, k = p["axis"], p["k"]
+        d = _dims(x, t)
+        shape = d[:a] + [str(k)] + d[a + 1:]
+        # indices from -1 to n + 1 (the last, in range, past the end), repeating when mul is 0 or k > n
+        idx = f"(- (mod (+ (* (INDEX [{' '.join(shape)}] :axis {p['iaxis']}) {p['mul']}) {p['add']}) " \
+              f"(+ (dim {x} {a}) 3)) 1)"
+        if s.op == "gather":
+            e = f"(GATHER {x} {idx} :axis {a})"
+        else:
+            red = "max" if t.dtype == "bool" or p["f"] in ("scatter-max", "scatter-min") else "sum"
+            src = f"(expand ({red} {x} :axis {a} :keepdims true) [{' '.join(shape)}])"
+            e = f"({p['f']} {x} {idx} {src} :axis {a})"
     else:
         raise Invalid(f"unknown op {s.op}")
     return f"(setf {s.name} {e})"
@@ -283,6 +296,16 @@ class _Gen:
             if y is None:
                 return None
             args = [x, y]
+        elif op in ("gather", "scatter"):
+            if r == 0:
+                return None
+            p["axis"] = rng.randrange(r)
+            p["k"] = rng.choice((1, 2, 3, 5))
+            p["iaxis"] = rng.randrange(r)
+            p["mul"], p["add"] = rng.choice((0, 1, 3)), rng.randint(0, 4)
+            if op == "scatter":
+                p["f"] = "scatter" if k == "bool" else rng.choice(("scatter", "scatter-add", "scatter-max",
+                                                                   "scatter-min", "scatter-mul"))
         elif op == "dotimes":
             p["n"] = rng.randint(1, 3)
             p["f"] = rng.choice(("+", "*", "max", "-"))
@@ -300,7 +323,7 @@ class _Gen:
             env.pop(name, None)
             return None
         if is_float(env[name].dtype) and (any(a in self.inexact for a in args)
-                                          or op in ("red", "matmul", "dotimes")):
+                                          or op in ("red", "matmul", "dotimes", "scatter")):
             self.inexact.add(name)
         return s
 

@@ -184,6 +184,15 @@ def infer_stmt(s: Stmt, ts: list[Ty]) -> Ty:  # noqa: C901 - one case per op, ke
                       tuple(1 if i in axes else k for i, k in enumerate(t.keys)))
         return Ty(dt, tuple(n for i, n in enumerate(t.shape) if i not in axes),
                   tuple(k for i, k in enumerate(t.keys) if i not in axes))
+    if s.op == "gather":
+        a = p["axis"]
+        return Ty(t.dtype, t.shape[:a] + (p["k"],) + t.shape[a + 1:], t.keys[:a] + (p["k"],) + t.keys[a + 1:])
+    if s.op == "scatter":
+        if p["f"] == "scatter-add" and kind(t.dtype) == "bool" or p["f"] == "scatter-mul" and kind(t.dtype) == "bool":
+            raise Invalid("scatter reduction and dtype")
+        if t.shape[p["axis"]] == 0:
+            raise Invalid("scatter into an empty axis")
+        return t
     if s.op == "perm":
         perm = p["perm"]
         if sorted(perm) != list(range(r)):
