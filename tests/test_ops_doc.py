@@ -65,3 +65,16 @@ def test_cli_prints_and_writes_the_page(tmp_path):
     assert res.exit_code == 0 and res.output == "" and out.read_text(encoding="utf-8") == markdown()
     res = CliRunner().invoke(cli, ["ops"])
     assert res.exit_code == 0 and res.output.startswith("Principal ops (the IR;")
+
+
+def test_torch_names_section_lists_the_registry():
+    """The Torch names section is the torchnames registry (one source with docs/tensor.md's table)."""
+    import caten.tensor  # noqa: F401  (registers every torch name)
+    from caten.tensor.torchnames import REGISTRY
+
+    rows = _rows(markdown(), "Torch names")
+    assert [r[0].split(".", 1)[1].rstrip("`") for r in rows] == sorted(REGISTRY)
+    for r in rows:
+        e = REGISTRY[r[0].split(".", 1)[1].rstrip("`")]
+        assert r[0].startswith("`torch." if e.kind in ("static", "function") else "`Tensor.")
+        assert r[1] == e.caten.replace("|", "\\|").replace("\n", " ") and r[2] == e.section, r

@@ -3,7 +3,8 @@
 The principal ops come from the op table (`caten/ir/ops.py`), the composites and rule sets from
 the parsed library (`ops/*.lisp`, `ops/rules/*.lisp`: signatures, keywords with defaults, doc
 strings, each file's leading `;;;` comment), the special forms and compile-time functions from
-the elaborator. Nothing is written by hand, so the page is as current as its sources;
+the elaborator, the torch names from the registry of `caten.tensor.torchnames` (the one
+docs/tensor.md's table comes from). Nothing is written by hand, so the page is as current as its sources;
 tests/test_ops_doc.py fails when the committed page is not what this module writes.
 """
 
@@ -106,6 +107,21 @@ def _rules(sources: list[tuple[str, str]]) -> list[str]:
     return out
 
 
+def _torch_names() -> list[str]:
+    """torch's names and what caten computes each with, from the registry docs/tensor.md's table uses."""
+    import caten.tensor  # noqa: F401  (registers every torch name)
+    from caten.tensor.torchnames import REGISTRY
+
+    rows = [[f"`{'torch' if e.kind in ('static', 'function') else 'Tensor'}.{e.name}`", _cell(e.caten), e.section]
+            for e in sorted(REGISTRY.values(), key=lambda e: e.name)]
+    return ["## Torch names", "",
+            f"The {len(REGISTRY)} torch spellings registered in `caten/tensor/torchnames.py` (`@torch_name`), by name,",
+            "with the library composite or principal op caten computes each with (docs/tensor.md shows the",
+            "same registry with each call's signature; every library composite is also a Tensor method of",
+            "its own name, and the torch names caten lacks are listed there with why).", ""] + _table(
+        ["torch", "caten computes it with", "section"], rows) + [""]
+
+
 def markdown() -> str:
     """The whole page."""
     from caten.elaborate import meta
@@ -119,9 +135,9 @@ def markdown() -> str:
              "places they are defined (`caten ops` prints the same listing as text). `docs/language.md` is the",
              "reference of the language they are called from.", "",
              "Contents: [Principal ops](#principal-ops) · [Library composites](#library-composites) · "
-             "[Built-in rewrite rules](#built-in-rewrite-rules) · "
+             "[Built-in rewrite rules](#built-in-rewrite-rules) · [Torch names](#torch-names) · "
              "[Special forms and compile-time functions](#special-forms-and-compile-time-functions)", ""]
-    lines += _principal() + _composites(sources) + _rules(sources)
+    lines += _principal() + _composites(sources) + _rules(sources) + _torch_names()
     lines += ["## Special forms and compile-time functions", "",
               "Special forms: " + " ".join(f"`{s}`" for s in SPECIAL), "",
               "Compile-time functions (shape bookkeeping; they compute no tensor values): "
