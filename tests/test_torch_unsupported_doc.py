@@ -21,6 +21,8 @@ def test_committed_list_is_what_the_generator_writes():
     torch = pytest.importorskip("torch")
     page = PAGE.read_text(encoding="utf-8")
     assert U.BEGIN in page and U.END in page
+    if U.committed_version(page) != U.version(torch):
+        pytest.skip(f"the list was generated from torch {U.committed_version(page)}, this is {U.version(torch)}")
     assert page == U.page(page, torch), ("docs/tensor.md's unsupported torch names are stale: regenerate them with "
                                          "`python -m caten.tensor.unsupported docs/tensor.md`")
 

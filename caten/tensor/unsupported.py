@@ -4,8 +4,8 @@ The candidates come from torch itself (every public attribute of `torch.Tensor`,
 function of `torch` and `torch.nn.functional`), less what `caten.Tensor`, `caten` and
 `caten.nn.functional` provide, so the list shrinks by itself as names are added. The reasons are
 the hand-kept tables below (an exact name first, then the first matching pattern); a name with no
-reason yet is listed under "not yet" rather than left out. tests/test_torch_habits.py compares the
-committed list with this generator when torch is installed; regenerate it with
+reason yet is listed under "not yet" rather than left out. tests/test_torch_unsupported_doc.py compares the
+committed list with this generator when the same torch is installed; regenerate it with
 `python -m caten.tensor.unsupported docs/tensor.md` (torchnames.rewrite runs it too).
 """
 
@@ -124,12 +124,23 @@ ORDER = [COMPLEX, SPARSE, QUANT, STORAGE, DEVICE, DIST, STATE, SCRIPT, INTERNAL,
 SPACES = {"Tensor": "`torch.Tensor`", "torch": "`torch`", "F": "`torch.nn.functional`"}
 
 
+def version(torch: ModuleType) -> str:
+    """torch's release (no local build tag): the list is only comparable with the torch it came from."""
+    return torch.__version__.split("+")[0]
+
+
+def committed_version(text: str) -> str | None:
+    """The torch release the list in `text` was generated from."""
+    m = re.search(r"generated from torch ([\w.]+)'s own names", text)
+    return m.group(1) if m else None
+
+
 def listing(torch: ModuleType) -> str:
     """The generated markdown: one entry per reason, its names by namespace, all sorted."""
     groups = missing(torch)
     total = sum(len(v) for g in groups.values() for v in g.values())
     out = [f"{total} public names of `torch.Tensor`, `torch` and `torch.nn.functional` that caten does not "
-           "provide, by reason (generated from torch's own names less caten's; regenerate with "
+           f"provide, by reason (generated from torch {version(torch)}'s own names less caten's; regenerate with "
            "`python -m caten.tensor.unsupported docs/tensor.md`):", ""]
     for why in ORDER:
         if why not in groups:
