@@ -111,3 +111,13 @@ def test_an_element_count_past_int64_is_refused(src):
     import caten
     with pytest.raises(Error, match="more than an int64 index can count"):
         caten.loads(src, runtime="numpy", defines={"N": 2 ** 62, "M": 4}).f(np.zeros(4, np.float32))
+
+
+def test_addmm_with_beta_zero_ignores_the_input_as_torch():
+    import caten
+    torch = pytest.importorskip("torch")
+    i = np.full((2, 3), np.nan, np.float32)
+    a, b = np.arange(8, dtype=np.float32).reshape(2, 4), np.ones((4, 3), np.float32)
+    got = caten.addmm(caten.Tensor(i), caten.Tensor(a), caten.Tensor(b), beta=0, alpha=2).numpy()
+    want = torch.addmm(torch.tensor(i), torch.tensor(a), torch.tensor(b), beta=0, alpha=2).numpy()
+    np.testing.assert_array_equal(got, want)

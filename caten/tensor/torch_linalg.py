@@ -360,4 +360,3 @@ def _euclid_mm(x1: Tensor, x2: Tensor) -> Tensor:
 __all__ = ["einsum", "tensordot", "kron", "baddbmm", "addbmm", "addmv", "addr", "cross", "linalg_cross",
            "vander", "trapezoid", "cdist"]
 
-from caten.tensor import torch_layout  # noqa: E402, F401  (registers the layout names beside these)

@@ -399,7 +399,11 @@ def count_nonzero(self: Tensor, dim: Any = None) -> Tensor:
             example="caten.addmm(b, x, w)")
 def addmm(input: Tensor, mat1: Tensor, mat2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:  # noqa: A002
     prod = mat1 @ mat2
-    return (input if beta == 1 else input * beta) + (prod if alpha == 1 else prod * alpha)
+    prod = prod if alpha == 1 else prod * alpha
+    if beta == 0:  # torch ignores the input then (a nan or inf in it does not reach the result)
+        shape = np.broadcast_shapes(tuple(input.shape), tuple(prod.shape))
+        return prod.expand(*shape) if tuple(prod.shape) != shape else prod
+    return (input if beta == 1 else input * beta) + prod
 
 
 @torch_name("is_tensor", "whether it is a caten.Tensor", "elementwise", kind="function")
