@@ -27,8 +27,10 @@ class Span:
         return lines[self.line - 1] if 0 < self.line <= len(lines) else None
 
 
-class Error(ValueError):
-    """A diagnostic: bad source, a bad call of a compiled composite, or a failed constraint."""
+class Error(ValueError, RuntimeError, IndexError):
+    """A diagnostic: bad source, a bad call of a compiled composite, or a failed constraint. It is
+    also a RuntimeError and an IndexError, the classes torch raises for the same mistakes (a shape
+    that does not fit, an index out of range), so code written against torch catches it."""
 
     def __init__(self, message: str, span: Span | None = None, hint: str | None = None):
         super().__init__(message)

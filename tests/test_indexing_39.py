@@ -80,3 +80,17 @@ def test_negative_step_slices_as_numpy(sl):
     g = np.zeros_like(x)
     g[sl] = 2 * x[sl]
     np.testing.assert_array_equal(c.grad.numpy(), g)
+
+
+def test_torch_habits_of_index_errors_and_nested_tuples():
+    x = np.arange(12.0).reshape(3, 4)
+    c, t = caten.Tensor(x), torch.tensor(x)
+    for f in (lambda a: a[((0,),)], lambda a: a[(((0,),),)], lambda a: a[(1, (1, 1))]):
+        np.testing.assert_array_equal(f(c).numpy(), f(t).numpy())
+    with pytest.raises(IndexError, match="out of bounds for dimension 0 with size 3"):
+        c[3]
+    with pytest.raises(RuntimeError):  # torch's class for a shape that does not fit
+        c.reshape(5)
+    assert c.type() == t.type() and c.type(caten.int32).dtype == "i32"
+    s = caten.Tensor(np.float32(2.5))
+    assert float(s.cumsum(0).numpy()) == 2.5 and float(s.cumprod(-1).numpy()) == 2.5

@@ -257,7 +257,7 @@ def test_a_bool_tensor_mask_selects_as_torch_and_is_an_error_inside_jit():
 
 def test_index_errors():
     t = Tensor(np.zeros((2, 3), np.float32))
-    for idx, msg in ((2, "out of range"), ((0, -4), "out of range"), ((0, 0, 0), "too many indices"),
+    for idx, msg in ((2, "out of bounds"), ((0, -4), "out of bounds"), ((0, 0, 0), "too many indices"),
                      (slice(None, None, 0), "step"), (1.5, "cannot index"), ((Ellipsis, Ellipsis), "only one")):
         with pytest.raises(caten.Error, match=msg):
             t[idx]

@@ -43,6 +43,7 @@ def getitem(t: Tensor, idx: Any) -> Tensor:
     if _advanced(idx):
         return _take(t, idx)
     items = list(idx) if isinstance(idx, tuple) else [idx]
+    items = [list(i) if isinstance(i, tuple) else i for i in items]  # a tuple inside the index is a list (torch)
     adv = [j for j, i in enumerate(items) if _advanced(i)]
     if adv:
         return _take_at(t, items, adv)
@@ -66,7 +67,7 @@ def getitem(t: Tensor, idx: Any) -> Tensor:
         if isinstance(it, (int, np.integer)) and not isinstance(it, bool):
             i = int(it)
             if not -n <= i < n:
-                raise Error(f"index {i} is out of range for axis {axis} of size {n}")
+                raise Error(f"index {i} is out of bounds for dimension {axis} with size {n}")
             i %= n
             specs.append([i, i + 1, 1])
         elif isinstance(it, slice):

@@ -66,6 +66,19 @@ def _dtype_or_none(a: Any) -> Any:
     return dtype_name(a) if not isinstance(a, Tensor) else None
 
 
+_TYPE_NAMES = {"f16": "HalfTensor", "bf16": "BFloat16Tensor", "f32": "FloatTensor", "f64": "DoubleTensor",
+               "i8": "CharTensor", "u8": "ByteTensor", "i16": "ShortTensor", "i32": "IntTensor", "i64": "LongTensor",
+               "bool": "BoolTensor"}
+
+
+@torch_name("type", "no dtype: torch's type string (`torch.FloatTensor`...); a dtype: `(cast x dtype)`",
+            "elementwise", example="t.type(caten.int32)")
+def type_(self: Tensor, dtype: Any = None, non_blocking: bool = False) -> Any:
+    if dtype is None:
+        return "torch." + _TYPE_NAMES.get(str(self.dtype), f"{self.dtype}Tensor")
+    return _cast(self, _dt(dtype))
+
+
 @torch_name("type_as", "`(cast x (dtype other))`", "elementwise")
 def type_as(self: Tensor, other: Tensor) -> Tensor:
     return _cast(self, other.dtype)

@@ -249,12 +249,18 @@ def norm(self: Tensor, p: Any = "fro", dim: Any = None, keepdim: bool = False, d
 
 @torch_name("cumsum", "`(cumsum x :axis dim)`; integers and bools as i64", "reduction", example="t.cumsum(dim=0)")
 def cumsum(self: Tensor, dim: Any, *, dtype: Any = None) -> Tensor:
+    if self.ndim == 0:  # a scalar is its own running sum (dim 0 or -1, as torch)
+        axes(self.reshape(1), dim)
+        return _wide(self, dtype).clone()
     return apply("cumsum", [_wide(self, dtype)], {"axis": axes(self, dim)})
 
 
 @torch_name("cumprod", "`(cumprod x :axis dim)`; integers and bools as i64", "reduction",
             example="t.cumprod(dim=0)")
 def cumprod(self: Tensor, dim: Any, *, dtype: Any = None) -> Tensor:
+    if self.ndim == 0:  # a scalar is its own running product (dim 0 or -1, as torch)
+        axes(self.reshape(1), dim)
+        return _wide(self, dtype).clone()
     return apply("cumprod", [_wide(self, dtype)], {"axis": axes(self, dim)})
 
 
