@@ -293,11 +293,11 @@ def test_long_names_are_a_diagnostic():
 
 @pytest.mark.parametrize("rt", ["numpy", "llvm"])
 def test_outputs_too_large_to_allocate(rt):
-    src = """(composite big ((X{f32}[N]) -> (Y{f32}[4611686018427387904, 4])) (full [4611686018427387904 4] 1.0))
-    (composite huge ((X{f32}[N]) -> (Y{f32}[N, N, N, N, N])) (expand (reshape X [N 1 1 1 1]) [N N N N N]))"""
-    m = caten.loads(src, runtime=rt)
+    big = "(composite big ((X{f32}[N]) -> (Y{f32}[4611686018427387904, 4])) (full [4611686018427387904 4] 1.0))"
     with pytest.raises(caten.Error, match="more than an int64 index can count"):  # known when compiling
-        m.big(np.ones(3, np.float32))
+        caten.loads(big, runtime=rt).big(np.ones(3, np.float32))
+    m = caten.loads("(composite huge ((X{f32}[N]) -> (Y{f32}[N, N, N, N, N])) "
+                    "(expand (reshape X [N 1 1 1 1]) [N N N N N]))", runtime=rt)
     with pytest.raises(caten.Error, match="cannot allocate"):
         m.huge(np.ones(100000, np.float32))  # 10**25 elements: past int64
     np.testing.assert_array_equal(m.huge(np.arange(2, dtype=np.float32)),
