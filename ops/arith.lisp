@@ -94,12 +94,14 @@
   acc)
 (composite shl ((A{T}[...] B{T}[...]) -> (C{T}[...]))
   "a << b (integers; 0 where b < 0 or b >= the bit width, as torch)"
-  :vjp ((dC) nil)
+  :vjp ((dC) (return nil nil))
+  (assert (not (float? A)) "shl takes integer tensors (as torch)")
   (let ((out (or (< B 0) (>= B (bits A)))))
     (where out (* A 0) (* A (pow2 (where out (* B 0) B))))))
 (composite shr ((A{T}[...] B{T}[...]) -> (C{T}[...]))
   "a >> b, arithmetic (integers; a >> (bits - 1) where b < 0 or b >= bits - 1 for signed, 0 past bits - 1 unsigned, as torch)"
-  :vjp ((dC) nil)
+  :vjp ((dC) (return nil nil))
+  (assert (not (float? A)) "shr takes integer tensors (as torch)")
   ;; signedness from the data type, as a (constant) value: 0 - 1 wraps to the maximum when unsigned
   (let ((signed (< (- (* A 0) 1) 0))
         (top (- (+ (* B 0) (bits A)) (cast signed (dtype B))))
@@ -109,7 +111,8 @@
 
 (composite gcd ((A{T}[...] B{T}[...]) -> (C{T}[...]))
   "the greatest common divisor of |a| and |b| (0 for two zeros), by Euclid's steps: as many as the dtype's worst case (consecutive Fibonacci numbers) needs"
-  :vjp ((dC) nil)
+  :vjp ((dC) (return nil nil))
+  (assert (not (float? A)) "gcd takes integer tensors (as torch)")
   (setf a (abs A))
   (setf b (abs B))
   (dotimes (i (if (= (bits A) 8) 12 (if (= (bits A) 16) 24 (if (= (bits A) 32) 47 93))))
@@ -120,7 +123,8 @@
   b)
 (composite lcm ((A{T}[...] B{T}[...]) -> (C{T}[...]))
   "the least common multiple |a / gcd(a, b) * b| (0 where gcd is 0), as torch computes it"
-  :vjp ((dC) nil)
+  :vjp ((dC) (return nil nil))
+  (assert (not (float? A)) "lcm takes integer tensors (as torch)")
   ;; narrower than 32 bits, C computes a / g * b and its abs in int, then wraps once to the dtype
   (if (< (bits A) 32)
       (CAST (lcm (CAST A i32) (CAST B i32)) (dtype A))

@@ -24,7 +24,9 @@
   :vjp ((dY) (* dY (- 1 (* Y Y))))
   (let ((t (exp (MUL (abs X) -2))))
     (WHERE (= X 0) X (MUL (sign X) (/ (- 1 t) (+ 1 t))))))
-(composite relu ((X{T}[...]) -> (Y{T}[...])) "max(x, 0)" (MAX X 0))
+(composite relu ((X{T}[...]) -> (Y{T}[...])) "max(x, 0); the gradient is 0 where x <= 0 (at 0 too) and passes elsewhere, nan included (torch's)"
+  :vjp ((dY) (WHERE (<= X 0) 0 dY))
+  (MAX X 0))
 (composite silu ((X{T}[...]) -> (Y{T}[...])) "x * sigmoid(x)" (MUL X (sigmoid X)))
 (composite elu ((X{T}[...]) -> (Y{T}[...])) "x if x > 0 else e**x - 1 (alpha 1)" (WHERE (CMPLT 0 X) X (- (exp X) 1)))
 (composite selu ((X{T}[...]) -> (Y{T}[...]))

@@ -116,7 +116,7 @@
 
 (composite heaviside ((X{T}[...] V{T}[...]) -> (Y{T}[...]))
   "0 for x < 0 (and nan), v for x = 0, 1 for x > 0"
-  :vjp ((dY) nil)
+  :vjp ((dY) (return nil nil))
   (where (= X 0) V (cast (< 0 X) (dtype X))))
 
 (composite fma ((A{T}[...] B{T}[...] C{T}[...]) -> (Y{T}[...]))

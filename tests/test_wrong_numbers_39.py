@@ -121,3 +121,27 @@ def test_addmm_with_beta_zero_ignores_the_input_as_torch():
     got = caten.addmm(caten.Tensor(i), caten.Tensor(a), caten.Tensor(b), beta=0, alpha=2).numpy()
     want = torch.addmm(torch.tensor(i), torch.tensor(a), torch.tensor(b), beta=0, alpha=2).numpy()
     np.testing.assert_array_equal(got, want)
+
+
+def test_isclose_of_infinities_as_torch():
+    import caten
+    torch = pytest.importorskip("torch")
+    v = np.array([np.inf, -np.inf, 0.0, 0.0, 1.0, np.nan, np.inf], np.float32)
+    w = np.array([-np.inf, np.inf, np.inf, -np.inf, 1.0000001, np.nan, np.inf], np.float32)
+    for equal_nan in (False, True):
+        np.testing.assert_array_equal(caten.Tensor(v).isclose(caten.Tensor(w), equal_nan=equal_nan).numpy(),
+                                      torch.tensor(v).isclose(torch.tensor(w), equal_nan=equal_nan).numpy())
+
+
+@pytest.mark.parametrize("runtime", ["numpy", "llvm"])
+def test_relu_gradient_at_zero_and_nan_as_torch(runtime):
+    import caten
+    torch = pytest.importorskip("torch")
+    x = np.array([-1.0, -0.0, 0.0, 1.0, np.nan], np.float32)
+    for f, g in ((lambda t: t.relu(), lambda t: t.relu()),
+                 (caten.nn.functional.relu, torch.nn.functional.relu)):
+        c = caten.Tensor(x, requires_grad=True, runtime=runtime)
+        f(c).sum().backward()
+        t = torch.tensor(x, requires_grad=True)
+        g(t).sum().backward()
+        np.testing.assert_array_equal(c.grad.numpy(), t.grad.numpy())

@@ -261,10 +261,8 @@ def view(x: Tensor, key: str, val: Any, span: Span) -> Tensor:
             return Tensor(B.expand(n, as_shape(val, span)))
         if key == "shrink":
             bounds = as_pairs(val, span, "bounds")
-            if len(bounds) > n.rank:
-                raise Error(f"{len(bounds)} shrink bounds for a tensor of rank {n.rank}", span)
             return Tensor(B.shrink(n, [_shrink_bounds(b, d, span) for b, d in zip(bounds, n.shape)]
-                                   + [(0, d) for d in n.shape[len(bounds):]]))
+                                   + bounds[n.rank:]))
         if key == "pad":
             widths = as_pairs(val, span, "pad widths")
             if len(widths) > n.rank:

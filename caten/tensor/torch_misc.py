@@ -297,7 +297,8 @@ def isclose(self: Tensor, other: Any, rtol: float = 1e-05, atol: float = 1e-08, 
     if a.dtype not in FLOATS:
         return a == b
     b = b if isinstance(b, Tensor) else Tensor(b, dtype=a.dtype, runtime=a.runtime)
-    close = (a == b) | (apply("abs", [a - b], {}) <= atol + rtol * apply("abs", [b], {}))
+    finite = (apply("abs", [a], {}) < float("inf")) & (apply("abs", [b], {}) < float("inf"))  # an inf: only itself
+    close = (a == b) | (finite & (apply("abs", [a - b], {}) <= atol + rtol * apply("abs", [b], {})))
     return close | (isnan(a) & isnan(b)) if equal_nan else close
 
 
