@@ -145,3 +145,12 @@ def test_relu_gradient_at_zero_and_nan_as_torch(runtime):
         t = torch.tensor(x, requires_grad=True)
         g(t).sum().backward()
         np.testing.assert_array_equal(c.grad.numpy(), t.grad.numpy())
+
+
+def test_cummax_of_a_scalar_keeps_a_scalar_index():
+    import caten
+    torch = pytest.importorskip("torch")
+    for name in ("cummax", "cummin"):
+        got = getattr(caten.Tensor(np.float32(2.0)), name)(0)
+        want = getattr(torch.tensor(2.0), name)(0)
+        assert got.indices.shape == tuple(want.indices.shape) == () and got.values.shape == ()

@@ -31,7 +31,7 @@ def _host(t: Tensor, what: str) -> np.ndarray:
 
 
 def _ints(a: np.ndarray, like: Tensor) -> Tensor:
-    return Tensor(np.ascontiguousarray(a).astype(np.int64), runtime=like.runtime)
+    return Tensor(np.array(a, dtype=np.int64, order="C"), runtime=like.runtime)  # (ascontiguousarray makes 0-d 1-d)
 
 
 def _running(self: Tensor, dim: int, better: Any, what: str) -> ValuesIndices:
