@@ -94,3 +94,16 @@ def test_torch_habits_of_index_errors_and_nested_tuples():
     assert c.type() == t.type() and c.type(caten.int32).dtype == "i32"
     s = caten.Tensor(np.float32(2.5))
     assert float(s.cumsum(0).numpy()) == 2.5 and float(s.cumprod(-1).numpy()) == 2.5
+
+
+@pytest.mark.parametrize("shape,args", [((8,), (0, 2, 1)), ((8,), (0, 7, 3)), ((3, 3, 3), (2, 2, 8)),
+                                        ((3, 3, 3), (1, 0, 8)), ((2, 3, 3, 2, 5), (-1, 2, 2)), ((), (0, 1, 1))])
+def test_tensor_unfold_windows_as_torch(shape, args):
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    t, c = torch.tensor(x, requires_grad=True), caten.Tensor(x, requires_grad=True)
+    r, y = t.unfold(*args), c.unfold(*args)
+    assert y.shape == tuple(r.shape)
+    np.testing.assert_array_equal(y.numpy(), r.detach().numpy())
+    (r * r).sum().backward()
+    (y * y).sum().backward()
+    np.testing.assert_allclose(c.grad.numpy(), t.grad.numpy(), rtol=1e-6)

@@ -209,3 +209,26 @@ def cartesian_prod(*tensors: Tensor) -> Tensor:
 
 __all__ = ["tensor_split", "hsplit", "vsplit", "dsplit", "rot90", "atleast_1d", "atleast_2d", "atleast_3d",
            "diag_embed", "diagflat", "block_diag", "meshgrid", "cartesian_prod"]
+
+
+@torch_name("unfold", "`(take x windows :axis dim)`: the windows of `size` every `step` along dim, as a new last "
+            "axis (torch's Tensor.unfold)", "shape", example="t.unfold(0, 2, 1)")
+def unfold(self: Tensor, dimension: int, size: int, step: int) -> Tensor:
+    if self.ndim == 0:
+        if dimension not in (0, -1):
+            raise Error(f"unfold: dimension {dimension} is out of range for a 0-d tensor")
+        x, d = self.reshape(1), 0
+    else:
+        x, d = self, _dim(self, dimension)
+    n = x.shape[d]
+    if size > n:
+        raise Error(f"unfold: maximum size for tensor at dimension {d} is {n} but size is {size}")
+    if step <= 0:
+        raise Error(f"unfold: step is {step} but must be > 0")
+    if size < 0:
+        raise Error(f"unfold: size is {size} but must be >= 0")
+    count = (n - size) // step + 1
+    idx = (np.arange(count)[:, None] * step + np.arange(size)[None, :]).astype(np.int64)
+    out = apply("take", [x, Tensor(idx, runtime=self.runtime)], {"axis": d})  # [.. count size ..]
+    out = out.movedim(d + 1, -1)
+    return out.reshape([size]) if self.ndim == 0 else out
