@@ -107,3 +107,17 @@ def test_tensor_unfold_windows_as_torch(shape, args):
     (r * r).sum().backward()
     (y * y).sum().backward()
     np.testing.assert_allclose(c.grad.numpy(), t.grad.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("shape,kw", [((2, 3, 4), dict(offset=1, dim1=0, dim2=2)), ((2, 3, 4), dict(offset=-1, dim1=2,
+                                                                                                   dim2=1)),
+                                      ((3, 5), {}), ((3, 5), dict(offset=-5)), ((2, 3, 4), dict(dim1=-1, dim2=0))])
+def test_diagonal_of_any_two_dims_as_torch(shape, kw):
+    x = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
+    t, c = torch.tensor(x, requires_grad=True), caten.Tensor(x, requires_grad=True)
+    r, y = t.diagonal(**kw), c.diagonal(**kw)
+    assert y.shape == tuple(r.shape)
+    np.testing.assert_array_equal(y.numpy(), r.detach().numpy())
+    (r * r).sum().backward()
+    (y * y).sum().backward()
+    np.testing.assert_allclose(c.grad.numpy(), t.grad.numpy(), rtol=1e-6)

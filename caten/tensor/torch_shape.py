@@ -358,18 +358,24 @@ def vstack(tensors: Sequence[Any]) -> Tensor:
     return cat([x.reshape(1, -1) if x.ndim <= 1 else x for x in ts], dim=0)
 
 
-@torch_name("diagonal", "`(take (reshape x [-1]) positions)` of the offset-th diagonal of a matrix", "shape",
-            example="t.diagonal()")
-def diagonal(self: Tensor, offset: int = 0) -> Tensor:
+@torch_name("diagonal", "`(take x positions)` of the offset-th diagonal of dims dim1 and dim2 (moved last, "
+            "flattened), a new last axis", "shape", example="t.diagonal()")
+def diagonal(self: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
     import numpy as np
 
-    if self.ndim != 2:
-        raise Error(f"diagonal() is supported for matrices, this tensor has rank {self.ndim}")
-    r, c = self.shape
+    if self.ndim < 2:
+        raise Error(f"diagonal() needs at least 2 dims, this tensor has {self.ndim}")
+    a, b = _dim(self, dim1), _dim(self, dim2)
+    if a == b:
+        raise Error(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    rest = [d for d in range(self.ndim) if d not in (a, b)]
+    x = self.permute(*(rest + [a, b])) if rest + [a, b] != list(range(self.ndim)) else self
+    r, c = self.shape[a], self.shape[b]
     n = max(0, min(r, c - offset) if offset >= 0 else min(r + offset, c))
     rows = np.arange(n) + max(0, -offset)
     pos = rows * c + rows + offset
-    return apply("take", [self.reshape(-1), Tensor(pos.astype(np.int64), runtime=self.runtime)], {"axis": 0})
+    flat = x.reshape([self.shape[d] for d in rest] + [r * c])
+    return apply("take", [flat, Tensor(pos.astype(np.int64), runtime=self.runtime)], {"axis": len(rest)})
 
 
 @torch_name("diag", "a vector: `(where eye v 0)`; a matrix: `diagonal`", "shape", example="t.diag()")
