@@ -1,4 +1,4 @@
-"""docs/tensor.md's list of the torch names caten lacks is generated (caten/tensor/unsupported.py)
+"""docs/tensor.md's list of the torch names caten lacks is generated (caten/cli/unsupported.py)
 from torch's own names less caten's, and each listed name has a reason: the committed list is
 compared with the generator when torch is installed; the reason rules are checked without it."""
 
@@ -11,7 +11,7 @@ import caten.nn.functional as CF
 import pytest
 
 import caten
-from caten.tensor import unsupported as U
+from caten.cli import unsupported as U
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "tensor.md"
@@ -24,7 +24,7 @@ def test_committed_list_is_what_the_generator_writes():
     if U.committed_version(page) != U.version(torch):
         pytest.skip(f"the list was generated from torch {U.committed_version(page)}, this is {U.version(torch)}")
     assert page == U.page(page, torch), ("docs/tensor.md's unsupported torch names are stale: regenerate them with "
-                                         "`python -m caten.tensor.unsupported docs/tensor.md`")
+                                         "`python -m caten.cli.unsupported docs/tensor.md`")
 
 
 def test_listed_names_are_exactly_what_caten_lacks():

@@ -143,13 +143,12 @@ def page(text: str) -> str:
 
 
 def rewrite(path: str) -> None:
-    """Regenerate the table of the page at `path`, and its list of unsupported torch names where
-    torch is installed: `python -c "from caten.tensor.torchnames import rewrite; rewrite('docs/tensor.md')"`."""
+    """Regenerate the table of the page at `path`:
+    `python -c "from caten.tensor.torchnames import rewrite; rewrite('docs/tensor.md')"` (its list of
+    unsupported torch names: `python -m caten.cli.unsupported docs/tensor.md`)."""
     import caten.tensor  # noqa: F401  (registers every name)
-    from caten.tensor import unsupported
 
     with open(path, encoding="utf-8") as f:
         new = page(f.read())
     with open(path, "w", encoding="utf-8") as f:
         f.write(new)
-    unsupported.rewrite(path)

@@ -4,23 +4,7 @@
 from __future__ import annotations
 
 from caten.frontends.onnx.node import N, ax_list, handler
-from caten.frontends.onnx.pool_nd import pool_nd
-
-
-def _conv_pads(n: N, spatial: list, kernel: list, strides: list, dil: list) -> list[int]:
-    auto = n.a("auto_pad", "NOTSET")
-    k = len(spatial)
-    if auto in ("SAME_UPPER", "SAME_LOWER"):
-        pads = [0] * (2 * k)
-        for i in range(k):
-            out = -(-spatial[i] // strides[i])
-            total = max(0, (out - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 - spatial[i])
-            small, big = total // 2, total - total // 2
-            pads[i], pads[i + k] = (small, big) if auto == "SAME_UPPER" else (big, small)
-        return pads
-    if auto == "VALID":
-        return [0] * (2 * k)
-    return list(n.a("pads", [0] * (2 * k)))
+from caten.frontends.onnx.pool_nd import _conv_pads, pool_nd
 
 
 def spatial(n: N) -> list:

@@ -8,10 +8,24 @@ import numpy as np
 from caten.frontends.onnx.node import N, ax_list, dims
 
 
+def _conv_pads(n: N, spatial: list, kernel: list, strides: list, dil: list) -> list[int]:
+    auto = n.a("auto_pad", "NOTSET")
+    k = len(spatial)
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        pads = [0] * (2 * k)
+        for i in range(k):
+            out = -(-spatial[i] // strides[i])
+            total = max(0, (out - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 - spatial[i])
+            small, big = total // 2, total - total // 2
+            pads[i], pads[i + k] = (small, big) if auto == "SAME_UPPER" else (big, small)
+        return pads
+    if auto == "VALID":
+        return [0] * (2 * k)
+    return list(n.a("pads", [0] * (2 * k)))
+
+
 def _pads(n: N, s: list[int], kernel: list[int], strides: list[int], dil: list[int]) -> tuple[list, list]:
     """The pads (ONNX order: all begins, then all ends) and those with ceil_mode's extra cells."""
-    from caten.frontends.onnx.conv import _conv_pads
-
     k = len(kernel)
     pads = _conv_pads(n, s[2:], kernel, strides, dil)
     base = list(pads)

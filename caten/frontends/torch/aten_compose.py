@@ -181,9 +181,9 @@ def _embedding_bag(b: Any, n: Any) -> Any:
     if last:
         starts, ends = offs.narrow(0, 0, offs.shape[0] - 1), nxt
     else:
-        import caten
+        from caten.tensor.torch_shape import cat
 
-        starts, ends = offs, caten.cat([nxt, Tensor(np.array([count], np.int64)).to(offs.dtype)], 0)
+        starts, ends = offs, cat([nxt, Tensor(np.array([count], np.int64)).to(offs.dtype)], 0)
     pos = Tensor(np.arange(count, dtype=np.int64)).to(offs.dtype)
     mask = (pos >= starts.unsqueeze(1)) & (pos < ends.unsqueeze(1))  # (bags, N)
     if pad is not None and pad >= 0:

@@ -15,12 +15,12 @@ from caten.frontends.torch.context import aten, meta
 
 
 def _F() -> Any:
-    import caten.nn.functional as F
+    import caten.tensor.nn.functional as F
 
     return F
 
 
-_HOMES = ("caten.nn.functional", "caten.tensor.nn.conv_functional", "caten.tensor.nn.pooling",
+_HOMES = ("caten.tensor.nn.functional", "caten.tensor.nn.conv_functional", "caten.tensor.nn.pooling",
           "caten.tensor.nn.resample", "caten.tensor.nn.sampling")
 
 
