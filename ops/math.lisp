@@ -181,6 +181,7 @@
 (composite expm1 ((X{T}[...]) -> (Y{T}[...]))
   "e**x - 1, accurate for small x (Kahan: (u - 1) x / log u with u = e**x, exp-f64); narrower floats in f64"
   :vjp ((dY) (* dY (+ Y 1)))
+  (assert (float? X) "expm1 takes floats (cast an integer tensor first, as caten.Tensor does)")
   (if (< (bits X) 64)
       (CAST (expm1 (CAST X f64)) (dtype X))
       (let ((u (exp-f64 X))

@@ -50,6 +50,7 @@
 (composite nextafter ((X{T}[...] Y{T}[...]) -> (Z{T}[...]) &key (digits 53) (tiny -1074) (big 1.7976931348623157e308))
   "the float after x toward y in a format of :digits significand bits, smallest power of two 2**:tiny and largest value :big (y where x = y; nan if either is)"
   :vjp ((dZ) (return dZ (* dZ 0)))  ; a step of one ulp: slope 1 in x, 0 in y
+  (assert (float? X) "nextafter takes floats (cast an integer tensor first, as caten.Tensor does)")
   (let ((x (CAST X f64))
         (y (CAST Y f64))
         (a (abs x))

@@ -25,6 +25,7 @@
 (composite sinh ((X{T}[...]) -> (Y{T}[...]))
   "hyperbolic sine: (e + e/(e+1))/2 with e = expm1(|x|); e**(|x|/2)^2/2 past 709"
   :vjp ((dY) (* dY (cosh X)))
+  (assert (float? X) "sinh takes floats (cast an integer tensor first, as caten.Tensor does)")
   (if (< (bits X) 64)
       (CAST (sinh (CAST X f64)) (dtype X))
       (let ((a (abs X))
@@ -35,6 +36,7 @@
 (composite cosh ((X{T}[...]) -> (Y{T}[...]))
   "hyperbolic cosine: (e + 1/e)/2 with e = e**|x|; e**(|x|/2)^2/2 past 709"
   :vjp ((dY) (* dY (sinh X)))
+  (assert (float? X) "cosh takes floats (cast an integer tensor first, as caten.Tensor does)")
   (if (< (bits X) 64)
       (CAST (cosh (CAST X f64)) (dtype X))
       (let ((a (abs X))

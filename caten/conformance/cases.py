@@ -164,6 +164,9 @@ EXTRA: dict[str, list[tuple[str, tuple[tuple[str, ...], ...], str]]] = {
     "scatter-count": [("rows", (("M", "N"), ("K", "N")), ""), ("cols cut", (("M", "N"), ("3", "K")), ":axis 1")],
     "scatter-place": [("rows", (("M", "N"), ("K", "M")), ""), ("cols", (("M", "N"), ("3", "N")), ":axis 1")],
     "scatter-extreme-vjp": [("rows", (("M", "N"), ("K", "N"), ("K", "N"), ("M", "N"), ("M", "N")), "")],
+    # (a strided view reads whatever its size and strides reach: only layouts that stay inside the source)
+    "strided-view": [("column", (("M", "N"),), ":size [M] :stride [N]"),
+                     ("windows", (("M", "N"),), ":size [(- M 1) 2] :stride [N 1] :offset 1")],
 }
 for _op in ("scatter", "scatter-add", "scatter-max", "scatter-min", "scatter-mul", "scatter-extreme"):
     EXTRA[_op] = [("rows", (("M", "N"), ("K", "N"), ("K", "N")), ""),
@@ -172,7 +175,7 @@ for _op in ("scatter", "scatter-add", "scatter-max", "scatter-min", "scatter-mul
 # index with every position (O(size^2) memory at the 257x129 size)
 EXTRA_ONLY = {"take", "take-along-axis", "gather", "scatter", "scatter-add", "scatter-max", "scatter-min",
               "scatter-mul", "scatter-extreme", "scatter-hits", "scatter-count", "scatter-place",
-              "scatter-extreme-vjp"}
+              "scatter-extreme-vjp", "strided-view"}
 
 
 # principal ops -----------------------------------------------------------------------------
