@@ -10,24 +10,11 @@ from typing import Any
 import numpy as np
 
 from caten.errors import Error
-from caten.tensor.lazy import np_dtype
 from caten.tensor.promote import result_type
 from caten.tensor.tensor import Tensor, apply
+from caten.tensor.torch_linalg import _const, _seq, _zeros
 from caten.tensor.torch_shape import _dim, _slice, flip, transpose
 from caten.tensor.torchnames import torch_name
-
-
-def _const(a: np.ndarray, like: Tensor) -> Tensor:
-    return Tensor(a, runtime=like.runtime)
-
-
-def _zeros(shape: Sequence[int], dtype: str, like: Tensor) -> Tensor:
-    return _const(np.zeros(tuple(shape), np_dtype(dtype)), like)
-
-
-def _seq(args: Sequence[Any]) -> list[Any]:
-    """torch's `f(a, b)` or `f([a, b])`."""
-    return list(args[0]) if len(args) == 1 and isinstance(args[0], (list, tuple)) else list(args)
 
 
 @torch_name("tensor_split", "`(slice x ...)` into n near-equal pieces (the first n % size one longer) or at indices",
