@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from caten.frontends.onnx import (  # noqa: F401  (each family registers its handlers on import)
+    controlflow,
     conv,
     creation,
     dynamic,
@@ -14,13 +15,18 @@ from caten.frontends.onnx import (  # noqa: F401  (each family registers its han
     index,
     matmul,
     movement,
+    nms,
     norm,
     place,
     quant,
+    recurrent,
     reduce,
+    sampling,
     scatter,
+    sequence,
     signal,
     sort,
+    training,
 )
 from caten.frontends.onnx.node import HANDLERS, N
 from caten.frontends.onnx.types import Unsupported

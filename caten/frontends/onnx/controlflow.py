@@ -1,0 +1,1 @@
+"""ONNX lowerings: controlflow (being written)."""

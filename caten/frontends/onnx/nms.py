@@ -1,0 +1,1 @@
+"""ONNX lowerings: nms (being written)."""

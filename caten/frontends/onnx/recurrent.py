@@ -1,0 +1,1 @@
+"""ONNX lowerings: recurrent (being written)."""

@@ -1,0 +1,1 @@
+"""ONNX lowerings: sampling (being written)."""

@@ -1,0 +1,1 @@
+"""ONNX lowerings: sequence (being written)."""

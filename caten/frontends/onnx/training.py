@@ -1,0 +1,1 @@
+"""ONNX lowerings: training (being written)."""
