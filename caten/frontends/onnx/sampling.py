@@ -1,1 +1,152 @@
-"""ONNX lowerings: sampling (being written)."""
+"""ONNX GridSample (nearest, linear, cubic; zeros, border, reflection padding; any number of spatial
+dims) as onnx's reference computes it, in caten forms.
+
+Per spatial dim the grid coordinate is denormalized in f32, rounded (nearest), mapped into the
+borders when outside them (border clamps, reflection reflects), then split into taps: an integer
+position with a weight. Each tap position is mapped once more by the padding mode (zeros: outside is
+0) and the taps of every dim are combined into flat indices gathered with `take-along-axis` from the
+input flattened to [N, C, prod(dims)]. The weighted sum runs innermost dim first, as the reference's
+recursion, so the rounding matches it."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from caten.frontends.onnx.node import N, dims, handler
+from caten.frontends.text import lit
+
+__all__: list[str] = []
+
+_MODES = {"bilinear": "linear", "linear": "linear", "nearest": "nearest", "bicubic": "cubic", "cubic": "cubic"}
+_A = -0.75  # the reference's (and torch's) cubic coefficient
+
+
+def _f(v: float) -> str:
+    return lit(float(v), "f32")
+
+
+def _reflect(n: N, x: str, lo: float, hi: float) -> str:
+    """The reference's _gs_reflect: x reflected by the nearer border until within [lo, hi]."""
+    rng = hi - lo
+    if rng == 0:
+        raise n.fail("reflection padding over a dim of size 1 with align_corners divides by zero")
+    below = n.let(f"(< {x} {_f(lo)})")
+    dx = n.let(f"(where {below} (- {_f(lo)} {x}) (- {x} {_f(hi)}))")
+    k = n.let(f"(trunc (/ {dx} {_f(rng)}))")
+    r = n.let(f"(- {dx} (* {k} {_f(rng)}))")
+    even = n.let(f"(= (fmod {k} {_f(2)}) {_f(0)})")
+    near, far = f"(+ {_f(lo)} {r})", f"(- {_f(hi)} {r})"
+    moved = f"(where {below} (where {even} {near} {far}) (where {even} {far} {near}))"
+    return n.let(f"(where (or {below} (> {x} {_f(hi)})) {moved} {x})")
+
+
+def _clamp(x: str, d: int) -> str:
+    return f"(where (< {x} {_f(0)}) {_f(0)} (where (> {x} {_f(d - 1)}) {_f(d - 1)} {x}))"
+
+
+def _pixel(n: N, p: str, d: int, pad: str, lo: float, hi: float) -> tuple[str, str | None]:
+    """The index (f32, integer-valued) that tap position p reads along a dim of size d, and for zeros
+    padding whether it lies inside (else the tap reads 0)."""
+    if pad == "zeros":
+        ok = n.let(f"(and (>= {p} {_f(0)}) (<= {p} {_f(d - 1)}))")
+        return n.let(f"(where {ok} {p} {_f(0)})"), ok
+    if pad == "border":
+        return n.let(_clamp(p, d)), None
+    return n.let(f"(trunc {_reflect(n, p, lo, hi)})"), None
+
+
+def _cubic(t: str) -> list[str]:
+    """The reference's _gs_get_cubic_coeffs for t = x - floor(x) in [0, 1)."""
+    a = _f(_A)
+
+    def far(v: str) -> str:
+        return f"(- (* (+ (* (- (* {a} {v}) {_f(5 * _A)}) {v}) {_f(8 * _A)}) {v}) {_f(4 * _A)})"
+
+    def near(v: str) -> str:
+        return f"(+ (* (* (- (* {_f(_A + 2)} {v}) {_f(_A + 3)}) {v}) {v}) {_f(1)})"
+
+    return [far(f"(+ {t} {_f(1)})"), near(t), near(f"(- {_f(1)} {t})"), far(f"(- {_f(2)} {t})")]
+
+
+@handler("GridSample")
+def _grid_sample(n: N) -> str:
+    xs, gs = n.int_shape(0), n.int_shape(1)
+    k = len(xs) - 2
+    mode = _MODES.get(n.a("mode", "linear" if not n.opset_lt(20) else "bilinear"))
+    pad = n.a("padding_mode", "zeros")
+    align = bool(n.a("align_corners", 0))
+    if mode is None:
+        raise n.fail(f"mode `{n.a('mode')}` is not one of nearest, linear, cubic")
+    if pad not in ("zeros", "border", "reflection"):
+        raise n.fail(f"padding_mode `{pad}` is not one of zeros, border, reflection")
+    if k < 1 or len(gs) != k + 2 or gs[-1] != k or gs[0] != xs[0]:
+        raise n.fail(f"input {xs} and grid {gs} do not match (grid [N, *out, {k}])")
+    if not n.is_float() or not n.is_float(1):
+        raise n.fail("GridSample takes floating input and grid")
+    sp, outs = xs[2:], gs[1:-1]
+    b, c = xs[0], xs[1]
+    o, p = int(np.prod(outs, dtype=np.int64)), int(np.prod(sp, dtype=np.int64))
+    if min(sp) == 0:
+        raise n.fail(f"empty spatial dims {sp}")
+    if b * c * o == 0:
+        return f"(full {dims([b, c, *outs])} 0 :dtype {n.dt()})"
+    grid = n.x(1) if n.dt(1) == "f32" else f"(cast {n.x(1)} f32)"
+    grid = n.let(f"(reshape {grid} [{b} {o} {k}])")
+    xflat = n.let(f"(reshape {n.x(0)} [{b} {c} {p}])")
+    taps_per_dim = []
+    for i, d in enumerate(sp):  # outermost first; the grid's last component is the innermost dim
+        comp = n.let(f"(reshape (slice {grid} [0 {b} 1] [0 {o} 1] [{k - 1 - i} {k - i} 1]) [{b} {o}])")
+        if align:
+            x = n.let(f"(* (/ (+ {comp} {_f(1)}) {_f(2)}) {_f(d - 1)})")
+            lo, hi = 0.0, d - 1.0
+        else:
+            x = n.let(f"(/ (- (* (+ {comp} {_f(1)}) {_f(d)}) {_f(1)}) {_f(2)})")
+            lo, hi = -0.5, d - 0.5
+        if mode == "nearest":
+            x = n.let(f"(round {x})")
+        if pad == "border":
+            x = n.let(f"(where (or (< {x} {_f(lo)}) (> {x} {_f(hi)})) {_clamp(x, d)} {x})")
+        elif pad == "reflection":
+            x = _reflect(n, x, lo, hi)
+        if mode == "nearest":
+            taps_per_dim.append([(_pixel(n, n.let(f"(trunc {x})"), d, pad, lo, hi), None)])
+            continue
+        x0 = n.let(f"(floor {x})")
+        t = n.let(f"(- {x} {x0})")
+        if mode == "linear":
+            pos, ws = [x0, f"(+ {x0} {_f(1)})"], [f"(- {_f(1)} {t})", t]
+        else:
+            pos = [f"(+ {x0} {_f(j)})" for j in (-1, 0, 1, 2)]
+            ws = _cubic(t)
+        if n.dt() != "f32":
+            ws = [f"(cast {w} {n.dt()})" for w in ws]
+        taps_per_dim.append([(_pixel(n, n.let(q), d, pad, lo, hi), n.let(f"(reshape {w} [{b} 1 {o}])"))
+                             for q, w in zip(pos, ws)])
+    strides = [int(np.prod(sp[i + 1:], dtype=np.int64)) for i in range(k)]
+    zero = lit(0, n.dt())
+
+    def gather(chosen: list) -> str:
+        flat = None
+        for (idx, _), s in zip(chosen, strides):
+            term = f"(* (cast {idx} i64) {s})" if s != 1 else f"(cast {idx} i64)"
+            flat = term if flat is None else f"(+ {flat} {term})"
+        ix = f"(expand (reshape {flat} [{b} 1 {o}]) [{b} {c} {o}])"
+        v = f"(take-along-axis {xflat} {ix} :axis 2)"
+        oks = [ok for (_, ok) in chosen if ok is not None]
+        if oks:
+            ok = oks[0] if len(oks) == 1 else "(and " + " ".join(oks) + ")"
+            v = f"(where (reshape {ok} [{b} 1 {o}]) {v} {zero})"
+        return n.let(v)
+
+    def interp(i: int, chosen: list) -> str:
+        if i == k:
+            return gather(chosen)
+        terms = [(interp(i + 1, chosen + [pix]), w) for pix, w in taps_per_dim[i]]
+        if terms[0][1] is None:
+            return terms[0][0]
+        acc = f"(* {terms[0][1]} {terms[0][0]})"
+        for v, w in terms[1:]:
+            acc = f"(+ {acc} (* {w} {v}))"
+        return n.let(acc)
+
+    return f"(reshape {interp(0, [])} {dims([b, c, *outs])})"
