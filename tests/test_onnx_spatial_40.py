@@ -1,5 +1,5 @@
 """ONNX spatial ops of #40, each node against onnx's reference evaluator on odd shapes: GridSample
-(every mode and padding, align_corners, 1-D to 3-D), ... Every case on numpy; llvm and c on a
+(every mode and padding, align_corners, 1-D to 3-D), ConvTranspose 1-D and 3-D, ... Every case on numpy; llvm and c on a
 representative subset."""
 
 from __future__ import annotations
@@ -42,9 +42,19 @@ CASES.update({
     "gridsample_3d_linear_reflection": _gs("linear", "reflection", 0, _f(1, 2, 3, 4, 5), _grid(1, 2, 3, 2, 3)),
     "gridsample_3d_nearest_border": _gs("nearest", "border", 1, _f(2, 1, 2, 3, 4), _grid(2, 3, 1, 2, 3)),
     "gridsample_1d_cubic_zeros": _gs("cubic", "zeros", 0, _f(2, 3, 7), _grid(2, 5, 1)),
+    "convtranspose_1d_strided": (
+        helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], strides=[3], dilations=[2],
+                         pads=[1, 2], output_padding=[1]), [_f(2, 4, 5), _f(4, 3, 3), _f(3)]),
+    "convtranspose_3d_strided": (
+        helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 1, 3], pads=[0, 1, 1, 1, 0, 2]),
+        [_f(1, 2, 3, 4, 2), _f(2, 3, 2, 3, 3)]),
+    "convtranspose_3d_same_upper": (
+        helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2, 1], auto_pad="SAME_UPPER"),
+        [_f(1, 1, 2, 3, 3), _f(1, 2, 3, 2, 2)]),
 })
 
-SUBSET = ["gridsample_cubic_reflection_1", "gridsample_3d_linear_reflection", "gridsample_nearest_zeros_0"]
+SUBSET = ["gridsample_cubic_reflection_1", "gridsample_3d_linear_reflection", "gridsample_nearest_zeros_0",
+          "convtranspose_3d_strided"]
 
 # inputs that decide output shapes: initializers, as exporters write them
 CONSTS = {"s", "roi", "sz", "os"}
@@ -87,3 +97,19 @@ def test_node_matches_reference_numpy(name):
 @pytest.mark.parametrize("name", SUBSET)
 def test_node_matches_reference_compiled(name, rt):
     _check(name, rt)
+
+
+def test_convtranspose_3d_groups_matches_torch():
+    """onnx's reference has no grouped ConvTranspose; torch's conv_transpose3d is the oracle."""
+    torch = pytest.importorskip("torch")
+    x, w, b = _f(2, 4, 3, 2, 3), _f(4, 2, 2, 3, 2), _f(4)
+    node = helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], group=2, strides=[2, 1, 2],
+                            dilations=[1, 2, 1], pads=[1, 0, 0, 0, 1, 1], output_padding=[1, 0, 1])
+    model, feeds = _model(node, [x, w, b], 22)
+    want = torch.nn.functional.conv_transpose3d(torch.tensor(x), torch.tensor(w), torch.tensor(b), stride=(2, 1, 2),
+                                                padding=0, output_padding=(1, 0, 1), groups=2, dilation=(1, 2, 1))
+    want = want[:, :, 1:, :, :].numpy()  # onnx's unequal pads: begin 1/0/0, end 0/1/1
+    want = want[:, :, :, :want.shape[3] - 1, :want.shape[4] - 1]
+    model.graph.output[0].CopyFrom(helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, want.shape))
+    got = CatenBackend.prepare(model, runtime="numpy").run(feeds)[0]
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)

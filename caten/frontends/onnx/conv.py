@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from caten.frontends.onnx.node import N, ax_list, handler
-from caten.frontends.onnx.pool_nd import _conv_pads, pool_nd
+from caten.frontends.onnx.pool_nd import _conv_pads, conv_transpose_nd, pool_nd
 
 
 def spatial(n: N) -> list:
@@ -142,7 +142,7 @@ def _conv_transpose(n: N) -> str:
     flipped, transposed kernel (padded by d*(k-1) - pad on each side)."""
     s = spatial(n)
     if len(s) != 4:
-        raise n.fail("only 2-D transposed convolution is supported")
+        return conv_transpose_nd(n, s)
     w = n.int_shape(1)
     g = n.a("group", 1)
     k = w[2:]

@@ -95,3 +95,63 @@ def pool_nd(n: N, kind: str, x: str | None = None) -> str:
     cnt = n.let(f"(pad (full {dims(inner)} 1 :dtype {n.dt()}) {dims(cw)})")
     c = n.let(f"(sum {_windows(cnt, [1, 1] + padded[2:], kernel, strides, dil)} :axis {red})")
     return f"(/ {total} {c})"
+
+
+def _transpose_pads(n: N, s: list, k: list, st: list, dl: list, op: list) -> list[int]:
+    """ConvTranspose's pads (all begins, then all ends), from output_shape / auto_pad when given."""
+    r = len(k)
+    pads = list(n.a("pads", [0] * (2 * r)))
+    out_shape, auto = n.a("output_shape"), n.a("auto_pad", "NOTSET")
+    if out_shape is not None or auto in ("SAME_UPPER", "SAME_LOWER"):
+        outs = list(out_shape)[-r:] if out_shape is not None else [s[2 + i] * st[i] for i in range(r)]
+        for i in range(r):
+            total = st[i] * (s[2 + i] - 1) + op[i] + (k[i] - 1) * dl[i] + 1 - outs[i]
+            big, small = total - total // 2, total // 2
+            pads[i], pads[i + r] = (small, big) if auto == "SAME_UPPER" else (big, small)
+    return pads
+
+
+def conv_transpose_nd(n: N, s: list) -> str:
+    """A transposed convolution over any number of spatial dims: the zero-dilated, padded input seen
+    as [N C *out *kernel] windows, contracted with the flipped kernel per group by one batched matmul."""
+    w = n.int_shape(1)
+    r = len(s) - 2
+    g = n.a("group", 1)
+    k = w[2:]
+    st = list(n.a("strides", [1] * r))
+    dl = list(n.a("dilations", [1] * r))
+    op = list(n.a("output_padding", [0] * r))
+    pads = _transpose_pads(n, s, k, st, dl, op)
+    b, c, sp = s[0], s[1], s[2:]
+    x = n.x(0)
+    if any(v != 1 for v in st):
+        split = [b, c] + [v for i in range(r) for v in (sp[i], 1)]
+        widths = [[0, 0], [0, 0]] + [p for i in range(r) for p in ([0, 0], [0, st[i] - 1])]
+        grown = dims([b, c] + [sp[i] * st[i] for i in range(r)])
+        up = f"(reshape (pad (reshape {x} {dims(split)}) {dims(widths)}) {grown})"
+        keep = " ".join(f"[0 {(sp[i] - 1) * st[i] + 1} 1]" for i in range(r))
+        x = n.let(f"(slice {up} [0 {b} 1] [0 {c} 1] {keep})")
+    size = [(sp[i] - 1) * st[i] + 1 for i in range(r)]
+    lo = [dl[i] * (k[i] - 1) - pads[i] for i in range(r)]
+    hi = [dl[i] * (k[i] - 1) - pads[i + r] + op[i] for i in range(r)]
+    if any(v > 0 for v in lo + hi):
+        x = n.let(f"(pad {x} {dims([[0, 0], [0, 0]] + [[max(lo[i], 0), max(hi[i], 0)] for i in range(r)])})")
+        size = [size[i] + max(lo[i], 0) + max(hi[i], 0) for i in range(r)]
+    if any(v < 0 for v in lo + hi):
+        specs = " ".join(f"[{-min(lo[i], 0)} {size[i] + min(hi[i], 0)} 1]" for i in range(r))
+        x = n.let(f"(slice {x} [0 {b} 1] [0 {c} 1] {specs})")
+        size = [size[i] + min(lo[i], 0) + min(hi[i], 0) for i in range(r)]
+    try:
+        win = _windows(x, [b, c] + size, k, [1] * r, dl)
+    except ValueError as e:
+        raise n.fail(str(e)) from None
+    out = [size[i] - dl[i] * (k[i] - 1) for i in range(r)]
+    po, pk, og, cg = int(np.prod(out)), int(np.prod(k)), w[1], c // g
+    a = f"(reshape (permute (reshape {win} [{b} {g} {cg} {po} {pk}]) [1 0 3 2 4]) [{g} {b * po} {cg * pk}])"
+    wt = (f"(reshape (permute (reshape (flip {n.x(1)} :axis {ax_list(range(2, 2 + r))}) [{g} {cg} {og} {pk}]) "
+          f"[0 1 3 2]) [{g} {cg * pk} {og}])")
+    y = f"(permute (reshape (matmul (contiguous {a}) (contiguous {wt})) [{g} {b} {po} {og}]) [1 0 3 2])"
+    y = f"(reshape (contiguous {y}) {dims([b, g * og] + out)})"
+    if n.has(2):
+        y = f"(+ {y} (reshape {n.x(2)} {dims([1, g * og] + [1] * r)}))"
+    return y
