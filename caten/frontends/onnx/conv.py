@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from caten.frontends.onnx.node import N, ax_list, handler
-from caten.frontends.onnx.pool_nd import _conv_pads, conv_transpose_nd, pool_nd
+from caten.frontends.onnx.pool_nd import _conv_pads, conv_transpose_nd, max_pool_with_indices, pool_nd
 
 
 def spatial(n: N) -> list:
@@ -118,7 +118,7 @@ def _pool2d(n: N, kind: str) -> str:
 @handler("MaxPool")
 def _maxpool(n: N) -> list[str]:
     if len(n.node.output) > 1 and n.node.output[1]:
-        raise n.fail("MaxPool's Indices output is not supported")
+        return max_pool_with_indices(n)
     if n.a("storage_order", 0):
         raise n.fail("storage_order is not supported")
     return [_pool(n, "max")]

@@ -168,7 +168,7 @@ def _resize(n: N) -> str:
             x = n.let(_resize_axis(n, x, m, a, r, mode))
             shp = [1] * r
             shp[a] = sizes[a]
-            mask = _const(n, outside.reshape(shp))
+            mask = const_tensor(n, outside.reshape(shp))
             x = n.let(f"(where {mask} {n.lit(opts['extra'])} {x})")
             continue
         x = n.let(_resize_axis(n, x, m, a, r, mode))
@@ -178,9 +178,9 @@ def _resize(n: N) -> str:
 _NP_FLOAT = {"f32": "float32", "f64": "float64", "f16": "float16", "bf16": "float32"}
 
 
-def _const(n: N, v: np.ndarray) -> str:
-    """A constant array, passed to the composite as a weight."""
-    name = f"__resize_{len(n.g.consts)}"
+def const_tensor(n: N, v: np.ndarray) -> str:
+    """A constant array computed at convert time, passed to the program as a weight."""
+    name = f"__const_{len(n.g.consts)}"
     n.g.consts[name] = v
     return n.g.tensor(name)
 
@@ -188,10 +188,10 @@ def _const(n: N, v: np.ndarray) -> str:
 def _resize_axis(n: N, x: str, m: np.ndarray, a: int, r: int, mode: str) -> str:
     """x resized along axis a by the matrix m (a gather for nearest)."""
     if mode == "nearest":
-        return f"(take {x} {_const(n, m.argmax(axis=1).astype(np.int64))} :axis {a})"
+        return f"(take {x} {const_tensor(n, m.argmax(axis=1).astype(np.int64))} :axis {a})"
     perm = [i for i in range(r) if i != a] + [a]
     back = [perm.index(i) for i in range(r)]
-    mt = _const(n, m.T.astype(np.dtype(_NP_FLOAT[n.dt()])))
+    mt = const_tensor(n, m.T.astype(np.dtype(_NP_FLOAT[n.dt()])))
     return f"(permute (matmul (permute {x} {ax_list(perm)}) {mt}) {ax_list(back)})"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from caten.frontends.onnx.index import const_tensor
 from caten.frontends.onnx.node import N, ax_list, dims
 
 
@@ -51,6 +52,53 @@ def _windows(x: str, shape: list[int], kernel: list[int], strides: list[int], di
     size = shape[:2] + out + kernel
     stride = [shape[1] * plane, plane] + [row[i] * strides[i] for i in range(k)] + [row[i] * dil[i] for i in range(k)]
     return f"(strided-view (contiguous {x}) :size {dims(size)} :stride {dims(stride)})"
+
+
+def _max_fill(n: N) -> str:
+    if n.is_float():
+        return "-inf"
+    if n.dt() == "bool":
+        raise n.fail("max pooling of bool is not supported")
+    info = np.iinfo(np.dtype({"i": "int", "u": "uint"}[n.dt()[0]] + n.dt()[1:]))
+    return str(int(info.min))
+
+
+def max_pool_with_indices(n: N) -> list[str]:
+    """MaxPool's values and Indices: the flat input index (batch and channel included; spatial dims
+    row-major, or column-major for storage_order=1) of the first maximum in each window, as the
+    reference's scan finds it. The first is the smallest row-major index among the window's cells
+    equal to the maximum (padding cells excluded), found as a min over a constant index tensor."""
+    s = n.int_shape()
+    k = len(s) - 2
+    kernel = list(n.a("kernel_shape"))
+    strides = list(n.a("strides", [1] * k))
+    dil = list(n.a("dilations", [1] * k))
+    order = n.a("storage_order", 0)
+    if order and k != 2:
+        raise n.fail("storage_order=1 is defined by the reference for 2-D pooling only")
+    pads, _ = _pads(n, s, kernel, strides, dil)
+    sp = s[2:]
+    plane = int(np.prod(sp, dtype=np.int64))
+    padded = [s[0], s[1]] + [sp[i] + pads[i] + pads[i + k] for i in range(k)]
+    widths = [[0, 0], [0, 0]] + [[pads[i], pads[i + k]] for i in range(k)]
+    xp = n.let(f"(pad {n.x(0)} {dims(widths)} :value {_max_fill(n)})") if any(pads) else n.x(0)
+    red = ax_list(range(2 + k, 2 + 2 * k))
+    big = plane + 1
+    cells = np.full(padded[2:], big, np.int64)
+    cells[tuple(slice(pads[i], pads[i] + sp[i]) for i in range(k))] = np.arange(plane).reshape(sp)
+    try:
+        vw = n.let(_windows(xp, padded, kernel, strides, dil))
+        cw = _windows(const_tensor(n, cells.reshape([1, 1] + padded[2:])), [1, 1] + padded[2:], kernel, strides, dil)
+    except ValueError as e:
+        raise n.fail(str(e)) from None
+    m = n.let(f"(max {vw} :axis {red} :keepdims true)")
+    key = n.let(f"(min (where (= {vw} {m}) {cw} {big}) :axis {red})")
+    if order:
+        key = n.let(f"(+ (idiv {key} {sp[1]}) (* (mod {key} {sp[1]}) {sp[0]}))")
+    offs = const_tensor(n, (np.arange(s[0] * s[1], dtype=np.int64) * plane).reshape(s[:2] + [1] * k))
+    out = [s[0], s[1]] + [(padded[2 + i] - dil[i] * (kernel[i] - 1) - 1) // strides[i] + 1 for i in range(k)]
+    idx = f"(where (>= {key} {big}) -1 (+ {key} {offs}))"
+    return [f"(reshape {m} {dims(out)})", idx]
 
 
 def pool_nd(n: N, kind: str, x: str | None = None) -> str:
