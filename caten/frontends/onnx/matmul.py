@@ -1,13 +1,24 @@
-"""ONNX lowerings of MatMul and Gemm."""
+"""ONNX lowerings of MatMul and Gemm (and the integer MatMulInteger, QLinearMatMul)."""
 
 from __future__ import annotations
 
 from caten.frontends.onnx.node import N, handler
 
+# half-precision products are accumulated in f32 and rounded once, as numpy (so onnx's reference)
+# does: a sum rounded to 11 bits at every step drifts by several ulps over a row
+_WIDE = ("f16", "bf16")
+
+
+def wide_matmul(a: str, b: str, dt: str) -> str:
+    """a @ b of dtype dt, through f32 when dt is a half type."""
+    if dt in _WIDE:
+        return f"(cast (matmul (cast {a} f32) (cast {b} f32)) {dt})"
+    return f"(matmul {a} {b})"
+
 
 @handler("MatMul")
 def _matmul(n: N) -> str:
-    return f"(matmul {n.x(0)} {n.x(1)})"
+    return wide_matmul(n.x(0), n.x(1), n.dt())
 
 
 @handler("Gemm")
@@ -17,7 +28,7 @@ def _gemm(n: N) -> str:
         a = f"(transpose {a})"
     if n.a("transB", 0):
         b = f"(transpose {b})"
-    y = f"(matmul {a} {b})"
+    y = wide_matmul(a, b, n.dt())
     if n.a("alpha", 1.0) != 1.0:
         y = f"(* {n.lit(n.a('alpha', 1.0))} {y})"
     if n.has(2):

@@ -74,9 +74,20 @@ def _argmax(n: N) -> str:
     return f"({f} {x} :axis {ax} :keepdims {keep})"
 
 
+def _half_softmax(n: N, x: str, ax: int) -> str:
+    """Softmax of f16 as onnx's reference (numpy) computes it: each step rounded to f16, but the
+    sum accumulated in f32 (an f16 running sum drifts by ulps and the result then mismatches)."""
+    dt = n.dt()
+    x = n.let(x)
+    e = n.let(f"(cast (exp (cast (- {x} (max {x} :axis {ax} :keepdims true)) f32)) {dt})")
+    return f"(/ {e} (cast (sum (cast {e} f32) :axis {ax} :keepdims true) {dt}))"
+
+
 def _softmax_like(n: N, f: str) -> str:
     r = n.rank()
     if not n.opset_lt(13):
+        if f == "softmax" and n.dt() == "f16" and 0 not in n.shape():
+            return _half_softmax(n, n.x(0), n.a("axis", -1))
         return f"({f} {n.x(0)} :axis {n.a('axis', -1)})"
     # before opset 13 the input is coerced to 2-D at :axis
     a = n.a("axis", 1) % max(r, 1)
