@@ -1,6 +1,6 @@
 """ONNX spatial ops of #40, each node against onnx's reference evaluator (onnxruntime where the
 reference is wrong) on odd shapes: GridSample (every mode and padding, align_corners, 1-D to 3-D),
-ConvTranspose 1-D and 3-D, MaxPool's Indices. Every case on numpy; llvm and c on a subset."""
+ConvTranspose 1-D and 3-D, MaxPool's Indices, antialiased Resize. Every case on numpy; llvm and c on a subset."""
 
 from __future__ import annotations
 
@@ -63,10 +63,24 @@ CASES.update({
     "maxpool_indices_3d_i32": (
         helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2, 2], strides=[1, 2, 1]),
         [R.integers(-3, 3, (2, 1, 3, 4, 3)).astype(np.int32)]),
+    "resize_antialias_linear_scales": (
+        helper.make_node("Resize", ["x", "", "s"], ["y"], mode="linear", antialias=1),
+        [_f(1, 2, 7, 9), np.array([1, 1, 0.45, 0.6], np.float32)]),
+    "resize_antialias_cubic_sizes_excl": (
+        helper.make_node("Resize", ["x", "", "", "sz"], ["y"], mode="cubic", antialias=1, exclude_outside=1,
+                         cubic_coeff_a=-0.5), [_f(2, 1, 9, 5), _i64(2, 1, 4, 3)]),
+    "resize_antialias_cubic_axes_up_down": (
+        helper.make_node("Resize", ["x", "", "s"], ["y"], mode="cubic", antialias=1, axes=[3, 2],
+                         coordinate_transformation_mode="align_corners"),
+        [_f(1, 1, 6, 5), np.array([1.5, 0.4], np.float32)]),
+    "resize_antialias_linear_asym_3d": (
+        helper.make_node("Resize", ["x", "", "", "sz"], ["y"], mode="linear", antialias=1,
+                         coordinate_transformation_mode="asymmetric"), [_f(1, 1, 5, 7, 4), _i64(1, 1, 2, 3, 3)]),
 })
 
 SUBSET = ["gridsample_cubic_reflection_1", "gridsample_3d_linear_reflection", "gridsample_nearest_zeros_0",
-          "convtranspose_3d_strided", "maxpool_indices_2d_colmajor_ties"]
+          "convtranspose_3d_strided", "maxpool_indices_2d_colmajor_ties",
+          "resize_antialias_cubic_sizes_excl"]
 
 # inputs that decide output shapes: initializers, as exporters write them
 CONSTS = {"s", "roi", "sz", "os"}

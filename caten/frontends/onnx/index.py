@@ -124,8 +124,8 @@ def _resize(n: N) -> str:
         sizes = [int(np.floor(d * sc)) for d, sc in zip(s, scales)]
         opts = {"ctm": "asymmetric", "near": "floor", "a": -0.75, "excl": 0}
     else:
-        if n.a("antialias", 0):
-            raise n.fail("antialias is not supported")
+        if n.a("antialias", 0) and mode == "nearest":
+            raise n.fail("antialias is not defined for nearest resizing")
         policy = n.a("keep_aspect_ratio_policy", "stretch")
         axes = [a % r for a in n.a("axes", list(range(r)))]
         rois = [(0.0, 1.0)] * r
@@ -152,7 +152,8 @@ def _resize(n: N) -> str:
                 scales[a], sizes[a] = sc, int(np.round(sc * s[a]))
         opts = {"ctm": n.a("coordinate_transformation_mode", "half_pixel"),
                 "near": n.a("nearest_mode", "round_prefer_floor"), "a": n.a("cubic_coeff_a", -0.75),
-                "excl": n.a("exclude_outside", 0), "rois": rois, "extra": n.a("extrapolation_value", 0.0)}
+                "excl": n.a("exclude_outside", 0), "rois": rois, "extra": n.a("extrapolation_value", 0.0),
+                "aa": n.a("antialias", 0)}
     if mode not in ("nearest", "linear", "cubic"):
         raise n.fail(f"resize mode `{mode}` is not supported")
     if not n.is_float() and mode != "nearest":
@@ -223,6 +224,8 @@ def _source_coord(i: int, d_in: int, d_out: int, scale: float, ctm: str, roi: tu
 def _interp_matrix(mode: str, d_in: int, d_out: int, scale: float, o: dict, ax: int) -> tuple:
     """M[out, in]: output i = sum_j M[i, j] * input j along axis ax; and which outputs lie outside
     tf_crop_and_resize's box (those take the extrapolation value)."""
+    if o.get("aa"):
+        return _antialias_matrix(mode, d_in, d_out, scale, o, ax)
     m = np.zeros((d_out, d_in), np.float64)
     outside = np.zeros(d_out, bool)
     for i in range(d_out):
@@ -253,6 +256,45 @@ def _interp_matrix(mode: str, d_in: int, d_out: int, scale: float, o: dict, ax: 
                 taps = {j: w / total for j, w in taps.items()}
             for j, w in taps.items():
                 m[i, min(max(j, 0), d_in - 1)] += w
+    return m, outside
+
+
+def _antialias_taps(mode: str, ratio: float, scale: float, a: float) -> np.ndarray:
+    """The reference's _linear_coeffs_antialias / _cubic_coeffs_antialias: the filter stretched by
+    1 / scale when downsampling, normalized to sum 1."""
+    s = min(scale, 1.0)
+    if mode == "linear":
+        start = int(np.floor(-1 / s) + 1)
+        args = (np.arange(start, start + 2 - 2 * start) - ratio) * s
+        c = np.clip(1 - np.abs(args), 0, 1)
+    else:
+        start = int(np.floor(-2 / s) + 1)
+        c = np.array([_cubic(s * (j - ratio), a) for j in range(start, 2 - start)])
+    return c / c.sum()
+
+
+def _antialias_matrix(mode: str, d_in: int, d_out: int, scale: float, o: dict, ax: int) -> tuple:
+    """_interp_matrix for antialias=1, as the reference's _interpolate_1d_along_axis: the taps sit on
+    the n input indices nearest x (ties to the smaller), edge-clamped; exclude_outside renormalizes."""
+    m = np.zeros((d_out, d_in), np.float64)
+    outside = np.zeros(d_out, bool)
+    for i in range(d_out):
+        x = _source_coord(i, d_in, d_out, scale, o["ctm"], o.get("rois", [(0.0, 1.0)] * (ax + 1))[ax])
+        if o["ctm"] == "tf_crop_and_resize" and (x < 0 or x > d_in - 1):
+            outside[i] = True
+            continue
+        xi = np.floor(x)
+        c = _antialias_taps(mode, 1.0 if x == xi else x - xi, scale, o["a"])
+        k = len(c)
+        pw = -(-k // 2)
+        p = int(np.floor(x + pw))
+        frac = x + pw - p
+        off = (-(k // 2) if frac == 0 else -(k // 2) + 1) if k % 2 == 0 else -((k - 1) // 2) + (frac > 0.5)
+        idx = p + off + np.arange(k) - pw
+        if o["excl"]:
+            c = np.where((idx < 0) | (idx >= d_in), 0.0, c)
+            c = c / (c.sum() or 1.0)
+        np.add.at(m[i], np.clip(idx, 0, d_in - 1), c)
     return m, outside
 
 
