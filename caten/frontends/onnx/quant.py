@@ -9,12 +9,20 @@ from caten.frontends.text import lit
 
 
 def _per_axis(n: N, i: int, r: int) -> str:
-    """Input i (a scalar or a 1-D per-axis vector) shaped to broadcast against the rank-r data."""
+    """Input i (a scalar, a 1-D per-axis vector, or blocked: the data's shape but for the axis,
+    ceil(d / block_size) there) shaped to broadcast against the rank-r data."""
     shape = n.shape(i)
     if len(shape) == 0 or (len(shape) == 1 and shape[0] == 1):
         return f"(reshape {n.x(i)} [])"
-    if n.a("block_size", 0):
-        raise n.fail("blocked quantization is not supported")
+    block = n.a("block_size", 0)
+    if block:
+        ax = n.a("axis", 1) % r
+        d = n.int_shape(0)[ax]
+        if len(shape) != r or not isinstance(shape[ax], int) or shape[ax] != -(-d // block):
+            raise n.fail(f"blocked scale of shape {shape} for data {n.shape(0)}, block_size {block}")
+        name = f"__block_{len(n.g.consts)}"
+        n.g.consts[name] = np.arange(d, dtype=np.int64) // block  # each element's block
+        return f"(take {n.x(i)} {n.g.tensor(name)} :axis {ax})"
     ax = n.a("axis", 1) % r
     shp = [1] * r
     shp[ax] = shape[0]
@@ -64,3 +72,105 @@ def _quantize(n: N) -> str:
     if n.has(2):
         rnd = n.let(f"(+ {rnd} (cast {_per_axis(n, 2, r)} {dt}))")
     return f"(cast (min (max {rnd} {lit(lo_hi[0], dt)}) {lit(lo_hi[1], dt)}) {out})"
+
+
+# ---- integer matmul and convolution (MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv) ----
+# The products of 8/16-bit integers and their sums are integers far below 2**53, so f64 carries
+# them exactly: the matmul/convolution runs in f64 and is the reference's int32 result.
+
+
+def _centered(n: N, i: int, zp: int, per_row: bool = False) -> str:
+    """(input i - its zero point zp) in f64; a zero point is a scalar, or a vector along the last
+    axis (a column's, the reference's broadcast) or, with per_row, along the first (a filter's)."""
+    x = f"(cast {n.x(i)} f64)"
+    if not n.has(zp):
+        return x
+    zs = n.int_shape(zp)
+    z = f"(cast {n.x(zp)} f64)"
+    if int(np.prod(zs, dtype=np.int64)) == 1:
+        return f"(- {x} (reshape {z} []))"
+    r = n.rank(i)
+    if len(zs) == 1 and per_row and zs[0] == n.int_shape(i)[0]:
+        return f"(- {x} (reshape {z} {dims([zs[0]] + [1] * (r - 1))}))"
+    if len(zs) == 1 and not per_row and i != 0 and zs[0] == n.int_shape(i)[-1]:
+        return f"(- {x} {z})"
+    raise n.fail(f"a zero point of shape {zs} for input {i} of shape {n.shape(i)} is not supported")
+
+
+def _scalar(n: N, i: int) -> str:
+    if int(np.prod(n.int_shape(i), dtype=np.int64)) != 1:
+        raise n.fail(f"input {i} must be a scalar (per-row/per-column scales are not supported)")
+    return f"(reshape {n.x(i)} [])"
+
+
+_RANGE = {"u8": (0, 255), "i8": (-128, 127), "u16": (0, 65535), "i16": (-32768, 32767)}
+
+
+def _requantize(n: N, acc: str, factor: str, zp: int, out: str) -> str:
+    """acc * factor (+ the zero point), all in f64 as numpy promotes int32 * float there, rounded
+    half to even and saturated to the output's range."""
+    if out not in _RANGE:
+        raise n.fail(f"a quantized output of dtype {out} is not supported")
+    lo, hi = _RANGE[out]
+    d = f"(* {acc} (cast {factor} f64))"
+    if n.has(zp):
+        d = f"(+ {d} (cast {_scalar(n, zp)} f64))"
+    return f"(cast (min (max (round-half-even {d}) {lit(lo, 'f64')}) {lit(hi, 'f64')}) {out})"
+
+
+@handler("MatMulInteger")
+def _matmul_integer(n: N) -> str:
+    return f"(cast (matmul {_centered(n, 0, 2)} {_centered(n, 1, 3)}) i32)"
+
+
+@handler("QLinearMatMul")
+def _qlinear_matmul(n: N) -> str:
+    acc = n.let(f"(matmul {_centered(n, 0, 2)} {_centered(n, 3, 5)})")
+    # the scales' product and quotient in their own dtype (f32 or f16), as the reference
+    factor = f"(/ (* {_scalar(n, 1)} {_scalar(n, 4)}) {_scalar(n, 6)})"
+    return _requantize(n, acc, factor, 7, n.out_dt() or n.dt(0))
+
+
+class _Conv(N):
+    """The node seen as a Conv of the given (already centered) x and w, and bias b if any."""
+
+    def __init__(self, n: N, ins: dict[int, tuple[int, str]]):
+        super().__init__(n.g, n.node)
+        self._ins = ins
+
+    def has(self, i: int) -> bool:
+        return i in self._ins
+
+    def x(self, i: int) -> str:
+        return self._ins[i][1]
+
+    def shape(self, i: int = 0) -> list:
+        return super().shape(self._ins[i][0])
+
+
+def _conv(n: N, ins: dict[int, tuple[int, str]]) -> str:
+    from caten.frontends.onnx.node import HANDLERS
+
+    return n.let(HANDLERS["Conv"](_Conv(n, ins)))
+
+
+@handler("ConvInteger")
+def _conv_integer(n: N) -> str:
+    return f"(cast {_conv(n, {0: (0, _centered(n, 0, 2)), 1: (1, _centered(n, 1, 3, per_row=True))})} i32)"
+
+
+@handler("QLinearConv")
+def _qlinear_conv(n: N) -> str:
+    ins = {0: (0, _centered(n, 0, 2)), 1: (3, _centered(n, 3, 5, per_row=True))}
+    if n.has(8):
+        ins[2] = (8, f"(cast {n.x(8)} f64)")
+    acc = _conv(n, ins)
+    ws = n.int_shape(4)
+    if int(np.prod(ws, dtype=np.int64)) == 1:
+        w_scale = _scalar(n, 4)
+    elif len(ws) == 1 and ws[0] == n.int_shape(3)[0]:
+        w_scale = f"(reshape {n.x(4)} {dims([1, ws[0]] + [1] * (n.rank(0) - 2))})"
+    else:
+        raise n.fail(f"a filter scale of shape {ws} is not supported")
+    factor = f"(/ (* {_scalar(n, 1)} {w_scale}) {_scalar(n, 6)})"
+    return _requantize(n, acc, factor, 7, n.out_dt() or n.dt(0))
