@@ -1,6 +1,7 @@
 """ONNX spatial ops of #40, each node against onnx's reference evaluator (onnxruntime where the
 reference is wrong) on odd shapes: GridSample (every mode and padding, align_corners, 1-D to 3-D),
-ConvTranspose 1-D and 3-D, MaxPool's Indices, antialiased Resize. Every case on numpy; llvm and c on a subset."""
+ConvTranspose 1-D and 3-D, MaxPool's Indices, antialiased
+Resize, Einsum with ellipses and diagonals. Every case on numpy; llvm and c on a subset."""
 
 from __future__ import annotations
 
@@ -76,11 +77,18 @@ CASES.update({
     "resize_antialias_linear_asym_3d": (
         helper.make_node("Resize", ["x", "", "", "sz"], ["y"], mode="linear", antialias=1,
                          coordinate_transformation_mode="asymmetric"), [_f(1, 1, 5, 7, 4), _i64(1, 1, 2, 3, 3)]),
+    "einsum_ellipsis_broadcast": (helper.make_node("Einsum", ["a", "b"], ["y"], equation="...ij,...jk->...ik"),
+                                  [_f(2, 1, 3, 4), _f(3, 4, 5)]),
+    "einsum_ellipsis_implicit": (helper.make_node("Einsum", ["a", "b"], ["y"], equation="b...,...c"),
+                                 [_f(3, 2, 5), _f(2, 5, 4)]),
+    "einsum_trace_diag": (helper.make_node("Einsum", ["a", "b"], ["y"], equation="iji,kk->j"),
+                          [_f(3, 2, 3), _f(4, 4)]),
+    "einsum_batch_diag_ellipsis": (helper.make_node("Einsum", ["a"], ["y"], equation="...ii->...i"), [_f(2, 3, 4, 4)]),
 })
 
 SUBSET = ["gridsample_cubic_reflection_1", "gridsample_3d_linear_reflection", "gridsample_nearest_zeros_0",
           "convtranspose_3d_strided", "maxpool_indices_2d_colmajor_ties",
-          "resize_antialias_cubic_sizes_excl"]
+          "resize_antialias_cubic_sizes_excl", "einsum_trace_diag"]
 
 # inputs that decide output shapes: initializers, as exporters write them
 CONSTS = {"s", "roi", "sz", "os"}

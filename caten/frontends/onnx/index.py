@@ -77,15 +77,16 @@ def _space_to_depth(n: N) -> str:
 
 @handler("Einsum")
 def _einsum(n: N) -> str:
-    """Any einsum without repeated letters in one operand: broadcast every operand to the
-    union of letters (in order of appearance), multiply, and sum the letters not in the output."""
+    """Any einsum: an ellipsis becomes fresh letters (right-aligned, broadcast), a letter repeated in
+    one operand takes that operand's diagonal; then every operand is broadcast to the union of
+    letters (in order of appearance), multiplied, and the letters not in the output are summed."""
     eq = n.a("equation").replace(" ", "")
-    lhs, _, rhs = eq.partition("->")
+    lhs, arrow, rhs = eq.partition("->")
     terms = lhs.split(",")
+    if not arrow:
+        rhs = "".join(sorted(c for c in set(lhs) if c.isalpha() and lhs.count(c) == 1))
     if "." in eq:
-        raise n.fail("einsum with ellipsis is not supported")
-    if "->" not in eq:
-        rhs = "".join(sorted(c for c in set(lhs) if c != "," and lhs.count(c) == 1))
+        terms, rhs = _expand_ellipsis(n, eq, terms, rhs, bool(arrow))
     letters: list[str] = []
     for t in terms:
         for ch in t:
@@ -97,12 +98,12 @@ def _einsum(n: N) -> str:
     order = list(rhs) + [ch for ch in letters if ch not in rhs]
     acc = None
     for i, t in enumerate(terms):
+        x, s = n.x(i), n.shape(i)
         if len(set(t)) != len(t):
-            raise n.fail("einsum with a repeated letter in one operand (a diagonal or trace) is not supported")
-        s = n.shape(i)
+            x, t, s = _diagonal(n, x, t, n.int_shape(i))
         have = [ch for ch in order if ch in t]
         perm = [t.index(ch) for ch in have]
-        x = f"(permute {n.x(i)} {ax_list(perm)})" if perm != list(range(len(t))) else n.x(i)
+        x = f"(permute {x} {ax_list(perm)})" if perm != list(range(len(t))) else x
         full = [s[t.index(ch)] if ch in t else 1 for ch in order]
         x = f"(reshape {x} {dims(full)})"
         acc = x if acc is None else f"(* {acc} {x})"
@@ -110,6 +111,40 @@ def _einsum(n: N) -> str:
     if not red:
         return f"(contiguous {acc})"
     return f"(sum {acc} :axis {ax_list(red)})"
+
+
+def _expand_ellipsis(n: N, eq: str, terms: list[str], rhs: str, arrow: bool) -> tuple[list[str], str]:
+    """The equation with each `...` spelled as fresh letters: an operand's ellipsis covers its
+    trailing broadcast dims, the output's (implicit: leading) all of them."""
+    free = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz" if c not in eq]
+    ell = [n.rank(i) - (len(t) - 3) if "..." in t else 0 for i, t in enumerate(terms)]
+    if any(e < 0 for e in ell):
+        raise n.fail("an operand has fewer dims than its subscripts")
+    e = max(ell)
+    fresh = free[:e]
+    terms = [t.replace("...", "".join(fresh[e - k:])) for t, k in zip(terms, ell)]
+    rhs = rhs.replace("...", "".join(fresh)) if arrow else "".join(fresh) + rhs
+    return terms, rhs
+
+
+def _diagonal(n: N, x: str, t: str, s: list[int]) -> tuple[str, str, list[int]]:
+    """The operand x with subscripts t reduced to one axis per letter: a repeated letter's axes are
+    moved last, merged, and read with step d + 1 (the diagonal)."""
+    s = list(s)
+    while len(set(t)) != len(t):
+        ch = next(c for c in t if t.count(c) > 1)
+        i = t.index(ch)
+        j = t.index(ch, i + 1)
+        if s[i] != s[j]:
+            raise n.fail(f"einsum letter `{ch}` spans dims of sizes {s[i]} and {s[j]}")
+        d = s[i]
+        rest = [a for a in range(len(t)) if a not in (i, j)]
+        keep = [s[a] for a in rest]
+        flat = f"(reshape (contiguous (permute {x} {ax_list(rest + [i, j])})) {dims(keep + [d * d])})"
+        spec = " ".join(f"[0 {v} 1]" for v in keep)
+        x = n.let(f"(slice {flat} {spec} [0 {d * d} {d + 1}])")
+        t, s = "".join(t[a] for a in rest) + ch, keep + [d]
+    return x, t, s
 
 
 @handler("Resize", "Upsample")
