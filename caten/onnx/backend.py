@@ -33,24 +33,44 @@ class CatenRep(BackendRep):
     def run(self, inputs: Any, **kwargs: Any) -> tuple[Any, ...]:
         import caten
         from caten.frontends.onnx import convert
-        from caten.frontends.onnx.narrow import NARROW, from_carrier, to_carrier
+        from caten.frontends.onnx.narrow import NARROW, from_carrier
+        from caten.frontends.onnx.translate import flat_feeds
 
         if isinstance(inputs, dict):
-            feeds = {k: np.asarray(v) for k, v in inputs.items()}
+            feeds = {k: _carry(v) for k, v in inputs.items()}
         else:
             if isinstance(inputs, np.ndarray):
                 inputs = [inputs]
-            feeds = {n: np.asarray(v) for n, v in zip(self.input_names, inputs)}
-        feeds = {n: to_carrier(v)[0] for n, v in feeds.items()}
-        shapes = {n: v.shape for n, v in feeds.items()}
-        conv = convert(self.model, "model", available=feeds, shapes=shapes)
+            feeds = {n: _carry(v) for n, v in zip(self.input_names, inputs)}
+        flat = flat_feeds(self.model, feeds)
+        conv = convert(self.model, "model", available=feeds, shapes={n: v.shape for n, v in flat.items()})
         mod = self._mods.get(conv.text)
         if mod is None:
             mod = self._mods[conv.text] = caten.loads(conv.text, runtime=self.runtime)
-        out = mod.model(*[feeds[n] for n in conv.inputs], *conv.weights.values())
-        outs = out if isinstance(out, tuple) else (out,)
+        out = mod.model(*[flat[n] for n in conv.inputs], *conv.weights.values())
+        outs = list(out) if isinstance(out, tuple) else [out]
         codes = {vo.name: vo.type.tensor_type.elem_type for vo in self.model.graph.output}
-        return tuple(from_carrier(o, codes[n]) if codes.get(n) in NARROW else o for n, o in zip(conv.outputs, outs))
+        res: list[Any] = []
+        for n, kind in zip(conv.outputs, conv.layout):
+            if kind is None:  # an empty optional
+                res.append(None)
+            elif kind == "tensor":
+                o = outs.pop(0)
+                res.append(from_carrier(o, codes[n]) if codes.get(n) in NARROW else o)
+            else:  # a sequence: a list of its tensors
+                res.append([outs.pop(0) for _ in range(int(kind))])
+        return tuple(res)
+
+
+def _carry(v: Any) -> Any:
+    """A fed value with its tensors as caten carries them (a sequence: a list; an empty optional: None)."""
+    from caten.frontends.onnx.narrow import to_carrier
+
+    if v is None:
+        return None
+    if isinstance(v, (list, tuple)):
+        return [_carry(e) for e in v]
+    return to_carrier(np.asarray(v))[0]
 
 
 class CatenBackend(Backend):

@@ -26,9 +26,12 @@ def _binary(n: N) -> str:
 
 
 @handler(*_UN)
-def _unary(n: N) -> str:
+def _unary(n: N) -> str | list:
     if n.op == "Identity":
-        return n.x(0)
+        from caten.frontends.onnx.sequence import passthrough
+
+        kept = passthrough(n)
+        return n.x(0) if kept is None else kept
     if n.op == "Abs" and n.dt().startswith("u"):
         return n.x(0)
     return f"({_UN[n.op]} {n.x(0)})"

@@ -32,6 +32,9 @@ class Converted:
     weights: dict[str, np.ndarray]  # then these, by parameter name, in order
     outputs: list[str]  # ONNX output names
     static: dict[str, np.ndarray] = field(default_factory=dict)  # graph inputs baked in as constants
+    # per ONNX output, how many composite results it takes: "tensor" one, an int k a sequence of k
+    # tensors (a Python list at the boundary), None an empty optional (no result, None at the boundary)
+    layout: list[str | int | None] = field(default_factory=list)
 
 
 class Graph:
@@ -58,6 +61,11 @@ class Graph:
         self.dims: dict[str, str] = {}
         self.count = 0
         self.producer: dict[str, Any] = {}
+        # sequences and optionals exist only at conversion time: a sequence is the list of its
+        # elements' value names, an optional the name of its value or None (ONNX names or `synth` ones)
+        self.seqs: dict[str, list[str]] = {}
+        self.opts: dict[str, str | None] = {}
+        self.inlined = 0
         g = model.graph
         for init in g.initializer:
             self.set_const(init.name, numpy_helper.to_array(init))
@@ -221,10 +229,67 @@ class Graph:
     def annot(self, var: str, dt: str, shape: list) -> str:
         return f"{var}{{{dt}}}" if not shape else f"{var}{{{dt}}}[{', '.join(self.dim_text(d) for d in shape)}]"
 
+    def synth(self, base: str) -> str:
+        """A fresh value name (no ONNX name has `#`) for a value the importer makes up, e.g. an element."""
+        self.count += 1
+        return f"{base}#{self.count}"
+
+    def bind(self, dst: str, src: str) -> None:
+        """Make value `dst` the same as the known value `src` (a tensor, constant, sequence or optional)."""
+        if src in self.seqs:
+            self.seqs[dst] = list(self.seqs[src])
+            return
+        if src in self.opts:
+            self.opts[dst] = self.opts[src]
+            return
+        if src in self.consts:
+            self.consts[dst] = self.consts[src]
+        elif src in self.names:
+            self.names[dst] = self.names[src]
+        else:
+            raise Unsupported(f"value `{src}` is used before it is computed")
+        if src in self.narrow:
+            self.narrow[dst] = self.narrow[src]
+        if src in self.types:
+            self.types[dst] = self.types[src]
+
+    def inline(self, body: Any, bind: Mapping[str, str]) -> list[str]:
+        """Lower subgraph `body` (a GraphProto: a Loop/Scan/If/SequenceMap body) into this composite
+        once more, e.g. once per unrolled iteration; returns its outputs' value names.
+
+        bind maps each body input name to a known value (any kind `bind` takes: tensor, constant,
+        sequence, optional); inputs left out must not be used. Each call renames every value the body
+        defines (inputs, initializers, node outputs, also inside nested subgraphs) to `name@k`, k
+        fresh per call, so repeated calls never collide; names the body does not define are the
+        enclosing graph's values and stay as they are. Bind an output to a node's output with
+        `g.bind(node.output[i], returned[i])`."""
+        self.inlined += 1
+        k = self.inlined
+        defined = {vi.name for vi in body.input} | {i.name for i in body.initializer}
+        defined |= {o for node in body.node for o in node.output if o}
+        ren = {v: f"{v}@{k}" for v in defined}
+        for vi in body.input:
+            if vi.name in bind:
+                self.bind(ren[vi.name], bind[vi.name])
+        for init in body.initializer:
+            self.set_const(ren[init.name], self.onnx.numpy_helper.to_array(init))
+        for node in body.node:
+            m = self.onnx.NodeProto()
+            m.CopyFrom(node)
+            _rename(m, ren)
+            for o in m.output:
+                if o:
+                    self.producer[o] = m
+            lower_node(self, m)
+        return [ren.get(vo.name, vo.name) for vo in body.output]
+
     def tensor(self, name: str) -> str:
         """The caten variable holding ONNX value `name` (constants become inputs or literals)."""
         if name in self.names:
             return self.names[name]
+        if name in self.seqs or name in self.opts:
+            raise Unsupported(f"value `{name}` is a sequence or optional where a tensor is expected",
+                              hint="sequences and optionals are taken apart at conversion time, by their own ops")
         if name in self.consts:
             v = self.consts[name]
             dt = caten_dtype(v.dtype)
@@ -304,6 +369,33 @@ def _fold_needed_impl(g: Graph, name: str, depth: int) -> np.ndarray | None:
     return g.consts.get(name)
 
 
+def _rename(node: Any, ren: Mapping[str, str]) -> None:
+    """Rename inputs and outputs of `node` and of the nodes of its subgraphs (in place)."""
+    for i, v in enumerate(node.input):
+        node.input[i] = ren.get(v, v)
+    for i, v in enumerate(node.output):
+        node.output[i] = ren.get(v, v)
+    for a in node.attribute:
+        for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+            for vi in list(sub.input) + list(sub.output):
+                vi.name = ren.get(vi.name, vi.name)
+            for inner in sub.node:
+                _rename(inner, ren)
+
+
+def lower_node(g: Graph, node: Any) -> None:
+    """Emit one node: folded when it is shape arithmetic on constants, else through its handler."""
+    from caten.frontends.onnx import fold, handlers
+
+    if node.domain not in ("", "ai.onnx", "ai.onnx.preview.training"):
+        raise Unsupported(f"node `{node.name or node.output[0]}`: op domain `{node.domain}` is not supported")
+    g.infer_node(node)
+    if fold.try_fold(g, node):
+        return
+    handlers.lower(g, node)
+    g.infer_node(node)  # operands the lowering folded may let inference reach the outputs now
+
+
 def _attr_int(node: Any, name: str, default: Any) -> Any:
     return next((a.i for a in node.attribute if a.name == name), default)
 
@@ -320,46 +412,104 @@ def convert(model: Any, name: str = "model", available: Mapping[str, np.ndarray]
 
     `shapes` fixes graph input shapes (the backend compiles per input shape); `available` are input
     values a node may need at compile time (shape operands); those inputs are then baked in."""
-    from caten.frontends.onnx import fold, handlers
-
-    g = Graph(model, available, shapes)
+    g = Graph(model, flat_feeds(model, available or {}), shapes)
     graph = g.model.graph
     g.producer = {o: node for node in graph.node for o in node.output if o}
     init_names = set(g.consts)
-    runtime_inputs = [vi for vi in graph.input if vi.name not in init_names]
-    for vi in runtime_inputs:
-        dt = g.dtype(vi.name)
-        if dt is None:
-            raise Unsupported(f"graph input `{vi.name}` has a type caten does not have (tensors of "
-                              f"{', '.join(sorted(set(DTYPES.values())))} only)")
-        shape = g.shape(vi.name)
-        if shape is None:
-            raise Unsupported(f"graph input `{vi.name}` has no shape (rank) in the model")
-        var = sym(vi.name, g.taken, "x_")
-        g.names[vi.name] = var
-        g.params.append((vi.name, g.annot(var, dt, shape)))
+    for vi in graph.input:
+        if vi.name not in init_names:
+            _input(g, vi.name, vi.type, (available or {}).get(vi.name))
     for node in graph.node:
-        if node.domain not in ("", "ai.onnx"):
-            raise Unsupported(f"node `{node.name or node.output[0]}`: op domain `{node.domain}` is not supported")
-        g.infer_node(node)
-        if fold.try_fold(g, node):
-            continue
-        handlers.lower(g, node)
-        g.infer_node(node)  # operands the lowering folded may let inference reach the outputs now
-    outs = []
-    for vo in graph.output:
-        dt, shape = g.dtype(vo.name), g.shape(vo.name)
-        if dt is None or shape is None or any(not isinstance(d, (int, str)) or d == "" for d in shape):
-            raise Unsupported(f"graph output `{vo.name}`: its dtype and shape must be known (got {dt}, {shape})")
-        var = g.tensor(vo.name)
-        outs.append((var, g.annot(sym(vo.name, g.taken, "y_"), dt, shape)))
+        lower_node(g, node)
+    outs: list[tuple[str, str]] = []
+    layout = [_output(g, vo.name, outs) for vo in graph.output]
+    if not outs:
+        raise Unsupported("the graph has no tensor output (only empty sequences or optionals)")
     ret = f"(return {' '.join(v for v, _ in outs)})"
     # run-time inputs baked in as constants stay parameters only where also used as tensors
     g.params = [(n, p) for n, p in g.params if n not in g.static or _mentions(g.lines + [ret], g.names[n])]
     body = "\n  ".join(g.lines + [ret])
     text = f";; imported from ONNX (opset {g.opset}) by caten\n(composite {name} {_signature(g, outs)}\n  {body})\n"
     return Converted(text, name, [n for n, _ in g.params], dict(g.weights), [vo.name for vo in graph.output],
-                     dict(g.static))
+                     dict(g.static), layout)
+
+
+def flat_feeds(model: Any, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """Graph input values by the names of their tensors: a sequence `x` (a list) gives `x#0`, `x#1` ...,
+    an optional `x` with a value gives `x#v` (or `x#v#0` ... for a sequence), an empty one nothing."""
+    types = {vi.name: vi.type for vi in model.graph.input}
+    out: dict[str, np.ndarray] = {}
+    for name, v in feeds.items():
+        _flatten(name, types.get(name), v, out)
+    return out
+
+
+def _flatten(name: str, tp: Any, v: Any, out: dict[str, np.ndarray]) -> None:
+    if tp is not None and tp.HasField("optional_type"):
+        if v is not None:
+            _flatten(f"{name}#v", tp.optional_type.elem_type, v, out)
+    elif isinstance(v, (list, tuple)) or (tp is not None and tp.HasField("sequence_type")):
+        for i, e in enumerate(v or []):
+            out[f"{name}#{i}"] = np.asarray(e)
+    elif v is not None:
+        out[name] = np.asarray(v)
+
+
+def _input(g: Graph, name: str, tp: Any, value: Any) -> None:
+    """Declare graph input `name`: a tensor parameter, or a sequence / optional of them whose
+    structure (length, presence) is taken from the fed value: the composite is specialized on it."""
+    if tp.HasField("sequence_type") or tp.HasField("optional_type"):
+        if tp.HasField("optional_type"):
+            if value is None:
+                g.opts[name] = None
+                return
+            g.opts[name] = f"{name}#v"
+            _input(g, f"{name}#v", tp.optional_type.elem_type, value)
+            return
+        if not isinstance(value, (list, tuple)):
+            raise Unsupported(f"graph input `{name}` is a sequence: caten needs its value (a list) at conversion, "
+                              "to know its length")
+        g.seqs[name] = [f"{name}#{i}" for i in range(len(value))]
+        for i, v in enumerate(value):
+            _input(g, f"{name}#{i}", tp.sequence_type.elem_type, v)
+        return
+    if value is not None and g.dtype(name) is None:  # a tensor inside an optional: typed by its value
+        v = np.asarray(value)
+        g.types[name] = (caten_dtype(v.dtype), list(v.shape))
+    _param(g, name)
+
+
+def _param(g: Graph, name: str) -> None:
+    dt = g.dtype(name)
+    if dt is None:
+        raise Unsupported(f"graph input `{name}` has a type caten does not have (tensors, sequences and optionals "
+                          f"of {', '.join(sorted(set(DTYPES.values())))} only)")
+    shape = g.shape(name)
+    if shape is None:
+        raise Unsupported(f"graph input `{name}` has no shape (rank) in the model")
+    var = sym(name.replace("#", "_"), g.taken, "x_")
+    g.names[name] = var
+    g.params.append((name, g.annot(var, dt, shape)))
+
+
+def _output(g: Graph, name: str, outs: list[tuple[str, str]]) -> str | int | None:
+    """Append the composite results of graph output `name` to outs; its layout entry (Converted.layout)."""
+    if name in g.opts:
+        inner = g.opts[name]
+        return None if inner is None else _output(g, inner, outs)
+    if name in g.seqs:
+        for e in g.seqs[name]:
+            _result(g, e, name, outs)
+        return len(g.seqs[name])
+    _result(g, name, name, outs)
+    return "tensor"
+
+
+def _result(g: Graph, name: str, label: str, outs: list[tuple[str, str]]) -> None:
+    dt, shape = g.dtype(name), g.shape(name)
+    if dt is None or shape is None or any(not isinstance(d, (int, str)) or d == "" for d in shape):
+        raise Unsupported(f"graph output `{label}`: its dtype and shape must be known (got {dt}, {shape})")
+    outs.append((g.tensor(name), g.annot(sym(label, g.taken, "y_"), dt, shape)))
 
 
 def _mentions(lines: list[str], var: str) -> bool:
