@@ -81,6 +81,7 @@
 
 (composite where ((C{bool}[...] A{T}[...] B{T}[...]) -> (Y{T}[...])) "c ? a : b elementwise" (WHERE C A B))
 (composite cast ((X{T}[...] dtype) -> (Y{U}[...])) "convert to DTYPE (float->int truncates)" (CAST X dtype))
+(composite bitcast ((X{T}[...] dtype) -> (Y{U}[...])) "reinterpret the bits as DTYPE of the same width (numpy view, torch view(dtype))" (BITCAST X dtype))
 
 ;;; shifts on integers, as torch's CPU kernels: a shift count outside [0, bits) gives 0 for <<, the
 ;;; sign fill for a signed >> (0 unsigned); in range, a << n = a * 2**n (wrapping) and a >> n =

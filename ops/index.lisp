@@ -115,14 +115,21 @@
   (WHERE (scatter-place X (< 0 (squeeze last (- r 1))) :axis axis :value false) (scatter-place X v :axis axis) X))
 
 (composite scatter-extreme ((X{T}[...] I{U}[...] S{T}[...]) -> (Y{T}[...] A{bool}[...]) &key (axis 0) (largest true))
-  "the max (:largest) or min of the sources landing on each element of X, and whether any lands"
+  "the max (:largest) or min of the sources landing on each element of X, and whether any lands (an empty I lands nowhere)"
   (setf r (rank X))
-  (setf h (scatter-hits X I :axis axis))
-  (setf sv (scatter-source S :axis axis))
+  ;; one more slot, where nothing lands, so no reduction is over an empty axis (and an empty I works)
+  (setf w (append (repeat [0 0] (- r 1)) [[0 1] [0 0]]))
+  (setf h (pad (scatter-hits X I :axis axis) w :value false))
+  (setf sv (pad (scatter-source S :axis axis) w))
   (setf any (scatter-place X (max h :axis (- r 1)) :axis axis :value false))
-  (if largest
-      (return (scatter-place X (max (WHERE h sv (if (float? S) -inf (min S))) :axis (- r 1)) :axis axis) any)
-      (return (scatter-place X (min (WHERE h sv (if (float? S) inf (max S))) :axis (- r 1)) :axis axis) any)))
+  ;; the min is the max in reversed order (NEG for floats, NOT for integers and bool: both exact),
+  ;; and where nothing lands, the lowest value of the dtype (unused there)
+  (setf v (if largest sv (if (float? S) (NEG sv) (NOT sv))))
+  (setf zero (CONST 0 :dtype T :shape []))
+  (setf low (if (float? S) -inf
+                (if (bool? S) false (where (< (- zero 1) zero) (shl (+ zero 1) (+ zero (- (bits S) 1))) zero))))
+  (setf m (max (where h v low) :axis (- r 1)))
+  (return (scatter-place X (if largest m (if (float? S) (NEG m) (NOT m))) :axis axis) any))
 
 (composite gather ((X{T}[...] I{U}[...]) -> (Y{T}[...]) &key (axis 0))
   "torch.gather: Y[p] = X[p with :axis replaced by I[p]]; I has X's rank and is no larger off :axis (an index outside [-n, n) reads 0)"

@@ -146,3 +146,23 @@ def test_refusals_as_torch(call, message):
     x = caten.Tensor(np.zeros((3, 4), np.float32))
     with pytest.raises(Error, match=message):
         call(x)
+
+
+@pytest.mark.parametrize("dt", ["f32", "i32", "u8", "i8", "bool"])
+def test_scatter_max_min_of_an_empty_index_is_self(dt):
+    """(fuzzer seed 828) a max/min of no sources reduced an empty axis and the call was refused; torch's
+    scatter_reduce of an empty index returns self. Also integer/bool dtypes against torch."""
+    src = (f"(composite f ((X{{{dt}}}[A, B] I{{i64}}[K, B] S{{{dt}}}[K, B]) -> (Y{{{dt}}}[A, B] Z{{{dt}}}[A, B])) "
+           "(return (scatter-max X I S :axis 0) (scatter-min X I S :axis 0)))")
+    m = caten.loads(src, runtime="llvm")
+    npdt = {"f32": np.float32, "i32": np.int32, "u8": np.uint8, "i8": np.int8, "bool": np.bool_}[dt]
+    x = np.array([[5, 0], [7, 1], [0, 10]]).astype(npdt)
+    i = np.array([[0, 1], [2, 2], [0, 0]])
+    s = np.array([[1, 120], [3, 0], [100, 0]]).astype(npdt)
+    y, z = m.f(x, i, s)
+    wide = np.int64 if dt in ("u8", "bool") else npdt
+    tx, ts, ti = torch.from_numpy(x.astype(wide)), torch.from_numpy(s.astype(wide)), torch.from_numpy(i)
+    assert np.array_equal(y, tx.scatter_reduce(0, ti, ts, "amax").numpy().astype(npdt))
+    assert np.array_equal(z, tx.scatter_reduce(0, ti, ts, "amin").numpy().astype(npdt))
+    y, z = m.f(x, np.zeros((0, 2), np.int64), np.zeros((0, 2), npdt))
+    assert np.array_equal(y, x) and np.array_equal(z, x)

@@ -323,12 +323,20 @@ def call(op: Op, args: list, kw: dict, span: Span) -> Any:
         if k not in info.keywords:
             raise Error(f"{op.value} takes no :{k}", span, "it takes " + " ".join(
                 ":" + w for w in sorted(info.keywords)) if info.keywords else "it takes no keywords")
-    if info.group in ("unary", "binary", "ternary") and op is not Op.CAST:
+    if info.group in ("unary", "binary", "ternary") and op not in (Op.CAST, Op.BITCAST):
         return apply_alu(op, args, span)
     if op is Op.CAST:
         if len(args) != 2:
             raise Error("expected (CAST x DTYPE)", span)
         return cast(args[0], args[1], span)
+    if op is Op.BITCAST:
+        if len(args) != 2 or not isinstance(args[1], DType):
+            raise Error("expected (BITCAST x DTYPE)", span)
+        try:
+            return Tensor(B.bitcast(to_tensor(args[0], span).node, args[1]))
+        except DTypeError as e:
+            raise Error(str(e), span, "reinterpreting needs the same width: i32/u32/f32, i64/u64/f64, "
+                        "i16/u16, i8/u8 (and bool to a byte)") from None
     if op is Op.REDUCE:
         _arity(op.value, args, 1, span)
         kd = kwarg("keepdims", Lit(False, "bool"))

@@ -34,6 +34,9 @@ from caten.ir import dims as D
 ENTRY = "fz"
 SIZES = (1, 1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 33)
 DTYPES = ("f32",) * 5 + ("f64", "i32", "i32", "i64", "i8", "u8", "bool")
+# bitcast targets: bytes to bytes only (a float's bits would expose each ulp of an approximated upstream op,
+# and arbitrary bits as a float a subnormal or a NaN payload: the host's float mode, not caten)
+BITS_TO = {"i8": ("u8",), "u8": ("i8",), "bool": ("u8", "i8")}
 OPS = {"un": 6, "bin": 10, "where": 2, "cast": 2, "red": 6, "perm": 3, "merge": 2, "unsq": 2, "squeeze": 1,
        "split": 2, "expand": 3, "slice": 4, "flip": 3, "pad": 3, "concat": 3, "matmul": 1, "dotimes": 1,
        "copy": 1, "gather": 2, "scatter": 2}
@@ -80,7 +83,7 @@ def render_stmt(s: Stmt, ts: list[Ty]) -> str:  # noqa: C901 - one case per op
         src = x
         if is_float(t.dtype) and p["to"] not in FLOATS and p["to"] != "bool":  # out of range: unspecified
             src = f"(max (min {x} 100.0) -100.0)"
-        e = f"(cast {src} {p['to']})"
+        e = f"(bitcast {x} {p['to']})" if p.get("bits") else f"(cast {src} {p['to']})"
     elif s.op == "red":
         ax = p["axes"]
         axes = str(ax[0]) if len(ax) == 1 and p.get("int_axis") else f"[{' '.join(map(str, ax))}]"
@@ -244,6 +247,8 @@ class _Gen:
             args = [c, x, y or x]
         elif op == "cast":
             p["to"] = rng.choice(FLOATS + INTS + ("bool",))
+            if t.dtype in BITS_TO and rng.random() < 0.25:  # a bitcast
+                p["to"], p["bits"] = rng.choice(BITS_TO[t.dtype]), True
         elif op == "red":
             if r == 0:
                 return None

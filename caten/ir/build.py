@@ -98,6 +98,11 @@ def cast(x: Node, dtype: DType) -> Node:
     return x if x.dtype == dtype else Node.make(Op.CAST, dtype, x.shape, (x,), dtype)
 
 
+def bitcast(x: Node, dtype: DType) -> Node:
+    return x if x.dtype == dtype else Node.make(Op.BITCAST, TABLE[Op.BITCAST].dtype_rule((x.dtype,), dtype),
+                                                x.shape, (x,), dtype)
+
+
 def copy(x: Node) -> Node:
     return Node.make(Op.COPY, x.dtype, x.shape, (x,))
 

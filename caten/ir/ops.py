@@ -28,7 +28,7 @@ from caten.ir.view import View
 
 class Op(Enum):
     NEG = "NEG"; RECIP = "RECIP"; SQRT = "SQRT"; EXP2 = "EXP2"; LOG2 = "LOG2"; SIN = "SIN"  # noqa: E702
-    NOT = "NOT"; CAST = "CAST"  # noqa: E702
+    NOT = "NOT"; CAST = "CAST"; BITCAST = "BITCAST"  # noqa: E702
     ADD = "ADD"; MUL = "MUL"; FDIV = "FDIV"; IDIV = "IDIV"; MOD = "MOD"; MAX = "MAX"  # noqa: E702
     AND = "AND"; OR = "OR"; XOR = "XOR"; CMPLT = "CMPLT"; CMPNE = "CMPNE"  # noqa: E702
     WHERE = "WHERE"; REDUCE = "REDUCE"  # noqa: E702
@@ -238,6 +238,27 @@ def _index_ref(ctx: Ctx) -> np.ndarray:
     return np.broadcast_to(r, ctx.shape)
 
 
+def _bitcast_dtype(ins: Sequence[DType], arg: Any) -> DType:
+    """Same width only; a bool is a byte 0/1 (so it reinterprets as u8/i8, nothing reinterprets as it),
+    and the 16-bit floats are refused: caten's registers may hold them widened (their bits are not
+    the stored bits on every runtime)."""
+    src, dst = ins[0], _arg_dtype(ins, arg)
+    if src == dst:
+        return dst
+    for d in (src, dst):
+        if d.is_float and d.bits == 16:
+            raise DTypeError(f"BITCAST of {d.name} is not supported (16-bit floats may be held widened)")
+    if dst.is_bool and not src.is_bool:
+        raise DTypeError("BITCAST to bool is not supported (a byte other than 0 or 1 is not a bool)")
+    if max(src.bits, 8) != max(dst.bits, 8):
+        raise DTypeError(f"BITCAST needs the same width: {src.name} has {src.bits} bits, {dst.name} {dst.bits}")
+    return dst
+
+
+def _bitcast_ref(x: np.ndarray, dt: DType) -> np.ndarray:
+    return x.astype(dt.np) if x.dtype == np.bool_ else np.ascontiguousarray(x).view(dt.np)
+
+
 def _gather_dtype(ins: Sequence[DType], arg: Any) -> DType:
     if not ins[1].is_int:
         raise DTypeError(f"GATHER's index must be an integer tensor, not {ins[1].name}")
@@ -383,6 +404,8 @@ TABLE: dict[Op, OpInfo] = {i.op: i for i in (
     _e(Op.CAST, "unary", 1, ALL, _arg_dtype, lambda ctx, x: _cast(x, ctx.dtype),
        "convert to another dtype: float->int truncates toward zero, ->bool is nonzero", arg="dtype",
        vjp=_vjp_cast),
+    _e(Op.BITCAST, "unary", 1, ALL, _bitcast_dtype, lambda ctx, x: _bitcast_ref(x, ctx.dtype),
+       "reinterpret the bits as another dtype of the same width (a bool as its byte 0/1)", arg="dtype"),
     _e(Op.ADD, "binary", 2, NUMERIC, _same(NUMERIC, "ADD needs numeric operands"), _alu(_lowp(np.add)),
        "add: a + b (integers wrap)", **_COMM, reduces="add", identity=_zero, vjp=lambda g, n, ct: (ct, ct)),
     _e(Op.MUL, "binary", 2, NUMERIC, _same(NUMERIC, "MUL needs numeric operands"), _alu(_lowp(np.multiply)),

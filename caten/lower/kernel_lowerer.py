@@ -228,6 +228,9 @@ class KernelLowerer:
             srcs.append((yield self._visit(s, c)))
         if op is Op.CAST:
             return srcs[0] if n.src[0].dtype == n.dtype else L.alu(Op.CAST, n.dtype, srcs[0])
+        if op is Op.BITCAST:  # a bool's byte is its value 0/1: a cast says it on every runtime
+            cast = n.src[0].dtype.is_bool or n.src[0].dtype == n.dtype
+            return L.alu(Op.CAST, n.dtype, srcs[0]) if cast else X.make("bitcast", n.dtype, (srcs[0],))
         return L.alu(op, n.dtype, *srcs)
 
     def gather(self, n: Node, c: Coords) -> Visit[X]:

@@ -14,7 +14,8 @@ from caten.rewrite.consts import lit_eq, node_const, value_const
 from caten.rewrite.opclass import OpClass
 
 # elementwise ops whose node holds only its operands: a pattern lists exactly their operands
-ALU = frozenset(o for o, i in TABLE.items() if i.group in ("unary", "binary", "ternary") and o is not Op.CAST)
+ALU = frozenset(o for o, i in TABLE.items()
+                if i.group in ("unary", "binary", "ternary") and o not in (Op.CAST, Op.BITCAST))
 
 
 def same(a: Any, b: Any) -> bool:

@@ -55,7 +55,7 @@ def compile_replacement(f: Any, rule: Any) -> Any:
     if op is Op.CAST and len(subs) == 2:
         x, t = subs
         return lambda e, b: node_of(P.cast(as_value(x(e, b)), t(e, b), sp))
-    if op not in ELEMENTWISE or op is Op.CAST or len(subs) != TABLE[op].arity:
+    if op not in ELEMENTWISE or op in (Op.CAST, Op.BITCAST) or len(subs) != TABLE[op].arity:
         return None
     return lambda e, b: _alu(op, [s(e, b) for s in subs], sp)
 
