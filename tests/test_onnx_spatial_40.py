@@ -1,7 +1,7 @@
 """ONNX spatial ops of #40, each node against onnx's reference evaluator (onnxruntime where the
 reference is wrong) on odd shapes: GridSample (every mode and padding, align_corners, 1-D to 3-D),
 ConvTranspose 1-D and 3-D, MaxPool's Indices, antialiased
-Resize, Einsum with ellipses and diagonals. Every case on numpy; llvm and c on a subset."""
+Resize, Einsum with ellipses and diagonals, RoiAlign. Every case on numpy; llvm and c on a subset."""
 
 from __future__ import annotations
 
@@ -84,14 +84,25 @@ CASES.update({
     "einsum_trace_diag": (helper.make_node("Einsum", ["a", "b"], ["y"], equation="iji,kk->j"),
                           [_f(3, 2, 3), _f(4, 4)]),
     "einsum_batch_diag_ellipsis": (helper.make_node("Einsum", ["a"], ["y"], equation="...ii->...i"), [_f(2, 3, 4, 4)]),
+    "roialign_avg_half_pixel": (
+        helper.make_node("RoiAlign", ["x", "rois", "bi"], ["y"], output_height=3, output_width=2, sampling_ratio=3,
+                         spatial_scale=0.5),
+        [_f(2, 3, 7, 6), np.array([[0, 1, 9, 11], [-3, 2, 4, 3.5], [5, -2, 14, 16]], np.float32), _i64(1, 0, 1)]),
+    "roialign_max_output_half_pixel": (
+        helper.make_node("RoiAlign", ["x", "rois", "bi"], ["y"], output_height=2, output_width=3, sampling_ratio=2,
+                         mode="max", coordinate_transformation_mode="output_half_pixel"),
+        [_f(1, 2, 5, 6), np.array([[0.5, 1, 4, 4.5], [2, 2, 2.4, 2.2]], np.float32), _i64(0, 0)]),
+    "roialign_adaptive_grid": (
+        helper.make_node("RoiAlign", ["x", "croi", "bi"], ["y"], output_height=2, output_width=2),
+        [_f(2, 2, 6, 7), np.array([[0, 0, 3.5, 3], [1, 2, 4, 5]], np.float32), _i64(1, 0)]),
 })
 
 SUBSET = ["gridsample_cubic_reflection_1", "gridsample_3d_linear_reflection", "gridsample_nearest_zeros_0",
           "convtranspose_3d_strided", "maxpool_indices_2d_colmajor_ties",
-          "resize_antialias_cubic_sizes_excl", "einsum_trace_diag"]
+          "resize_antialias_cubic_sizes_excl", "einsum_trace_diag", "roialign_max_output_half_pixel"]
 
 # inputs that decide output shapes: initializers, as exporters write them
-CONSTS = {"s", "roi", "sz", "os"}
+CONSTS = {"s", "roi", "sz", "os", "croi"}
 
 
 def _model(node, xs: list, opset: int):
@@ -158,3 +169,12 @@ def test_convtranspose_3d_groups_matches_torch():
     model.graph.output[0].CopyFrom(helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, want.shape))
     got = CatenBackend.prepare(model, runtime="numpy").run(feeds)[0]
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
+
+
+def test_roialign_adaptive_grid_of_runtime_rois_is_refused():
+    from caten.frontends.onnx.types import Unsupported
+
+    node = helper.make_node("RoiAlign", ["x", "rois", "bi"], ["y"], output_height=2, output_width=2)
+    model, feeds = _model(node, [_f(1, 1, 4, 4), np.array([[0, 0, 2, 2]], np.float32), _i64(0)], 22)
+    with pytest.raises(Unsupported, match="sampling_ratio=0"):
+        CatenBackend.prepare(model, runtime="numpy").run(feeds)

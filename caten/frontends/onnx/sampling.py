@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from caten.frontends.onnx.index import const_tensor
 from caten.frontends.onnx.node import N, dims, handler
 from caten.frontends.text import lit
 
@@ -150,3 +151,94 @@ def _grid_sample(n: N) -> str:
         return n.let(acc)
 
     return f"(reshape {interp(0, [])} {dims([b, c, *outs])})"
+
+
+def _roi_grid(n: N) -> tuple[int, int]:
+    """The samples per bin along h and w: sampling_ratio, or (0) the reference's ceil(roi size / bins),
+    which must then be the same for every roi of constant rois (the grid's shape is static)."""
+    sr = int(n.a("sampling_ratio", 0))
+    if sr > 0:
+        return sr, sr
+    try:
+        rois = np.asarray(n.c(1, "rois (with sampling_ratio=0)"), np.float64).reshape(-1, 4)
+    except Exception:
+        raise n.fail("sampling_ratio=0 takes the samples per bin from the rois' values; "
+                     "caten needs them constant (or a sampling_ratio > 0)") from None
+    half = n.a("coordinate_transformation_mode", "half_pixel") == "half_pixel"
+    scale = float(n.a("spatial_scale", 1.0))
+    size = (rois[:, 2:] - rois[:, :2]) * scale
+    if not half:
+        size = np.maximum(size, 1.0)
+    gh = {int(np.ceil(v / n.a("output_height", 1))) for v in size[:, 1]}
+    gw = {int(np.ceil(v / n.a("output_width", 1))) for v in size[:, 0]}
+    if len(gh) != 1 or len(gw) != 1:
+        raise n.fail("sampling_ratio=0 with rois of different sample counts is not supported")
+    return max(gh.pop(), 0), max(gw.pop(), 0)
+
+
+def _roi_taps(n: N, start: str, end: str, bins: int, grid: int, d: int, half: bool) -> list[tuple[str, str]]:
+    """Along one axis of every roi: the low and high rows (f32, integer-valued) [R, bins*grid] of each
+    sample and their weights, 0 for a sample outside [-1, d] (the reference's pre_calc)."""
+    dt = n.dt()
+    size = n.let(f"(- {end} {start})")
+    if not half:
+        size = n.let(f"(where (< {size} {lit(1, dt)}) {lit(1, dt)} {size})")
+    step = n.let(f"(/ {size} {lit(bins, dt)})")
+    np_dt = {"f16": np.float16, "f64": np.float64}.get(dt, np.float32)
+    p = const_tensor(n, np.repeat(np.arange(bins), grid).astype(np_dt).reshape(1, -1))
+    q = const_tensor(n, np.tile(np.arange(grid) + 0.5, bins).astype(np_dt).reshape(1, -1))
+    yy = n.let(f"(+ (+ {start} (* {p} {step})) (/ (* {q} {step}) {lit(grid, dt)}))")
+    ok = n.let(f"(not (or (< {yy} {lit(-1, dt)}) (> {yy} {lit(d, dt)})))")
+    y = n.let(f"(where (< {yy} {lit(0, dt)}) {lit(0, dt)} {yy})")
+    lo = n.let(f"(floor {y})")
+    edge = n.let(f"(>= {lo} {lit(d - 1, dt)})")
+    top = lit(d - 1, dt)
+    lo, hi, y = (n.let(f"(where {edge} {top} {lo})"), n.let(f"(where {edge} {top} (+ {lo} {lit(1, dt)}))"),
+                 n.let(f"(where {edge} {top} {y})"))
+    frac = n.let(f"(- {y} {lo})")
+    zero = lit(0, dt)
+    return [(lo, n.let(f"(where {ok} (- {lit(1, dt)} {frac}) {zero})")), (hi, n.let(f"(where {ok} {frac} {zero})"))]
+
+
+@handler("RoiAlign")
+def _roi_align(n: N) -> str:
+    """RoiAlign as the reference: per roi and bin, grid x grid bilinear samples, the four corners
+    gathered from the roi's image; avg sums them / the sample count, max takes the largest weighted
+    corner value."""
+    b, c, h, w = n.int_shape(0)
+    r = n.int_shape(1)[0]
+    ph, pw = int(n.a("output_height", 1)), int(n.a("output_width", 1))
+    mode = n.a("mode", "avg")
+    half = n.a("coordinate_transformation_mode", "half_pixel") == "half_pixel"
+    if mode not in ("avg", "max"):
+        raise n.fail(f"mode `{mode}` is not one of avg, max")
+    if not n.is_float():
+        raise n.fail("RoiAlign takes floating input")
+    gh, gw = _roi_grid(n)
+    if r == 0 or c == 0 or gh * gw == 0:
+        raise n.fail("empty rois, channels or sample grid are not supported")
+    dt = n.dt()
+    rois = n.x(1) if n.dt(1) == dt else f"(cast {n.x(1)} {dt})"
+    scale, off = lit(float(n.a("spatial_scale", 1.0)), dt), lit(0.5 if half else 0.0, dt)
+    cols = [n.let(f"(- (* (reshape (slice {rois} [0 {r} 1] [{j} {j + 1} 1]) [{r} 1]) {scale}) {off})")
+            for j in range(4)]
+    ys = _roi_taps(n, cols[1], cols[3], ph, gh, h, half)
+    xs = _roi_taps(n, cols[0], cols[2], pw, gw, w, half)
+    img = n.let(f"(take (reshape {n.x(0)} [{b} {c} {h * w}]) (cast {n.x(2)} i64) :axis 0)")
+    m = ph * gh * pw * gw
+    vals = []
+    for yi, wy in ys:
+        for xi, wx in xs:
+            flat = (f"(+ (* (cast (reshape {yi} [{r} {ph * gh} 1]) i64) {w}) "
+                    f"(cast (reshape {xi} [{r} 1 {pw * gw}]) i64))")
+            ix = f"(expand (reshape {flat} [{r} 1 {m}]) [{r} {c} {m}])"
+            v = f"(reshape (take-along-axis {img} {ix} :axis 2) [{r} {c} {ph * gh} {pw * gw}])"
+            wt = f"(* (reshape {wy} [{r} 1 {ph * gh} 1]) (reshape {wx} [{r} 1 1 {pw * gw}]))"
+            vals.append(n.let(f"(* {wt} {v})"))
+    acc = vals[0]
+    for v in vals[1:]:
+        acc = n.let(f"(+ {acc} {v})" if mode == "avg" else f"(where (> {v} {acc}) {v} {acc})")
+    grid = f"(reshape {acc} [{r} {c} {ph} {gh} {pw} {gw}])"
+    if mode == "avg":
+        return f"(/ (sum {grid} :axis [3 5]) {lit(gh * gw, dt)})"
+    return f"(max {grid} :axis [3 5])"
