@@ -1,1 +1,280 @@
-"""ONNX lowerings: recurrent (being written)."""
+"""ONNX lowerings of the recurrent layers RNN, GRU and LSTM, unrolled over the static sequence length.
+
+One step is a few matmuls and activations, written once per time step and direction (caten has no
+run-time loop yet, issue #40); the input projection of every step is one matmul up front. Every
+attribute of the standard is honoured: directions, layout, activations with their alpha/beta
+(consumed in order by the functions that take them, as onnxruntime does), clip (applied to every
+activation's input), GRU's linear_before_reset, LSTM's input_forget and peepholes, initial states
+and sequence_lens (steps past a sequence's length keep its state and output zeros).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from caten.frontends.onnx.node import N, handler
+from caten.frontends.onnx.types import Unsupported
+
+__all__: list[str] = []
+
+_ALPHA = {"affine": None, "leakyrelu": 0.01, "thresholdedrelu": 1.0, "scaledtanh": None, "hardsigmoid": 0.2,
+          "elu": 1.0}
+_BETA = {"affine": None, "scaledtanh": None, "hardsigmoid": 0.5}
+
+
+def _activation(n: N, name: str, alpha: Any, beta: Any) -> Callable[[str], str]:
+    """The caten text of activation `name` (ONNX's RNN activation list) applied to an expression."""
+    key = name.lower()
+    lit = n.lit
+    simple = {"sigmoid": "(sigmoid {x})", "tanh": "(tanh {x})", "relu": "(relu {x})",
+              "softsign": "(/ {x} (+ (abs {x}) " + lit(1) + "))", "softplus": "(softplus {x})"}
+    if key in simple:
+        return lambda x: simple[key].format(x=x)
+    if key in _ALPHA and alpha is None or key in _BETA and beta is None:
+        raise n.fail(f"activation {name} needs its activation_alpha/activation_beta values")
+    a, b = lit(alpha) if alpha is not None else None, lit(beta) if beta is not None else None
+    forms: dict[str, Callable[[str], str]] = {
+        "affine": lambda x: f"(+ (* {x} {a}) {b})",
+        "leakyrelu": lambda x: f"(where (< {x} {lit(0)}) (* {x} {a}) {x})",
+        "thresholdedrelu": lambda x: f"(where (> {x} {a}) {x} (* {x} {lit(0)}))",
+        "scaledtanh": lambda x: f"(* {a} (tanh (* {x} {b})))",
+        "hardsigmoid": lambda x: f"(max (min (+ (* {x} {a}) {b}) {lit(1)}) {lit(0)})",
+        "elu": lambda x: f"(where (< {x} {lit(0)}) (* {a} (- (exp {x}) {lit(1)})) {x})",
+    }
+    if key not in forms:
+        raise n.fail(f"activation `{name}` is not one of ONNX's RNN activations")
+    return forms[key]
+
+
+def _clipped(fn: Callable[[str], str], c: str) -> Callable[[str], str]:
+    return lambda x: fn(f"(max (min {x} {c}) (- {c}))")
+
+
+def _activations(n: N, defaults: list[str], ndir: int) -> list[list[Callable[[str], str]]]:
+    """Per direction, the activation functions (alpha/beta consumed in order by those that take them).
+    clip bounds the gates' pre-activations; LSTM's output activation h(C) is not clipped (onnxruntime's
+    reading of the standard, and the only one a model can be checked against)."""
+    names = list(n.a("activations") or []) or defaults * ndir
+    names = [s.decode() if isinstance(s, bytes) else s for s in names]
+    if len(names) == len(defaults) and ndir == 2:
+        names = names * 2
+    if len(names) != len(defaults) * ndir:
+        raise n.fail(f"expects {len(defaults) * ndir} activations, got {names}")
+    alphas, betas = list(n.a("activation_alpha") or []), list(n.a("activation_beta") or [])
+    fns = []
+    clip = n.a("clip")
+    for j, name in enumerate(names):
+        key = name.lower()
+        al = alphas.pop(0) if key in _ALPHA and alphas else _ALPHA.get(key)
+        be = betas.pop(0) if key in _BETA and betas else _BETA.get(key)
+        fn = _activation(n, name, al, be)
+        fns.append(fn if clip is None or j % len(defaults) == 2 else _clipped(fn, n.lit(clip)))
+    k = len(defaults)
+    return [fns[d * k:(d + 1) * k] for d in range(ndir)]
+
+
+class _Rnn:
+    """The shared frame: inputs per direction, the step loop with sequence_lens, the outputs."""
+
+    def __init__(self, n: N, gates: int):
+        self.n, self.gates = n, gates
+        direction = n.a("direction", "forward")
+        if direction not in ("forward", "reverse", "bidirectional"):
+            raise n.fail(f"unknown direction `{direction}`")
+        self.dirs = ["forward", "reverse"] if direction == "bidirectional" else [direction]
+        self.layout = n.a("layout", 0)
+        s = n.int_shape(0)
+        if len(s) != 3:
+            raise n.fail(f"X must be 3-D, got {s}")
+        self.T, self.B, self.I = (s[1], s[0], s[2]) if self.layout else tuple(s)
+        if self.T == 0:
+            raise n.fail("an empty sequence is not supported")
+        self.H = n.int_shape(2)[-1]
+        if n.a("hidden_size") not in (None, self.H) or n.int_shape(1)[0] != len(self.dirs):
+            raise n.fail("hidden_size or the number of directions disagrees with W and R")
+        self.dt = n.dt(0)
+        x = n.x(0)
+        self.x = n.let(f"(permute {x} [1 0 2])") if self.layout else x
+        self.mask = self._masks()
+
+    def state0(self, i: int, d: int) -> str:
+        """The initial hidden/cell state of direction d ([B, H]), zeros when not given."""
+        n = self.n
+        if not n.has(i):
+            return n.let(f"(zeros [{self.B} {self.H}] :dtype {self.dt})")
+        v = n.x(i)
+        if self.layout:
+            v = f"(permute {v} [1 0 2])"
+        return n.let(f"(squeeze (slice {v} [{d} {d + 1} 1]) 0)")
+
+    def _masks(self) -> list[str] | None:
+        n = self.n
+        if not n.has(4):
+            return None
+        try:
+            if np.all(np.asarray(n.c(4, "sequence_lens")).reshape(-1) == self.T):
+                return None
+        except Unsupported:  # a run-time sequence_lens: masked below
+            pass
+        lens_v = n.x(4)
+        return [n.let(f"(reshape (> {lens_v} {n.lit(t, 4)}) [{self.B} 1])") for t in range(self.T)]
+
+    def weights(self, d: int) -> tuple[str, str]:
+        """W[d] and R[d] transposed, for `x @ W^T` and `h @ R^T`."""
+        n = self.n
+        w = n.let(f"(transpose (squeeze (slice {n.x(1)} [{d} {d + 1} 1]) 0))")
+        r = n.let(f"(transpose (squeeze (slice {n.x(2)} [{d} {d + 1} 1]) 0))")
+        return w, r
+
+    def cut(self, v: str, k: int) -> str:
+        """Gate k of a [..., gates*H] value."""
+        h = self.H
+        return f"(slice {v} [0 {self.B} 1] [{k * h} {(k + 1) * h} 1])"
+
+    def run(self, d: int, step: Callable[[int, list[str]], list[str]],
+            states: list[str]) -> tuple[list[str], list[str]]:
+        """Run direction d: the output at each position and the final states."""
+        n, zero = self.n, None
+        order = range(self.T) if self.dirs[d] == "forward" else range(self.T - 1, -1, -1)
+        ys: dict[int, str] = {}
+        for t in order:
+            new = [n.let(v) for v in step(t, states)]
+            if self.mask is None:
+                states, ys[t] = new, new[0]
+                continue
+            m = self.mask[t]
+            zero = zero or n.let(f"(zeros [{self.B} {self.H}] :dtype {self.dt})")
+            ys[t] = n.let(f"(where {m} {new[0]} {zero})")
+            states = [n.let(f"(where {m} {a} {b})") for a, b in zip(new, states)]
+        return [ys[t] for t in range(self.T)], states
+
+    def outputs(self, ys: list[list[str]], finals: list[list[str]]) -> list[str | None]:
+        """Y [T, D, B, H] (layout 1: [B, T, D, H]) and each final state [D, B, H] (layout 1: [B, D, H])."""
+        n = self.n
+        per_dir = [f"(concat {' '.join(f'(unsqueeze {y} 0)' for y in yd)} :axis 0)" for yd in ys]
+        y = f"(concat {' '.join(f'(unsqueeze {v} 1)' for v in per_dir)} :axis 1)"
+        outs: list[str | None] = [f"(permute {y} [2 0 1 3])" if self.layout else y]
+        for k in range(len(finals[0])):
+            s = f"(concat {' '.join(f'(unsqueeze {f[k]} 0)' for f in finals)} :axis 0)"
+            outs.append(f"(permute {s} [1 0 2])" if self.layout else s)
+        return [o if i < len(n.node.output) and n.node.output[i] else None for i, o in enumerate(outs)]
+
+    def projected(self, d: int, w: str, bias: str | None) -> list[str]:
+        """x_t @ W^T (+ bias) for every step, one matmul for the whole sequence."""
+        xw = f"(matmul {self.x} {w})"
+        if bias is not None:
+            xw = f"(+ {xw} {bias})"
+        xw = self.n.let(xw)
+        g = self.gates * self.H
+        return [self.n.let(f"(squeeze (slice {xw} [{t} {t + 1} 1] [0 {self.B} 1] [0 {g} 1]) 0)") for t in range(self.T)]
+
+
+def _bias(f: _Rnn, d: int, k: int) -> tuple[str | None, str | None]:
+    """(Wb, Rb) of direction d, each [k*H], or None without B."""
+    n, h = f.n, f.H
+    if not n.has(3):
+        return None, None
+    b = n.x(3)
+    wb = n.let(f"(squeeze (slice {b} [{d} {d + 1} 1] [0 {k * h} 1]) 0)")
+    rb = n.let(f"(squeeze (slice {b} [{d} {d + 1} 1] [{k * h} {2 * k * h} 1]) 0)")
+    return wb, rb
+
+
+def _add_bias(n: N, wb: str | None, rb: str | None) -> str | None:
+    return None if wb is None else n.let(f"(+ {wb} {rb})")
+
+
+def _directions(f: _Rnn, one: Callable[[int], tuple[list[str], list[str]]]) -> list[str | None]:
+    ys, fins = [], []
+    for d in range(len(f.dirs)):
+        y, st = one(d)
+        ys.append(y)
+        fins.append(st)
+    return f.outputs(ys, fins)
+
+
+@handler("RNN")
+def _rnn(n: N) -> list[str | None]:
+    f = _Rnn(n, 1)
+    acts = _activations(n, ["Tanh"], len(f.dirs))
+
+    def one(d: int) -> tuple[list[str], list[str]]:
+        w, r = f.weights(d)
+        xw = f.projected(d, w, _add_bias(n, *_bias(f, d, 1)))
+        act = acts[d][0]
+        return f.run(d, lambda t, s: [act(f"(+ {xw[t]} (matmul {s[0]} {r}))")], [f.state0(5, d)])
+
+    return _directions(f, one)
+
+
+@handler("GRU")
+def _gru(n: N) -> list[str | None]:
+    f = _Rnn(n, 3)
+    acts = _activations(n, ["Sigmoid", "Tanh"], len(f.dirs))
+    lbr, h = n.a("linear_before_reset", 0), f.H
+
+    def one(d: int) -> tuple[list[str], list[str]]:
+        w, r = f.weights(d)
+        wb, rb = _bias(f, d, 3)
+        xw = f.projected(d, w, wb)
+        fa, ga = acts[d]
+        r_zr = n.let(f"(slice {r} [0 {h} 1] [0 {2 * h} 1])")
+        r_h = n.let(f"(slice {r} [0 {h} 1] [{2 * h} {3 * h} 1])")
+        rbh = None if rb is None else n.let(f"(slice {rb} [{2 * h} {3 * h} 1])")
+        rb_zr = None if rb is None else n.let(f"(slice {rb} [0 {2 * h} 1])")
+
+        def step(t: int, s: list[str]) -> list[str]:
+            hp = s[0]
+            zr = f"(+ (slice {xw[t]} [0 {f.B} 1] [0 {2 * h} 1]) (matmul {hp} {r_zr}))"
+            zr = n.let(zr if rb_zr is None else f"(+ {zr} {rb_zr})")
+            z = n.let(fa(f.cut(zr, 0)))
+            rr = n.let(fa(f.cut(zr, 1)))
+            xh = f.cut(xw[t], 2)
+            if lbr:
+                hh = f"(matmul {hp} {r_h})" if rbh is None else f"(+ (matmul {hp} {r_h}) {rbh})"
+                pre = f"(+ {xh} (* {rr} {hh}))"
+            else:
+                pre = f"(+ {xh} (matmul (* {rr} {hp}) {r_h}))"
+                if rbh is not None:
+                    pre = f"(+ {pre} {rbh})"
+            cand = n.let(ga(pre))
+            return [f"(+ (* (- {n.lit(1)} {z}) {cand}) (* {z} {hp}))"]
+
+        return f.run(d, step, [f.state0(5, d)])
+
+    return _directions(f, one)
+
+
+@handler("LSTM")
+def _lstm(n: N) -> list[str | None]:
+    f = _Rnn(n, 4)
+    acts = _activations(n, ["Sigmoid", "Tanh", "Tanh"], len(f.dirs))
+    forget, h = n.a("input_forget", 0), f.H
+
+    def one(d: int) -> tuple[list[str], list[str]]:
+        w, r = f.weights(d)
+        xw = f.projected(d, w, _add_bias(n, *_bias(f, d, 4)))
+        fa, ga, ha = acts[d]
+        p_i = p_o = p_f = None
+        if n.has(7):
+            p_i, p_o, p_f = (n.let(f"(squeeze (slice {n.x(7)} [{d} {d + 1} 1] [{k * h} {(k + 1) * h} 1]) 0)")
+                             for k in range(3))
+
+        def peep(v: str, p: str | None, c: str) -> str:
+            return v if p is None else f"(+ {v} (* {p} {c}))"
+
+        def step(t: int, s: list[str]) -> list[str]:
+            hp, cp = s
+            gates = n.let(f"(+ {xw[t]} (matmul {hp} {r}))")
+            i = n.let(fa(peep(f.cut(gates, 0), p_i, cp)))
+            fg = n.let(f"(- {n.lit(1)} {i})") if forget else n.let(fa(peep(f.cut(gates, 2), p_f, cp)))
+            c = n.let(f"(+ (* {fg} {cp}) (* {i} {ga(f.cut(gates, 3))}))")
+            o = n.let(fa(peep(f.cut(gates, 1), p_o, c)))
+            return [f"(* {o} {ha(c)})", c]
+
+        return f.run(d, step, [f.state0(5, d), f.state0(6, d)])
+
+    return _directions(f, one)
