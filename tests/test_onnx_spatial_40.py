@@ -176,5 +176,7 @@ def test_roialign_adaptive_grid_of_runtime_rois_is_refused():
 
     node = helper.make_node("RoiAlign", ["x", "rois", "bi"], ["y"], output_height=2, output_width=2)
     model, feeds = _model(node, [_f(1, 1, 4, 4), np.array([[0, 0, 2, 2]], np.float32), _i64(0)], 22)
+    from caten.frontends.onnx import convert
+
     with pytest.raises(Unsupported, match="sampling_ratio=0"):
-        CatenBackend.prepare(model, runtime="numpy").run(feeds)
+        convert(model, "model")  # the backend specializes on the rois' values; a plain import cannot
