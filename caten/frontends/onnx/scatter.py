@@ -72,3 +72,28 @@ def _scatter_nd(n: N) -> str:
     flat = n.let(f"(reshape {n.x(0)} {dims([p] + rest)})")
     upd = n.let(f"(reshape {n.x(2)} {dims([m] + rest)})")
     return f"(reshape ({_scatter_fn(n)} {flat} {li} {upd} :axis 0) {dims(s)})"
+
+
+@handler("TensorScatter")
+def _tensor_scatter(n: N) -> str:
+    """The KV-cache write: along :axis, cache position p of batch b takes update[p - w[b]] where
+    0 <= p - w[b] < L (circular: (p - w[b]) mod S), else keeps the cache; w (write_indices) may be
+    a run-time tensor, so each position's source index is computed rather than scattered."""
+    s, u = n.int_shape(0), n.int_shape(1)
+    r = len(s)
+    ax = n.a("axis", -2) % r
+    mode = n.a("mode", "linear")
+    if mode not in ("linear", "circular"):
+        raise n.fail(f"mode `{mode}` is not supported")
+    if ax == 0 or len(u) != r or any(u[i] != s[i] for i in range(r) if i != ax) or u[ax] > s[ax]:
+        raise n.fail(f"an update of shape {u} into a cache of shape {s} along axis {ax}")
+    big, length = s[ax], u[ax]
+    shp = [1] * r
+    shp[0], shp[ax] = s[0], big
+    w = f"(cast {n.x(2)} i64)" if n.has(2) else f"(full [{s[0]}] 0 :dtype i64)"
+    t = n.let(f"(- (reshape (arange {big}) [1 {big}]) (reshape {w} [{s[0]} 1]))")
+    if mode == "circular":
+        t = n.let(f"(remainder {t} {big})")
+    ok = n.let(f"(reshape (and (<= 0 {t}) (< {t} {length})) {dims(shp)})")
+    src = n.let(f"(reshape (where (and (<= 0 {t}) (< {t} {length})) {t} 0) {dims(shp)})")
+    return f"(where {ok} (take-along-axis {n.x(1)} {src} :axis {ax}) {n.x(0)})"
