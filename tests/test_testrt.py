@@ -35,3 +35,34 @@ def test_the_default_path_warns_that_it_replaces_the_committed_reports():
     assert "writes reports/llvm.md and reports/llvm.json (replacing the committed reports; -o PATH" in text
     assert "about 7 min" in _plan("llvm", 136, 13, True, False, 1, "reports/llvm.md", True, None)
     assert _last_seconds("no/such/report.md") is None
+
+
+def test_slices_partition_the_rows_and_the_check_sees_a_missing_row(tmp_path):
+    """`--slice K/N` (CI's sampled report check): the N slices cover every row once, and
+    .ci/check_reports.py with --slice compares the slice's cells and still fails a committed report
+    that lacks an op's row."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from caten.conformance.cases import rows
+
+    names = [r.name for r in rows()]
+    parts = [[r.name for r in rows(part=f"{k}/3")] for k in range(3)]
+    assert sorted(sum(parts, [])) == sorted(names) and all(parts)
+
+    def report(folder: str, ops: list[str], status: str = "pass") -> str:
+        (tmp_path / folder).mkdir()
+        data = {"results": [{"op": op, "dtype": "f32", "status": status} for op in ops]}
+        (tmp_path / folder / "numpy.json").write_text(json.dumps(data))
+        return str(tmp_path / folder)
+
+    check = [sys.executable, str(Path(__file__).resolve().parent.parent / ".ci" / "check_reports.py"),
+             report("all", names), report("fresh", parts[0]), "numpy", "--slice", "0/3"]
+    assert subprocess.run(check, capture_output=True, text=True).returncode == 0
+    check[3] = report("failing", parts[0], "fail")
+    assert subprocess.run(check, capture_output=True, text=True).returncode == 1
+    check[2:4] = [report("old", [n for n in names if n != parts[1][0]]), str(tmp_path / "fresh")]
+    out = subprocess.run(check, capture_output=True, text=True)
+    assert out.returncode == 1 and f"no row for {parts[1][0]}" in out.stdout

@@ -274,14 +274,17 @@ def tune_cmd(file: str, inputs: tuple[str, ...], runtime: str, defines: tuple[st
 @click.option("--no-gradients", is_flag=True, help="skip the gradient cases (forward cases only)")
 @click.option("-j", "--jobs", type=click.IntRange(1, 64), default=1, show_default=True,
               help="forward rows run on this many worker processes at once")
+@click.option("--slice", "part", metavar="K/N",
+              help="only the rows whose name hashes to K mod N (a fixed third with 0/3: CI's sample)")
 @diagnostics
 def test_runtime_cmd(runtime: str, output: str | None, compile_only: bool, pattern: str | None,
-                     plugin: str | None, no_gradients: bool, jobs: int) -> None:
+                     plugin: str | None, no_gradients: bool, jobs: int, part: str | None) -> None:
     """Run the op-coverage conformance suite (forward and gradient cases) and write
     reports/RUNTIME.md and .json."""
     from caten.cli.testrt import run_conformance
 
-    sys.exit(run_conformance(runtime, output, compile_only, pattern, plugin, gradients=not no_gradients, jobs=jobs))
+    sys.exit(run_conformance(runtime, output, compile_only, pattern, plugin, gradients=not no_gradients, jobs=jobs,
+                             part=part))
 
 
 @cli.command("fuzz")

@@ -18,10 +18,10 @@ from caten.errors import Error
 
 
 def run_conformance(runtime: str, output: str | None, compile_only: bool, pattern: str | None,
-                    plugin: str | None, gradients: bool = True, jobs: int = 1) -> int:
+                    plugin: str | None, gradients: bool = True, jobs: int = 1, part: str | None = None) -> int:
     """Run the suite, write reports/RUNTIME.md and .json (or OUTPUT and its .json), print the
     summary line; 0 if no case failed, else 1. `gradients` False skips the gradient cases; `jobs`:
-    forward rows on that many worker processes at once."""
+    forward rows on that many worker processes at once; `part` "K/N": only that slice of the rows."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -37,14 +37,17 @@ def run_conformance(runtime: str, output: str | None, compile_only: bool, patter
         click.echo(f"caten: runtime '{rt.name}' is not available here ({why}); compiling every case without "
                    "running it", err=True)
         compile_only = True
-    rows = C.rows(pattern)
+    if part and not re.fullmatch(r"\d+/[1-9]\d*", part) or part and int(part.split("/")[0]) >= int(part.split("/")[1]):
+        raise Error(f"--slice takes K/N with 0 <= K < N, got '{part}'", hint="e.g. --slice 0/3")
+    rows = C.rows(pattern, part)
     if not rows:
-        raise Error(f"no op matches '{pattern}'", hint="see `caten ops` for the names")
+        raise Error(f"no op matches '{pattern}'" + (f" in slice {part}" if part else ""),
+                    hint="see `caten ops` for the names")
     md = output or os.path.join("reports", f"{rt.name}.md")
     # each row makes a cell per dtype, and one gradient step (caten.conformance.gradrun)
     total = len(rows) * (len(C.DTYPES) + (1 if gradients else 0))
     click.echo(_plan(rt.name, len(rows), len(C.DTYPES), gradients, compile_only, jobs, md, output is None,
-                     _last_seconds(md) if pattern is None else None), err=True)
+                     _last_seconds(md) if pattern is None and part is None else None), err=True)
     console = Console(stderr=True)
     lines = _Lines(rt.name, total) if not console.is_terminal else None
     with Progress(TextColumn("[bold]{task.description:<14}"), BarColumn(), MofNCompleteColumn(),

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+import zlib
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
@@ -232,8 +233,17 @@ def _principal_templates(op: str) -> list[Template] | None:
 
 
 # building ------------------------------------------------------------------------------------
-def rows(pattern: str | None = None) -> list[Row]:
-    """Every row of the suite (without variants): the principal ops, then the library."""
+def in_slice(name: str, part: str | None) -> bool:
+    """Whether row `name` is in slice "K/N": its name's CRC-32 is K mod N (stable as rows come and go)."""
+    if not part:
+        return True
+    k, n = (int(v) for v in part.split("/"))
+    return zlib.crc32(name.encode()) % n == k
+
+
+def rows(pattern: str | None = None, part: str | None = None) -> list[Row]:
+    """Every row of the suite (without variants): the principal ops, then the library; with `part`
+    "K/N", only the rows of that slice."""
     from caten.elaborate.library import composites
 
     out = [Row(op.value, "principal", op.value, info.doc) for op, info in TABLE.items()]
@@ -242,7 +252,7 @@ def rows(pattern: str | None = None) -> list[Row]:
             out.append(Row(name if len(defs) == 1 else f"{name}/{d.arity}", "composite", name, d.doc))
     if pattern:
         out = [r for r in out if fnmatchcase(r.name, pattern)]
-    return out
+    return [r for r in out if in_slice(r.name, part)]
 
 
 class _Namer:
