@@ -19,6 +19,11 @@ from caten.tensor.torch_shape import sizes
 from caten.tensor.torchnames import torch_name
 
 
+class Unimplemented(Error, NotImplementedError):
+    """What torch raises NotImplementedError for (a dtype or mode its kernel lacks): a caten Error
+    that torch-minded code catches as torch's."""
+
+
 def runtime_of(device: Any, runtime: Any) -> Any:
     """torch's `device=`: "cpu" is the default runtime; a caten runtime's name picks it."""
     if device is None or runtime is not None:
@@ -228,6 +233,8 @@ def eye(n: int, m: Any = None, dtype: Any = None, device: Any = None, requires_g
 def linspace(start: Any, end: Any, steps: int, dtype: Any = None, device: Any = None, requires_grad: bool = False,
              runtime: Any = None) -> Tensor:
     dt = _dt(dtype or "f32")
+    if dt == "bool":
+        raise Unimplemented('"linspace_cpu" not implemented for \'Bool\'')
     steps = int(steps)
     if steps < 0:
         raise Error(f"linspace: steps must be >= 0, not {steps}")

@@ -392,10 +392,12 @@ def masked_select(self: Tensor, mask: Any) -> Tensor:
 def nonzero(self: Tensor, *, as_tuple: bool = False) -> Any:
     if state.trace() is not None:
         raise Error("nonzero() inside caten.jit: the result's shape depends on the values")
-    pos = np.nonzero(np.asarray(self.numpy()))
+    v = np.asarray(self.numpy())
+    pos = np.nonzero(v.reshape(1) if v.ndim == 0 else v)  # torch's 0-d: one element, no coordinate
     if as_tuple:
         return tuple(Tensor(p.astype(np.int64), runtime=self.runtime) for p in pos)
-    return Tensor(np.stack(pos, axis=1).astype(np.int64).reshape(-1, self.ndim), runtime=self.runtime)
+    rows = np.stack(pos, axis=1)[:, :self.ndim].astype(np.int64)
+    return Tensor(rows.reshape(len(pos[0]), self.ndim), runtime=self.runtime)
 
 
 @torch_name("argwhere", "`nonzero()`", "indexing")

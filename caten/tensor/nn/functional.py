@@ -340,6 +340,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 from caten.tensor.nn.conv_functional import *  # noqa: E402, F401, F403 (its __all__)
 from caten.tensor.nn.pooling import *  # noqa: E402, F401, F403 (each module's __all__)
 from caten.tensor.nn.resample import *  # noqa: E402, F401, F403
+from caten.tensor.nn.sdpa import *  # noqa: E402, F401, F403
 
 
 def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = None, bias: Tensor | None = None,
@@ -384,11 +385,12 @@ def one_hot(tensor: Any, num_classes: int = -1) -> Tensor:
 
 
 def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
-    """input / max(||input||_p along dim, eps)."""
+    """input / max(||input||_p along dim, eps), the norm as torch's vector_norm (p=0 counts the
+    nonzeros, +-inf the largest/smallest magnitude); a zero vector's gradient is 0, not nan."""
     if p == 2:
-        norm = (input * input).sum(axis=dim, keepdims=True).sqrt()
-    elif p == 1:
-        norm = input.abs().sum(axis=dim, keepdims=True)
+        s = (input * input).sum(axis=dim, keepdims=True)
+        nz = s != 0  # sqrt's gradient at 0 is infinite: torch's norm backward masks it to 0
+        norm = Tensor.where(nz, Tensor.where(nz, s, 1.0).sqrt(), 0.0)
     else:
-        norm = (input.abs() ** p).sum(axis=dim, keepdims=True) ** (1 / p)
+        norm = input.norm(p, dim, keepdim=True)
     return input / norm.max(Tensor(np.asarray(eps, np_dtype(input.dtype)), runtime=input.runtime))

@@ -23,7 +23,7 @@ from caten.tensor.tensor import Tensor, apply
 __all__ = ["max_pool1d", "max_pool3d", "avg_pool1d", "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
            "adaptive_avg_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d",
            "lp_pool1d", "lp_pool2d", "lp_pool3d", "max_pool2d_with_indices", "max_pool1d_with_indices",
-           "max_pool3d_with_indices"]
+           "max_pool3d_with_indices", "max_unpool1d", "max_unpool2d", "max_unpool3d"]
 
 FLOATS = ("f16", "bf16", "f32", "f64")
 
@@ -310,3 +310,82 @@ def lp_pool2d(input: Tensor, norm_type: float, kernel_size: Any, stride: Any = N
 
 def lp_pool3d(input: Tensor, norm_type: float, kernel_size: Any, stride: Any = None, ceil_mode: bool = False) -> Tensor:
     return _lp_pool("lp_pool3d", 3, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+def _unpool_size(x: Tensor, k: list[int], s: list[int], p: list[int], output_size: Any) -> list[int]:
+    """torch's _unpool_output_size: (n - 1) * stride + kernel - 2 * padding, or output_size (its last
+    nd entries) strictly within a stride of that."""
+    nd = len(k)
+    default = [(int(x.shape[x.ndim - nd + d]) - 1) * s[d] + k[d] - 2 * p[d] for d in range(nd)]
+    if output_size is None:
+        return default
+    out = [int(o) for o in output_size]
+    if len(out) == nd + 2:
+        out = out[2:]
+    if len(out) != nd:
+        raise Error(f"output_size should be a sequence containing {nd} or {nd + 2} elements, but it has a "
+                    f"length of '{len(out)}'")
+    for d in range(nd):
+        lo, hi = default[d] - s[d], default[d] + s[d]
+        if not lo < out[d] < hi:
+            raise Error(f'invalid output_size "{tuple(output_size)}" (dim {d} must be between {lo} and {hi})')
+    return out
+
+
+def _max_unpool(name: str, nd: int, x: Tensor, indices: Tensor, kernel_size: Any, stride: Any, padding: Any,
+                output_size: Any) -> Tensor:
+    """torch's max_unpoolNd: zeros of the output size, each input value scattered to its flat index in
+    its plane (of repeated indices the last wins, as torch's CPU loop); the gradient gathers back."""
+    if x.ndim not in (nd + 1, nd + 2):
+        raise Error(f"Input to max_unpooling{nd}d should be a {nd + 1}d or {nd + 2}d Tensor, but got a tensor "
+                    f"with {x.ndim} dimensions.")
+    if indices.dtype != "i64":
+        raise Error(f"elements in indices should be type int64 but got: {indices.dtype}")
+    if list(indices.shape) != list(x.shape):
+        raise Error(f"Expected shape of indices to be same as that of the input tensor ({list(x.shape)}) but "
+                    f"got indices tensor with shape: {list(indices.shape)}")
+    _float(name, x)
+    k = tup(kernel_size, nd, "kernel_size")
+    s = k if stride is None or (isinstance(stride, (list, tuple)) and not stride) else tup(stride, nd, "stride")
+    out = _unpool_size(x, k, s, tup(padding, nd, "padding"), output_size)
+    plane = int(np.prod(out))
+    lead = list(x.shape[:x.ndim - nd])
+    flat_idx, flat_x = indices.reshape(lead + [-1]), x.reshape(lead + [-1])
+    if flat_idx.numel():
+        v = indices.numpy()  # torch's check of every index (eager)
+        bad = v[(v < 0) | (v >= plane)]
+        if bad.size:
+            raise Error(f"Found an invalid max index: {int(bad.reshape(-1)[0])} (output volumes are of size "
+                        f"{'x'.join(str(o) for o in out)})")
+    zeros = const(x, np.zeros(lead + [plane], np_dtype(x.dtype)))
+    if flat_idx.numel() == 0:
+        return zeros.reshape(lead + out)
+    ax = len(lead)
+    y = apply("scatter", [zeros, flat_idx, flat_x], {"axis": ax})
+    planes = int(np.prod(lead))
+    rows = np.arange(v.size) // (v.size // planes)
+    hits = np.bincount(rows * plane + v.reshape(-1), minlength=planes * plane).reshape(lead + [plane])
+    if x.requires_grad and (hits > 1).any():
+        # torch's gradient gathers: every input of a repeated index gets the output's gradient, where
+        # the scatter's goes to the last alone. Its value (the last) plus a scatter-add minus itself
+        # (exactly 0 where finite) carries that gradient.
+        xd = flat_x.detach()
+        added, same = (apply("scatter-add", [zeros, flat_idx, t], {"axis": ax}) for t in (flat_x, xd))
+        ok = const(x, hits > 1, bool) & same.isfinite()
+        y = Tensor.where(ok, apply("scatter", [zeros, flat_idx, xd], {"axis": ax}) + (added - same), y)
+    return y.reshape(lead + out)
+
+
+def max_unpool1d(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                 output_size: Any = None) -> Tensor:
+    return _max_unpool("max_unpool1d", 1, input, indices, kernel_size, stride, padding, output_size)
+
+
+def max_unpool2d(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                 output_size: Any = None) -> Tensor:
+    return _max_unpool("max_unpool2d", 2, input, indices, kernel_size, stride, padding, output_size)
+
+
+def max_unpool3d(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                 output_size: Any = None) -> Tensor:
+    return _max_unpool("max_unpool3d", 3, input, indices, kernel_size, stride, padding, output_size)

@@ -60,7 +60,9 @@ def pad(input: Tensor, pad: Any, mode: str = "constant", value: Any = None) -> T
         raise Error(f"pad: a padding of length {len(widths)} for an input of {input.ndim} dims",
                     hint="an even number of ints, two per padded dim, at most twice the input's rank")
     if mode not in PAD_MODES:
-        raise Error(f"pad: mode {mode!r} is not one of {PAD_MODES}")
+        from caten.tensor.torch_create import Unimplemented  # torch raises NotImplementedError
+
+        raise Unimplemented(f"pad: mode {mode!r} is not one of {PAD_MODES}")
     nd = len(widths) // 2
     pairs = [(widths[2 * i], widths[2 * i + 1]) for i in range(nd)]  # pairs[i] pads dim -1 - i
     if mode == "constant":
