@@ -1,7 +1,7 @@
 """ONNX spatial ops of #40, each node against onnx's reference evaluator (onnxruntime where the
 reference is wrong) on odd shapes: GridSample (every mode and padding, align_corners, 1-D to 3-D),
 ConvTranspose 1-D and 3-D, MaxPool's Indices, antialiased
-Resize, Einsum with ellipses and diagonals, RoiAlign. Every case on numpy; llvm and c on a subset."""
+Resize, Einsum with ellipses and diagonals, RoiAlign, DeformConv. Every case on numpy; llvm and c on a subset."""
 
 from __future__ import annotations
 
@@ -95,11 +95,19 @@ CASES.update({
     "roialign_adaptive_grid": (
         helper.make_node("RoiAlign", ["x", "croi", "bi"], ["y"], output_height=2, output_width=2),
         [_f(2, 2, 6, 7), np.array([[0, 0, 3.5, 3], [1, 2, 4, 5]], np.float32), _i64(1, 0)]),
+    "deformconv_groups_mask_bias": (
+        helper.make_node("DeformConv", ["x", "w", "off", "b", "m"], ["y"], group=2, offset_group=2, strides=[2, 1],
+                         dilations=[1, 2], pads=[1, 0, 0, 1]),
+        [_f(1, 4, 5, 4), _f(2, 2, 2, 2), 1.5 * _f(1, 2 * 2 * 2 * 2, 3, 3), _f(2), _f(1, 2 * 2 * 2, 3, 3)]),
+    "deformconv_plain": (
+        helper.make_node("DeformConv", ["x", "w", "off"], ["y"], kernel_shape=[2, 3]),
+        [_f(2, 1, 3, 4), _f(3, 1, 2, 3), _f(2, 2 * 3 * 2, 2, 2)]),
 })
 
 SUBSET = ["gridsample_cubic_reflection_1", "gridsample_3d_linear_reflection", "gridsample_nearest_zeros_0",
           "convtranspose_3d_strided", "maxpool_indices_2d_colmajor_ties",
-          "resize_antialias_cubic_sizes_excl", "einsum_trace_diag", "roialign_max_output_half_pixel"]
+          "resize_antialias_cubic_sizes_excl", "einsum_trace_diag", "roialign_max_output_half_pixel",
+          "deformconv_groups_mask_bias"]
 
 # inputs that decide output shapes: initializers, as exporters write them
 CONSTS = {"s", "roi", "sz", "os", "croi"}

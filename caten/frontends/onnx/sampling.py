@@ -242,3 +242,77 @@ def _roi_align(n: N) -> str:
     if mode == "avg":
         return f"(/ (sum {grid} :axis [3 5]) {lit(gh * gw, dt)})"
     return f"(max {grid} :axis [3 5])"
+
+
+@handler("DeformConv")
+def _deform_conv(n: N) -> str:
+    """2-D DeformConv as the reference: every kernel tap of every output position samples its input
+    channel bilinearly (zeros outside) at the tap's position plus its offset, is scaled by the mask,
+    and the samples are contracted with the weights per group by one batched matmul."""
+    xs, ws, os_ = n.int_shape(0), n.int_shape(1), n.int_shape(2)
+    if len(xs) != 4:
+        raise n.fail("only 2-D DeformConv is defined (by onnx's reference)")
+    if not n.is_float():
+        raise n.fail("DeformConv takes floating input")
+    b, c, h, w = xs
+    oc, cg, kh, kw = ws
+    g, og = int(n.a("group", 1)), int(n.a("offset_group", 1))
+    oh, ow = os_[2:]
+    sh, sw = n.a("strides", [1, 1])
+    dh, dw = n.a("dilations", [1, 1])
+    pads = n.a("pads", [0, 0, 0, 0])
+    if c != cg * g or oc % g or c % og or os_[1] != og * kh * kw * 2:
+        raise n.fail(f"input {xs}, weight {ws}, offset {os_}, group {g} and offset_group {og} do not match")
+    want = [(h + pads[0] + pads[2] - (kh - 1) * dh - 1) // sh + 1,
+            (w + pads[1] + pads[3] - (kw - 1) * dw - 1) // sw + 1]
+    if [oh, ow] != want:
+        raise n.fail(f"offset's spatial dims {[oh, ow]} are not the output's of pads, strides and dilations")
+    if h < 2 or w < 2:
+        raise n.fail("the reference normalizes positions by (size - 1): input dims of 1 divide by zero")
+    if b * oc * oh * ow == 0:
+        raise n.fail("empty DeformConv is not supported")
+    dt = n.dt()
+    np_dt = {"f16": np.float16, "f64": np.float64}.get(dt, np.float32)
+    k, p = kh * kw, oh * ow
+    m = k * p
+    off = n.let(f"(reshape {n.x(2)} [{b} {og} {k} 2 {p}])")
+    coords = []
+    for axis, (stride, dil, kk, pad, d) in enumerate(((sh, dh, kh, pads[0], h), (sw, dw, kw, pads[1], w))):
+        tap = np.arange(kk) * dil
+        tap = np.repeat(tap, kw) if axis == 0 else np.tile(tap, kh)  # [k], row-major over (kh, kw)
+        out = np.arange(oh if axis == 0 else ow) * stride - pad
+        out = np.repeat(out, ow) if axis == 0 else np.tile(out, oh)  # [p]
+        base = const_tensor(n, (tap[:, None] + out[None, :]).astype(np_dt).reshape(1, 1, k, p))
+        part = (f"(reshape (slice {off} [0 {b} 1] [0 {og} 1] [0 {k} 1] [{axis} {axis + 1} 1] [0 {p} 1]) "
+                f"[{b} {og} {k} {p}])")
+        pos = n.let(f"(reshape (+ {base} {part}) [{b} {og} {m}])")
+        lo = n.let(f"(floor {pos})")
+        t = n.let(f"(- {pos} {lo})")
+        taps = []
+        for q, wt in ((lo, f"(- {lit(1, dt)} {t})"), (n.let(f"(+ {lo} {lit(1, dt)})"), t)):
+            ok = n.let(f"(and (>= {q} {lit(0, dt)}) (<= {q} {lit(d - 1, dt)}))")
+            taps.append((n.let(f"(cast (where {ok} {q} {lit(0, dt)}) i64)"), ok, n.let(wt)))
+        coords.append(taps)
+    img = n.let(f"(reshape {n.x(0)} [{b} {og} {c // og} {h * w}])")
+    zero = lit(0, dt)
+    rows = []
+    for yi, yok, wy in coords[0]:
+        row = None
+        for xi, xok, wx in coords[1]:
+            ix = f"(expand (reshape (+ (* {yi} {w}) {xi}) [{b} {og} 1 {m}]) [{b} {og} {c // og} {m}])"
+            ok = f"(reshape (and {yok} {xok}) [{b} {og} 1 {m}])"
+            v = f"(where {ok} (take-along-axis {img} {ix} :axis 3) {zero})"
+            term = f"(* (reshape {wx} [{b} {og} 1 {m}]) {v})"
+            row = term if row is None else f"(+ {row} {term})"
+        rows.append(f"(* (reshape {wy} [{b} {og} 1 {m}]) {n.let(row)})")
+    val = f"(+ {rows[0]} {rows[1]})"
+    if n.has(4):
+        val = f"(* {val} (reshape {n.x(4)} [{b} {og} 1 {m}]))"
+    ocg = oc // g
+    v = f"(reshape (permute (reshape {n.let(val)} [{b} {g} {cg * k} {p}]) [1 2 0 3]) [{g} {cg * k} {b * p}])"
+    wt = f"(reshape {n.x(1)} [{g} {ocg} {cg * k}])"
+    y = f"(permute (reshape (matmul {wt} (contiguous {v})) [{g} {ocg} {b} {p}]) [2 0 1 3])"
+    y = f"(reshape (contiguous {y}) [{b} {oc} {oh} {ow}])"
+    if n.has(3):
+        y = f"(+ {y} (reshape {n.x(3)} [1 {oc} 1 1]))"
+    return y
