@@ -220,3 +220,39 @@ def test_recurrent(case):
     op, gates, d, T, B, n_in, H, attrs, opts, oracle = RNN_CASES[case]
     m, feeds = _rnn_model(op, gates, d, T, B, n_in, H, attrs, **opts)
     _check(m, feeds, oracle=_ort if oracle == "ort" else None, rtol=1e-4, atol=1e-5)
+
+
+def test_if_nested_in_loop_per_iteration():
+    """An If inside a Loop body whose condition folds per unrolled iteration (i is even): the nested
+    subgraph's values are renamed apart in each copy."""
+    then_b = helper.make_graph([helper.make_node("Add", ["y_in", "x"], ["t_y"])], "t", [], [_vi("t_y", F, [2, 3])])
+    else_b = helper.make_graph([helper.make_node("Mul", ["y_in", "x"], ["e_y"])], "e", [], [_vi("e_y", F, [2, 3])])
+    nodes = [helper.make_node("Identity", ["ci"], ["co"]), helper.make_node("Mod", ["i", "two"], ["r"]),
+             helper.make_node("Equal", ["r", "zero"], ["even"]),
+             helper.make_node("If", ["even"], ["y_out"], then_branch=then_b, else_branch=else_b)]
+    body = helper.make_graph(nodes, "b", [_vi("i", TP.INT64, []), _vi("ci", TP.BOOL, []), _vi("y_in", F, [2, 3])],
+                             [_vi("co", TP.BOOL, []), _vi("y_out", F, [2, 3])])
+    consts = {"M": np.array(4, np.int64), "two": np.array(2, np.int64), "zero": np.array(0, np.int64)}
+    m = _model([helper.make_node("Loop", ["M", "", "y0"], ["y"], body=body)],
+               [_vi("x", F, [2, 3]), _vi("y0", F, [2, 3])], [_vi("y", F, [2, 3])],
+               [numpy_helper.from_array(v, k) for k, v in consts.items()])
+    _check(m, {"x": _f(2, 3), "y0": _f(2, 3)}, oracle=_ort)  # the reference reads y_in of the wrong scope
+
+
+def test_loop_carries_a_sequence():
+    """A sequence carried through the unrolled loop (elements of growing length)."""
+    nodes = [helper.make_node("Identity", ["ci"], ["co"]), helper.make_node("Add", ["i", "one"], ["e"]),
+             helper.make_node("Unsqueeze", ["e", "ax"], ["ends"]),
+             helper.make_node("Slice", ["x", "start", "ends"], ["part"]),
+             helper.make_node("SequenceInsert", ["s_in", "part"], ["s_out"])]
+    seq = helper.make_tensor_sequence_value_info
+    body = helper.make_graph(nodes, "b", [_vi("i", TP.INT64, []), _vi("ci", TP.BOOL, []), seq("s_in", F, None)],
+                             [_vi("co", TP.BOOL, []), seq("s_out", F, None)])
+    consts = {"M": np.array(3, np.int64), "one": np.array(1, np.int64), "ax": np.array(0, np.int64),
+              "start": np.array([0], np.int64)}
+    nodes = [helper.make_node("SequenceEmpty", [], ["s0"], dtype=F),
+             helper.make_node("Loop", ["M", "", "s0"], ["s"], body=body),
+             helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=0)]
+    m = _model(nodes, [_vi("x", F, [4])], [_vi("y", F, [6])],
+               [numpy_helper.from_array(v, k) for k, v in consts.items()])
+    _check(m, {"x": _f(4)}, oracle=_ort)  # the reference loses the sequence carried from SequenceEmpty

@@ -70,7 +70,7 @@ def inline(g: Any, graph: Any, binds: list[tuple[str, Any]], where: str) -> list
     import onnx
     from onnx import numpy_helper
 
-    from caten.frontends.onnx import fold, handlers
+    from caten.frontends.onnx.translate import lower_node
 
     if len(binds) != len(graph.input):
         raise Unsupported(f"{where}: its subgraph takes {len(graph.input)} inputs, {len(binds)} given")
@@ -86,16 +86,11 @@ def inline(g: Any, graph: Any, binds: list[tuple[str, Any]], where: str) -> list
         else:
             _alias(g, vi.name, v)
     for node in sub.node:
-        if node.domain not in ("", "ai.onnx"):
-            raise Unsupported(f"node `{node.name or node.output[0]}`: op domain `{node.domain}` is not supported")
         for o in node.output:
             if o:
                 g.producer[o] = node
-        g.infer_node(node)
-        if fold.try_fold(g, node) or _fold_shape_split(g, node):
-            continue
-        handlers.lower(g, node)
-        g.infer_node(node)
+        if not (_fold_shape_split(g, node) or _fold_int_node(g, node)):
+            lower_node(g, node)
     return [vo.name for vo in sub.output]
 
 
@@ -114,19 +109,46 @@ def _fold_shape_split(g: Any, node: Any) -> bool:
     return all(v is not None for v in outs)
 
 
+def _fold_int_node(g: Any, node: Any) -> bool:
+    """Fold a body node over constants whose results are integers (index arithmetic on the unrolled
+    iteration number, which the importer's folding may not know) with onnx's reference."""
+    import onnx
+    from onnx import helper, numpy_helper
+    from onnx.reference import ReferenceEvaluator
+
+    from caten.frontends.onnx import fold
+
+    present = [i for i in node.input if i]
+    if (not present or not all(i in g.consts and g.consts[i].size <= 4096 for i in present)
+            or any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)):
+        return False
+    if fold.try_fold(g, node):
+        return True
+    try:
+        inits = [numpy_helper.from_array(g.consts[i], i) for i in dict.fromkeys(present)]
+        outs = [o for o in node.output if o]
+        m = helper.make_model(helper.make_graph([node], "fold", [], [helper.make_empty_tensor_value_info(o)
+                                                                    for o in outs], inits),
+                              opset_imports=list(g.model.opset_import))
+        vals = [np.asarray(v) for v in ReferenceEvaluator(m).run(None, {})]
+    except Exception:  # the reference cannot evaluate it: caten lowers it
+        return False
+    if any(v.dtype.kind not in "biu" or v.size > 4096 for v in vals):
+        return False
+    for o, v in zip(outs, vals):
+        g.consts[o] = v
+    return True
+
+
 def _alias(g: Any, name: str, src: str) -> None:
-    """Make ONNX value `name` the same value as `src` (a constant stays a constant)."""
-    if src in g.consts:
-        g.consts[name] = g.consts[src]
-        if src in g.narrow:
-            g.narrow[name] = g.narrow[src]
-        return
-    g.names[name] = g.tensor(src)
-    if src in g.narrow:
-        g.narrow[name] = g.narrow[src]
-    dt, shape = g.dtype(src), g.shape(src)
-    if dt is not None and (shape is not None or name not in g.types):
-        g.types[name] = (dt, shape)
+    """Make ONNX value `name` the same value as `src` (a constant stays a constant; sequences and
+    optionals too, through the graph's `bind`)."""
+    if not any(src in m for m in (g.seqs, g.opts, g.consts, g.names)):
+        g.tensor(src)  # a weight not used yet, or the diagnostic of a value never computed
+    known = g.types.get(name)
+    g.bind(name, src)
+    if known is not None and known[1] is not None and g.shape(name) is None:
+        g.types[name] = known
 
 
 def _const_or_none(g: Any, name: str, node: Any) -> np.ndarray | None:
