@@ -121,6 +121,27 @@ def _cast(n: N) -> str:
     return f"(cast {n.x(0)} {to})"
 
 
+_WIDTH = {"bool": 8, "i8": 8, "u8": 8, "i16": 16, "u16": 16, "f16": 16, "bf16": 16, "i32": 32, "u32": 32,
+          "f32": 32, "i64": 64, "u64": 64, "f64": 64}
+
+
+@handler("BitCast")
+def _bitcast(n: N) -> str:
+    """Same-width reinterpretation (caten's bitcast); what it cannot reinterpret exactly is refused here."""
+    src, to = n.dt(), DTYPES.get(n.a("to"))
+    if to is None:
+        raise n.fail("the target dtype is not one caten has")
+    if _WIDTH[src] != _WIDTH[to]:
+        raise n.fail(f"{src} and {to} differ in width")
+    if src == to:
+        return f"(contiguous {n.x(0)})"
+    if "f16" in (src, to) or "bf16" in (src, to):
+        raise n.fail("16-bit floats are not reinterpreted (caten may hold them widened)")
+    if to == "bool":
+        raise n.fail("a byte other than 0 or 1 is not a bool, so nothing is reinterpreted as bool")
+    return f"(bitcast {n.x(0)} {to})"
+
+
 def _float_un(expr: Callable[[str, N], str]) -> Callable[[N], str]:
     def h(n: N) -> str:
         if not n.is_float():
