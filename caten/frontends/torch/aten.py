@@ -21,11 +21,25 @@ def _rank(node: Any) -> int:
     return meta(node).dim()
 
 
+def _promoted(c: Ctx, a: Any, other: Any) -> str:
+    """Operand `a` of a binary op with `other`, cast to torch's promoted dtype where the two are
+    tensors of different dtypes (a decomposition multiplies an f64 tensor by an f32 `full`)."""
+    like = a if hasattr(a, "meta") else other
+    x = operand(c, a, like)
+    if hasattr(a, "meta") and hasattr(other, "meta") and meta(a).dtype != meta(other).dtype:
+        import torch
+
+        want = torch.result_type(meta(a), meta(other))
+        if want != meta(a).dtype:
+            return f"(cast {x} {dtype_of(want)})"
+    return x
+
+
 def _binary(op: str):
     def h(c: Ctx, n: Any) -> str:
         a, b = n.args[0], n.args[1]
         like = a if hasattr(a, "meta") else b
-        x, y = operand(c, a, like), operand(c, b, like)
+        x, y = _promoted(c, a, b), _promoted(c, b, a)
         alpha = n.kwargs.get("alpha", 1)
         if alpha != 1:
             y = f"(* {y} {lit(alpha, dtype_of(meta(like).dtype))})"

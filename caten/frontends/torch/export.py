@@ -16,8 +16,9 @@ import numpy as np
 from caten.errors import Error
 from caten.frontends.deps import need
 from caten.frontends.text import sym
-from caten.frontends.torch import aten, aten_compose, aten_core, aten_nn, aten_nn_core  # noqa: F401  (register the ATen lowerings)
+from caten.frontends.torch import aten, aten_backward, aten_compose, aten_core, aten_nn, aten_nn_core  # noqa: F401  (register the ATen lowerings)
 from caten.frontends.torch.context import ATEN, Ctx, dtype_of, meta
+from caten.frontends.torch.refused import REFUSED, why
 
 
 def convert_exported(ep: Any, name: str = "forward") -> tuple[str, list[str], list[np.ndarray]]:
@@ -47,7 +48,7 @@ def convert_exported(ep: Any, name: str = "forward") -> tuple[str, list[str], li
             params.append(ann)
     missing = missing_ops(ep)
     if missing:  # every missing op at once, before anything is lowered
-        raise Error(f"ATen op(s) not supported by caten's importer: {', '.join(f'`{m}`' for m in missing)}",
+        raise Error("ATen op(s) not supported by caten's importer: " + "; ".join(f"`{m}`: {why(m)}" for m in missing),
                     None, "docs/import.md lists the supported ATen ops and how to add one")
     outs: list[tuple[str, str]] = []
     for node in ep.graph.nodes:
@@ -88,11 +89,12 @@ def convert_exported(ep: Any, name: str = "forward") -> tuple[str, list[str], li
 
 
 def needed_ops(ep: Any) -> list[str]:
-    """The ATen ops the graph calls (size arithmetic and tuple picks left out), sorted."""
+    """The ATen ops the graph calls (size arithmetic and tuple picks left out; `.item()`, whose
+    result is a symbol too, kept: it is refused), sorted."""
     import operator
 
     return sorted({str(n.target) for n in ep.graph.nodes if n.op == "call_function" and n.target is not operator.getitem
-                   and not (hasattr(meta(n), "node") and hasattr(meta(n).node, "expr"))})
+                   and (str(n.target) in REFUSED or not (hasattr(meta(n), "node") and hasattr(meta(n).node, "expr")))})
 
 
 def missing_ops(ep: Any) -> list[str]:
