@@ -35,9 +35,10 @@ def _gs(mode: str, pad: str, align: int, x, g):
             [x, g])
 
 
+# every mode with every padding; align_corners alternating
 CASES = {
-    f"gridsample_{m}_{p}_{a}": _gs(m, p, a, _f(2, 3, 4, 5), _grid(2, 3, 6, 2))
-    for m in ("nearest", "linear", "cubic") for p in ("zeros", "border", "reflection") for a in (0, 1)
+    f"gridsample_{m}_{p}_{(i + j) % 2}": _gs(m, p, (i + j) % 2, _f(2, 3, 4, 5), _grid(2, 3, 6, 2))
+    for i, m in enumerate(("nearest", "linear", "cubic")) for j, p in enumerate(("zeros", "border", "reflection"))
 }
 CASES.update({
     "gridsample_3d_linear_reflection": _gs("linear", "reflection", 0, _f(1, 2, 3, 4, 5), _grid(1, 2, 3, 2, 3)),
@@ -104,7 +105,7 @@ CASES.update({
         [_f(2, 1, 3, 4), _f(3, 1, 2, 3), _f(2, 2 * 3 * 2, 2, 2)]),
 })
 
-SUBSET = ["gridsample_cubic_reflection_1", "gridsample_3d_linear_reflection", "gridsample_nearest_zeros_0",
+SUBSET = ["gridsample_linear_reflection_1", "gridsample_3d_linear_reflection", "gridsample_nearest_zeros_0",
           "convtranspose_3d_strided", "maxpool_indices_2d_colmajor_ties",
           "resize_antialias_cubic_sizes_excl", "einsum_trace_diag", "roialign_max_output_half_pixel",
           "deformconv_groups_mask_bias"]
