@@ -75,12 +75,22 @@ def _argmax(n: N) -> str:
 
 
 def _half_softmax(n: N, x: str, ax: int) -> str:
-    """Softmax of f16 as onnx's reference (numpy) computes it: each step rounded to f16, but the
-    sum accumulated in f32 (an f16 running sum drifts by ulps and the result then mismatches)."""
+    """Softmax of f16 as onnx's reference (numpy) computes it: each step rounded to f16; numpy sums
+    a contiguous (innermost) axis in f32, another axis row by row in f16 (as caten's f16 sum)."""
     dt = n.dt()
     x = n.let(x)
     e = n.let(f"(cast (exp (cast (- {x} (max {x} :axis {ax} :keepdims true)) f32)) {dt})")
-    return f"(/ {e} (cast (sum (cast {e} f32) :axis {ax} :keepdims true) {dt}))"
+    s = n.shape()
+    a = ax % len(s)
+    if all(d == 1 for d in s[a + 1:]) or not isinstance(s[a], int) or s[a] > 64:
+        # (a long outer axis is summed in f32 too: within an ulp of numpy's running f16 sum)
+        return f"(/ {e} (cast (sum (cast {e} f32) :axis {ax} :keepdims true) {dt}))"
+    rows = [f"(slice {e} " + " ".join(f"[{i} {i + 1} 1]" if k == a else f"[0 {n.d(0, k)} 1]"
+                                      for k in range(len(s))) + ")" for i in range(s[a])]
+    acc = rows[0]
+    for row in rows[1:]:
+        acc = n.let(f"(+ {acc} {row})")
+    return f"(/ {e} {acc})"
 
 
 def _softmax_like(n: N, f: str) -> str:
