@@ -113,6 +113,19 @@ def test_an_element_count_past_int64_is_refused(src):
         caten.loads(src, runtime="numpy", defines={"N": 2 ** 62, "M": 4}).f(np.zeros(4, np.float32))
 
 
+@pytest.mark.parametrize("runtime", ["numpy", "llvm", "c"])
+def test_an_element_count_past_int64_with_a_symbolic_dim_fails_the_call(runtime):
+    """[2**62 M] with M known only at the call: it compiled and ran a kernel over wrapped indices (a
+    call that never returned on llvm); the count is now a call-time constraint."""
+    import caten
+    m = caten.loads("(composite f ((X{f32}[M]) -> (Y{f32}[]))\n  (sum (expand X [4611686018427387904 M])))\n",
+                    runtime=runtime)
+    with pytest.raises(Error, match=r"\[4611686018427387904 M\] has fewer than 2\*\*63 elements"):
+        m.f(np.zeros(4, np.float32))
+    m = caten.loads("(composite f ((X{f32}[M]) -> (Y{f32}[]))\n  (sum (expand X [100000 M])))\n", runtime=runtime)
+    assert m.f(np.ones(3, np.float32)) == 300000
+
+
 def test_addmm_with_beta_zero_ignores_the_input_as_torch():
     import caten
     torch = pytest.importorskip("torch")

@@ -385,25 +385,43 @@ class Elaborator(Evaluator):
                 tvars[p.dtype] = t.dtype
             nodes.append(t.node)
             ospecs.append(TensorSpec(p.name, t.dtype, tuple(S.sig_dim(self, d, dims, p) for d in p.dims or [])))
-        _check_sizes(nodes, cdef)
+        constraints += _check_sizes(nodes, cdef)
         dyn = [s for s in order if s not in defines and s in plain]
         constraints += [c for c in self.output_constraints if c not in constraints]
         return Program(cdef.name, inputs, ospecs, nodes, dyn, constraints,
                        {k: int(v) for k, v in defines.items() if k in order}, derived)
 
 
-def _check_sizes(outputs: list, cdef: Any) -> None:
+def _check_sizes(outputs: list, cdef: Any) -> list[Constraint]:
     """Refuse a tensor whose element count does not fit the int64 its indices are computed in
-    (a dim that large, or a product of dims: an index would wrap and address the wrong element)."""
+    (a dim that large, or a product of dims: an index would wrap and address the wrong element).
+    Where symbols are among the dims, the known part S bounds the rest: a call-time constraint
+    keeps the symbols' product P at most (2**63 - 1) // S (P // (that + 1) == 0, all in int64)."""
+    out: list[Constraint] = []
+    seen: set = set()
     for n in toposort(outputs):
-        if all(isinstance(d, int) for d in n.shape):
-            count = 1
-            for d in n.shape:
+        count = 1
+        syms = []
+        for d in n.shape:
+            if isinstance(d, int):
                 count *= d
-            if count >= 2 ** 63:
-                raise Error(f"`{cdef.name}`: a tensor of shape [{' '.join(map(str, n.shape))}] has {count} elements, "
-                            "more than an int64 index can count", cdef.span,
+            else:
+                syms.append(d)
+        if count >= 2 ** 63 or count == 0:
+            if count:
+                raise Error(f"`{cdef.name}`: a tensor of shape [{' '.join(map(str, n.shape))}] has {count} "
+                            "elements, more than an int64 index can count", cdef.span,
                             "element counts must stay below 2**63; use smaller dims")
+            continue
+        if syms and count >= 2 ** 16:  # (symbols alone come from arrays that exist: their product fits)
+            most = (2 ** 63 - 1) // count
+            key = (D._key(D.prod(syms)), most)
+            if key not in seen:
+                seen.add(key)
+                shape = " ".join(D.to_str(d) for d in n.shape)
+                out.append(Constraint(D.floordiv(D.prod(syms), most + 1), 0,
+                                      f"a tensor of shape [{shape}] has fewer than 2**63 elements"))
+    return out
 
 
 class _Same:
