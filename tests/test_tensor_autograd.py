@@ -209,8 +209,12 @@ def test_requires_grad_needs_a_float_tensor():
     t = Tensor(np.array([1, 2], np.int64))
     with pytest.raises(caten.Error, match="floating-point"):
         t.requires_grad = True
-    with pytest.raises(caten.Error, match="leaf"):
-        (Tensor([1.0, 2.0]) * 2).requires_grad = True
+    tracked = Tensor([1.0, 2.0], requires_grad=True) * 2
+    with pytest.raises(caten.Error, match="leaf"):  # a tracked value cannot stop requiring gradients
+        tracked.requires_grad = False
+    u = Tensor([1.0, 2.0]) * 2  # a value without history is a leaf, as torch's
+    u.requires_grad = True
+    assert u.is_leaf and tracked.requires_grad
     f = Tensor([1.0, 2.0])
     f.requires_grad = True
     (f * f).sum().backward()

@@ -173,3 +173,58 @@ def test_torch_exception_classes():
         TF.pad(torch.zeros(3, 3, 3), (3, 0), mode="typo")
     with pytest.raises(NotImplementedError):
         F.pad(caten.zeros(3, 3, 3), (3, 0), mode="typo")
+
+
+# leaves as torch's ------------------------------------------------------------------------------------
+def test_factory_and_detached_results_are_leaves():
+    x = caten.randn(3).requires_grad_()
+    assert x.is_leaf and x.requires_grad
+    (x * x).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * x.numpy())
+    a = caten.Tensor([1.0, 2.0], requires_grad=True)
+    d = (a * 3).detach().requires_grad_()
+    (d * d).sum().backward()
+    np.testing.assert_array_equal(d.grad.numpy(), [6.0, 12.0])
+    assert a.grad is None
+    with pytest.raises(caten.Error, match="floating-point"):
+        caten.arange(3).requires_grad_()
+
+
+# the "wrong numbers" checklist of #39 (the rest have their tests in test_wrong_numbers*.py) -----------
+@pytest.mark.parametrize("rt", ["numpy", "llvm", "c"])
+def test_integer_max_pool_with_padding_as_torch(rt):
+    """Padding takes no part in an integer max (no -inf, no 0): torch's values and indices."""
+    rng = np.random.default_rng(0)
+    for dt in ([np.int8, np.uint8, np.int16, np.int32, np.int64] if rt == "numpy" else [np.int64]):
+        x = rng.integers(0 if dt == np.uint8 else -100, 100, (2, 2, 5, 4)).astype(dt)
+        if dt == np.int64:
+            x[0, 0, 0, 0] = np.iinfo(np.int64).min
+        for kw in ({"kernel_size": 2, "stride": 1, "padding": 1},
+                   {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True}):
+            want = TF.max_pool2d(torch.tensor(x), return_indices=True, **kw)
+            got = F.max_pool2d(caten.Tensor(x, runtime=rt), return_indices=True, **kw)
+            np.testing.assert_array_equal(got[0].numpy(), want[0].numpy())
+            np.testing.assert_array_equal(got[1].numpy(), want[1].numpy())
+        want = TF.max_pool3d(torch.tensor(x[None]), 2, 1, 1)
+        np.testing.assert_array_equal(F.max_pool3d(caten.Tensor(x[None], runtime=rt), 2, 1, 1).numpy(), want.numpy())
+
+
+def test_softmax_of_a_0d_tensor_with_the_implicit_dim():
+    for f in ("softmax", "log_softmax"):
+        want = getattr(torch.tensor(1.5), f)(0)
+        np.testing.assert_array_equal(getattr(caten.Tensor(1.5, runtime="numpy"), f)().numpy(), want.numpy())
+        np.testing.assert_array_equal(getattr(F, f)(caten.Tensor(1.5, runtime="numpy")).numpy(), want.numpy())
+
+
+def test_conv_with_a_kernel_larger_than_the_input_raises_as_torch():
+    with pytest.raises(RuntimeError):
+        TF.conv2d(torch.zeros(1, 1, 3, 3), torch.zeros(1, 1, 5, 5))
+    with pytest.raises(caten.Error, match="kernel"):
+        F.conv2d(caten.zeros(1, 1, 3, 3), caten.zeros(1, 1, 5, 5))
+
+
+def test_cross_entropy_reduces_classes_on_axis_1_on_llvm():
+    rng = np.random.default_rng(0)
+    x, t = rng.standard_normal((2, 3, 4, 2)).astype(np.float32), rng.integers(0, 3, (2, 4, 2))
+    _check(lambda a: F.cross_entropy(a, caten.Tensor(t, runtime="llvm")),
+           lambda a: TF.cross_entropy(a, torch.tensor(t)), [x], "llvm")

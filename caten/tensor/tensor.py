@@ -84,9 +84,14 @@ class Tensor:
     @requires_grad.setter
     def requires_grad(self, v: bool) -> None:
         if self.node.op != INPUT:
-            raise Error("requires_grad can be set on leaf tensors only", hint="use .detach() first")
+            if self.node.requires_grad and not v:
+                raise Error("requires_grad can be set on leaf tensors only", hint="use .detach() first")
+            if self.node.requires_grad or not v:  # torch: True on a tracked value, False on an untracked one
+                return
         if v and self.dtype not in FLOATS:
             raise Error(f"only floating-point tensors can require gradients, this one is {self.dtype}")
+        if self.node.op != INPUT:  # a value without history (a factory's, a detached one) is torch's leaf
+            self.node = _leafify(self, True).node
         self.node.requires_grad = bool(v)
         self.node.owner = weakref.ref(self)
 
