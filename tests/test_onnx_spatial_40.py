@@ -103,6 +103,14 @@ CASES.update({
     "deformconv_plain": (
         helper.make_node("DeformConv", ["x", "w", "off"], ["y"], kernel_shape=[2, 3]),
         [_f(2, 1, 3, 4), _f(3, 1, 2, 3), _f(2, 2 * 3 * 2, 2, 2)]),
+    "gridsample_cubic_border_f64": _gs("cubic", "border", 0, _f(1, 2, 3, 4).astype(np.float64),
+                                       _grid(1, 2, 3, 2).astype(np.float64)),
+    "roialign_avg_f64": (
+        helper.make_node("RoiAlign", ["x", "rois", "bi"], ["y"], output_height=2, output_width=2, sampling_ratio=2),
+        [_f(1, 2, 4, 5).astype(np.float64), np.array([[0.3, 1, 3, 3.7]]), _i64(0)]),
+    "deformconv_f64": (
+        helper.make_node("DeformConv", ["x", "w", "off"], ["y"], pads=[1, 1, 1, 1]),
+        [_f(1, 1, 3, 3).astype(np.float64), _f(2, 1, 2, 2).astype(np.float64), _f(1, 8, 4, 4).astype(np.float64)]),
 })
 
 SUBSET = ["gridsample_linear_reflection_1", "gridsample_3d_linear_reflection", "gridsample_nearest_zeros_0",
@@ -189,3 +197,21 @@ def test_roialign_adaptive_grid_of_runtime_rois_is_refused():
 
     with pytest.raises(Unsupported, match="sampling_ratio=0"):
         convert(model, "model")  # the backend specializes on the rois' values; a plain import cannot
+
+
+@pytest.mark.parametrize("op", ["gridsample", "roialign", "deformconv"])
+def test_f16_is_interpolated_in_f32_and_rounded_once(op):
+    """f16 samples in f32 and rounds once: within half an f16 ulp (+ f32 noise) of the f64 reference
+    (onnx's f16 reference rounds every weight and product, so it is no oracle here)."""
+    name = {"gridsample": "gridsample_linear_reflection_1", "roialign": "roialign_avg_half_pixel",
+            "deformconv": "deformconv_plain"}[op]
+    node, xs = CASES[name]
+    keep = {1} if op == "gridsample" else set()  # the reference denormalizes the grid in f32 anyway
+    narrow = [x.astype(np.float16) if x.dtype == np.float32 and i not in keep else x for i, x in enumerate(xs)]
+    model64, feeds64 = _model(node, [x.astype(np.float64) if x.dtype == np.float16 else x for x in narrow], 22)
+    exact = ReferenceEvaluator(model64).run(None, feeds64)[0]
+    model, feeds = _model(node, narrow, 22)
+    model.graph.output[0].CopyFrom(helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT16, exact.shape))
+    got = np.asarray(CatenBackend.prepare(model, runtime="numpy").run(feeds)[0])
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got.astype(np.float64), exact, rtol=2 ** -11, atol=1e-6)

@@ -26,6 +26,16 @@ def _f(v: float) -> str:
     return lit(float(v), "f32")
 
 
+def _wide(n: N) -> str:
+    """The dtype to compute in: f16 and bf16 in f32, rounded once at the end (the reference rounds
+    every weight and product to the narrow type, off by ulps in either direction)."""
+    return "f32" if n.dt() in ("f16", "bf16") else n.dt()
+
+
+def _as(n: N, i: int, dt: str) -> str:
+    return n.x(i) if n.dt(i) == dt else f"(cast {n.x(i)} {dt})"
+
+
 def _reflect(n: N, x: str, lo: float, hi: float) -> str:
     """The reference's _gs_reflect: x reflected by the nearer border until within [lo, hi]."""
     rng = hi - lo
@@ -93,7 +103,9 @@ def _grid_sample(n: N) -> str:
         return f"(full {dims([b, c, *outs])} 0 :dtype {n.dt()})"
     grid = n.x(1) if n.dt(1) == "f32" else f"(cast {n.x(1)} f32)"
     grid = n.let(f"(reshape {grid} [{b} {o} {k}])")
-    xflat = n.let(f"(reshape {n.x(0)} [{b} {c} {p}])")
+    # f16 / bf16 interpolate in f32 and round once (the reference rounds each weight and product)
+    wide = _wide(n) != n.dt()
+    xflat = n.let(f"(reshape {_as(n, 0, _wide(n))} [{b} {c} {p}])")
     taps_per_dim = []
     for i, d in enumerate(sp):  # outermost first; the grid's last component is the innermost dim
         comp = n.let(f"(reshape (slice {grid} [0 {b} 1] [0 {o} 1] [{k - 1 - i} {k - i} 1]) [{b} {o}])")
@@ -119,12 +131,12 @@ def _grid_sample(n: N) -> str:
         else:
             pos = [f"(+ {x0} {_f(j)})" for j in (-1, 0, 1, 2)]
             ws = _cubic(t)
-        if n.dt() != "f32":
-            ws = [f"(cast {w} {n.dt()})" for w in ws]
+        if n.dt() == "f64":
+            ws = [f"(cast {w} f64)" for w in ws]
         taps_per_dim.append([(_pixel(n, n.let(q), d, pad, lo, hi), n.let(f"(reshape {w} [{b} 1 {o}])"))
                              for q, w in zip(pos, ws)])
     strides = [int(np.prod(sp[i + 1:], dtype=np.int64)) for i in range(k)]
-    zero = lit(0, n.dt())
+    zero = lit(0, "f32" if wide else n.dt())
 
     def gather(chosen: list) -> str:
         flat = None
@@ -150,7 +162,8 @@ def _grid_sample(n: N) -> str:
             acc = f"(+ {acc} (* {w} {v}))"
         return n.let(acc)
 
-    return f"(reshape {interp(0, [])} {dims([b, c, *outs])})"
+    y = f"(reshape {interp(0, [])} {dims([b, c, *outs])})"
+    return f"(cast {y} {n.dt()})" if wide else y
 
 
 def _roi_grid(n: N) -> tuple[int, int]:
@@ -176,10 +189,9 @@ def _roi_grid(n: N) -> tuple[int, int]:
     return max(gh.pop(), 0), max(gw.pop(), 0)
 
 
-def _roi_taps(n: N, start: str, end: str, bins: int, grid: int, d: int, half: bool) -> list[tuple[str, str]]:
+def _roi_taps(n: N, dt: str, start: str, end: str, bins: int, grid: int, d: int, half: bool) -> list:
     """Along one axis of every roi: the low and high rows (f32, integer-valued) [R, bins*grid] of each
     sample and their weights, 0 for a sample outside [-1, d] (the reference's pre_calc)."""
-    dt = n.dt()
     size = n.let(f"(- {end} {start})")
     if not half:
         size = n.let(f"(where (< {size} {lit(1, dt)}) {lit(1, dt)} {size})")
@@ -217,14 +229,14 @@ def _roi_align(n: N) -> str:
     gh, gw = _roi_grid(n)
     if r == 0 or c == 0 or gh * gw == 0:
         raise n.fail("empty rois, channels or sample grid are not supported")
-    dt = n.dt()
-    rois = n.x(1) if n.dt(1) == dt else f"(cast {n.x(1)} {dt})"
+    dt = _wide(n)
+    rois = _as(n, 1, dt)
     scale, off = lit(float(n.a("spatial_scale", 1.0)), dt), lit(0.5 if half else 0.0, dt)
     cols = [n.let(f"(- (* (reshape (slice {rois} [0 {r} 1] [{j} {j + 1} 1]) [{r} 1]) {scale}) {off})")
             for j in range(4)]
-    ys = _roi_taps(n, cols[1], cols[3], ph, gh, h, half)
-    xs = _roi_taps(n, cols[0], cols[2], pw, gw, w, half)
-    img = n.let(f"(take (reshape {n.x(0)} [{b} {c} {h * w}]) (cast {n.x(2)} i64) :axis 0)")
+    ys = _roi_taps(n, dt, cols[1], cols[3], ph, gh, h, half)
+    xs = _roi_taps(n, dt, cols[0], cols[2], pw, gw, w, half)
+    img = n.let(f"(take (reshape {_as(n, 0, dt)} [{b} {c} {h * w}]) (cast {n.x(2)} i64) :axis 0)")
     m = ph * gh * pw * gw
     vals = []
     for yi, wy in ys:
@@ -239,9 +251,8 @@ def _roi_align(n: N) -> str:
     for v in vals[1:]:
         acc = n.let(f"(+ {acc} {v})" if mode == "avg" else f"(where (> {v} {acc}) {v} {acc})")
     grid = f"(reshape {acc} [{r} {c} {ph} {gh} {pw} {gw}])"
-    if mode == "avg":
-        return f"(/ (sum {grid} :axis [3 5]) {lit(gh * gw, dt)})"
-    return f"(max {grid} :axis [3 5])"
+    y = f"(/ (sum {grid} :axis [3 5]) {lit(gh * gw, dt)})" if mode == "avg" else f"(max {grid} :axis [3 5])"
+    return y if dt == n.dt() else f"(cast {y} {n.dt()})"
 
 
 @handler("DeformConv")
@@ -271,11 +282,11 @@ def _deform_conv(n: N) -> str:
         raise n.fail("the reference normalizes positions by (size - 1): input dims of 1 divide by zero")
     if b * oc * oh * ow == 0:
         raise n.fail("empty DeformConv is not supported")
-    dt = n.dt()
-    np_dt = {"f16": np.float16, "f64": np.float64}.get(dt, np.float32)
+    dt = _wide(n)
+    np_dt = np.float64 if dt == "f64" else np.float32
     k, p = kh * kw, oh * ow
     m = k * p
-    off = n.let(f"(reshape {n.x(2)} [{b} {og} {k} 2 {p}])")
+    off = n.let(f"(reshape {_as(n, 2, dt)} [{b} {og} {k} 2 {p}])")
     coords = []
     for axis, (stride, dil, kk, pad, d) in enumerate(((sh, dh, kh, pads[0], h), (sw, dw, kw, pads[1], w))):
         tap = np.arange(kk) * dil
@@ -293,7 +304,7 @@ def _deform_conv(n: N) -> str:
             ok = n.let(f"(and (>= {q} {lit(0, dt)}) (<= {q} {lit(d - 1, dt)}))")
             taps.append((n.let(f"(cast (where {ok} {q} {lit(0, dt)}) i64)"), ok, n.let(wt)))
         coords.append(taps)
-    img = n.let(f"(reshape {n.x(0)} [{b} {og} {c // og} {h * w}])")
+    img = n.let(f"(reshape {_as(n, 0, dt)} [{b} {og} {c // og} {h * w}])")
     zero = lit(0, dt)
     rows = []
     for yi, yok, wy in coords[0]:
@@ -307,12 +318,12 @@ def _deform_conv(n: N) -> str:
         rows.append(f"(* (reshape {wy} [{b} {og} 1 {m}]) {n.let(row)})")
     val = f"(+ {rows[0]} {rows[1]})"
     if n.has(4):
-        val = f"(* {val} (reshape {n.x(4)} [{b} {og} 1 {m}]))"
+        val = f"(* {val} (reshape {_as(n, 4, dt)} [{b} {og} 1 {m}]))"
     ocg = oc // g
     v = f"(reshape (permute (reshape {n.let(val)} [{b} {g} {cg * k} {p}]) [1 2 0 3]) [{g} {cg * k} {b * p}])"
-    wt = f"(reshape {n.x(1)} [{g} {ocg} {cg * k}])"
+    wt = f"(reshape {_as(n, 1, dt)} [{g} {ocg} {cg * k}])"
     y = f"(permute (reshape (matmul {wt} (contiguous {v})) [{g} {ocg} {b} {p}]) [2 0 1 3])"
     y = f"(reshape (contiguous {y}) [{b} {oc} {oh} {ow}])"
     if n.has(3):
-        y = f"(+ {y} (reshape {n.x(3)} [1 {oc} 1 1]))"
-    return y
+        y = f"(+ {y} (reshape {_as(n, 3, dt)} [1 {oc} 1 1]))"
+    return y if dt == n.dt() else f"(cast {y} {n.dt()})"
