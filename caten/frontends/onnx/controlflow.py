@@ -23,6 +23,7 @@ __all__: list[str] = []
 MAX_UNROLL = 1024  # iterations unrolled at most: a longer loop would be a huge program
 HINT = "run-time loops and branches are issue #40; until then the trip count and condition must be known at import"
 _serial = itertools.count()
+_IMPURE = ("RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike", "Bernoulli", "Multinomial")
 
 
 def _defined(graph: Any, out: set[str]) -> set[str]:
@@ -119,7 +120,7 @@ def _fold_int_node(g: Any, node: Any) -> bool:
     from caten.frontends.onnx import fold
 
     present = [i for i in node.input if i]
-    if (not present or not all(i in g.consts and g.consts[i].size <= 4096 for i in present)
+    if (not present or node.op_type in _IMPURE or not all(i in g.consts and g.consts[i].size <= 4096 for i in present)
             or any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)):
         return False
     if fold.try_fold(g, node):
@@ -248,9 +249,6 @@ def _fresh_value(g: Any, expr: str, dt: str | None, shape: list | None) -> str:
 
 
 # ---- If ---------------------------------------------------------------------------------------
-_IMPURE = ("RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike", "Bernoulli", "Multinomial")
-
-
 def _impure(graph: Any) -> bool:
     return any(node.op_type in _IMPURE or any(_impure(s) for a in node.attribute for s in _subgraphs(a))
                for node in graph.node)
