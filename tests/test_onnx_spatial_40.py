@@ -215,3 +215,16 @@ def test_f16_is_interpolated_in_f32_and_rounded_once(op):
     got = np.asarray(CatenBackend.prepare(model, runtime="numpy").run(feeds)[0])
     assert got.dtype == np.float16
     np.testing.assert_allclose(got.astype(np.float64), exact, rtol=2 ** -11, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode,aa", [("linear", 0), ("cubic", 1)])
+def test_resize_f16_rounds_once(mode, aa):
+    """f16 resizes in f32 and rounds at the end, as the reference (f64 then one cast): within an ulp."""
+    x = _f(1, 2, 9, 11).astype(np.float16)
+    node = helper.make_node("Resize", ["x", "", "s"], ["y"], mode=mode, antialias=aa)
+    model, feeds = _model(node, [x, np.array([1, 1, 0.6, 1.7], np.float32)], 22)
+    want = ReferenceEvaluator(model).run(None, feeds)[0]
+    model.graph.output[0].CopyFrom(helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT16, want.shape))
+    got = np.asarray(CatenBackend.prepare(model, runtime="numpy").run(feeds)[0])
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=2 ** -10, atol=1e-6)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from caten.frontends.onnx.node import N, ax_list, dims, handler
+from caten.frontends.text import lit
 
 
 @handler("Gather")
@@ -193,7 +194,9 @@ def _resize(n: N) -> str:
         raise n.fail(f"resize mode `{mode}` is not supported")
     if not n.is_float() and mode != "nearest":
         raise n.fail("linear/cubic resizing of integers is not supported")
-    x = n.x(0)
+    # f16 / bf16 interpolate in f32 and round once, as the reference (f64, one final cast)
+    wide = mode != "nearest" and n.dt() in ("f16", "bf16")
+    x = f"(cast {n.x(0)} f32)" if wide else n.x(0)
     # innermost axis first: a point outside tf_crop_and_resize's box is the extrapolation value
     # along the axis that puts it there, as the reference's recursion over axes
     for a in reversed(range(r)):
@@ -205,13 +208,10 @@ def _resize(n: N) -> str:
             shp = [1] * r
             shp[a] = sizes[a]
             mask = const_tensor(n, outside.reshape(shp))
-            x = n.let(f"(where {mask} {n.lit(opts['extra'])} {x})")
+            x = n.let(f"(where {mask} {lit(opts['extra'], 'f32' if wide else n.dt())} {x})")
             continue
         x = n.let(_resize_axis(n, x, m, a, r, mode))
-    return f"(contiguous {x})"
-
-
-_NP_FLOAT = {"f32": "float32", "f64": "float64", "f16": "float16", "bf16": "float32"}
+    return f"(cast {x} {n.dt()})" if wide else f"(contiguous {x})"
 
 
 def const_tensor(n: N, v: np.ndarray) -> str:
@@ -227,7 +227,7 @@ def _resize_axis(n: N, x: str, m: np.ndarray, a: int, r: int, mode: str) -> str:
         return f"(take {x} {const_tensor(n, m.argmax(axis=1).astype(np.int64))} :axis {a})"
     perm = [i for i in range(r) if i != a] + [a]
     back = [perm.index(i) for i in range(r)]
-    mt = const_tensor(n, m.T.astype(np.dtype(_NP_FLOAT[n.dt()])))
+    mt = const_tensor(n, m.T.astype(np.float64 if n.dt() == "f64" else np.float32))
     return f"(permute (matmul (permute {x} {ax_list(perm)}) {mt}) {ax_list(back)})"
 
 
