@@ -260,3 +260,12 @@ def test_loop_carries_a_sequence():
     m = _model(nodes, [_vi("x", F, [4])], [_vi("y", F, [6])],
                [numpy_helper.from_array(v, k) for k, v in consts.items()])
     _check(m, {"x": _f(4)}, oracle=_ort)  # the reference loses the sequence carried from SequenceEmpty
+
+
+def test_scan_body_op_with_a_function_body_is_expanded():
+    """A body op caten lowers through its ONNX function body (CenterCropPad), once per step."""
+    body = helper.make_graph([helper.make_node("CenterCropPad", ["xi", "shp"], ["yi"])], "b", [_vi("xi", F, [5, 2])],
+                             [_vi("yi", F, [3, 4])])
+    m = _model([helper.make_node("Scan", ["x"], ["y"], body=body, num_scan_inputs=1)], [_vi("x", F, [3, 5, 2])],
+               [_vi("y", F, [3, 3, 4])], [numpy_helper.from_array(np.array([3, 4], np.int64), "shp")], opset=18)
+    _check(m, {"x": _f(3, 5, 2)})

@@ -90,9 +90,45 @@ def inline(g: Any, graph: Any, binds: list[tuple[str, Any]], where: str) -> list
         for o in node.output:
             if o:
                 g.producer[o] = node
-        if not (_fold_shape_split(g, node) or _fold_int_node(g, node)):
+        if not (_fold_shape_split(g, node) or _fold_int_node(g, node) or _expand_node(g, node, where)):
             lower_node(g, node)
     return [vo.name for vo in sub.output]
+
+
+def _expand_node(g: Any, node: Any, where: str) -> bool:
+    """A body node without a lowering but with an ONNX function body becomes that body, as at the
+    top level (expand.py), lowered like one more subgraph."""
+    import onnx
+    from onnx import helper
+
+    from caten.frontends.onnx.expand import expand
+    from caten.frontends.onnx.handlers import supported_ops
+
+    sup = supported_ops()
+    if node.op_type in sup or node.domain not in ("", "ai.onnx"):
+        return False
+    ins = [i for i in dict.fromkeys(node.input) if i]
+    if any(g.code(i) is None for i in ins):
+        return False
+
+    def type_of(name: str) -> Any:
+        c, s = g.code(name), g.shape(name)
+        dims = None if s is None else [d if isinstance(d, int) else None for d in s]
+        return None if c is None else helper.make_tensor_type_proto(c, dims)
+
+    one = onnx.NodeProto()
+    one.CopyFrom(node)
+    vis = [helper.make_value_info(i, type_of(i)) for i in ins]
+    outs = [o for o in node.output if o]
+    m = helper.make_model(helper.make_graph([one], "expand", vis, [helper.make_empty_tensor_value_info(o)
+                                                                   for o in outs]),
+                          opset_imports=list(g.model.opset_import))
+    m.ir_version = g.model.ir_version
+    if not expand(m, g.opset, sup, type_of):
+        return False
+    for o, v in zip(outs, inline(g, m.graph, [("value", i) for i in ins], where)):
+        _alias(g, o, v)
+    return True
 
 
 def _fold_shape_split(g: Any, node: Any) -> bool:
