@@ -49,9 +49,7 @@ def expand(model: Any, opset: int, supported: set[str], input_type: Callable[[st
 
     found: dict[str, Any] = {}
     for node in model.graph.node:
-        if node.op_type in supported or node.domain not in ("", "ai.onnx"):
-            continue
-        if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
+        if node.op_type in supported or node.domain not in ("", "ai.onnx", "ai.onnx.preview"):
             continue
         f = _body(onnx, node, opset, input_type)
         if f is None:
