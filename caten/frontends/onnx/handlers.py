@@ -14,6 +14,7 @@ from caten.frontends.onnx import (  # noqa: F401  (each family registers its han
     elementwise,
     index,
     matmul,
+    ml,
     movement,
     nms,
     norm,

@@ -387,7 +387,7 @@ def lower_node(g: Graph, node: Any) -> None:
     """Emit one node: folded when it is shape arithmetic on constants, else through its handler."""
     from caten.frontends.onnx import fold, handlers
 
-    if node.domain not in ("", "ai.onnx", "ai.onnx.preview.training"):
+    if node.domain not in ("", "ai.onnx", "ai.onnx.preview.training", "ai.onnx.ml"):
         raise Unsupported(f"node `{node.name or node.output[0]}`: op domain `{node.domain}` is not supported")
     g.infer_node(node)
     if fold.try_fold(g, node):

@@ -1,0 +1,132 @@
+"""ONNX lowerings of the `ai.onnx.ml` ops on numbers: Binarizer, ArrayFeatureExtractor, TreeEnsemble.
+
+A tree ensemble's structure is attributes, so each tree becomes, per leaf, the conjunction of the
+comparisons on its path (exactly one leaf of a tree holds for a row) and the ensemble the
+reference's accumulation over trees, one rounding to the input's dtype per tree as it does."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from caten.frontends.onnx.node import N, handler
+from caten.frontends.onnx.types import np_dtype
+from caten.frontends.text import lit
+
+
+@handler("Binarizer")
+def _binarizer(n: N) -> str:
+    return f"(cast (> {n.x(0)} {n.lit(n.a('threshold', 0.0))}) {n.dt()})"
+
+
+@handler("ArrayFeatureExtractor")
+def _feature_extractor(n: N) -> str:
+    """data[..., indices] with the indices flattened into the last axis (a vector gives one row),
+    as onnxruntime and the reference do; the indices are specialized at conversion."""
+    shape = n.int_shape(0)
+    idx = [int(v) for v in np.asarray(n.c(1, "indices")).reshape(-1)]
+    last = shape[-1]
+    if not idx or any(not 0 <= i < last for i in idx):
+        raise n.fail(f"indices {idx} are empty or out of range for a last axis of {last}")
+    x = n.x(0)
+    pre = " ".join(f"[0 {d} 1]" for d in shape[:-1])
+    parts = [f"(slice {x} {pre} [{i} {i + 1} 1])" for i in idx]
+    y = parts[0] if len(parts) == 1 else f"(concat {' '.join(parts)} :axis {len(shape) - 1})"
+    if len(shape) == 1:
+        y = f"(reshape {y} [1 {len(idx)}])"
+    return f"(contiguous {y})"
+
+
+_CMP = {0: "<=", 1: "<", 2: ">=", 3: ">", 4: "=", 5: "!="}
+
+
+def _arr(n: N, name: str) -> list:
+    v = n.a(name)
+    if v is None:
+        return []
+    from onnx import numpy_helper
+
+    return numpy_helper.to_array(v).tolist() if hasattr(v, "dims") else list(v)
+
+
+@handler("TreeEnsemble")
+def _tree_ensemble(n: N) -> str:
+    if n.a("post_transform", 0) != 0:
+        raise n.fail("post_transform other than NONE is not supported")
+    agg = n.a("aggregate_function", 1)
+    if agg not in (0, 1, 2, 3):
+        raise n.fail(f"aggregate_function {agg} is not one of AVERAGE, SUM, MIN, MAX")
+    shape, dt = n.int_shape(0), n.dt(0)
+    if len(shape) != 2 or dt not in ("f16", "f32", "f64"):
+        raise n.fail("X must be a 2-D float tensor")
+    rows = shape[0]
+    splits, feats, modes = _arr(n, "nodes_splits"), _arr(n, "nodes_featureids"), _arr(n, "nodes_modes")
+    t_ids, f_ids = _arr(n, "nodes_truenodeids"), _arr(n, "nodes_falsenodeids")
+    t_leaf, f_leaf = _arr(n, "nodes_trueleafs"), _arr(n, "nodes_falseleafs")
+    l_tgt, l_w = _arr(n, "leaf_targetids"), _arr(n, "leaf_weights")
+    missing = _arr(n, "nodes_missing_value_tracks_true") or [0] * len(modes)
+    members = iter(_arr(n, "membership_values"))
+    n_targets, roots = n.a("n_targets"), _arr(n, "tree_roots")
+    # the comparisons run in f64, as the reference compares Python floats
+    x64 = n.let(f"(cast {n.x(0)} f64)")
+    sets: dict[int, list[float]] = {}
+    for i, m in enumerate(modes):  # membership values come in node order, each set ended by a NaN
+        if m == 6:
+            vals: list[float] = []
+            for v in members:
+                if np.isnan(v):
+                    break
+                vals.append(v)
+            sets[i] = vals
+        elif m not in _CMP:
+            raise n.fail(f"node mode {m} is not a known comparison")
+
+    def test(i: int) -> str:
+        col = n.let(f"(slice {x64} [0 {rows} 1] [{feats[i]} {feats[i] + 1} 1])")
+        if modes[i] == 6:
+            if not sets[i]:
+                raise n.fail(f"node {i} tests membership of an empty set")
+            cond = f"(= {col} {lit(sets[i][0], 'f64')})"
+            for v in sets[i][1:]:
+                cond = f"(or {cond} (= {col} {lit(v, 'f64')}))"
+        else:
+            cond = f"({_CMP[modes[i]]} {col} {lit(splits[i], 'f64')})"
+        return n.let(f"(or {cond} (!= {col} {col}))") if missing[i] else n.let(cond)
+
+    def leaves(i: int, is_leaf: bool, path: str | None, out: list[tuple[int, str | None]]) -> None:
+        if is_leaf:
+            out.append((i, path))
+            return
+        c = test(i)
+        both = (lambda a: a if path is None else n.let(f"(and {path} {a})"))
+        leaves(t_ids[i], bool(t_leaf[i]), both(c), out)
+        leaves(f_ids[i], bool(f_leaf[i]), both(n.let(f"(not {c})")), out)
+
+    big = float(np.finfo(np_dtype(dt)).max)
+    init = {0: 0.0, 1: 0.0, 2: big, 3: -big}[agg]
+    acc = [n.let(f"(full [{rows} 1] {lit(init, 'f64')} :dtype f64)") for _ in range(n_targets)]
+    for r in roots:
+        degenerate = t_leaf[r] and f_leaf[r] and t_ids[r] == f_ids[r]
+        found: list[tuple[int, str | None]] = []
+        leaves(t_ids[r] if degenerate else r, bool(degenerate), None, found)
+        for k in range(n_targets):
+            hit = [(leaf, p) for leaf, p in found if l_tgt[leaf] == k]
+            if not hit:
+                continue
+            on: str | None = None  # where the tree reaches a leaf of target k (None: the tree is one leaf)
+            if hit[0][1] is None:
+                w = n.let(f"(full [{rows} 1] {lit(l_w[hit[0][0]], 'f64')} :dtype f64)")
+            else:
+                w = n.let(f"(full [{rows} 1] {lit(0.0, 'f64')} :dtype f64)")
+                for leaf, p in hit:  # at most one leaf of the tree holds
+                    w = n.let(f"(where {p} {lit(l_w[leaf], 'f64')} {w})")
+                    on = p if on is None else n.let(f"(or {on} {p})")
+            if agg == 1:
+                new = f"(+ {acc[k]} {w})"
+            elif agg == 0:
+                new = f"(+ {acc[k]} (/ {w} {lit(float(len(roots)), 'f64')}))"
+            else:
+                best = f"({'min' if agg == 2 else 'max'} {acc[k]} {w})"
+                new = best if on is None else f"(where {on} {best} {acc[k]})"
+            acc[k] = n.let(new if dt == "f64" else f"(cast (cast {new} {dt}) f64)")
+    y = acc[0] if n_targets == 1 else f"(concat {' '.join(acc)} :axis 1)"
+    return f"(cast {y} {dt})"
