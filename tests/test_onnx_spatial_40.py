@@ -228,3 +228,21 @@ def test_resize_f16_rounds_once(mode, aa):
     got = np.asarray(CatenBackend.prepare(model, runtime="numpy").run(feeds)[0])
     assert got.dtype == np.float16
     np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=2 ** -10, atol=1e-6)
+
+
+def test_maxpool_indices_with_nans_match_torch():
+    """NaN windows: caten's max propagates NaN as torch's, and the index is torch's (the last NaN);
+    the reference and onnxruntime skip NaNs and disagree with each other."""
+    torch = pytest.importorskip("torch")
+    x = np.array([[[[1, np.nan, 3, 2], [0, 5, np.nan, 1], [2, 2, 2, 2]]], [[[np.nan] * 4, [4, 3, 4, 1], [0] * 4]]],
+                 np.float32)
+    node = helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2])
+    model, feeds = _model(node, [x], 22)
+    wv, wi = torch.nn.functional.max_pool2d(torch.tensor(x), 2, 1, return_indices=True)
+    plane = x.shape[2] * x.shape[3]
+    wi = wi.numpy() + (np.arange(x.shape[0] * x.shape[1]) * plane).reshape(x.shape[0], x.shape[1], 1, 1)
+    model.graph.output[0].CopyFrom(helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, wv.shape))
+    model.graph.output[1].CopyFrom(helper.make_tensor_value_info("i", onnx.TensorProto.INT64, wv.shape))
+    got = CatenBackend.prepare(model, runtime="numpy").run(feeds)
+    np.testing.assert_array_equal(np.asarray(got[0]), wv.numpy())
+    np.testing.assert_array_equal(np.asarray(got[1]), wi)

@@ -67,7 +67,8 @@ def max_pool_with_indices(n: N) -> list[str]:
     """MaxPool's values and Indices: the flat input index (batch and channel included; spatial dims
     row-major, or column-major for storage_order=1) of the first maximum in each window, as the
     reference's scan finds it. The first is the smallest row-major index among the window's cells
-    equal to the maximum (padding cells excluded), found as a min over a constant index tensor."""
+    equal to the maximum (padding cells excluded), found as a min over a constant index tensor.
+    With NaNs the values and indices are torch's (the reference's scan skips NaNs, onnxruntime's too)."""
     s = n.int_shape()
     k = len(s) - 2
     kernel = list(n.a("kernel_shape"))
@@ -92,13 +93,17 @@ def max_pool_with_indices(n: N) -> list[str]:
     except ValueError as e:
         raise n.fail(str(e)) from None
     m = n.let(f"(max {vw} :axis {red} :keepdims true)")
+    out = [s[0], s[1]] + [(padded[2 + i] - dil[i] * (kernel[i] - 1) - 1) // strides[i] + 1 for i in range(k)]
+    mo = n.let(f"(reshape {m} {dims(out)})")
     key = n.let(f"(min (where (= {vw} {m}) {cw} {big}) :axis {red})")
+    if n.is_float():  # a NaN maximum (caten's max propagates NaN, as torch's) is the last NaN, as torch
+        last = f"(max (where (not (= {vw} {vw})) {cw} -1) :axis {red})"
+        key = n.let(f"(where (not (= {mo} {mo})) {last} {key})")
     if order:
         key = n.let(f"(+ (idiv {key} {sp[1]}) (* (mod {key} {sp[1]}) {sp[0]}))")
     offs = const_tensor(n, (np.arange(s[0] * s[1], dtype=np.int64) * plane).reshape(s[:2] + [1] * k))
-    out = [s[0], s[1]] + [(padded[2 + i] - dil[i] * (kernel[i] - 1) - 1) // strides[i] + 1 for i in range(k)]
     idx = f"(where (>= {key} {big}) -1 (+ {key} {offs}))"
-    return [f"(reshape {m} {dims(out)})", idx]
+    return [mo, idx]
 
 
 def pool_nd(n: N, kind: str, x: str | None = None) -> str:
