@@ -10,249 +10,18 @@ refused with a diagnostic naming issue #40.
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import numpy as np
 
 from caten.frontends.onnx.node import N, handler
+from caten.frontends.onnx.subgraph import IMPURE, SERIAL, alias, inline, known, subgraphs
 from caten.frontends.onnx.types import Unsupported
 
 __all__: list[str] = []
 
 MAX_UNROLL = 1024  # iterations unrolled at most: a longer loop would be a huge program
 HINT = "run-time loops and branches are issue #40; until then the trip count and condition must be known at import"
-_serial = itertools.count()
-_IMPURE = ("RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike", "Bernoulli", "Multinomial")
-
-
-def _defined(graph: Any, out: set[str]) -> set[str]:
-    """Every value name a subgraph (and its nested subgraphs) defines."""
-    out.update(v.name for v in graph.input)
-    out.update(i.name for i in graph.initializer)
-    for node in graph.node:
-        out.update(o for o in node.output if o)
-        for a in node.attribute:
-            for sub in _subgraphs(a):
-                _defined(sub, out)
-    return out
-
-
-def _subgraphs(a: Any) -> list[Any]:
-    import onnx
-
-    if a.type == onnx.AttributeProto.GRAPH:
-        return [a.g]
-    if a.type == onnx.AttributeProto.GRAPHS:
-        return list(a.graphs)
-    return []
-
-
-def _rename(graph: Any, ren: dict[str, str]) -> None:
-    """Rename in place every reference to a name in `ren` (nested subgraphs included)."""
-    r = lambda s: ren.get(s, s) if s else s  # noqa: E731
-    for v in itertools.chain(graph.input, graph.output, graph.value_info):
-        v.name = r(v.name)
-    for i in graph.initializer:
-        i.name = r(i.name)
-    for node in graph.node:
-        node.input[:] = [r(s) for s in node.input]
-        node.output[:] = [r(s) for s in node.output]
-        for a in node.attribute:
-            for sub in _subgraphs(a):
-                _rename(sub, ren)
-
-
-def inline(g: Any, graph: Any, binds: list[tuple[str, Any]], where: str) -> list[str]:
-    """Lower a copy of subgraph `graph` into the current composite, its values renamed apart.
-
-    binds[i] feeds formal input i: ("value", an ONNX name of the enclosing scope) or
-    ("const", an ndarray known here). Returns the (renamed) names of the subgraph's outputs."""
-    import onnx
-    from onnx import numpy_helper
-
-    from caten.frontends.onnx.translate import lower_node
-
-    if len(binds) != len(graph.input):
-        raise Unsupported(f"{where}: its subgraph takes {len(graph.input)} inputs, {len(binds)} given")
-    sub = onnx.GraphProto()
-    sub.CopyFrom(graph)
-    prefix = f"{graph.name or 'sub'}#{next(_serial)}/"
-    _rename(sub, {s: prefix + s for s in _defined(sub, set())})
-    for init in sub.initializer:
-        g.set_const(init.name, numpy_helper.to_array(init))
-    for vi, (kind, v) in zip(sub.input, binds):
-        if kind == "const":
-            g.set_const(vi.name, np.asarray(v))
-        else:
-            _alias(g, vi.name, v)
-    for node in sub.node:
-        for o in node.output:
-            if o:
-                g.producer[o] = node
-        if not (_fold_shape_split(g, node) or _fold_int_node(g, node) or _expand_node(g, node, where)):
-            lower_node(g, node)
-    return [vo.name for vo in sub.output]
-
-
-def _expand_node(g: Any, node: Any, where: str) -> bool:
-    """A body node without a lowering but with an ONNX function body becomes that body, as at the
-    top level (expand.py), lowered like one more subgraph."""
-    import onnx
-    from onnx import helper
-
-    from caten.frontends.onnx.expand import expand
-    from caten.frontends.onnx.handlers import supported_ops
-
-    sup = supported_ops()
-    if node.op_type in sup or node.domain not in ("", "ai.onnx"):
-        return False
-    ins = [i for i in dict.fromkeys(node.input) if i]
-    if any(g.code(i) is None for i in ins):
-        return False
-
-    def type_of(name: str) -> Any:
-        c, s = g.code(name), g.shape(name)
-        dims = None if s is None else [d if isinstance(d, int) else None for d in s]
-        return None if c is None else helper.make_tensor_type_proto(c, dims)
-
-    one = onnx.NodeProto()
-    one.CopyFrom(node)
-    vis = [helper.make_value_info(i, type_of(i)) for i in ins]
-    outs = [o for o in node.output if o]
-    m = helper.make_model(helper.make_graph([one], "expand", vis, [helper.make_empty_tensor_value_info(o)
-                                                                   for o in outs]),
-                          opset_imports=list(g.model.opset_import))
-    m.ir_version = g.model.ir_version
-    if not expand(m, g.opset, sup, type_of):
-        return False
-    for o, v in zip(outs, inline(g, m.graph, [("value", i) for i in ins], where)):
-        _alias(g, o, v)
-    return True
-
-
-def _fold_shape_split(g: Any, node: Any) -> bool:
-    """Fold a Split of integer shape data (AffineGrid's body splits its `size` operand) into
-    constants, so the dims it yields are known where they decide shapes."""
-    if node.op_type != "Split" or not node.input or g.dtype(node.input[0]) not in ("i64", "i32"):
-        return False
-    src = node.input[0]
-    if src not in g.consts and src not in g.available:
-        return False
-    shape = g.shape(src)
-    if shape is None or len(shape) != 1:
-        return False
-    outs = [_evaluate(g, o) for o in node.output if o]
-    return all(v is not None for v in outs)
-
-
-def _fold_int_node(g: Any, node: Any) -> bool:
-    """Fold a body node over constants whose results are integers (index arithmetic on the unrolled
-    iteration number, which the importer's folding may not know) with onnx's reference."""
-    import onnx
-    from onnx import helper, numpy_helper
-    from onnx.reference import ReferenceEvaluator
-
-    from caten.frontends.onnx import fold
-
-    present = [i for i in node.input if i]
-    if (not present or node.op_type in _IMPURE or not all(i in g.consts and g.consts[i].size <= 4096 for i in present)
-            or any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)):
-        return False
-    if fold.try_fold(g, node):
-        return True
-    try:
-        inits = [numpy_helper.from_array(g.consts[i], i) for i in dict.fromkeys(present)]
-        outs = [o for o in node.output if o]
-        m = helper.make_model(helper.make_graph([node], "fold", [], [helper.make_empty_tensor_value_info(o)
-                                                                    for o in outs], inits),
-                              opset_imports=list(g.model.opset_import))
-        vals = [np.asarray(v) for v in ReferenceEvaluator(m).run(None, {})]
-    except Exception:  # the reference cannot evaluate it: caten lowers it
-        return False
-    if any(v.dtype.kind not in "biu" or v.size > 4096 for v in vals):
-        return False
-    for o, v in zip(outs, vals):
-        g.consts[o] = v
-    return True
-
-
-def _alias(g: Any, name: str, src: str) -> None:
-    """Make ONNX value `name` the same value as `src` (a constant stays a constant; sequences and
-    optionals too, through the graph's `bind`)."""
-    if not any(src in m for m in (g.seqs, g.opts, g.consts, g.names)):
-        g.tensor(src)  # a weight not used yet, or the diagnostic of a value never computed
-    known = g.types.get(name)
-    g.bind(name, src)
-    if known is not None and known[1] is not None and g.shape(name) is None:
-        g.types[name] = known
-
-
-def _const_or_none(g: Any, name: str, node: Any) -> np.ndarray | None:
-    """The value of `name` if it is known at conversion time, else None."""
-    try:
-        return g.const(name, "condition", node)
-    except Unsupported:
-        return _evaluate(g, name)
-
-
-def _evaluate(g: Any, name: str, limit: int = 64) -> np.ndarray | None:
-    """Evaluate `name` with onnx's reference from constants and specialized feeds (the few small
-    nodes that compute a trip count or a condition), or None where it depends on other inputs."""
-    import onnx
-    from onnx import helper, numpy_helper
-    from onnx.reference import ReferenceEvaluator
-
-    nodes: list[Any] = []
-    leaves: dict[str, np.ndarray] = {}
-    todo, seen = [name], set()
-    while todo:
-        v = todo.pop()
-        if not v or v in seen:
-            continue
-        seen.add(v)
-        if v in g.consts or v in g.available:
-            leaves[v] = np.asarray(g.consts[v] if v in g.consts else g.available[v])
-            continue
-        node = g.producer.get(v)
-        if node is None or len(nodes) >= limit or node.domain not in ("", "ai.onnx"):
-            return None
-        if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
-            return None
-        if node not in nodes:
-            nodes.append(node)
-        todo.extend(node.input)
-    if any(x.size > 4096 or x.dtype.kind not in "biuf" for x in leaves.values()):
-        return None
-    keep = _topo(nodes, set(leaves))
-    if keep is None:
-        return None
-    try:
-        m = helper.make_model(helper.make_graph(keep, "fold", [], [helper.make_empty_tensor_value_info(name)],
-                                                [numpy_helper.from_array(x, k) for k, x in leaves.items()]),
-                              opset_imports=list(g.model.opset_import))
-        out = np.asarray(ReferenceEvaluator(m).run(None, {})[0])
-    except Exception:  # the reference cannot evaluate it here: the value stays unknown
-        return None
-    for k in leaves:
-        if k in g.available and k not in g.consts:
-            g.static[k] = leaves[k]
-    g.consts[name] = out
-    return out
-
-
-def _topo(nodes: list[Any], ready: set[str]) -> list[Any] | None:
-    """The nodes in an order where each input is computed before it is used."""
-    out, left, ready = [], list(nodes), set(ready)
-    while left:
-        nxt = [nd for nd in left if all(not i or i in ready for i in nd.input)]
-        if not nxt:
-            return None
-        for nd in nxt:
-            out.append(nd)
-            ready.update(nd.output)
-            left.remove(nd)
-    return out
 
 
 def _static(n: N, name: str) -> list[int]:
@@ -278,7 +47,7 @@ def _take(g: Any, x: str, shape: list[int], axis: int, i: int) -> str:
 
 def _fresh_value(g: Any, expr: str, dt: str | None, shape: list | None) -> str:
     """Emit `expr` as a new ONNX-level value (typed), returning its name."""
-    name = f"cf#{next(_serial)}"
+    name = f"cf#{next(SERIAL)}"
     g.emit(expr, name)
     g.types[name] = (dt, shape)
     return name
@@ -286,7 +55,7 @@ def _fresh_value(g: Any, expr: str, dt: str | None, shape: list | None) -> str:
 
 # ---- If ---------------------------------------------------------------------------------------
 def _impure(graph: Any) -> bool:
-    return any(node.op_type in _IMPURE or any(_impure(s) for a in node.attribute for s in _subgraphs(a))
+    return any(node.op_type in IMPURE or any(_impure(s) for a in node.attribute for s in subgraphs(a))
                for node in graph.node)
 
 
@@ -294,12 +63,12 @@ def _impure(graph: Any) -> bool:
 def _if(n: N) -> list[None]:
     g, node = n.g, n.node
     then_b, else_b = n.a("then_branch"), n.a("else_branch")
-    c = _const_or_none(g, node.input[0], node)
+    c = known(g, node.input[0], node)
     if c is not None:
         taken = then_b if bool(np.asarray(c).reshape(-1)[0]) else else_b
         for o, inner in zip(node.output, inline(g, taken, [], n.where)):
             if o:
-                _alias(g, o, inner)
+                alias(g, o, inner)
         return [None] * len(node.output)
     if _impure(then_b) or _impure(else_b):
         raise Unsupported(f"{n.where}: a run-time condition over branches with random ops", hint=HINT)
@@ -328,13 +97,13 @@ def _loop(n: N) -> list[None]:
     body = n.a("body")
     trip = None
     if n.has(0):
-        m = _const_or_none(g, node.input[0], node)
+        m = known(g, node.input[0], node)
         if m is None:
             raise Unsupported(f"{n.where}: its trip count is known only at run time", hint=HINT)
         trip = int(_scalar(m))
     cond: Any = True
     if n.has(1):
-        c = _const_or_none(g, node.input[1], node)
+        c = known(g, node.input[1], node)
         if c is None:
             raise Unsupported(f"{n.where}: its initial condition is known only at run time", hint=HINT)
         cond = bool(_scalar(c))
@@ -350,7 +119,7 @@ def _loop(n: N) -> list[None]:
             raise Unsupported(f"{n.where}: more than {MAX_UNROLL} iterations to unroll", hint=HINT)
         binds = [("const", np.array(i, np.int64)), ("const", np.array(cond))] + [("value", v) for v in carried]
         outs = inline(g, body, binds, n.where)
-        c = _const_or_none(g, outs[0], node)
+        c = known(g, outs[0], node)
         if c is None:
             raise Unsupported(f"{n.where}: its condition is computed at run time", hint=HINT)
         cond = bool(_scalar(c))
@@ -360,7 +129,7 @@ def _loop(n: N) -> list[None]:
         i += 1
     for o, v in zip(node.output[:k], carried):
         if o:
-            _alias(g, o, v)
+            alias(g, o, v)
     for j, o in enumerate(node.output[k:]):
         if not o:
             continue
@@ -430,7 +199,7 @@ def _scan(n: N) -> list[None]:
     fin, stacked = _scan_run(n, states, xs, axes, rev, out_axes, out_rev)
     for o, v in zip(node.output, fin + stacked):
         if o:
-            _alias(g, o, v)
+            alias(g, o, v)
     return [None] * len(node.output)
 
 
