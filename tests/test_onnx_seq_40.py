@@ -214,3 +214,59 @@ def test_bitcast_refusals(a, b, why):
                [oh.make_tensor_value_info("y", b, [2])], opset=26)
     with pytest.raises(Unsupported, match=why):
         backend.prepare(m).run([np.zeros(2, oh.tensor_dtype_to_np_dtype(a))])
+
+
+ML = oh.make_opsetid("ai.onnx.ml", 5)
+
+
+def _ml_check(node, x: np.ndarray, out_type: int, extra_in=(), feeds_extra=()) -> None:
+    ins = [oh.make_tensor_value_info("X", oh.np_dtype_to_tensor_dtype(x.dtype), list(x.shape)), *extra_in]
+    m = _model([node], ins, [oh.make_tensor_value_info("Y", out_type, None)], extra=[ML])
+    feeds = [x, *feeds_extra]
+    ref = ReferenceEvaluator(m).run(None, {vi.name: v for vi, v in zip(ins, feeds)})
+    _same(list(backend.prepare(m).run(feeds)), ref)
+
+
+def test_binarizer_and_array_feature_extractor():
+    x = _r(3, 5)
+    x[0, 0] = np.nan
+    _ml_check(oh.make_node("Binarizer", ["X"], ["Y"], domain=ML.domain, threshold=0.1), x, F)
+    ind = oh.make_tensor_value_info("I", TP.INT64, [3])
+    node = oh.make_node("ArrayFeatureExtractor", ["X", "I"], ["Y"], domain=ML.domain)
+    _ml_check(node, x, F, [ind], [np.array([4, 0, 4])])
+    _ml_check(node, _r(5, dt=np.float64), TP.DOUBLE, [ind], [np.array([1, 2, 3])])
+
+
+@pytest.mark.parametrize("agg", [0, 1, 2, 3])
+def test_tree_ensemble(agg):
+    """Two trees over 3 features and 3 targets: every comparison mode, a membership set, a missing
+    value that tracks true, a NaN row; double splits on f32 input; and a one-leaf tree."""
+    # tree 0: node0 (f0 <= 0.3) -> node1 / node2; node1 (f1 in {1, 2.5}) -> leaf0 / leaf1;
+    # node2 (f2 > -0.2, missing true) -> leaf2 / node3; node3 (f0 != 1.0) -> leaf3 / leaf4
+    # tree 1 (root 4): node4 (f1 < 0.1) -> leaf5 / node5; node5 (f2 >= 0.7) -> leaf6 / node6;
+    # node6 (f0 == 2.0) -> leaf8 / leaf9; tree 2 (root 7): one leaf (leaf7: the spec's and the reference's)
+    attrs = dict(
+        nodes_featureids=[0, 1, 2, 0, 1, 2, 0, 0],
+        nodes_modes=oh.make_tensor("m", TP.UINT8, [8], [0, 6, 3, 5, 1, 2, 4, 0]),
+        nodes_splits=oh.make_tensor("s", TP.DOUBLE, [8], [0.3, np.nan, -0.2, 1.0, 0.1, 0.7, 2.0, 0.0]),
+        nodes_truenodeids=[1, 0, 2, 3, 5, 6, 8, 7], nodes_trueleafs=[0, 1, 1, 1, 1, 1, 1, 1],
+        nodes_falsenodeids=[2, 1, 3, 4, 5, 6, 9, 7], nodes_falseleafs=[0, 1, 0, 1, 0, 0, 1, 1],
+        nodes_missing_value_tracks_true=[0, 0, 1, 0, 0, 0, 0, 0],
+        membership_values=oh.make_tensor("mv", TP.FLOAT, [3], [1.0, 2.5, np.nan]),
+        leaf_targetids=[0, 1, 2, 0, 1, 2, 0, 1, 2, 1],
+        leaf_weights=oh.make_tensor("w", TP.DOUBLE, [10], [0.1, 1.3, -2.2, 3.3, 0.7, 1.1, -0.4, 5.5, 2.25, 0.3]),
+        tree_roots=[0, 4, 7], n_targets=3, aggregate_function=agg, post_transform=0)
+    node = oh.make_node("TreeEnsemble", ["X"], ["Y"], domain=ML.domain, **attrs)
+    x = np.array([[0.1, 1.0, 0.0], [0.1, 2.5, 0.9], [0.9, 0.0, np.nan], [1.0, 0.5, -0.5], [2.0, 0.2, 0.1],
+                  [np.nan, np.nan, np.nan], [0.3, 0.3, 0.7]], np.float32)
+    _ml_check(node, x, F)
+
+
+def test_tree_ensemble_refuses_a_one_leaf_tree_the_spec_and_reference_read_differently():
+    node = oh.make_node("TreeEnsemble", ["X"], ["Y"], domain=ML.domain, nodes_featureids=[0],
+                        nodes_modes=oh.make_tensor("m", TP.UINT8, [1], [0]),
+                        nodes_splits=oh.make_tensor("s", TP.FLOAT, [1], [0.0]), nodes_truenodeids=[1],
+                        nodes_trueleafs=[1], nodes_falsenodeids=[1], nodes_falseleafs=[1], leaf_targetids=[0, 0],
+                        leaf_weights=oh.make_tensor("w", TP.FLOAT, [2], [1.0, 2.0]), tree_roots=[0], n_targets=1)
+    with pytest.raises(Unsupported, match="one leaf"):
+        _ml_check(node, _r(2, 1), F)

@@ -15,6 +15,7 @@ from caten.frontends.text import lit
 
 @handler("Binarizer")
 def _binarizer(n: N) -> str:
+    _typed(n, n.dt(), n.shape())
     return f"(cast (> {n.x(0)} {n.lit(n.a('threshold', 0.0))}) {n.dt()})"
 
 
@@ -33,7 +34,13 @@ def _feature_extractor(n: N) -> str:
     y = parts[0] if len(parts) == 1 else f"(concat {' '.join(parts)} :axis {len(shape) - 1})"
     if len(shape) == 1:
         y = f"(reshape {y} [1 {len(idx)}])"
+    _typed(n, n.dt(), [*shape[:-1], len(idx)] if len(shape) > 1 else [1, len(idx)])
     return f"(contiguous {y})"
+
+
+def _typed(n: N, dt: str, shape: list) -> None:
+    """The output's type, which onnx's shape inference does not give for these ops."""
+    n.g.types[n.node.output[0]] = (dt, list(shape))
 
 
 _CMP = {0: "<=", 1: "<", 2: ">=", 3: ">", 4: "=", 5: "!="}
@@ -68,6 +75,18 @@ def _tree_ensemble(n: N) -> str:
     n_targets, roots = n.a("n_targets"), _arr(n, "tree_roots")
     # the comparisons run in f64, as the reference compares Python floats
     x64 = n.let(f"(cast {n.x(0)} f64)")
+    for r in roots:
+        if t_leaf[r] and f_leaf[r] and t_ids[r] == f_ids[r] and t_ids[r] != r:
+            raise n.fail(f"tree {r} is one leaf: the spec takes leaf {t_ids[r]}, onnx's reference leaf {r}")
+    order: list[int] = []  # member nodes in the reference's reading order: trees, depth first, true first
+    stack = [r for r in reversed(roots) if not (t_leaf[r] and f_leaf[r] and t_ids[r] == f_ids[r])]
+    while stack:
+        i = stack.pop()
+        order += [i] if modes[i] == 6 else []
+        stack += [j for j, leaf in ((f_ids[i], f_leaf[i]), (t_ids[i], t_leaf[i])) if not leaf]
+    if order != sorted(order):
+        raise n.fail("its membership sets are listed in node order (the spec) but read in tree order by onnx's "
+                     "reference, which differ here")
     sets: dict[int, list[float]] = {}
     for i, m in enumerate(modes):  # membership values come in node order, each set ended by a NaN
         if m == 6:
@@ -75,6 +94,8 @@ def _tree_ensemble(n: N) -> str:
             for v in members:
                 if np.isnan(v):
                     break
+                if v == 0:
+                    raise n.fail("a membership value 0 ends its set early in onnx's reference")
                 vals.append(v)
             sets[i] = vals
         elif m not in _CMP:
@@ -129,4 +150,5 @@ def _tree_ensemble(n: N) -> str:
                 new = best if on is None else f"(where {on} {best} {acc[k]})"
             acc[k] = n.let(new if dt == "f64" else f"(cast (cast {new} {dt}) f64)")
     y = acc[0] if n_targets == 1 else f"(concat {' '.join(acc)} :axis 1)"
+    _typed(n, dt, [rows, n_targets])
     return f"(cast {y} {dt})"
