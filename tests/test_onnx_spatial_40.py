@@ -1,6 +1,6 @@
 """ONNX spatial ops of #40, each node against onnx's reference evaluator (onnxruntime where the
 reference is wrong) on odd shapes: GridSample (every mode and padding, align_corners, 1-D to 3-D),
-ConvTranspose 1-D and 3-D, MaxPool's Indices, antialiased
+Conv 3-D, ConvTranspose 1-D and 3-D, MaxPool's Indices, antialiased
 Resize, Einsum with ellipses and diagonals, RoiAlign, DeformConv. Every case on numpy; llvm and c on a subset."""
 
 from __future__ import annotations
@@ -111,12 +111,18 @@ CASES.update({
     "deformconv_f64": (
         helper.make_node("DeformConv", ["x", "w", "off"], ["y"], pads=[1, 1, 1, 1]),
         [_f(1, 1, 3, 3).astype(np.float64), _f(2, 1, 2, 2).astype(np.float64), _f(1, 8, 4, 4).astype(np.float64)]),
+    "conv_3d_groups_pads": (
+        helper.make_node("Conv", ["x", "w", "b"], ["y"], group=2, strides=[1, 2, 1], dilations=[2, 1, 1],
+                         pads=[1, 0, 1, 0, 1, 2]), [_f(2, 4, 5, 4, 3), _f(6, 2, 2, 3, 2), _f(6)]),
+    "conv_3d_same_lower": (
+        helper.make_node("Conv", ["x", "w"], ["y"], auto_pad="SAME_LOWER", strides=[2, 2, 2]),
+        [_f(1, 2, 3, 4, 5), _f(3, 2, 2, 2, 3)]),
 })
 
 SUBSET = ["gridsample_linear_reflection_1", "gridsample_3d_linear_reflection", "gridsample_nearest_zeros_0",
           "convtranspose_3d_strided", "maxpool_indices_2d_colmajor_ties",
           "resize_antialias_cubic_sizes_excl", "einsum_trace_diag", "roialign_max_output_half_pixel",
-          "deformconv_groups_mask_bias"]
+          "deformconv_groups_mask_bias", "conv_3d_groups_pads"]
 
 # inputs that decide output shapes: initializers, as exporters write them
 CONSTS = {"s", "roi", "sz", "os", "croi"}

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from caten.frontends.onnx.node import N, ax_list, handler
-from caten.frontends.onnx.pool_nd import _conv_pads, conv_transpose_nd, max_pool_with_indices, pool_nd
+from caten.frontends.onnx.pool_nd import _conv_pads, conv_nd, conv_transpose_nd, max_pool_with_indices, pool_nd
 
 
 def spatial(n: N) -> list:
@@ -21,7 +21,7 @@ def _conv(n: N) -> str:
     w = n.int_shape(1)
     k = len(s) - 2
     if k not in (1, 2):
-        raise n.fail(f"{k}-D convolution is not supported (1-D and 2-D are)")
+        return conv_nd(n, s)
     kernel = w[2:]
     strides = list(n.a("strides", [1] * k))
     dil = list(n.a("dilations", [1] * k))
