@@ -77,7 +77,7 @@ def _if(n: N) -> list[None]:
     for o, t, e in zip(node.output, t_out, e_out):
         st, se = g.shape(t), g.shape(e)
         dt = g.dtype(t)
-        if dt is None or dt != g.dtype(e) or st is None or st != se or not all(isinstance(d, int) for d in st):
+        if dt is None or dt != g.dtype(e) or st is None or st != se or any(d is None for d in st):
             raise Unsupported(f"{n.where}: the condition is known only at run time and the branches' output "
                               f"`{o}` differ in dtype or shape ({dt}{st} vs {g.dtype(e)}{se})", hint=HINT)
         if o:
