@@ -1,10 +1,11 @@
 """ONNX lowerings of convolution (plain and transposed) and pooling (max, average, global, Lp)
-(NCHW; 1-D as 2-D over a unit height)."""
+(NCHW; 1-D as 2-D over a unit height; 3-D and up in conv_nd / pool_nd)."""
 
 from __future__ import annotations
 
+from caten.frontends.onnx.conv_nd import conv_nd, conv_transpose_nd
 from caten.frontends.onnx.node import N, ax_list, handler
-from caten.frontends.onnx.pool_nd import _conv_pads, conv_nd, conv_transpose_nd, max_pool_with_indices, pool_nd
+from caten.frontends.onnx.pool_nd import _conv_pads, max_pool_with_indices, pool_nd
 
 
 def spatial(n: N) -> list:
