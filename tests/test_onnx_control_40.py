@@ -270,3 +270,19 @@ def test_scan_body_op_with_a_function_body_is_expanded():
     m = _model([helper.make_node("Scan", ["x"], ["y"], body=body, num_scan_inputs=1)], [_vi("x", F, [3, 5, 2])],
                [_vi("y", F, [3, 3, 4])], [numpy_helper.from_array(np.array([3, 4], np.int64), "shp")], opset=18)
     _check(m, {"x": _f(3, 5, 2)})
+
+
+def test_lstm_symbolic_batch_one_program():
+    """A dim_param batch: one compiled program serves every batch size (run-time sequence_lens too)."""
+    ort = pytest.importorskip("onnxruntime")
+    T, n_in, H = 3, 2, 3
+    w = {"W": _f(2, 4 * H, n_in), "R": _f(2, 4 * H, H), "B": _f(2, 8 * H)}
+    node = helper.make_node("LSTM", ["X", "W", "R", "B", "L"], ["Y", "Y_h"], hidden_size=H, direction="bidirectional")
+    m = _model([node], [_vi("X", F, [T, "N", n_in]), _vi("L", TP.INT32, ["N"])],
+               [_vi(o, F, None) for o in ("Y", "Y_h")], [numpy_helper.from_array(v, k) for k, v in w.items()], opset=14)
+    mod = caten.onnx.load(m)
+    s = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    for batch in (1, 4):
+        x, lens = _f(T, batch, n_in), R.integers(1, T + 1, batch).astype(np.int32)
+        for g, w_ in zip(mod(x, lens), s.run(None, {"X": x, "L": lens})):
+            np.testing.assert_allclose(g, w_, rtol=1e-4, atol=1e-5)

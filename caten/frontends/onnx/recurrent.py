@@ -86,10 +86,13 @@ class _Rnn:
             raise n.fail(f"unknown direction `{direction}`")
         self.dirs = ["forward", "reverse"] if direction == "bidirectional" else [direction]
         self.layout = n.a("layout", 0)
-        s = n.int_shape(0)
+        s = n.shape(0)
         if len(s) != 3:
             raise n.fail(f"X must be 3-D, got {s}")
-        self.T, self.B, self.I = (s[1], s[0], s[2]) if self.layout else tuple(s)
+        self.T = s[1] if self.layout else s[0]
+        if not isinstance(self.T, int):
+            raise n.fail(f"needs a static sequence length to unroll (got {self.T}); run-time loops are issue #40")
+        self.B = n.d(0, 0 if self.layout else 1)  # a number or a dim symbol
         if self.T == 0:
             raise n.fail("an empty sequence is not supported")
         self.H = n.int_shape(2)[-1]
@@ -120,7 +123,7 @@ class _Rnn:
         except Unsupported:  # a run-time sequence_lens: masked below
             pass
         lens_v = n.x(4)
-        return [n.let(f"(reshape (> {lens_v} {n.lit(t, 4)}) [{self.B} 1])") for t in range(self.T)]
+        return [n.let(f"(unsqueeze (> {lens_v} {n.lit(t, 4)}) 1)") for t in range(self.T)]
 
     def weights(self, d: int) -> tuple[str, str]:
         """W[d] and R[d] transposed, for `x @ W^T` and `h @ R^T`."""
