@@ -270,3 +270,19 @@ def test_tree_ensemble_refuses_a_one_leaf_tree_the_spec_and_reference_read_diffe
                         leaf_weights=oh.make_tensor("w", TP.FLOAT, [2], [1.0, 2.0]), tree_roots=[0], n_targets=1)
     with pytest.raises(Unsupported, match="one leaf"):
         _ml_check(node, _r(2, 1), F)
+
+
+@pytest.mark.parametrize("mode,lo,hi,skip", [("TF", 1, 3, 2), ("IDF", 2, 3, 1), ("TFIDF", 1, 2, 0)])
+def test_tfidf_vectorizer(mode, lo, hi, skip):
+    """Uni-, bi- and trigrams sharing output columns, weights, skips; i64 rows and an i32 vector."""
+    # unigrams 1 2 3; bigrams (1,1) (2,2) (3,3) (1,2); trigram (3,1,2)
+    pool = [1, 2, 3, 1, 1, 2, 2, 3, 3, 1, 2, 3, 1, 2]
+    attrs = dict(mode=mode, min_gram_length=lo, max_gram_length=hi, max_skip_count=skip, ngram_counts=[0, 3, 11],
+                 ngram_indexes=[0, 1, 2, 3, 4, 3, 5, 6], pool_int64s=pool)
+    if mode != "TF":
+        attrs["weights"] = [0.5, -1.25, 2.0, 3.0, 0.1, 7.0, 1.5]
+    node = oh.make_node("TfIdfVectorizer", ["X"], ["Y"], **attrs)
+    for x in (RNG.integers(0, 4, (3, 9)), RNG.integers(1, 4, 11).astype(np.int32)):
+        m = _model([node], [oh.make_tensor_value_info("X", oh.np_dtype_to_tensor_dtype(x.dtype), list(x.shape))],
+                   [oh.make_tensor_value_info("Y", F, None)])
+        _same(list(backend.prepare(m).run([x])), ReferenceEvaluator(m).run(None, {"X": x}))

@@ -152,3 +152,60 @@ def _tree_ensemble(n: N) -> str:
     y = acc[0] if n_targets == 1 else f"(concat {' '.join(acc)} :axis 1)"
     _typed(n, dt, [rows, n_targets])
     return f"(cast {y} {dt})"
+
+
+@handler("TfIdfVectorizer")
+def _tfidf(n: N) -> str:
+    """Each pool n-gram's count is, per skip distance d, the number of starts s where every X[s + j*d]
+    equals its item (a unigram only at d = 1, as onnx's reference counts it); counts of n-grams that
+    share an output column add up, then the mode weighs them."""
+    if n.a("pool_strings") is not None or n.dt() not in ("i32", "i64"):
+        raise n.fail("only integer pools and inputs are supported (caten has no strings)")
+    shape = n.int_shape(0)
+    if len(shape) not in (1, 2):
+        raise n.fail("X must be [C] or [B, C]")
+    mode = n.a("mode")
+    lo, hi, skip = n.a("min_gram_length"), n.a("max_gram_length"), n.a("max_skip_count")
+    pool, counts, out_of = _arr(n, "pool_int64s"), _arr(n, "ngram_counts"), _arr(n, "ngram_indexes")
+    weights = _arr(n, "weights")
+    if mode not in ("TF", "IDF", "TFIDF"):
+        raise n.fail(f"mode {mode} is not TF, IDF or TFIDF")
+    grams: list[tuple[int, ...]] = []  # every pool n-gram in order, their positions index ngram_indexes
+    for k, start in enumerate(counts, 1):
+        end = counts[k] if k < len(counts) else len(pool)
+        grams += [tuple(pool[i:i + k]) for i in range(start, end - k + 1, k)]
+    if len(grams) != len(out_of) or len(set(grams)) != len(grams):
+        raise n.fail("ngram_indexes must name one output per distinct pool n-gram")
+    width = max(out_of) + 1
+    if weights and len(weights) != width:
+        raise n.fail(f"{len(weights)} weights for {width} outputs")
+    c, ax = shape[-1], len(shape) - 1
+    info = np.iinfo(np.int32 if n.dt() == "i32" else np.int64)
+    x, pre = n.x(0), " ".join(f"[0 {d} 1]" for d in shape[:-1])
+    cols: dict[int, list[str]] = {}
+    for g, o in zip(grams, out_of):
+        if not lo <= len(g) <= hi or any(not info.min <= v <= info.max for v in g):
+            continue  # a size not counted, or an item X cannot hold: its count is 0
+        for d in range(1, (skip + 1 if len(g) > 1 else 1) + 1):
+            span = c - (len(g) - 1) * d
+            if span <= 0:
+                continue
+            match = f"(= (slice {x} {pre} [0 {span} 1]) {g[0]})"
+            for j, v in enumerate(g[1:], 1):
+                match = f"(and {match} (= (slice {x} {pre} [{j * d} {j * d + span} 1]) {v}))"
+            cols.setdefault(o, []).append(n.let(f"(sum (cast {match} i64) :axis {ax} :keepdims true)"))
+    one = "[" + " ".join(str(v) for v in [*shape[:-1], 1]) + "]"
+    parts = []
+    for o in range(width):
+        f = f"(full {one} 0 :dtype i64)"
+        for t in cols.get(o, []):
+            f = f"(+ {f} {t})"
+        f = n.let(f"(cast {f} f32)")
+        w = lit(weights[o] if weights else 1.0, "f32")
+        if mode == "IDF":
+            f = n.let(f"(where (> {f} 0.0) (full {one} {w} :dtype f32) 0.0)")
+        elif mode == "TFIDF" and weights:
+            f = n.let(f"(* {f} {w})")
+        parts.append(f)
+    _typed(n, "f32", [*shape[:-1], width])
+    return f"(contiguous {parts[0] if width == 1 else '(concat ' + ' '.join(parts) + f' :axis {ax})'})"
