@@ -286,3 +286,12 @@ def test_tfidf_vectorizer(mode, lo, hi, skip):
         m = _model([node], [oh.make_tensor_value_info("X", oh.np_dtype_to_tensor_dtype(x.dtype), list(x.shape))],
                    [oh.make_tensor_value_info("Y", F, None)])
         _same(list(backend.prepare(m).run([x])), ReferenceEvaluator(m).run(None, {"X": x}))
+
+
+def test_unfed_sequence_or_optional_input_is_refused_at_import():
+    from caten.frontends.onnx import convert
+
+    for vi in (_seq("xs"), _opt_tensor("xs")):
+        m = _model([oh.make_node("Identity", ["xs"], ["ys"])], [vi], [_seq("ys")])
+        with pytest.raises(Unsupported, match="needs its value"):
+            convert(m)

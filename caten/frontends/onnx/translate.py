@@ -418,7 +418,7 @@ def convert(model: Any, name: str = "model", available: Mapping[str, np.ndarray]
     init_names = set(g.consts)
     for vi in graph.input:
         if vi.name not in init_names:
-            _input(g, vi.name, vi.type, (available or {}).get(vi.name))
+            _input(g, vi.name, vi.type, (available or {}).get(vi.name, _UNFED))
     for node in graph.node:
         lower_node(g, node)
     outs: list[tuple[str, str]] = []
@@ -455,10 +455,16 @@ def _flatten(name: str, tp: Any, v: Any, out: dict[str, np.ndarray]) -> None:
         out[name] = np.asarray(v)
 
 
+_UNFED = object()  # a graph input whose value the caller did not give
+
+
 def _input(g: Graph, name: str, tp: Any, value: Any) -> None:
     """Declare graph input `name`: a tensor parameter, or a sequence / optional of them whose
     structure (length, presence) is taken from the fed value: the composite is specialized on it."""
     if tp.HasField("sequence_type") or tp.HasField("optional_type"):
+        if value is _UNFED:
+            raise Unsupported(f"graph input `{name}` is a sequence or optional: caten needs its value at conversion "
+                              "(a list, a tensor or None), to know its length or presence")
         if tp.HasField("optional_type"):
             if value is None:
                 g.opts[name] = None
@@ -473,7 +479,7 @@ def _input(g: Graph, name: str, tp: Any, value: Any) -> None:
         for i, v in enumerate(value):
             _input(g, f"{name}#{i}", tp.sequence_type.elem_type, v)
         return
-    if value is not None and g.dtype(name) is None:  # a tensor inside an optional: typed by its value
+    if value is not None and value is not _UNFED and g.dtype(name) is None:  # in an optional: typed by its value
         v = np.asarray(value)
         g.types[name] = (caten_dtype(v.dtype), list(v.shape))
     _param(g, name)
