@@ -228,3 +228,26 @@ def test_cross_entropy_reduces_classes_on_axis_1_on_llvm():
     x, t = rng.standard_normal((2, 3, 4, 2)).astype(np.float32), rng.integers(0, 3, (2, 4, 2))
     _check(lambda a: F.cross_entropy(a, caten.Tensor(t, runtime="llvm")),
            lambda a: TF.cross_entropy(a, torch.tensor(t)), [x], "llvm")
+
+
+# uint8 bilinear: torch's fixed-point kernel, byte for byte ----------------------------------------------
+U8 = [(3, (8, 8), {"size": (5, 7)}), (3, (64, 64), {"size": (10, 10)}), (5, (7, 9), {"size": (13, 4)}),
+      (1, (5, 6), {"size": (5, 11)}), (3, (7, 5), {"scale_factor": 1.7}), (5, (7, 5), {"scale_factor": (0.6, 2.5)})]
+
+
+@pytest.mark.parametrize("align", [False, True])
+@pytest.mark.parametrize("c,hw,kw", U8)
+def test_bilinear_uint8_is_torchs_bytes(c, hw, kw, align):
+    x = np.random.default_rng(c + hw[0]).integers(0, 256, (2, c) + hw).astype(np.uint8)
+    want = TF.interpolate(torch.tensor(x), mode="bilinear", align_corners=align, **kw).numpy()
+    got = F.interpolate(caten.Tensor(x, runtime="numpy"), mode="bilinear", align_corners=align, **kw)
+    assert got.dtype == "u8"
+    np.testing.assert_array_equal(got.numpy(), want)
+
+
+@pytest.mark.parametrize("rt", ["llvm", "c"])
+def test_bilinear_uint8_runtimes(rt):
+    x = np.random.default_rng(0).integers(0, 256, (2, 3, 9, 7)).astype(np.uint8)
+    want = TF.interpolate(torch.tensor(x), size=(4, 12), mode="bilinear").numpy()
+    np.testing.assert_array_equal(F.interpolate(caten.Tensor(x, runtime=rt), size=(4, 12), mode="bilinear").numpy(),
+                                  want)

@@ -214,7 +214,8 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None, mode:
                     "linear | bilinear | bicubic | trilinear")
     if antialias:
         raise Error("interpolate: antialias=True is not supported", hint="antialias=False")
-    if input.dtype not in FLOATS and mode not in ("nearest", "nearest-exact"):
+    u8 = input.dtype == "u8" and mode == "bilinear"  # torch's fixed-point uint8 kernel
+    if input.dtype not in FLOATS and mode not in ("nearest", "nearest-exact") and not u8:
         raise Error(f"interpolate: mode {mode!r} is not implemented for {input.dtype}")
     align = bool(align_corners)
     outs, scales = _out_sizes(input, nd, size, scale_factor)
@@ -222,6 +223,10 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None, mode:
         scales = [None] * nd
     if any(o <= 0 for o in outs) or any(int(n) == 0 for n in input.shape[2:]):
         raise Error(f"interpolate: input sizes {list(input.shape[2:])} and output sizes {outs} must be positive")
+    if u8:
+        from caten.tensor.nn.resample_u8 import bilinear_u8
+
+        return bilinear_u8(input, outs, scales, align)
     if mode == "area":
         return (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d)[nd - 1](input, outs)
     ft = np.float64 if input.dtype == "f64" else np.float32
