@@ -286,3 +286,18 @@ def test_lstm_symbolic_batch_one_program():
         x, lens = _f(T, batch, n_in), R.integers(1, T + 1, batch).astype(np.int32)
         for g, w_ in zip(mod(x, lens), s.run(None, {"X": x, "L": lens})):
             np.testing.assert_allclose(g, w_, rtol=1e-4, atol=1e-5)
+
+
+def test_scan_symbolic_dim_one_program():
+    """A dim symbol on a non-scanned axis: one compiled program for every N (scan along axis 1)."""
+    nodes = [helper.make_node("Add", ["s_in", "a"], ["s_out"]), helper.make_node("Mul", ["s_out", "a"], ["o"])]
+    body = helper.make_graph(nodes, "b", [_vi("s_in", F, ["N"]), _vi("a", F, ["N"])],
+                             [_vi("s_out", F, ["N"]), _vi("o", F, ["N"])])
+    node = helper.make_node("Scan", ["s0", "x"], ["s", "y"], body=body, num_scan_inputs=1, scan_input_axes=[1],
+                            scan_output_axes=[1])
+    m = _model([node], [_vi("s0", F, ["N"]), _vi("x", F, ["N", 4])], [_vi("s", F, ["N"]), _vi("y", F, ["N", 4])])
+    mod = caten.onnx.load(m)
+    for rows in (1, 3):
+        feeds = {"s0": _f(rows), "x": _f(rows, 4)}
+        for g, w in zip(mod(feeds["s0"], feeds["x"]), _ort(m, feeds)):
+            np.testing.assert_allclose(g, w, rtol=1e-6)

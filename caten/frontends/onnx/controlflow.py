@@ -24,11 +24,18 @@ MAX_UNROLL = 1024  # iterations unrolled at most: a longer loop would be a huge 
 HINT = "run-time loops and branches are issue #40; until then the trip count and condition must be known at import"
 
 
-def _static(n: N, name: str) -> list[int]:
+def _static(n: N, name: str) -> list:
+    """The shape of `name`, every dim a number or a dim symbol (an unrolled axis must be a number)."""
     s = n.g.shape(name)
-    if s is None or not all(isinstance(d, int) for d in s):
-        raise Unsupported(f"{n.where}: needs the static shape of `{name}` (got {s})", hint=HINT)
+    if s is None or any(d is None for d in s):
+        raise Unsupported(f"{n.where}: needs the shape of `{name}` (got {s})", hint=HINT)
     return s
+
+
+def _steps(n: N, d: Any) -> int:
+    if not isinstance(d, int):
+        raise Unsupported(f"{n.where}: needs a static length to unroll (got {d})", hint=HINT)
+    return d
 
 
 def _stack(g: Any, names: list[str], axis: int, where: str) -> str:
@@ -39,9 +46,9 @@ def _stack(g: Any, names: list[str], axis: int, where: str) -> str:
     return f"(concat {parts} :axis {axis})"
 
 
-def _take(g: Any, x: str, shape: list[int], axis: int, i: int) -> str:
+def _take(g: Any, x: str, shape: list, axis: int, i: int) -> str:
     """Element i of `x` along `axis`, that axis dropped (caten text)."""
-    specs = " ".join(f"[0 {shape[k]} 1]" for k in range(axis)) + f" [{i} {i + 1} 1]"
+    specs = " ".join(f"[0 {g.dim_text(shape[k])} 1]" for k in range(axis)) + f" [{i} {i + 1} 1]"
     return f"(squeeze (slice {g.tensor(x)} {specs}) {axis})"
 
 
@@ -152,7 +159,7 @@ def _scan_run(n: N, states: list[str], xs: list[str], axes: list[int], rev: list
     lens = {s[a] for s, a in zip(shapes, axes)}
     if len(lens) != 1:
         raise n.fail(f"its scan inputs have different sequence lengths {sorted(lens)}")
-    steps = lens.pop() if lens else 0
+    steps = _steps(n, lens.pop()) if lens else 0
     if steps > MAX_UNROLL:
         raise Unsupported(f"{n.where}: more than {MAX_UNROLL} steps to unroll", hint=HINT)
     per: list[list[str]] = []
@@ -213,7 +220,7 @@ def _scan8(n: N, m: int) -> list[None]:
         lens = np.asarray(n.c(0, "sequence_lens")).reshape(-1)
         if shapes and not np.all(lens == shapes[0][1]):
             raise n.fail("sequence_lens shorter than the sequence axis are not supported")
-    batch = shapes[0][0] if shapes else _static(n, states[0])[0]
+    batch = _steps(n, shapes[0][0] if shapes else _static(n, states[0])[0])
     rev = n.a("directions", [0] * m)
     n_out = len(node.output) - len(states)
     per_b: list[list[str]] = []

@@ -203,8 +203,10 @@ def alias(g: Any, name: str, src: str) -> None:
         g.tensor(src)  # a weight not used yet, or the diagnostic of a value never computed
     known = g.types.get(name)
     g.bind(name, src)
-    if known is not None and known[1] is not None and g.shape(name) is None:
-        g.types[name] = known
+    cur = g.shape(name)
+    unknown = lambda s: len(s) + 1 if s is None else sum(d is None for d in s)  # noqa: E731
+    if known is not None and known[1] is not None and unknown(known[1]) < unknown(cur):
+        g.types[name] = (g.dtype(name) or known[0], known[1])  # the outer inference knew more (dim symbols)
 
 
 def known(g: Any, name: str, node: Any) -> np.ndarray | None:
