@@ -6,6 +6,7 @@ from __future__ import annotations
 from caten.frontends.onnx.conv_nd import conv_nd, conv_transpose_nd
 from caten.frontends.onnx.node import N, ax_list, handler
 from caten.frontends.onnx.pool_nd import _conv_pads, max_pool_with_indices, pool_nd
+from caten.frontends.onnx.wide import in_f32
 
 
 def spatial(n: N) -> list:
@@ -17,6 +18,7 @@ def spatial(n: N) -> list:
 
 
 @handler("Conv")
+@in_f32
 def _conv(n: N) -> str:
     s = spatial(n)
     w = n.int_shape(1)
@@ -54,6 +56,7 @@ class _Pool1d(N):
 
     def __init__(self, n: N):
         super().__init__(n.g, n.node)
+        self._n = n
         self._x = n.let(f"(unsqueeze {n.x(0)} 2)")
         self._attrs = {k: ([1] + list(v) if isinstance(v, (list, tuple)) else v) for k, v in
                        ((k, n.a(k)) for k in ("kernel_shape", "strides", "dilations")) if v is not None}
@@ -63,6 +66,9 @@ class _Pool1d(N):
 
     def x(self, i: int) -> str:
         return self._x
+
+    def dt(self, i: int = 0) -> str:
+        return self._n.dt(i)
 
     def shape(self, i: int = 0) -> list:
         s = super().shape(i)
@@ -126,6 +132,7 @@ def _maxpool(n: N) -> list[str]:
 
 
 @handler("AveragePool")
+@in_f32
 def _avgpool(n: N) -> str:
     return _pool(n, "avg")
 
@@ -138,6 +145,7 @@ def _global_pool(n: N) -> str:
 
 
 @handler("ConvTranspose")
+@in_f32
 def _conv_transpose(n: N) -> str:
     """A strided transposed convolution as a stride-1 convolution of the zero-dilated input with the
     flipped, transposed kernel (padded by d*(k-1) - pad on each side)."""

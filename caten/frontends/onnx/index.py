@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from caten.frontends.onnx.node import N, ax_list, dims, handler
+from caten.frontends.onnx.wide import in_f32
 from caten.frontends.text import lit
 
 
@@ -77,6 +78,7 @@ def _space_to_depth(n: N) -> str:
 
 
 @handler("Einsum")
+@in_f32
 def _einsum(n: N) -> str:
     """Any einsum: an ellipsis becomes fresh letters (right-aligned, broadcast), a letter repeated in
     one operand takes that operand's diagonal; then every operand is broadcast to the union of
