@@ -33,8 +33,8 @@ class CatenRep(BackendRep):
     def run(self, inputs: Any, **kwargs: Any) -> tuple[Any, ...]:
         import caten
         from caten.frontends.onnx import convert
+        from caten.frontends.onnx.boundary import flat_feeds
         from caten.frontends.onnx.narrow import NARROW, from_carrier
-        from caten.frontends.onnx.translate import flat_feeds
 
         if isinstance(inputs, dict):
             feeds = {k: _carry(v) for k, v in inputs.items()}
