@@ -116,7 +116,7 @@ def _loop(n: N) -> list[None]:
         cond = bool(_scalar(c))
     if trip is None and not n.has(1):
         raise Unsupported(f"{n.where}: a loop without trip count or condition never ends")
-    carried = [s for s in node.input[2:]]
+    carried = list(node.input[2:])
     k = len(carried)
     n_scan = len(body.output) - 1 - k
     scans: list[list[str]] = [[] for _ in range(n_scan)]

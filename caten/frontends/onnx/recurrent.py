@@ -3,9 +3,10 @@
 One step is a few matmuls and activations, written once per time step and direction (caten has no
 run-time loop yet, issue #40); the input projection of every step is one matmul up front. Every
 attribute of the standard is honoured: directions, layout, activations with their alpha/beta
-(consumed in order by the functions that take them, as onnxruntime does), clip (applied to every
-activation's input), GRU's linear_before_reset, LSTM's input_forget and peepholes, initial states
-and sequence_lens (steps past a sequence's length keep its state and output zeros).
+(consumed in order by the functions that take them, as onnxruntime does), clip (on the gates'
+pre-activations; LSTM's h(C) unclipped, as onnxruntime), GRU's linear_before_reset, LSTM's
+input_forget and peepholes, initial states and sequence_lens (steps past a sequence's length keep
+its state and output zeros). The batch may be a dim symbol; the sequence length must be static.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def _activation(n: N, name: str, alpha: Any, beta: Any) -> Callable[[str], str]:
     forms: dict[str, Callable[[str], str]] = {
         "affine": lambda x: f"(+ (* {x} {a}) {b})",
         "leakyrelu": lambda x: f"(where (< {x} {lit(0)}) (* {x} {a}) {x})",
-        "thresholdedrelu": lambda x: f"(where (> {x} {a}) {x} (* {x} {lit(0)}))",
+        "thresholdedrelu": lambda x: f"(where (> {x} {a}) {x} {lit(0)})",
         "scaledtanh": lambda x: f"(* {a} (tanh (* {x} {b})))",
         "hardsigmoid": lambda x: f"(max (min (+ (* {x} {a}) {b}) {lit(1)}) {lit(0)})",
         "elu": lambda x: f"(where (< {x} {lit(0)}) (* {a} (- (exp {x}) {lit(1)})) {x})",
