@@ -58,6 +58,10 @@ CASES = {
                                                                     _f(3, 29, dt=np.float16), _f(3, dt=np.float16)]),
     "softmax_f16": (_node("Softmax", ["x"], ["y"], axis=1), [(_f(3, 7, 2) * 3).astype(np.float16)]),
     "softmax_f16_last": (_node("Softmax", ["x"], ["y"]), [(_f(5, 3, 11) * 3).astype(np.float16)]),
+    "causalconv_f16_bias_past": (_node("CausalConvWithState", ["x", "w", "b", "p"], ["y", "st"], activation="silu"),
+                                 [_f(2, 3, 9, dt=np.float16), _f(3, 1, 4, dt=np.float16), _f(3, dt=np.float16),
+                                  _f(2, 3, 3, dt=np.float16)]),
+    "causalconv_f32": (_node("CausalConvWithState", ["x", "w"], ["y", "st"]), [_f(1, 2, 5), _f(2, 1, 3)]),
     # integer matmul/conv and requantization
     "matmulinteger_u8": (_node("MatMulInteger", ["a", "b", "za", "zb"], ["y"]),
                          [_q(np.uint8, 3, 5), _q(np.uint8, 5, 4), np.array(7, np.uint8), _q(np.uint8, 4)]),
@@ -112,10 +116,12 @@ CASES = {
                                  _sc([0.1])]),
 }
 
-SUBSET = ["matmul_f16", "softmax_f16", "qlinearmatmul_u8", "qlinearconv_bias_per_channel", "quantize_blocked_i8",
+SUBSET = ["matmul_f16", "softmax_f16", "causalconv_f16_bias_past",
+          "qlinearmatmul_u8", "qlinearconv_bias_per_channel", "quantize_blocked_i8",
           "dft_irfft_odd", "stft_window", "tensorscatter_circular_axis"]
 
-EXACT = {"matmul_f16", "gemm_f16", "softmax_f16", "softmax_f16_last"}  # besides the integer outputs
+# bit for bit besides the integer outputs
+EXACT = {"matmul_f16", "gemm_f16", "softmax_f16", "softmax_f16_last", "causalconv_f16_bias_past"}
 
 
 def _model(node, xs: list):
@@ -124,7 +130,8 @@ def _model(node, xs: list):
     ins = [helper.make_tensor_value_info(nm, helper.np_dtype_to_tensor_dtype(x.dtype), x.shape)
            for nm, x in feeds.items()]
     outs = [helper.make_empty_tensor_value_info(o) for o in node.output]
-    opset = 25 if node.op_type in ("TensorScatter", "DequantizeLinear", "QuantizeLinear") else 21
+    opset = {"TensorScatter": 25, "DequantizeLinear": 25, "QuantizeLinear": 25, "CausalConvWithState": 27}
+    opset = opset.get(node.op_type, 21)
     model = helper.make_model(helper.make_graph([node], "case", ins, outs),
                               opset_imports=[helper.make_opsetid("", opset)])
     return model, feeds

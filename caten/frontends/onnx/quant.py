@@ -131,12 +131,16 @@ def _qlinear_matmul(n: N) -> str:
     return _requantize(n, acc, factor, 7, n.out_dt() or n.dt(0))
 
 
-class _Conv(N):
-    """The node seen as a Conv of the given (already centered) x and w, and bias b if any."""
+class ConvView(N):
+    """The node seen as a Conv of given operands of dtype dt: input i -> (its shape, its caten
+    text), with the Conv attributes in `attrs` replacing the node's own."""
 
-    def __init__(self, n: N, ins: dict[int, tuple[int, str]]):
+    def __init__(self, n: N, ins: dict[int, tuple[list, str]], dt: str, attrs: dict | None = None):
         super().__init__(n.g, n.node)
-        self._ins = ins
+        self._ins, self._dt, self._attrs = ins, dt, attrs or {}
+
+    def dt(self, i: int = 0) -> str:
+        return self._dt
 
     def has(self, i: int) -> bool:
         return i in self._ins
@@ -145,26 +149,31 @@ class _Conv(N):
         return self._ins[i][1]
 
     def shape(self, i: int = 0) -> list:
-        return super().shape(self._ins[i][0])
+        return self._ins[i][0]
+
+    def a(self, name: str, default=None):
+        return self._attrs[name] if name in self._attrs else super().a(name, default)
 
 
-def _conv(n: N, ins: dict[int, tuple[int, str]]) -> str:
+def conv(n: N, ins: dict[int, tuple[list, str]], dt: str, attrs: dict | None = None) -> str:
+    """Caten's Conv lowering applied to the operands `ins` of dtype dt (see ConvView)."""
     from caten.frontends.onnx.node import HANDLERS
 
-    return n.let(HANDLERS["Conv"](_Conv(n, ins)))
+    return n.let(HANDLERS["Conv"](ConvView(n, ins, dt, attrs)))
 
 
 @handler("ConvInteger")
 def _conv_integer(n: N) -> str:
-    return f"(cast {_conv(n, {0: (0, _centered(n, 0, 2)), 1: (1, _centered(n, 1, 3, per_row=True))})} i32)"
+    ins = {0: (n.shape(0), _centered(n, 0, 2)), 1: (n.shape(1), _centered(n, 1, 3, per_row=True))}
+    return f"(cast {conv(n, ins, 'f64')} i32)"
 
 
 @handler("QLinearConv")
 def _qlinear_conv(n: N) -> str:
-    ins = {0: (0, _centered(n, 0, 2)), 1: (3, _centered(n, 3, 5, per_row=True))}
+    ins = {0: (n.shape(0), _centered(n, 0, 2)), 1: (n.shape(3), _centered(n, 3, 5, per_row=True))}
     if n.has(8):
-        ins[2] = (8, f"(cast {n.x(8)} f64)")
-    acc = _conv(n, ins)
+        ins[2] = (n.shape(8), f"(cast {n.x(8)} f64)")
+    acc = conv(n, ins, "f64")
     ws = n.int_shape(4)
     if int(np.prod(ws, dtype=np.int64)) == 1:
         w_scale = _scalar(n, 4)

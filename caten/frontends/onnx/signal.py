@@ -202,3 +202,34 @@ def _mel(n: N) -> list[None]:
             out[j, i] = float(b - j) / float(b - c)
     n.g.consts[n.node.output[0]] = out.astype(np.dtype(_NP[to]))
     return [None]
+
+
+@handler("CausalConvWithState")
+def _causal_conv(n: N) -> list[str]:
+    """Depthwise causal 1-D convolution over [past_state (or zeros), input], as the reference: the
+    products summed in f32 for half types and rounded once (numpy's matmul), the bias added in the
+    input's dtype, SiLU in f32; present_state is the last k - 1 positions."""
+    from caten.frontends.onnx.quant import conv
+
+    s, w = n.int_shape(0), n.int_shape(1)
+    if len(s) != 3 or len(w) != 3 or w[0] != s[1] or w[1] != 1:
+        raise n.fail(f"needs input [B, C, L] and weight [C, 1, k], got {s} and {w}")
+    act = n.a("activation", "none")
+    if act not in ("none", "silu", "swish"):
+        raise n.fail(f"activation `{act}` is not supported")
+    dt, k = n.dt(), w[2]
+    past = n.x(3) if n.has(3) else f"(full {dims([s[0], s[1], k - 1])} 0 :dtype {dt})"
+    padded = n.let(f"(concat {past} {n.x(0)} :axis 2)")
+    wide = dt in ("f16", "bf16")
+    xs, ws = (f"(cast {padded} f32)", f"(cast {n.x(1)} f32)") if wide else (padded, n.x(1))
+    shp = [s[0], s[1], s[2] + k - 1]
+    attrs = {"group": s[1], "pads": [0, 0], "strides": [1], "dilations": [1], "auto_pad": "NOTSET"}
+    y = conv(n, {0: (shp, xs), 1: (w, ws)}, "f32" if wide else dt, attrs)
+    y = n.let(f"(cast {y} {dt})") if wide else y
+    if n.has(2):
+        y = n.let(f"(+ {y} (reshape {n.x(2)} [{s[1]} 1]))")
+    if act != "none":
+        c = n.let(f"(cast {y} f32)")
+        y = f"(cast (* {c} (/ 1.0 (+ 1.0 (exp (neg {c}))))) {dt})"
+    state = f"(contiguous (slice {padded} [0 {s[0]} 1] [0 {s[1]} 1] [{s[2]} {s[2] + k - 1} 1]))"
+    return [y, state]
