@@ -73,6 +73,10 @@ def reshape(self: Tensor, *shape: Any) -> Tensor:
 @torch_name("view", "`(reshape x shape)`: tensors are values, so a view is a reshaped copy", "shape",
             example="t.view(-1)")
 def view(self: Tensor, *shape: Any) -> Tensor:
+    from caten.tensor.torch_bitcast import is_dtype, view_dtype
+
+    if len(shape) == 1 and is_dtype(shape[0]):  # torch's view(dtype): the bits reinterpreted
+        return view_dtype(self, shape[0])
     return apply("reshape", [self, sizes(shape, "view")], {})
 
 
