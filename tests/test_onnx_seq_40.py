@@ -295,3 +295,17 @@ def test_unfed_sequence_or_optional_input_is_refused_at_import():
         m = _model([oh.make_node("Identity", ["xs"], ["ys"])], [vi], [_seq("ys")])
         with pytest.raises(Unsupported, match="needs its value"):
             convert(m)
+
+
+def test_flex_attention_with_a_score_mod_expands_to_its_function_body():
+    """An ai.onnx.preview op with a subgraph attribute: the body (with the subgraph inlined) is lowered."""
+    score = oh.make_graph([oh.make_node("Tanh", ["s"], ["t"]), oh.make_node("Mul", ["t", "k"], ["y"])], "mod",
+                          [oh.make_tensor_value_info("s", F, None)], [oh.make_tensor_value_info("y", F, None)],
+                          [onnx.numpy_helper.from_array(np.array(2.5, np.float32), "k")])
+    node = oh.make_node("FlexAttention", ["Q", "K", "V"], ["Y"], domain="ai.onnx.preview", score_mod=score)
+    shapes = {"Q": [1, 2, 3, 4], "K": [1, 2, 5, 4], "V": [1, 2, 5, 3]}
+    ins = [oh.make_tensor_value_info(k, F, s) for k, s in shapes.items()]
+    m = _model([node], ins, [oh.make_tensor_value_info("Y", F, None)], opset=26,
+               extra=[oh.make_opsetid("ai.onnx.preview", 1)])
+    feeds = [_r(*s) for s in shapes.values()]
+    _same(list(backend.prepare(m).run(feeds)), ReferenceEvaluator(m).run(None, dict(zip(shapes, feeds))))
