@@ -1,4 +1,4 @@
-"""ONNX lowerings of MatMul and Gemm (and the integer MatMulInteger, QLinearMatMul)."""
+"""ONNX lowerings of MatMul and Gemm (half types summed in f32, as the reference) and Det."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""ONNX lowerings of (de)quantization: QuantizeLinear and DequantizeLinear, per tensor or per axis."""
+"""ONNX lowerings of (de)quantization (QuantizeLinear, DequantizeLinear: per tensor, per axis, blocked)
+and the integer matmul and convolution ops (MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv)."""
 
 from __future__ import annotations
 
