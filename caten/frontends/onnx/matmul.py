@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from caten.frontends.onnx.node import N, handler
-
-# half-precision products are accumulated in f32 and rounded once, as numpy (so onnx's reference)
-# does: a sum rounded to 11 bits at every step drifts by several ulps over a row
-_WIDE = ("f16", "bf16")
+from caten.frontends.onnx.wide import NARROW
 
 
 def wide_matmul(a: str, b: str, dt: str) -> str:
-    """a @ b of dtype dt, through f32 when dt is a half type."""
-    if dt in _WIDE:
+    """a @ b of dtype dt, through f32 when dt is a half type: numpy (so onnx's reference) sums half
+    products in f32 and rounds once; a sum rounded to 11 bits at every step drifts by ulps. (Gemm's
+    alpha and beta then apply in the half type, as the reference, so not the whole op is widened.)"""
+    if dt in NARROW:
         return f"(cast (matmul (cast {a} f32) (cast {b} f32)) {dt})"
     return f"(matmul {a} {b})"
 
