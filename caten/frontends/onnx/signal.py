@@ -210,6 +210,7 @@ def _causal_conv(n: N) -> list[str]:
     products summed in f32 for half types and rounded once (numpy's matmul), the bias added in the
     input's dtype, SiLU in f32; present_state is the last k - 1 positions."""
     from caten.frontends.onnx.quant import conv
+    from caten.frontends.onnx.wide import NARROW
 
     s, w = n.int_shape(0), n.int_shape(1)
     if len(s) != 3 or len(w) != 3 or w[0] != s[1] or w[1] != 1:
@@ -220,7 +221,7 @@ def _causal_conv(n: N) -> list[str]:
     dt, k = n.dt(), w[2]
     past = n.x(3) if n.has(3) else f"(full {dims([s[0], s[1], k - 1])} 0 :dtype {dt})"
     padded = n.let(f"(concat {past} {n.x(0)} :axis 2)")
-    wide = dt in ("f16", "bf16")
+    wide = dt in NARROW
     xs, ws = (f"(cast {padded} f32)", f"(cast {n.x(1)} f32)") if wide else (padded, n.x(1))
     shp = [s[0], s[1], s[2] + k - 1]
     attrs = {"group": s[1], "pads": [0, 0], "strides": [1], "dilations": [1], "auto_pad": "NOTSET"}
