@@ -310,9 +310,10 @@ def test_cli_list_ops_onnx(tmp_path):
 
     from caten.cli.main import cli
 
-    nodes = [helper.make_node("Relu", ["x"], ["y"]), helper.make_node("NonMaxSuppression", ["y", "x"], ["z"])]
+    nodes = [helper.make_node("Relu", ["x"], ["y"]),  # an op of a custom domain: no importer knows it
+             helper.make_node("NoSuchOp", ["y", "x"], ["z"], domain="org.example")]
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
                           [helper.make_tensor_value_info("z", TensorProto.INT64, [None, 3])])
     onnx.save(helper.make_model(g), str(tmp_path / "m.onnx"))
     r = CliRunner().invoke(cli, ["import", str(tmp_path / "m.onnx"), "--list-ops"])
-    assert r.exit_code == 1 and "ok      Relu" in r.output and "missing NonMaxSuppression" in r.output
+    assert r.exit_code == 1 and "ok      Relu" in r.output and "missing NoSuchOp" in r.output
