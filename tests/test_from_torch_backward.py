@@ -96,6 +96,11 @@ CASES = [
                                                      [1, 0], 2)),
     ("aten.convolution_backward.default", _conv_case((1, 2, 5, 5), (3, 2, 2, 2), [1, 1], [0, 0], [1, 1], False,
                                                      [0, 0], 1, mask=(False, True, False))),
+    ("aten.convolution_backward.default", _conv_case((1, 2, 4, 5, 3), (2, 1, 2, 3, 2), [1, 2, 1], [1, 0, 1],
+                                                     [1, 1, 2], False, [0, 0, 0], 2)),
+    ("aten.convolution_backward.default", _conv_case((2, 3, 4), (3, 2, 3), [2], [1], [1], True, [1], 1,
+                                                     dtype=torch.float32)),
+    ("aten.max_pool2d_with_indices_backward.default", _max_case((3, 5, 6), [2, 2], [2, 2], ceil=True)),
 ]
 
 
