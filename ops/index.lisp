@@ -1,10 +1,9 @@
-;;; Indexing: gathers (the principal GATHER), scatters and running reductions (comparisons against
-;;; INDEX: a scatter of K indices into an axis of size n compares every index with 0..n-1 and
-;;; reduces the matches, O(K n) work with no data-dependent store, so every runtime compiles it).
+;;; Indexing: gathers (the principal GATHER), scatters (the principal SCATTER) and running
+;;; reductions. A gather or scatter of K indices costs O(K) loads or read-modify-writes.
 ;;; An out-of-range index reads zero (false for bool) and sends nothing, never faulting.
 
 ;;; Gathers read data at data-dependent coordinates (the principal GATHER: an index outside [-n, n)
-;;; reads 0); their gradients add each cotangent where it was read (a one-hot over the axis).
+;;; reads 0); their gradients add each cotangent where it was read (a SCATTER add).
 
 (composite take ((X{T}[...] I{U}[...]) -> (Y{T}[...]) &key (axis 0))
   "numpy.take: the slices of X at integer indices I along :axis (negative indices count from the end)"
@@ -66,70 +65,31 @@
   (WHERE (not (CMPLT k (ADD (INDEX s :axis 1) (NEG (INDEX s :axis 0))))) X (if (bool? X) false 0)))
 
 ;;; Scatters (torch.scatter / scatter_reduce along an axis): every position p of I sends S[p] to
-;;; Y[p with :axis replaced by I[p]]. Written, like the gathers, as a one-hot over the axis: the
-;;; [I's dims with :axis last, n] comparison of each index with 0..n-1, reduced over I's :axis,
-;;; then put back in X's layout. S has I's shape; an index outside [-n, n) sends nothing.
-
-(composite scatter-hits ((X{T}[...] I{U}[...]) -> (H{bool}[...]) &key (axis 0))
-  "the one-hot [dims of I with :axis moved last, n]: where each index of I lands along X's :axis"
-  (setf ax (axis X axis))
-  (setf r (rank X))
-  (setf n (dim X ax))
-  (setf ii (cast I i64))
-  (setf last (permute (WHERE (CMPLT ii 0) (ADD ii n) ii) (append (range 0 ax) (range (+ ax 1) r) [ax])))
-  (= (INDEX (append (shape last) [n]) :axis r) (unsqueeze last -1)))
-
-(composite scatter-source ((S{T}[...]) -> (V{T}[...]) &key (axis 0))
-  "S with :axis moved last and a unit axis after it, to meet scatter-hits"
-  (setf ax (axis S axis))
-  (unsqueeze (permute S (append (range 0 ax) (range (+ ax 1) (rank S)) [ax])) -1))
-
-(composite scatter-place ((X{T}[...] C{U}[...]) -> (Y{U}[...]) &key (axis 0) (value 0))
-  "C (scatter-hits' layout, I's :axis reduced away) in X's layout: :axis home, the other axes padded to X's sizes with :value"
-  (setf ax (axis X axis))
-  (setf r (rank X))
-  (setf back (permute C (append (range 0 ax) [(- r 1)] (range ax (- r 1)))))
-  (setf w [])
-  (dotimes (d r) (setf w (append w [[0 (- (dim X d) (dim back d))]])))
-  (pad back w :value value))
+;;; Y[p with :axis replaced by I[p]], through the principal SCATTER (one read-modify-write per
+;;; index, in I's row-major order). S has I's shape; an index outside [-n, n) sends nothing.
 
 (composite scatter-count ((X{T}[...] I{U}[...]) -> (N{i64}[...]) &key (axis 0))
   "how many indices of I land on each element of X along :axis"
-  (setf h (scatter-hits X I :axis axis))
-  (scatter-place X (sum (cast h i64) :axis (- (rank X) 1)) :axis axis))
+  (SCATTER (CONST 0 :dtype i64 :shape (shape X)) (cast I i64) (CONST 1 :dtype i64 :shape (shape I)) :axis (axis X axis) :op add))
 
 (composite scatter-add ((X{T}[...] I{U}[...] S{T}[...]) -> (Y{T}[...]) &key (axis 0))
-  "torch.scatter_add: Y = X, then Y[.., I[p], ..] += S[p] for every position p of I"
-  (setf h (scatter-hits X I :axis axis))
-  (+ X (scatter-place X (sum (WHERE h (scatter-source S :axis axis) 0) :axis (- (rank X) 1)) :axis axis)))
+  "torch.scatter_add: Y = X, then Y[.., I[p], ..] += S[p] for every position p of I (in order: a float sum in I's row-major order)"
+  (SCATTER X (cast I i64) S :axis (axis X axis) :op add))
 
 (composite scatter ((X{T}[...] I{U}[...] S{T}[...]) -> (Y{T}[...]) &key (axis 0))
   "torch.scatter: Y = X, then Y[.., I[p], ..] = S[p]; of indices that repeat, the last along :axis wins (torch's CPU order)"
-  (setf r (rank X))
-  (setf h (scatter-hits X I :axis axis))
-  (setf k (ADD (INDEX (shape h) :axis (- r 1)) 1))
-  (setf last (max (WHERE h k 0) :axis (- r 1) :keepdims true))
-  (setf win (and h (= k last)))
-  (setf sv (scatter-source S :axis axis))
-  (setf v (if (bool? X) (max (WHERE win sv false) :axis (- r 1)) (sum (WHERE win sv 0) :axis (- r 1))))
-  (WHERE (scatter-place X (< 0 (squeeze last (- r 1))) :axis axis :value false) (scatter-place X v :axis axis) X))
+  (SCATTER X (cast I i64) S :axis (axis X axis) :op set))
 
 (composite scatter-extreme ((X{T}[...] I{U}[...] S{T}[...]) -> (Y{T}[...] A{bool}[...]) &key (axis 0) (largest true))
   "the max (:largest) or min of the sources landing on each element of X, and whether any lands (an empty I lands nowhere)"
-  (setf r (rank X))
-  ;; one more slot, where nothing lands, so no reduction is over an empty axis (and an empty I works)
-  (setf w (append (repeat [0 0] (- r 1)) [[0 1] [0 0]]))
-  (setf h (pad (scatter-hits X I :axis axis) w :value false))
-  (setf sv (pad (scatter-source S :axis axis) w))
-  (setf any (scatter-place X (max h :axis (- r 1)) :axis axis :value false))
-  ;; the min is the max in reversed order (NEG for floats, NOT for integers and bool: both exact),
-  ;; and where nothing lands, the lowest value of the dtype (unused there)
-  (setf v (if largest sv (if (float? S) (NEG sv) (NOT sv))))
+  ;; from the dtype's lowest (highest) value, which every source beats; where nothing lands, unused
   (setf zero (CONST 0 :dtype T :shape []))
   (setf low (if (float? S) -inf
                 (if (bool? S) false (where (< (- zero 1) zero) (shl (+ zero 1) (+ zero (- (bits S) 1))) zero))))
-  (setf m (max (where h v low) :axis (- r 1)))
-  (return (scatter-place X (if largest m (if (float? S) (NEG m) (NOT m))) :axis axis) any))
+  (setf base (expand (cast (if largest low (if (float? S) (NEG low) (NOT low))) (dtype X)) (shape X)))
+  (setf ax (axis X axis))
+  (return (if largest (SCATTER base (cast I i64) S :axis ax :op max) (SCATTER base (cast I i64) S :axis ax :op min))
+          (< 0 (scatter-count X I :axis axis))))
 
 (composite gather ((X{T}[...] I{U}[...]) -> (Y{T}[...]) &key (axis 0))
   "torch.gather: Y[p] = X[p with :axis replaced by I[p]]; I has X's rank and is no larger off :axis (an index outside [-n, n) reads 0)"
@@ -168,7 +128,9 @@
 
 (composite scatter-mul ((X{T}[...] I{U}[...] S{T}[...]) -> (Y{T}[...]) &key (axis 0) (include-self true))
   "torch.scatter_reduce prod: the product of the sources landing on each element (times X's own with :include-self)"
-  (setf r (rank X))
-  (setf h (scatter-hits X I :axis axis))
-  (setf p (scatter-place X (prod (WHERE h (scatter-source S :axis axis) 1) :axis (- r 1)) :axis axis :value 1))
-  (if include-self (* X p) (WHERE (< 0 (scatter-count X I :axis axis)) p X)))
+  (setf ax (axis X axis))
+  (if include-self
+      (SCATTER X (cast I i64) S :axis ax :op mul)
+      (WHERE (< 0 (scatter-count X I :axis axis))
+             (SCATTER (expand (cast 1 (dtype X)) (shape X)) (cast I i64) S :axis ax :op mul)
+             X)))

@@ -64,3 +64,11 @@ def test_bitcast_passes_no_gradient():
 (composite f ((X{f32}[N]) -> (Y{f32}[N])) (return (grad g X :wrt X)))"""
     x = np.array([1.0, -2.0, 3.5], np.float32)
     assert np.array_equal(caten.loads(src, runtime="numpy").f(x), 2 * x)
+
+
+@pytest.mark.parametrize("rt", ["numpy", "llvm"])
+def test_bitcast_of_a_scalar(rt):
+    """(fuzzer seed 5134) the reference could not view a 0-d array."""
+    m = caten.loads("(composite f ((X{i8}[N]) -> (Y{u8}[])) (return (bitcast (min (abs X) :axis 0) u8)))", runtime=rt)
+    x = np.array([-128, 5, -7], np.int8)
+    assert m.f(x) == np.min(np.abs(x)).view(np.uint8)

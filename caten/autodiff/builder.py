@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from caten.autodiff import views
 from caten.ir import build as B
-from caten.ir import dims as D
 from caten.ir import dtypes as T
 from caten.ir.graph import Node
 from caten.ir.ops import Op
@@ -111,24 +110,48 @@ def matmul_t(n: Node, ct: Node) -> tuple[Node, Node]:
 
 
 def gather_t(n: Node, ct: Node) -> Node:
-    """The cotangent of GATHER's data: each index's cotangent added at the position it read (a
-    one-hot over the axis, so repeated indices accumulate; an index outside [-n, n) adds nothing)."""
+    """The cotangent of GATHER's data: each index's cotangent added at the position it read
+    (a SCATTER add: repeated indices accumulate, in O(index); an index GATHER read as 0 adds nothing)."""
     x, ix = n.src
-    ax, size = n.arg, x.shape[n.arg]
-    i = B.cast(ix, T.i64)
-    i = B.alu(Op.WHERE, B.alu(Op.CMPLT, i, B.const(0, T.i64)), B.alu(Op.ADD, i, B.const(size, T.i64)), i)
-    wide = tuple(ix.shape[:ax + 1]) + (size,) + tuple(ix.shape[ax + 1:])  # [.. m n ..]
-    iw = B.expand(B.reshape(i, tuple(ix.shape[:ax + 1]) + (1,) + tuple(ix.shape[ax + 1:])), wide)
-    hit = B.alu(Op.NOT, B.alu(Op.CMPNE, B.index(wide, ax + 1), iw))
-    cw = B.expand(B.reshape(ct, tuple(ct.shape[:ax + 1]) + (1,) + tuple(ct.shape[ax + 1:])), wide)
-    summed = B.reduce(B.alu(Op.WHERE, hit, cw, B.const(0, ct.dtype)), "add", (ax,))
-    got = B.reshape(summed, tuple(ix.shape[:ax]) + (size,) + tuple(ix.shape[ax + 1:]))
-    if got.shape == x.shape:
-        return got
-    # on x's other axes: the part the index covers, zeros past it
-    common = [(0, size if d == ax else D.dmin(a, b)) for d, (a, b) in enumerate(zip(x.shape, ix.shape))]
-    got = B.shrink(got, common)
-    return B.pad(got, [(0, D.add(a, D.mul(e, -1))) for a, (_, e) in zip(x.shape, common)])
+    return B.scatter(B.const(0, ct.dtype, x.shape), ix, ct, n.arg, "add")
+
+
+def _valid(x: Node, i: Node, axis: int) -> Node:
+    """Whether each position of SCATTER/GATHER index i lands inside x (bool, i's shape)."""
+    return eq(B.gather(B.const(1, T.i8, x.shape), i, axis), 1)
+
+
+def scatter_t(n: Node, ct: Node) -> tuple[Node | None, None, Node | None]:
+    """SCATTER's cotangents: add passes ct to x and reads it back for s; set gives x's where nothing
+    landed and each target's to the source that won (the last); max and min share a target's
+    cotangent evenly among x and the sources equal to the result (torch's scatter_reduce amax/amin);
+    mul gives each factor the product of the others."""
+    x, i, s = n.src
+    ax, op = n.arg
+    back = B.gather(ct, i, ax)  # 0 where the position was skipped
+    if op == "add":
+        return ct, None, back
+    count = B.scatter(B.const(0, T.i64, x.shape), i, B.const(1, T.i64, i.shape), ax, "add")
+    if op == "set":
+        pos = B.index(i.shape, ax)
+        won = B.scatter(B.const(-1, T.i64, x.shape), i, pos, ax, "set")
+        return where(lt(0, count), 0.0, ct), None, where(eq(B.gather(won, i, ax), pos), back, 0.0)
+    if op in ("max", "min"):
+        own = as_float(eq(x, n), ct)
+        hit = as_float(B.alu(Op.AND, eq(s, B.gather(n, i, ax)), _valid(x, i, ax)), ct)
+        share = div(ct, add(own, B.scatter(B.const(0, ct.dtype, x.shape), i, hit, ax, "add")))
+        return mul(own, share), None, mul(hit, B.gather(share, i, ax))
+    # mul: a factor's cotangent is ct times the product of the target's other factors (x's own and the
+    # sources landing there), exact with one zero among them and 0 with more (as REDUCE's product)
+    zx, zs = eq(x, 0.0), eq(s, 0.0)
+    zeros = add(as_float(zx, ct), B.scatter(B.const(0, ct.dtype, x.shape), i, as_float(zs, ct), ax, "add"))
+    nonzero = B.scatter(where(zx, 1.0, x), i, where(zs, 1.0, s), ax, "mul")
+
+    def others(f: Node, zf: Node, nz: Node, nzeros: Node) -> Node:
+        return where(zf, where(eq(nzeros, 1.0), nz, 0.0), where(eq(nzeros, 0.0), div(nz, where(zf, 1.0, f)), 0.0))
+
+    dx = mul(ct, others(x, zx, nonzero, zeros))
+    return dx, None, mul(back, others(s, zs, B.gather(nonzero, i, ax), B.gather(zeros, i, ax)))
 
 
 def _t(x: Node) -> Node:

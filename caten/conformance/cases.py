@@ -161,9 +161,7 @@ EXTRA: dict[str, list[tuple[str, tuple[tuple[str, ...], ...], str]]] = {
     "take": [("rows", (("M", "N"), ("K",)), ":axis 0"), ("cols by [K K]", (("M", "N"), ("K", "K")), ":axis 1")],
     "take-along-axis": [("cols", (("M", "N"), ("M", "K")), ":axis 1"), ("rows", (("M", "N"), ("K", "N")), "")],
     "gather": [("cols", (("M", "N"), ("M", "K")), ":axis 1"), ("rows cut", (("M", "N"), ("K", "5")), "")],
-    "scatter-hits": [("rows", (("M", "N"), ("K", "N")), ""), ("cols", (("M", "N"), ("M", "K")), ":axis 1")],
     "scatter-count": [("rows", (("M", "N"), ("K", "N")), ""), ("cols cut", (("M", "N"), ("3", "K")), ":axis 1")],
-    "scatter-place": [("rows", (("M", "N"), ("K", "M")), ""), ("cols", (("M", "N"), ("3", "N")), ":axis 1")],
     "scatter-extreme-vjp": [("rows", (("M", "N"), ("K", "N"), ("K", "N"), ("M", "N"), ("M", "N")), "")],
     # (a strided view reads whatever its size and strides reach: only layouts that stay inside the source)
     "strided-view": [("column", (("M", "N"),), ":size [M] :stride [N]"),
@@ -175,7 +173,7 @@ for _op in ("scatter", "scatter-add", "scatter-max", "scatter-min", "scatter-mul
 # rows that get only their EXTRA layouts: an index tensor as large as the data would compare every
 # index with every position (O(size^2) memory at the 257x129 size)
 EXTRA_ONLY = {"take", "take-along-axis", "gather", "scatter", "scatter-add", "scatter-max", "scatter-min",
-              "scatter-mul", "scatter-extreme", "scatter-hits", "scatter-count", "scatter-place",
+              "scatter-mul", "scatter-extreme", "scatter-count",
               "scatter-extreme-vjp", "strided-view"}
 
 
@@ -194,6 +192,9 @@ def _principal_templates(op: str) -> list[Template] | None:
     if op == "CAST":
         return [Template(f"->{d.name}", f"(CAST {{0}} {d.name})", domain="castable" if d.is_int else "")
                 for d in DTYPES]
+    if op == "BITCAST":  # (each dtype column runs the targets of its width)
+        return [Template(f"->{d}", f"(BITCAST {{0}} {d})") for d in ("i8", "u8", "i16", "u16", "i32", "u32", "f32",
+                                                                      "i64", "u64", "f64")]
     if op == "REDUCE":
         return [Template("add axis 0", "(REDUCE {0} :op add :axis 0)"),
                 Template("add all", "(REDUCE {0} :op add)"),
@@ -219,6 +220,11 @@ def _principal_templates(op: str) -> list[Template] | None:
     if op == "GATHER":  # (half the generated indices are small: in range, negative, or past the end)
         return [Template("rows", "(GATHER {0} {1} :axis 0)", 2, shapes=(("M", "N"), ("K", "N"))),
                 Template("cols", "(GATHER {0} {1} :axis 1)", 2, shapes=(("M", "N"), ("M", "K")))]
+    if op == "SCATTER":  # (the index a cast of T's values: small ones, in range, negative or past the end)
+        rows, cols = (("M", "N"), ("K", "N"), ("K", "N")), (("M", "N"), ("M", "K"), ("M", "K"))
+        return [Template(f"{how} {o}", f"(SCATTER {{0}} (CAST {{1}} i64) {{2}} :axis {ax} :op {o})", 3, shapes=sh)
+                for o, (how, ax, sh) in zip(("add", "set", "max", "min", "mul"),
+                                            [("rows", 0, rows), ("cols", 1, cols)] * 3)]
     if op == "RAND":
         return [Template("seed 1", "(RAND {shape} :seed 1)", source=True),
                 Template("seed 2**40+3", "(RAND {shape} :seed 1099511627779)", source=True),

@@ -379,6 +379,16 @@ def call(op: Op, args: list, kw: dict, span: Span) -> Any:
             return Tensor(B.gather(x.node, i.node, axis))
         except ShapeError as e:
             raise Error(str(e), span, "the index has the data's rank and its sizes off :axis") from None
+    if op is Op.SCATTER:
+        _arity(op.value, args, 3, span)
+        x, i, s = (to_tensor(a, span) for a in args)
+        axis = one_axis(kwarg("axis", Lit(0, "int")), len(x.shape), span)
+        sop = kwarg("op", "add")
+        try:
+            return Tensor(B.scatter(x.node, i.node, s.node, axis, sop))
+        except (ShapeError, DTypeError) as e:
+            raise Error(str(e), span, "(SCATTER x i s :axis k :op add|mul|max|min|set): i an integer tensor of "
+                        "x's rank, s of i's shape and x's dtype") from None
     if op is Op.RAND:
         _arity(op.value, args, 1, span)
         return Tensor(_rand(as_shape(args[0], span), kwarg("seed", Lit(0, "int")), span))

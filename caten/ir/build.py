@@ -12,7 +12,7 @@ from caten.ir import dtypes as T
 from caten.ir.dims import Dim
 from caten.ir.dtypes import DType
 from caten.ir.graph import Node
-from caten.ir.ops import TABLE, Op
+from caten.ir.ops import SCATTER_OPS, TABLE, Op
 from caten.ir.view import View
 
 
@@ -92,6 +92,18 @@ def alu(op: Op, *srcs: Node, arg: object = None) -> Node:
     shape = broadcast_shapes(*(s.shape for s in srcs))
     srcs = tuple(expand(s, shape) for s in srcs)
     return Node.make(op, dtype, shape, srcs, arg)
+
+
+def scatter(x: Node, i: Node, s: Node, axis: int, op: str) -> Node:
+    """x with s combined in at i along `axis` (`op` one of ops.SCATTER_OPS; i and s of one shape)."""
+    if not (x.rank == i.rank == s.rank and 0 <= axis < max(x.rank, 1)) or tuple(i.shape) != tuple(s.shape):
+        raise ShapeError(f"SCATTER: data of rank {x.rank}, index {list(i.shape)} and source {list(s.shape)} "
+                         f"(the index and source of one shape, of the data's rank), axis {axis}")
+    if op not in SCATTER_OPS:
+        raise ShapeError(f"SCATTER :op must be one of {', '.join(SCATTER_OPS)}, not {op}")
+    arg = (axis, op)
+    return Node.make(Op.SCATTER, TABLE[Op.SCATTER].dtype_rule((x.dtype, i.dtype, s.dtype), arg), tuple(x.shape),
+                     (x, i, s), arg)
 
 
 def cast(x: Node, dtype: DType) -> Node:

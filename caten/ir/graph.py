@@ -98,6 +98,8 @@ def fmt_arg(n: Node) -> str:
         return f" {a[1]}"
     if n.op is Op.GATHER:
         return f" :axis {a}"
+    if n.op is Op.SCATTER:
+        return f" :axis {a[0]} :op {a[1]}"
     return ""
 
 

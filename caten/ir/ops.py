@@ -33,7 +33,7 @@ class Op(Enum):
     AND = "AND"; OR = "OR"; XOR = "XOR"; CMPLT = "CMPLT"; CMPNE = "CMPNE"  # noqa: E702
     WHERE = "WHERE"; REDUCE = "REDUCE"  # noqa: E702
     BUFFER = "BUFFER"; CONST = "CONST"; VIEW = "VIEW"; COPY = "COPY"  # noqa: E702
-    INDEX = "INDEX"; GATHER = "GATHER"; RAND = "RAND"; EXTERN = "EXTERN"  # noqa: E702
+    INDEX = "INDEX"; GATHER = "GATHER"; SCATTER = "SCATTER"; RAND = "RAND"; EXTERN = "EXTERN"  # noqa: E702
 
     def __repr__(self) -> str:
         return self.value
@@ -256,13 +256,59 @@ def _bitcast_dtype(ins: Sequence[DType], arg: Any) -> DType:
 
 
 def _bitcast_ref(x: np.ndarray, dt: DType) -> np.ndarray:
-    return x.astype(dt.np) if x.dtype == np.bool_ else np.ascontiguousarray(x).view(dt.np)
+    x = np.asarray(x)
+    if x.dtype == np.bool_:
+        return x.astype(dt.np)
+    return np.ascontiguousarray(x).reshape(-1).view(dt.np).reshape(x.shape)  # (a 0-d array has no view)
 
 
 def _gather_dtype(ins: Sequence[DType], arg: Any) -> DType:
     if not ins[1].is_int:
         raise DTypeError(f"GATHER's index must be an integer tensor, not {ins[1].name}")
     return ins[0]
+
+
+SCATTER_OPS = ("add", "mul", "max", "min", "set")
+
+
+def _scatter_dtype(ins: Sequence[DType], arg: Any) -> DType:
+    x, i, s = ins
+    if not i.is_int:
+        raise DTypeError(f"SCATTER's index must be an integer tensor, not {i.name}")
+    if s != x:
+        raise DTypeError(f"SCATTER's source must have the data's dtype {x.name}, not {s.name}")
+    if arg[1] in ("add", "mul") and x.is_bool:
+        raise DTypeError(f"SCATTER :op {arg[1]} needs a numeric tensor, not bool")
+    return x
+
+
+def _scatter_ref(ctx: Ctx, x: np.ndarray, i: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """x, then for every position p of i in row-major order y[p with :axis replaced by i[p]] =
+    op(that, s[p]); an index outside [-n, n), or a position past x's other axes, is skipped."""
+    ax, op = ctx.arg
+    y = x.copy()
+    n = x.shape[ax]
+    ii = i.astype(np.int64)
+    ii = np.where(ii < 0, ii + n, ii)
+    ok = (ii >= 0) & (ii < n)
+    pos = np.indices(i.shape).reshape(i.ndim, -1)
+    for d in range(i.ndim):
+        if d != ax:
+            ok &= (pos[d] < x.shape[d]).reshape(i.shape)
+    pos[ax] = ii.reshape(-1)
+    keep = ok.reshape(-1)
+    tgt = np.ravel_multi_index(tuple(p[keep] for p in pos), x.shape) if x.size else np.zeros(0, np.int64)
+    src, flat = s.reshape(-1)[keep], y.reshape(-1)
+    if op == "set":  # the last in row-major order wins
+        last = len(tgt) - 1 - np.unique(tgt[::-1], return_index=True)[1]
+        flat[tgt[last]] = src[last]
+    else:
+        ufunc = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}[op]
+        with np.errstate(all="ignore"):
+            if x.dtype == np.bool_:
+                ufunc = np.logical_or if op == "max" else np.logical_and
+            ufunc.at(flat, tgt, src)
+    return flat.reshape(x.shape)
 
 
 def _gather_ref(ctx: Ctx, x: np.ndarray, i: np.ndarray) -> np.ndarray:
@@ -330,6 +376,8 @@ ARG_KINDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "index": ("(dtype, axis)", lambda a: isinstance(a, tuple) and len(a) == 2 and _is_dtype(a[0])
               and isinstance(a[1], int)),
     "axis": ("an axis (an int)", lambda a: isinstance(a, int) and not isinstance(a, bool)),
+    "scatter": ("(axis, op): op one of add mul max min set", lambda a: isinstance(a, tuple) and len(a) == 2
+                and isinstance(a[0], int) and not isinstance(a[0], bool) and a[1] in SCATTER_OPS),
     "rand": ("(u32, seed)", lambda a: isinstance(a, tuple) and len(a) == 2 and a[0] == T.u32
              and isinstance(a[1], int)),
     "extern": ("(dtype, kernel name)", lambda a: isinstance(a, tuple) and len(a) == 2 and _is_dtype(a[0])
@@ -451,6 +499,11 @@ TABLE: dict[Op, OpInfo] = {i.op: i for i in (
        "x at data-dependent coordinates: y[p] = x[p with :axis replaced by i[p]] (y has i's shape; a negative "
        "index counts from the end; an index outside [-n, n), or a position past x's other axes, reads 0)",
        keywords=("axis",), arg="axis", vjp=lambda g, n, ct: (g.gather_t(n, ct), None)),
+    _e(Op.SCATTER, "index", 3, ALL, _scatter_dtype, _scatter_ref,
+       "x with s combined in at data-dependent coordinates: for every position p of i, in row-major order, "
+       "y[p with :axis replaced by i[p]] = op(it, s[p]) (:op add, mul, max, min or set: the last wins; a "
+       "negative index counts from the end; an index outside [-n, n), or a position past x's other axes, is "
+       "skipped)", keywords=("axis", "op"), arg="scatter", vjp=lambda g, n, ct: g.scatter_t(n, ct)),
     # dtypes: the output's u32 and a runtime seed operand's u32 or i64 (the arg keeps the output u32)
     _e(Op.RAND, "other", -1, (T.u32, T.i64), _arg_dtype, lambda ctx, *dyn: _rand_ref(ctx.shape, ctx.arg[1], *dyn),
        "uniform u32 bits from threefry2x32-20 keyed by the seed (XOR an optional rank-0 u32/i64 operand, "

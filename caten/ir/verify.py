@@ -105,7 +105,7 @@ def node_problems(n: Node) -> list[str]:
 def _dtype_problems(n: Node) -> list[str]:
     info = TABLE[n.op]
     ins = [s.dtype for s in n.src]
-    if info.group in ("unary", "binary", "ternary", "reduce") or n.op is Op.GATHER:
+    if info.group in ("unary", "binary", "ternary", "reduce") or n.op in (Op.GATHER, Op.SCATTER):
         try:
             want = info.dtype_rule(ins, n.arg)
         except DTypeError as e:
@@ -181,6 +181,16 @@ def _gather(n: Node) -> str | None:
     return None
 
 
+def _scatter(n: Node) -> str | None:
+    x, i, s = n.src
+    ax = n.arg[0]
+    if not (x.rank == i.rank == s.rank == len(n.shape) and 0 <= ax < max(x.rank, 1)):
+        return f"SCATTER: data rank {x.rank}, index rank {i.rank}, source rank {s.rank}, axis {ax}"
+    if tuple(i.shape) != tuple(s.shape) or tuple(n.shape) != tuple(x.shape):
+        return f"a SCATTER has its data's shape and an index and source of one shape: {n.shape} {i.shape} {s.shape}"
+    return None
+
+
 def _rand(n: Node) -> str | None:
     """RAND takes nothing, or one runtime seed: a rank-0 u32 or i64 node."""
     if len(n.src) > 1:
@@ -199,5 +209,5 @@ def _copy(n: Node) -> str | None:
 _SHAPES: dict[object, Callable[[Node], str | None]] = {
     "unary": _same_as_operands, "binary": _same_as_operands, "ternary": _same_as_operands, "reduce": _reduce,
     Op.VIEW: _view, Op.CONST: _scalar, Op.INDEX: _index, Op.COPY: _copy, Op.RAND: _rand,
-    Op.GATHER: _gather,
+    Op.GATHER: _gather, Op.SCATTER: _scatter,
 }

@@ -20,7 +20,8 @@ class Loop:
     extent: X
     body: list = field(default_factory=list)
     hint: str = ""  # "cold": rarely run or tiny (renderers may skip vectorizing/unrolling it); "outer": a
-    #                 kernel's outer loop split over threads, after its packed-once operands
+    #                 kernel's outer loop split over threads, after its packed-once operands; "serial":
+    #                 iterations must run in turn (a SCATTER's axis: two may write one element)
 
 
 @dataclass

@@ -91,7 +91,7 @@ def realize_set(outputs: list[Node]) -> tuple[list[Node], set[Node]]:
     for n in order:
         for x in n.src:
             users.setdefault(x, set()).add(n)
-        if n.op in (Op.REDUCE, Op.COPY, Op.EXTERN):
+        if n.op in (Op.REDUCE, Op.COPY, Op.EXTERN, Op.SCATTER):
             realized.add(n)
         if n.op is Op.VIEW:
             view_users.setdefault(n.src[0], []).append(n)
@@ -199,7 +199,7 @@ def _elementwise_reads(n: Node, m: Node, realized: set[Node]) -> bool:
         if x.op is Op.VIEW:
             if not (x.arg.contiguous and D.prod(x.shape) == D.prod(m.shape)):
                 return False
-        elif x.op is Op.REDUCE or x.op in (Op.COPY, Op.EXTERN, Op.RAND, Op.GATHER):
+        elif x.op is Op.REDUCE or x.op in (Op.COPY, Op.EXTERN, Op.RAND, Op.GATHER, Op.SCATTER):
             return False
     return True
 

@@ -1,8 +1,8 @@
 """torch's indexed stores: `scatter`, `scatter_add`, `scatter_reduce`, `index_add`, `index_copy`,
 `index_fill`, `index_reduce`, `index_put`, `put`, `masked_scatter` and their in-place `_` forms.
 
-Each is the library's `scatter*` composites (ops/index.lisp: a one-hot over the scattered axis, so
-every runtime computes it and an index never addresses memory) with torch's checks: index dtype and
+Each is the library's `scatter*` composites (ops/index.lisp: the principal SCATTER, one bounds-safe
+read-modify-write per index, in the index's row-major order) with torch's checks: index dtype and
 shapes, and, in eager code where the index's values are known, an out-of-range index raises as in
 torch (inside `caten.jit` an index outside [-n, n) sends nothing)."""
 

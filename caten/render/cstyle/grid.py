@@ -22,7 +22,7 @@ from caten.render.cstyle.targets import Target, ctype, dim_py, eval_dim, kernel_
 def parallel_ok(loop: L.Loop, rebased: set[str]) -> bool:
     """Iterations of `loop` touch disjoint memory and carry no register state."""
     ext = extent(loop.extent)
-    if ext is None:
+    if ext is None or loop.hint == "serial":
         return False
     inner_accs = {s.var for s in walk(loop.body) if isinstance(s, L.Acc)}
     for s in walk(loop.body):
