@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from caten.frontends.onnx.node import N, ax_list, dims, handler
+from caten.frontends.onnx.node import N, ax_list, const_tensor, dims, handler
 from caten.frontends.onnx.wide import in_f32
 from caten.frontends.text import lit
 
@@ -214,13 +214,6 @@ def _resize(n: N) -> str:
             continue
         x = n.let(_resize_axis(n, x, m, a, r, mode))
     return f"(cast {x} {n.dt()})" if wide else f"(contiguous {x})"
-
-
-def const_tensor(n: N, v: np.ndarray) -> str:
-    """A constant array computed at convert time, passed to the program as a weight."""
-    name = f"__const_{len(n.g.consts)}"
-    n.g.consts[name] = v
-    return n.g.tensor(name)
 
 
 def _resize_axis(n: N, x: str, m: np.ndarray, a: int, r: int, mode: str) -> str:

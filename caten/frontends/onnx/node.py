@@ -122,3 +122,10 @@ def ax_list(axes: list[int]) -> str:
 
 def dims(shape: list) -> str:
     return "[" + " ".join(str(d) for d in shape) + "]"
+
+
+def const_tensor(n: N, v: np.ndarray) -> str:
+    """A constant array computed at convert time, passed to the program as a weight."""
+    name = f"__const_{len(n.g.consts)}"
+    n.g.consts[name] = v
+    return n.g.tensor(name)

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from caten.frontends.onnx.index import const_tensor
-from caten.frontends.onnx.node import N, ax_list, dims
+from caten.frontends.onnx.node import N, ax_list, const_tensor, dims
 
 
 def _conv_pads(n: N, spatial: list, kernel: list, strides: list, dil: list) -> list[int]:

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from caten.frontends.onnx.index import const_tensor
-from caten.frontends.onnx.node import N, dims, handler
+from caten.frontends.onnx.node import N, const_tensor, dims, handler
 from caten.frontends.text import lit
 
 __all__: list[str] = []
