@@ -9,11 +9,11 @@ from caten.frontends.text import lit
 from caten.frontends.torch.context import Ctx, affine, aten, dtype_of, lst, meta, operand
 
 _BIN = {"add": "+", "sub": "-", "mul": "*", "div": "/", "eq": "=", "ne": "!=", "lt": "<", "le": "<=", "gt": ">",
-        "ge": ">=", "maximum": "max", "minimum": "min", "logical_and": "and", "logical_or": "or",
+        "ge": ">=", "maximum": "max", "minimum": "min",
         "bitwise_and": "and", "bitwise_or": "or", "remainder": "mod", "pow": "pow"}
 _UN = {"relu": "relu", "exp": "exp", "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt", "tanh": "tanh",
        "sigmoid": "sigmoid", "neg": "neg", "abs": "abs", "sin": "sin", "cos": "cos", "erf": "erf",
-       "logical_not": "not", "bitwise_not": "not", "reciprocal": "recip", "sign": "sign", "clone": "contiguous",
+       "bitwise_not": "not", "reciprocal": "recip", "sign": "sign", "clone": "contiguous",
        "alias": "contiguous", "silu": "silu"}
 
 
@@ -49,6 +49,25 @@ def _binary(op: str):
     return h
 
 
+def _truth(c: Ctx, a: Any) -> str:
+    """An operand of a logical op as bool: nonzero is true (nan too), as torch reads it."""
+    if not hasattr(a, "meta"):
+        return "true" if a else "false"
+    x = c.arg(a)
+    dt = dtype_of(meta(a).dtype)
+    return x if dt == "bool" else f"(!= {x} {lit(0, dt)})"
+
+
+def _logical(op: str):
+    def h(c: Ctx, n: Any) -> str:
+        return f"({op} {_truth(c, n.args[0])} {_truth(c, n.args[1])})"
+    return h
+
+
+aten("aten.logical_not.default")(lambda c, n: f"(not {_truth(c, n.args[0])})")
+for _k, _v in (("logical_and", "and"), ("logical_or", "or")):
+    for _ov in ("Tensor", "Scalar", "default", "Tensor_Scalar", "Tensor_Tensor"):
+        aten(f"aten.{_k}.{_ov}")(_logical(_v))
 for _k, _v in _BIN.items():
     for _ov in ("Tensor", "Scalar", "default", "Tensor_Scalar", "Tensor_Tensor"):
         aten(f"aten.{_k}.{_ov}")(_binary(_v))
