@@ -299,3 +299,16 @@ def test_view_dtype_errors_as_torch():
             call(caten.Tensor(x, runtime="numpy"), torch)
     with pytest.raises(caten.Error, match="not supported"):  # refused, not approximated
         caten.Tensor(x, runtime="numpy").view(torch.float16)
+
+
+def test_cummax_of_a_scalar_checks_dim_and_unknown_dtype_is_a_type_error():
+    for f in ("cummax", "cummin"):
+        for d in (1, -2):
+            with pytest.raises(IndexError):
+                getattr(torch.tensor(2.5), f)(d)
+            with pytest.raises(IndexError):
+                getattr(caten.Tensor(2.5, runtime="numpy"), f)(d)
+    with pytest.raises(TypeError):
+        torch.tensor([1.0, 2.0]).sum(dtype="")
+    with pytest.raises(TypeError):
+        caten.Tensor([1.0, 2.0], runtime="numpy").sum(dtype="")

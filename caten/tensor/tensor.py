@@ -30,7 +30,9 @@ def _dt(d: Any) -> str:
         d = DTYPES.get(str(d).removeprefix("torch."), d)
     name = dtype_name(d)
     if name is None:
-        raise Error(f"caten has no dtype {d!r}", hint="use f16 bf16 f32 f64 i8..i64 u8..u64 bool")
+        from caten.tensor.torchnames import ArgError  # torch: a TypeError (dtype must be a torch.dtype)
+
+        raise ArgError(f"caten has no dtype {d!r}", hint="use f16 bf16 f32 f64 i8..i64 u8..u64 bool")
     return name
 
 

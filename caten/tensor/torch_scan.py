@@ -37,7 +37,7 @@ def _ints(a: np.ndarray, like: Tensor) -> Tensor:
 def _running(self: Tensor, dim: int, better: Any, what: str) -> ValuesIndices:
     """torch's cummax/cummin: the index of the best so far, the latest among ties; a nan wins and
     every later nan takes its place."""
-    d = _dim(self, dim) if self.ndim else 0
+    d = _dim(self if self.ndim else self.reshape(1), dim)  # a scalar takes dim 0 or -1, as torch's
     if self.numel() == 0 or self.ndim == 0:
         return ValuesIndices(self * 1, _ints(np.zeros(self.shape, np.int64), self))
     v = np.moveaxis(_host(self, what), d, -1)
@@ -143,7 +143,7 @@ def bucketize(self: Any, boundaries: Tensor, *, out_int32: bool = False, right: 
             "frequent, its last index), from the host; values `(take-along-axis x indices)`", "reduction",
             example="t.mode(dim=-1)")
 def mode(self: Tensor, dim: int = -1, keepdim: bool = False) -> ValuesIndices:
-    d = _dim(self, dim) if self.ndim else 0
+    d = _dim(self if self.ndim else self.reshape(1), dim)  # a scalar takes dim 0 or -1, as torch's
     if self.ndim == 0:
         return ValuesIndices(self * 1, _ints(np.zeros((), np.int64), self))
     if self.shape[d] == 0:
