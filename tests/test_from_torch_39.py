@@ -192,6 +192,9 @@ CASES = [
     ("aten.index_put.default", lambda x, k: torch.ops.aten.index_put(x, [k], torch.tensor(-7.0)),
      lambda: (rnd(3, 4, 2), rnd(3, 4) > 0)),
     ("aten.mul.Tensor", lambda x: x * 3, lambda: (rnd(2, 0, 3),)),
+    ("aten.where.self", lambda a, d: (a * 0.5, (a * 0.5) + d, a / 2, a > 2.5, torch.where(a > 0, a, 0.5),
+                                      a.clamp(0.5, 4.5), torch.add(a, a, alpha=2)),  # torch's type promotion
+     lambda: (ints(3, 5), rnd(5, dtype=torch.float64))),
 ]
 
 

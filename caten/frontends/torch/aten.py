@@ -6,7 +6,7 @@ from typing import Any
 
 from caten.errors import Error
 from caten.frontends.text import lit
-from caten.frontends.torch.context import Ctx, affine, aten, dtype_of, lst, meta, operand
+from caten.frontends.torch.context import Ctx, affine, aten, dtype_of, lst, meta
 
 _BIN = {"add": "+", "sub": "-", "mul": "*", "div": "/", "eq": "=", "ne": "!=", "lt": "<", "le": "<=", "gt": ">",
         "ge": ">=", "maximum": "max", "minimum": "min",
@@ -21,30 +21,35 @@ def _rank(node: Any) -> int:
     return meta(node).dim()
 
 
-def _promoted(c: Ctx, a: Any, other: Any) -> str:
-    """Operand `a` of a binary op with `other`, cast to torch's promoted dtype where the two are
-    tensors of different dtypes (a decomposition multiplies an f64 tensor by an f32 `full`)."""
-    like = a if hasattr(a, "meta") else other
-    x = operand(c, a, like)
-    if hasattr(a, "meta") and hasattr(other, "meta") and meta(a).dtype != meta(other).dtype:
-        import torch
+def _is_tensor(a: Any) -> bool:
+    return hasattr(a, "meta") and hasattr(meta(a), "dtype")
 
-        want = torch.result_type(meta(a), meta(other))
-        if want != meta(a).dtype:
-            return f"(cast {x} {dtype_of(want)})"
-    return x
+
+def _as(c: Ctx, a: Any, dt: str) -> str:
+    """Operand `a` in dtype `dt`: a tensor cast where it differs, a Python number as a literal."""
+    if _is_tensor(a):
+        x = c.arg(a)
+        return x if dtype_of(meta(a).dtype) == dt else f"(cast {x} {dt})"
+    return c.arg(a) if hasattr(a, "meta") else lit(a, dt)  # a size (dim text) or a number
 
 
 def _binary(op: str):
+    """torch's type promotion first (an i64 tensor times 0.5 is f32, an f64 tensor times an f32
+    0-d one f64; true division of integers is float), then the op in that dtype."""
     def h(c: Ctx, n: Any) -> str:
+        import torch
+
         a, b = n.args[0], n.args[1]
-        like = a if hasattr(a, "meta") else b
-        x, y = _promoted(c, a, b), _promoted(c, b, a)
+        ct = torch.result_type(*(meta(v) if _is_tensor(v) else (1 if hasattr(v, "meta") else v) for v in (a, b)))
+        if op == "/":
+            if n.kwargs.get("rounding_mode"):
+                raise Error(f"torch.export node `{n.name}`: division with rounding_mode is not supported")
+            ct = meta(n).dtype
+        dt = dtype_of(ct)
+        x, y = _as(c, a, dt), _as(c, b, dt)
         alpha = n.kwargs.get("alpha", 1)
         if alpha != 1:
-            y = f"(* {y} {lit(alpha, dtype_of(meta(like).dtype))})"
-        if op == "/" and n.kwargs.get("rounding_mode"):
-            raise Error(f"torch.export node `{n.name}`: division with rounding_mode is not supported")
+            y = f"(* {y} {lit(alpha, dt)})"
         return f"({op} {x} {y})"
     return h
 
@@ -232,8 +237,8 @@ for _name, _f in (("mean.dim", "mean"), ("sum.dim_IntList", "sum"), ("amax.defau
 @aten("aten.where.self")
 def _where(c: Ctx, n: Any) -> str:
     cond, a, b = n.args
-    like = a if hasattr(a, "meta") else b
-    return f"(where {c.arg(cond)} {operand(c, a, like)} {operand(c, b, like)})"
+    dt = dtype_of(meta(n).dtype)  # torch's promoted dtype of the two branches
+    return f"(where {c.arg(cond)} {_as(c, a, dt)} {_as(c, b, dt)})"
 
 
 def _dt_kw(n: Any, default: str) -> str:
@@ -341,12 +346,12 @@ def _tri(c: Ctx, n: Any) -> str:
 
 @aten("aten.clamp.default")
 def _clamp(c: Ctx, n: Any) -> str:
-    x = n.args[0]
-    y = c.arg(x)
+    dt = dtype_of(meta(n).dtype)  # an integer tensor clamped to a float bound is float, as torch
+    y = _as(c, n.args[0], dt)
     lo = n.args[1] if len(n.args) > 1 else None
     hi = n.args[2] if len(n.args) > 2 else None
     if lo is not None:
-        y = f"(max {y} {operand(c, lo, x)})"
+        y = f"(max {y} {_as(c, lo, dt)})"
     if hi is not None:
-        y = f"(min {y} {operand(c, hi, x)})"
+        y = f"(min {y} {_as(c, hi, dt)})"
     return y
