@@ -134,3 +134,29 @@
       (WHERE (< 0 (scatter-count X I :axis axis))
              (SCATTER (expand (cast 1 (dtype X)) (shape X)) (cast I i64) S :axis ax :op mul)
              X)))
+
+;;; Sorting (the principal SORT: a stable merge sort per line, nan last ascending and first descending,
+;;; as torch's sort with stable=True); the values are a GATHER at the order, so gradients flow to the
+;;; elements picked.
+
+(composite argsort ((X{T}[...]) -> (I{i64}[...]) &key (axis -1) (descending false))
+  "torch.argsort(stable=True): the indices that sort X along :axis (ties keep their order)"
+  (if (= (rank X) 0) (CONST 0 :dtype i64) (SORT X :axis (axis X axis) :descending descending)))
+
+(composite sort ((X{T}[...]) -> (Y{T}[...] I{i64}[...]) &key (axis -1) (descending false))
+  "torch.sort(stable=True): X sorted along :axis, and the indices it came from"
+  (if (= (rank X) 0)
+      (return X (CONST 0 :dtype i64))
+      (let ((ax (axis X axis))
+            (i (SORT X :axis ax :descending descending)))
+        (return (GATHER X i :axis ax) i))))
+
+(composite topk ((X{T}[...] k) -> (Y{T}[...] I{i64}[...]) &key (axis -1) (largest true))
+  "torch.topk(sorted=True): the k largest (smallest without :largest) along :axis, in order, and their indices"
+  (if (= (rank X) 0)
+      (return X (CONST 0 :dtype i64))
+      (let ((ax (axis X axis)))
+        (setf w [])
+        (dotimes (d (rank X)) (setf w (append w [(if (= d ax) [0 k] [0 (dim X d)])])))
+        (setf i (VIEW (SORT X :axis ax :descending largest) :shrink w))
+        (return (GATHER X i :axis ax) i))))

@@ -192,6 +192,8 @@ def _principal_templates(op: str) -> list[Template] | None:
     if op == "CAST":
         return [Template(f"->{d.name}", f"(CAST {{0}} {d.name})", domain="castable" if d.is_int else "")
                 for d in DTYPES]
+    if op == "SORT":
+        return [Template("axis 0", "(SORT {0} :axis 0)"), Template("axis -1 descending", "(SORT {0} :descending true)")]
     if op == "BITCAST":  # (each dtype column runs the targets of its width)
         return [Template(f"->{d}", f"(BITCAST {{0}} {d})") for d in ("i8", "u8", "i16", "u16", "i32", "u32", "f32",
                                                                       "i64", "u64", "f64")]

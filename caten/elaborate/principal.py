@@ -389,6 +389,12 @@ def call(op: Op, args: list, kw: dict, span: Span) -> Any:
         except (ShapeError, DTypeError) as e:
             raise Error(str(e), span, "(SCATTER x i s :axis k :op add|mul|max|min|set): i an integer tensor of "
                         "x's rank, s of i's shape and x's dtype") from None
+    if op is Op.SORT:
+        _arity(op.value, args, 1, span)
+        x = to_tensor(args[0], span)
+        axis = one_axis(kwarg("axis", Lit(-1, "int")), len(x.shape), span) if x.shape else 0
+        desc = kwarg("descending", Lit(False, "bool"))
+        return Tensor(B.sort(x.node, axis, bool(getattr(desc, "value", desc))))
     if op is Op.RAND:
         _arity(op.value, args, 1, span)
         return Tensor(_rand(as_shape(args[0], span), kwarg("seed", Lit(0, "int")), span))

@@ -106,6 +106,13 @@ def scatter(x: Node, i: Node, s: Node, axis: int, op: str) -> Node:
                      (x, i, s), arg)
 
 
+def sort(x: Node, axis: int, descending: bool = False) -> Node:
+    """The stable order of x along `axis` (i64, x's shape)."""
+    if not 0 <= axis < max(x.rank, 1):
+        raise ShapeError(f"SORT: axis {axis} of a rank-{x.rank} tensor")
+    return Node.make(Op.SORT, T.i64, tuple(x.shape), (x,), (axis, bool(descending)))
+
+
 def cast(x: Node, dtype: DType) -> Node:
     return x if x.dtype == dtype else Node.make(Op.CAST, dtype, x.shape, (x,), dtype)
 

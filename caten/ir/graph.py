@@ -100,6 +100,8 @@ def fmt_arg(n: Node) -> str:
         return f" :axis {a}"
     if n.op is Op.SCATTER:
         return f" :axis {a[0]} :op {a[1]}"
+    if n.op is Op.SORT:
+        return f" :axis {a[0]}" + (" :descending true" if a[1] else "")
     return ""
 
 

@@ -33,7 +33,7 @@ class Op(Enum):
     AND = "AND"; OR = "OR"; XOR = "XOR"; CMPLT = "CMPLT"; CMPNE = "CMPNE"  # noqa: E702
     WHERE = "WHERE"; REDUCE = "REDUCE"  # noqa: E702
     BUFFER = "BUFFER"; CONST = "CONST"; VIEW = "VIEW"; COPY = "COPY"  # noqa: E702
-    INDEX = "INDEX"; GATHER = "GATHER"; SCATTER = "SCATTER"; RAND = "RAND"; EXTERN = "EXTERN"  # noqa: E702
+    INDEX = "INDEX"; GATHER = "GATHER"; SCATTER = "SCATTER"; SORT = "SORT"; RAND = "RAND"; EXTERN = "EXTERN"  # noqa: E702
 
     def __repr__(self) -> str:
         return self.value
@@ -311,6 +311,31 @@ def _scatter_ref(ctx: Ctx, x: np.ndarray, i: np.ndarray, s: np.ndarray) -> np.nd
     return flat.reshape(x.shape)
 
 
+def _sort_dtype(ins: Sequence[DType], arg: Any) -> DType:
+    return T.i64
+
+
+def _sort_ref(ctx: Ctx, x: np.ndarray) -> np.ndarray:
+    """The stable order along the axis (ties keep their order; nan last ascending, first descending)."""
+    ax, descending = ctx.arg
+    if x.ndim == 0:
+        return np.zeros((), np.int64)
+    if x.dtype.kind == "f" or x.dtype == T.bf16.np:
+        v = x.astype(np.float64)
+        nan = np.isnan(v)
+        v = np.where(nan, 0.0, v)
+        return _lex(~nan, -v, ax) if descending else _lex(nan, v, ax)
+    # NOT reverses the order of every integer dtype and of bool exactly
+    return np.argsort(~x if descending else x, axis=ax, kind="stable").astype(np.int64)
+
+
+def _lex(first: np.ndarray, then: np.ndarray, ax: int) -> np.ndarray:
+    """The stable order by `first` (False before True), then by `then`, along ax."""
+    o = np.argsort(then, axis=ax, kind="stable")
+    f = np.take_along_axis(first, o, axis=ax)
+    return np.take_along_axis(o, np.argsort(f, axis=ax, kind="stable"), axis=ax).astype(np.int64)
+
+
 def _gather_ref(ctx: Ctx, x: np.ndarray, i: np.ndarray) -> np.ndarray:
     """x at the index along the axis; a negative index counts from the end; one outside [-n, n), or a
     position past x's other axes, reads 0."""
@@ -376,6 +401,8 @@ ARG_KINDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "index": ("(dtype, axis)", lambda a: isinstance(a, tuple) and len(a) == 2 and _is_dtype(a[0])
               and isinstance(a[1], int)),
     "axis": ("an axis (an int)", lambda a: isinstance(a, int) and not isinstance(a, bool)),
+    "sort": ("(axis, descending)", lambda a: isinstance(a, tuple) and len(a) == 2 and isinstance(a[0], int)
+             and not isinstance(a[0], bool) and isinstance(a[1], bool)),
     "scatter": ("(axis, op): op one of add mul max min set", lambda a: isinstance(a, tuple) and len(a) == 2
                 and isinstance(a[0], int) and not isinstance(a[0], bool) and a[1] in SCATTER_OPS),
     "rand": ("(u32, seed)", lambda a: isinstance(a, tuple) and len(a) == 2 and a[0] == T.u32
@@ -504,6 +531,9 @@ TABLE: dict[Op, OpInfo] = {i.op: i for i in (
        "y[p with :axis replaced by i[p]] = op(it, s[p]) (:op add, mul, max, min or set: the last wins; a "
        "negative index counts from the end; an index outside [-n, n), or a position past x's other axes, is "
        "skipped)", keywords=("axis", "op"), arg="scatter", vjp=lambda g, n, ct: g.scatter_t(n, ct)),
+    _e(Op.SORT, "index", 1, ALL, _sort_dtype, _sort_ref,
+       "the stable sorting order along :axis (i64 indices: ties keep their order; nan last, or first with "
+       ":descending), a merge sort of its own kernel", keywords=("axis", "descending"), arg="sort"),
     # dtypes: the output's u32 and a runtime seed operand's u32 or i64 (the arg keeps the output u32)
     _e(Op.RAND, "other", -1, (T.u32, T.i64), _arg_dtype, lambda ctx, *dyn: _rand_ref(ctx.shape, ctx.arg[1], *dyn),
        "uniform u32 bits from threefry2x32-20 keyed by the seed (XOR an optional rank-0 u32/i64 operand, "

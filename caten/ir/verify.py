@@ -105,7 +105,7 @@ def node_problems(n: Node) -> list[str]:
 def _dtype_problems(n: Node) -> list[str]:
     info = TABLE[n.op]
     ins = [s.dtype for s in n.src]
-    if info.group in ("unary", "binary", "ternary", "reduce") or n.op in (Op.GATHER, Op.SCATTER):
+    if info.group in ("unary", "binary", "ternary", "reduce") or n.op in (Op.GATHER, Op.SCATTER, Op.SORT):
         try:
             want = info.dtype_rule(ins, n.arg)
         except DTypeError as e:
@@ -191,6 +191,13 @@ def _scatter(n: Node) -> str | None:
     return None
 
 
+def _sort(n: Node) -> str | None:
+    x = n.src[0]
+    if tuple(n.shape) != tuple(x.shape) or not 0 <= n.arg[0] < max(x.rank, 1):
+        return f"a SORT has its operand's shape and an axis of it: {n.shape} {x.shape} axis {n.arg[0]}"
+    return None
+
+
 def _rand(n: Node) -> str | None:
     """RAND takes nothing, or one runtime seed: a rank-0 u32 or i64 node."""
     if len(n.src) > 1:
@@ -209,5 +216,5 @@ def _copy(n: Node) -> str | None:
 _SHAPES: dict[object, Callable[[Node], str | None]] = {
     "unary": _same_as_operands, "binary": _same_as_operands, "ternary": _same_as_operands, "reduce": _reduce,
     Op.VIEW: _view, Op.CONST: _scalar, Op.INDEX: _index, Op.COPY: _copy, Op.RAND: _rand,
-    Op.GATHER: _gather, Op.SCATTER: _scatter,
+    Op.GATHER: _gather, Op.SCATTER: _scatter, Op.SORT: _sort,
 }

@@ -27,6 +27,7 @@ from caten.lower.index import Aff, Coords, flatten
 from caten.lower.masksplit import split_masks
 from caten.lower.reduce import Blocked, identity
 from caten.lower.scatter import scatter_stage
+from caten.lower.sort import sort_stage
 from caten.schedule.model import Schedule, Unfusable
 from caten.schedule.plan import LOWP
 from caten.schedule.reduce_plan import ReducePlan
@@ -222,7 +223,7 @@ class KernelLowerer:
             return (yield from self.gather(n, c))
         if op is Op.VIEW:
             return (yield from self.view(n, c))
-        if op is Op.REDUCE or op is Op.EXTERN or op is Op.SCATTER:
+        if op in (Op.REDUCE, Op.EXTERN, Op.SCATTER, Op.SORT):
             raise NotImplementedError(f"{op.value} inside an expression")
         srcs = []
         for s in n.src:
@@ -302,6 +303,8 @@ class KernelLowerer:
         p = self.p
         if n.op is Op.SCATTER:
             return scatter_stage(self, n, si)
+        if n.op is Op.SORT:
+            return sort_stage(self, n, si)
         if n.op is not Op.REDUCE:
             inner = list(range(p, n.rank))
             shapes = [n.shape[a] for a in inner]

@@ -43,7 +43,7 @@ def _axis_deps(n: Node, memo: dict) -> Visit[frozenset]:
         if v.mask is not None:
             r |= {a for a, ((lo, hi), d) in enumerate(zip(v.mask, v.shape)) if lo != 0 or hi != d}
         r = frozenset(r)
-    elif op in (Op.BUFFER, Op.REDUCE, Op.COPY, Op.EXTERN, Op.RAND, Op.GATHER, Op.SCATTER) or not n.src:
+    elif op in (Op.BUFFER, Op.REDUCE, Op.COPY, Op.EXTERN, Op.RAND, Op.GATHER, Op.SCATTER, Op.SORT) or not n.src:
         r = frozenset(a for a, d in enumerate(n.shape) if d != 1)
     else:  # elementwise: every source has n's shape
         r = frozenset()

@@ -91,7 +91,7 @@ def realize_set(outputs: list[Node]) -> tuple[list[Node], set[Node]]:
     for n in order:
         for x in n.src:
             users.setdefault(x, set()).add(n)
-        if n.op in (Op.REDUCE, Op.COPY, Op.EXTERN, Op.SCATTER):
+        if n.op in (Op.REDUCE, Op.COPY, Op.EXTERN, Op.SCATTER, Op.SORT):
             realized.add(n)
         if n.op is Op.VIEW:
             view_users.setdefault(n.src[0], []).append(n)
@@ -199,7 +199,7 @@ def _elementwise_reads(n: Node, m: Node, realized: set[Node]) -> bool:
         if x.op is Op.VIEW:
             if not (x.arg.contiguous and D.prod(x.shape) == D.prod(m.shape)):
                 return False
-        elif x.op is Op.REDUCE or x.op in (Op.COPY, Op.EXTERN, Op.RAND, Op.GATHER, Op.SCATTER):
+        elif x.op is Op.REDUCE or x.op in (Op.COPY, Op.EXTERN, Op.RAND, Op.GATHER, Op.SCATTER, Op.SORT):
             return False
     return True
 
@@ -331,6 +331,13 @@ def schedule(program: Program, check: Callable | None, threads: int = 1) -> Sche
         slots: dict = {}  # dtype -> one thread's slot, sized for the kernel's largest GEMM of it
         for st in k.stages:
             n = st.node
+            if n.op is Op.SORT:  # a merge sort's ping-pong: keys and indices twice, in row-local layout
+                st.scratch = ()
+                for dt in (n.src[0].dtype, n.src[0].dtype, T.i64, T.i64):
+                    name = f"t{ntemp}"
+                    ntemp += 1
+                    buffers[name] = Buffer(name, dt, (D.prod(n.shape),), "temp")
+                    st.scratch += (name,)
             plan = st.plan.gemm if st.plan is not None else None
             if plan is not None:  # packed panels: shared by the GEMMs of a kernel (they run in turn)
                 names = scratch.get(n.dtype)

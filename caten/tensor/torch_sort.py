@@ -1,8 +1,9 @@
-"""torch's order statistics: sort, argsort, topk, kthvalue, median. caten's library has no sort,
-so the order is computed on the host from the tensor's value (computed first, as `.item()` is;
-an error inside caten.jit); the values are then the library's `take-along-axis` of the tensor at
-that order, so the gradient goes to the elements picked, as torch's does. Ties keep their
-original order (torch's `stable=True`); nan sorts above everything, as in torch."""
+"""torch's order statistics: sort, argsort, topk, kthvalue, median. sort, argsort and topk are the
+library's composites over the principal SORT (a stable merge sort: ties keep their original order,
+as torch's `stable=True`; nan sorts above everything, as in torch), so they run inside caten.jit and
+on every runtime; the values are a GATHER at that order, so the gradient goes to the elements picked,
+as torch's does. kthvalue and median still take the order from the host (an error inside caten.jit).
+"""
 
 from __future__ import annotations
 
@@ -36,28 +37,30 @@ def _pick(t: Tensor, idx: np.ndarray, dim: int) -> ValuesIndices:
     return ValuesIndices(apply("take-along-axis", [t, i], {"axis": dim}) if t.ndim else t, i)
 
 
-@torch_name("sort", "(values, indices): the order from the host, the values `(take-along-axis x order)`",
+@torch_name("sort", "(values, indices): `(sort x :axis d :descending b)`, a stable merge sort",
             "reduction", example="t.sort(dim=-1, descending=True)")
 def sort(self: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> ValuesIndices:
     d = _dim(self, dim) if self.ndim else 0
-    return _pick(self, _order(self, d, descending, "sort"), d)
+    v, i = apply("sort", [self], {"axis": d, "descending": bool(descending)})
+    return ValuesIndices(v, i)
 
 
-@torch_name("argsort", "the indices of `sort`", "reduction", example="t.argsort(dim=-1)")
+@torch_name("argsort", "the indices of `sort`: `(argsort x :axis d :descending b)`", "reduction",
+            example="t.argsort(dim=-1)")
 def argsort(self: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
     d = _dim(self, dim) if self.ndim else 0
-    return Tensor(_order(self, d, descending, "argsort"), runtime=self.runtime)
+    return apply("argsort", [self], {"axis": d, "descending": bool(descending)})
 
 
-@torch_name("topk", "the first k of `sort` (descending unless largest=False)", "reduction",
-            example="t.topk(2, dim=-1)")
+@torch_name("topk", "the first k of `sort` (descending unless largest=False): `(topk x k :axis d :largest b)`",
+            "reduction", example="t.topk(2, dim=-1)")
 def topk(self: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> ValuesIndices:  # noqa: A002
     d = _dim(self, dim) if self.ndim else 0
     n = self.shape[d] if self.ndim else 1
     if not 0 <= k <= n:
         raise Error(f"topk: k={k} is out of range for a dim of size {n}")
-    order = _order(self, d, largest, "topk")
-    return _pick(self, np.take(order, np.arange(k), axis=d) if self.ndim else order, d)
+    v, i = apply("topk", [self, k], {"axis": d, "largest": bool(largest)})
+    return ValuesIndices(v, i)
 
 
 @torch_name("kthvalue", "the k-th smallest (1-based) of `sort` along dim, as (values, indices)", "reduction",
