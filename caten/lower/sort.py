@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 from caten import loopir as L
-from caten.ir import dims as D
 from caten.ir import dtypes as T
 from caten.ir.graph import Node
 from caten.ir.ops import Op
