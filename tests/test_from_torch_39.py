@@ -195,6 +195,9 @@ CASES = [
     ("aten.where.self", lambda a, d: (a * 0.5, (a * 0.5) + d, a / 2, a > 2.5, torch.where(a > 0, a, 0.5),
                                       a.clamp(0.5, 4.5), torch.add(a, a, alpha=2)),  # torch's type promotion
      lambda: (ints(3, 5), rnd(5, dtype=torch.float64))),
+    ("aten.sum.dim_IntList", lambda m, i, x: (m.sum(1), i.sum(0), x.sum(1, dtype=torch.float64), i.prod(1),
+                                              x.any(1), i.any(0), m.any(0)),  # torch's reduction dtypes
+     lambda: (ints(4, 7, lo=0, hi=2).bool(), ints(4, 3, lo=-1, hi=2, dtype=torch.int32), specials(4, 5))),
 ]
 
 

@@ -224,7 +224,13 @@ def _reduce(f: str):
         dims = n.args[1] if len(n.args) > 1 and n.args[1] is not None else None
         keep = n.args[2] if len(n.args) > 2 else n.kwargs.get("keepdim", False)
         axis = "nil" if dims is None or dims == [] else lst([dims] if isinstance(dims, int) else dims)
-        return f"({f} {c.arg(x)} :axis {axis} :keepdims {'true' if keep else 'false'})"
+        if n.target.__name__.startswith("any"):
+            v = _truth(c, x)  # any of numbers: whether one is nonzero
+        elif f in ("sum", "prod", "mean"):  # torch's result dtype: i64 for bool and ints, or dtype=
+            v = _as(c, x, dtype_of(meta(n).dtype))
+        else:
+            v = c.arg(x)
+        return f"({f} {v} :axis {axis} :keepdims {'true' if keep else 'false'})"
     return h
 
 
