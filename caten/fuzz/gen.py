@@ -39,7 +39,7 @@ DTYPES = ("f32",) * 5 + ("f64", "i32", "i32", "i64", "i8", "u8", "bool")
 BITS_TO = {"i8": ("u8",), "u8": ("i8",), "bool": ("u8", "i8")}
 OPS = {"un": 6, "bin": 10, "where": 2, "cast": 2, "red": 6, "perm": 3, "merge": 2, "unsq": 2, "squeeze": 1,
        "split": 2, "expand": 3, "slice": 4, "flip": 3, "pad": 3, "concat": 3, "matmul": 1, "dotimes": 1,
-       "copy": 1, "gather": 2, "scatter": 2}
+       "copy": 1, "gather": 2, "scatter": 2, "sort": 1}
 
 
 # rendering --------------------------------------------------------------------------------------
@@ -134,6 +134,9 @@ def render_stmt(s: Stmt, ts: list[Ty]) -> str:  # noqa: C901 - one case per op
             red = "max" if t.dtype == "bool" or p["f"] in ("scatter-max", "scatter-min") else "sum"
             src = f"(expand ({red} {x} :axis {a} :keepdims true) [{' '.join(shape)}])"
             e = f"({p['f']} {x} {idx} {src} :axis {a})"
+    elif s.op == "sort":
+        how = f":axis {p['axis']} :descending {'true' if p['desc'] else 'false'}"
+        e = f"(argsort {x} {how})" if p["idx"] else f"(nth (sort {x} {how}) 0)"
     else:
         raise Invalid(f"unknown op {s.op}")
     return f"(setf {s.name} {e})"
@@ -311,6 +314,10 @@ class _Gen:
             if op == "scatter":
                 p["f"] = "scatter" if k == "bool" else rng.choice(("scatter", "scatter-add", "scatter-max",
                                                                    "scatter-min", "scatter-mul"))
+        elif op == "sort":
+            if r == 0:
+                return None
+            p["axis"], p["desc"], p["idx"] = rng.randrange(r), rng.random() < 0.5, rng.random() < 0.5
         elif op == "dotimes":
             p["n"] = rng.randint(1, 3)
             p["f"] = rng.choice(("+", "*", "max", "-"))
@@ -359,7 +366,7 @@ class _Gen:
 
 def _discontinuous(s: Stmt, dtype: str) -> bool:
     """Ops whose result jumps where a float input crosses a point (a comparison, a cast to an
-    integer, argmax's ties), or whose absolute error grows with the input's magnitude (sin, cos:
+    integer, argmax's ties, an argsort), or whose absolute error grows with the input's magnitude (sin, cos:
     a sum of 2,730 values squared is ~2,700, where 10 ulps of summation-order rounding move sin by
     0.003, seed 4003876): applied to a summation-order-dependent value, any two correct runtimes
     may disagree there (a mean of 3-decimal values that is 0 in real arithmetic), so the
@@ -367,7 +374,8 @@ def _discontinuous(s: Stmt, dtype: str) -> bool:
     if not is_float(dtype):
         return False
     return (s.op == "bin" and s.p.get("f") in COMPARE) or (s.op == "cast" and not is_float(s.p["to"])) \
-        or (s.op == "red" and s.p.get("f") == "argmax") or (s.op == "un" and s.p.get("f") in PERIODIC)
+        or (s.op == "red" and s.p.get("f") == "argmax") or (s.op == "sort" and s.p.get("idx")) \
+        or (s.op == "un" and s.p.get("f") in PERIODIC)
 
 
 def name_outputs(prog: Prog, env: dict[str, Ty]) -> Prog:

@@ -187,6 +187,8 @@ def infer_stmt(s: Stmt, ts: list[Ty]) -> Ty:  # noqa: C901 - one case per op, ke
     if s.op == "gather":
         a = p["axis"]
         return Ty(t.dtype, t.shape[:a] + (p["k"],) + t.shape[a + 1:], t.keys[:a] + (p["k"],) + t.keys[a + 1:])
+    if s.op == "sort":
+        return Ty("i64" if p["idx"] else t.dtype, t.shape, t.keys)
     if s.op == "scatter":
         if p["f"] == "scatter-add" and kind(t.dtype) == "bool" or p["f"] == "scatter-mul" and kind(t.dtype) == "bool":
             raise Invalid("scatter reduction and dtype")
