@@ -74,3 +74,7 @@ def from_numpy(dt: np.dtype) -> DType | None:
 
 def lookup(name: str) -> DType | None:
     return BY_NAME.get(name)
+
+
+class DTypeError(Exception):
+    """An operand dtype the op does not accept; the elaborator adds the source location."""
