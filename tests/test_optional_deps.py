@@ -23,6 +23,7 @@ CASES = [  # (script and arguments, the package hidden, what its message must na
     (["benchmarks/bench_train.py"], "sklearn", "pip install 'caten[train]'"),
     (["benchmarks/bench_opencl.py"], "pyopencl", "pip install 'caten[opencl]'"),
     (["benchmarks/bench_models.py"], "torch", "pip install 'caten[torch]'"),
+    (["benchmarks/bench_index.py"], "torch", "pip install 'caten[torch]'"),
     (["benchmarks/bench_models.py"], "torchvision", "pip install 'caten[oracles]'"),
     (["benchmarks/bench_models.py"], "transformers", "pip install 'caten[oracles]'"),
 ]
