@@ -58,20 +58,24 @@ def _load_pt2(path: str) -> object:
 
 
 def _list(path: str) -> int:
-    """Print each op the model needs, `ok` or `missing`; the number missing."""
+    """Print each op the model needs, `ok` or `missing` (an aten op with why it is refused, or that no
+    lowering is written yet); the number missing."""
     if path.endswith(".pt2"):
         from caten.frontends.torch.aten_core import available
         from caten.frontends.torch.export import needed_ops
+        from caten.frontends.torch.refused import why
 
         rows = [(op, available(op)) for op in needed_ops(_load_pt2(path))]
+        reasons = {op: why(op) for op, ok in rows if not ok}
     else:
         from caten.frontends.onnx.handlers import HANDLERS
 
         model = _load_onnx(path)
         known = set(HANDLERS) | {"Constant", "Shape", "Size"}
         rows = [(t, t in known) for t in sorted({nd.op_type for nd in model.graph.node})]
+        reasons = {}
     for op, ok in rows:
-        click.echo(f"{'ok     ' if ok else 'missing'} {op}")
+        click.echo(f"{'ok     ' if ok else 'missing'} {op}" + (f": {reasons[op]}" if op in reasons else ""))
     lacking = sum(not ok for _, ok in rows)
     click.echo(f"{len(rows)} op(s), {lacking} missing", err=True)
     return lacking
