@@ -90,3 +90,14 @@ try:  # CI runs the property tests on fixed examples, so a red build is reproduc
         settings.load_profile("ci")
 except ImportError:  # hypothesis is a dev extra
     pass
+
+
+@pytest.fixture(autouse=True)
+def _restore_default_runtime():
+    """caten.Tensor's default runtime as it was before each test: a test that sets it (many test
+    files pin numpy) must not change what the next test in the same worker gets."""
+    from caten.tensor import state
+
+    before = state.RUNTIME[0]
+    yield
+    state.RUNTIME[0] = before
