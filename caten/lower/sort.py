@@ -56,12 +56,14 @@ def _merge_pass(kl: Any, si: int, tag: str, base: X, n: X, w: X, src: tuple[str,
     pa = L.iadd(base, L.alu(Op.WHERE, L.IDX, va, L.var(ia), lo))
     pb = L.iadd(base, L.alu(Op.WHERE, L.IDX, vb, L.var(ib), lo))
     ka, kb = L.load(src[0], pa, kdt), L.load(src[0], pb, kdt)
-    xa, xb = L.load(src[1], pa, T.i64), L.load(src[1], pb, T.i64)
     takeb = L.land(vb, _or(_not(va), before(kb, ka, descending)))
     at = L.iadd(base, L.iadd(lo, k))
     step = L.alu(Op.CAST, T.i64, takeb)
-    body = [L.Store(dst[0], at, L.alu(Op.WHERE, kdt, takeb, kb, ka)),
-            L.Store(dst[1], at, L.alu(Op.WHERE, T.i64, takeb, xb, xa)),
+    # the winner read again from its selected address: an integer select, where a select of the
+    # keys themselves compiles to a branch that random data mispredicts half the time
+    won = L.alu(Op.WHERE, L.IDX, takeb, pb, pa)
+    body = [L.Store(dst[0], at, L.load(src[0], won, kdt)),
+            L.Store(dst[1], at, L.load(src[1], won, T.i64)),
             L.SetAcc(ia, L.iadd(L.var(ia), L.isub(L.const(1), step))),
             L.SetAcc(ib, L.iadd(L.var(ib), step))]
     return [L.Loop(b.arg, nb, [L.Acc(ia, T.i64, lo), L.Acc(ib, T.i64, mid),
