@@ -37,7 +37,8 @@ def run_conformance(runtime: str, output: str | None, compile_only: bool, patter
         click.echo(f"caten: runtime '{rt.name}' is not available here ({why}); compiling every case without "
                    "running it", err=True)
         compile_only = True
-    if part and not re.fullmatch(r"\d+/[1-9]\d*", part) or part and int(part.split("/")[0]) >= int(part.split("/")[1]):
+    m = re.fullmatch(r"(\d+)/(\d+)", part or "")
+    if part and not (m and int(m[1]) < int(m[2])):
         raise Error(f"--slice takes K/N with 0 <= K < N, got '{part}'", hint="e.g. --slice 0/3")
     rows = C.rows(pattern, part)
     if not rows:

@@ -258,11 +258,7 @@ def _interp_matrix(mode: str, d_in: int, d_out: int, scale: float, o: dict, ax: 
         return _antialias_matrix(mode, d_in, d_out, scale, o, ax)
     m = np.zeros((d_out, d_in), np.float64)
     outside = np.zeros(d_out, bool)
-    for i in range(d_out):
-        x = _source_coord(i, d_in, d_out, scale, o["ctm"], o.get("rois", [(0.0, 1.0)] * (ax + 1))[ax])
-        if o["ctm"] == "tf_crop_and_resize" and (x < 0 or x > d_in - 1):
-            outside[i] = True
-            continue
+    for i, x in _coords(d_in, d_out, scale, o, ax, outside):
         if mode == "nearest":
             near = o["near"]
             k = {"floor": np.floor(x), "ceil": np.ceil(x), "round_prefer_ceil": np.floor(x + 0.5)}.get(
@@ -289,6 +285,17 @@ def _interp_matrix(mode: str, d_in: int, d_out: int, scale: float, o: dict, ax: 
     return m, outside
 
 
+def _coords(d_in: int, d_out: int, scale: float, o: dict, ax: int, outside: np.ndarray):
+    """(output index, source coordinate) of each output along axis ax that reads the input; the
+    ones outside tf_crop_and_resize's box are marked in `outside` and skipped."""
+    for i in range(d_out):
+        x = _source_coord(i, d_in, d_out, scale, o["ctm"], o.get("rois", [(0.0, 1.0)] * (ax + 1))[ax])
+        if o["ctm"] == "tf_crop_and_resize" and (x < 0 or x > d_in - 1):
+            outside[i] = True
+            continue
+        yield i, x
+
+
 def _antialias_taps(mode: str, ratio: float, scale: float, a: float) -> np.ndarray:
     """The reference's _linear_coeffs_antialias / _cubic_coeffs_antialias: the filter stretched by
     1 / scale when downsampling, normalized to sum 1."""
@@ -308,11 +315,7 @@ def _antialias_matrix(mode: str, d_in: int, d_out: int, scale: float, o: dict, a
     the n input indices nearest x (ties to the smaller), edge-clamped; exclude_outside renormalizes."""
     m = np.zeros((d_out, d_in), np.float64)
     outside = np.zeros(d_out, bool)
-    for i in range(d_out):
-        x = _source_coord(i, d_in, d_out, scale, o["ctm"], o.get("rois", [(0.0, 1.0)] * (ax + 1))[ax])
-        if o["ctm"] == "tf_crop_and_resize" and (x < 0 or x > d_in - 1):
-            outside[i] = True
-            continue
+    for i, x in _coords(d_in, d_out, scale, o, ax, outside):
         xi = np.floor(x)
         c = _antialias_taps(mode, 1.0 if x == xi else x - xi, scale, o["a"])
         k = len(c)
