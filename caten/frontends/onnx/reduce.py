@@ -82,15 +82,41 @@ def _half_softmax(n: N, x: str, ax: int) -> str:
     e = n.let(f"(cast (exp (cast (- {x} (max {x} :axis {ax} :keepdims true)) f32)) {dt})")
     s = n.shape()
     a = ax % len(s)
-    if all(d == 1 for d in s[a + 1:]) or not isinstance(s[a], int) or s[a] > 64:
-        # (a long outer axis is summed in f32 too: within an ulp of numpy's running f16 sum)
+    inner = all(d == 1 for d in s[a + 1:])
+    if not isinstance(s[a], int) or s[a] > (1024 if inner else 64):
+        # (a long axis is summed by caten's own f32 sum: within an ulp of numpy's)
         return f"(/ {e} (cast (sum (cast {e} f32) :axis {ax} :keepdims true) {dt}))"
     rows = [f"(slice {e} " + " ".join(f"[{i} {i + 1} 1]" if k == a else f"[0 {n.d(0, k)} 1]"
                                       for k in range(len(s))) + ")" for i in range(s[a])]
+    if inner:  # numpy's pairwise f32 sum, term by term: the same bits on every CPU
+        return f"(/ {e} (cast {_pairwise(n, [n.let(f'(cast {r} f32)') for r in rows])} {dt}))"
     acc = rows[0]
     for row in rows[1:]:
         acc = n.let(f"(+ {acc} {row})")
     return f"(/ {e} {acc})"
+
+
+def _pairwise(n: N, terms: list[str]) -> str:
+    """The sum of `terms` in numpy's pairwise order (umath's pairwise_sum: in turn below 8 terms,
+    8 running sums up to 128 then combined in a tree, halves of a multiple of 8 beyond)."""
+    k = len(terms)
+    if k > 128:
+        h = k // 2 - (k // 2) % 8
+        return n.let(f"(+ {_pairwise(n, terms[:h])} {_pairwise(n, terms[h:])})")
+    if k < 8:
+        acc = terms[0]
+        for t in terms[1:]:
+            acc = n.let(f"(+ {acc} {t})")
+        return acc
+    r = list(terms[:8])
+    i = 8
+    while i < k - k % 8:
+        r = [n.let(f"(+ {r[j]} {terms[i + j]})") for j in range(8)]
+        i += 8
+    acc = n.let(f"(+ (+ (+ {r[0]} {r[1]}) (+ {r[2]} {r[3]})) (+ (+ {r[4]} {r[5]}) (+ {r[6]} {r[7]})))")
+    for t in terms[i:]:
+        acc = n.let(f"(+ {acc} {t})")
+    return acc
 
 
 def _softmax_like(n: N, f: str) -> str:
