@@ -26,6 +26,7 @@ from caten.ir.ops import Op
 from caten.plugin import Capabilities, Options, Runtime, threads
 from caten.render import cstyle as CS
 from caten.render.checks import c_slots
+from caten.render.cstyle.entry import impl, nested
 from caten.render.llvm import c_header
 from caten.run.arena import Arenas
 from caten.target import Target
@@ -59,7 +60,8 @@ def generate(lowered, t: Target) -> str:
     for lw in lowered:
         if lw.bounds is not None:
             checks.append(c_slots(lw.bounds))
-        funcs += [CS.c_function(k, CS.C, lw.defines, used) for k in lw.kernels]
+        funcs += [CS.c_function(k, CS.C, lw.defines, used) for k in lw.all_kernels()]
+        funcs += [impl(p, lw.defines, used) for p in nested(lw.plan)]
         funcs.append(entries(lw.plan, lw.defines, used))
     head = [CS.C.prelude, "#include <stdlib.h>\n#include <stdatomic.h>", CS.helper_source(CS.C, used)]
     return "\n".join([*head, *checks, *funcs]) + "\n"
@@ -67,18 +69,10 @@ def generate(lowered, t: Target) -> str:
 
 def entries(plan, defines: dict, used: set[str]) -> str:
     """`NAME__impl` (arena given) and the C ABI entry `NAME` (checks, keeps an arena) of an EntryPlan."""
-    g = CS.Fn(CS.C, list(plan.dims), defines, used)
-    io = [b for b, _ in plan.inputs + plan.outputs]
     sig = [f"{'const ' if b[:2] == 'in' else ''}{CS.stype(dt)} *b_{b}" for b, dt in plan.inputs + plan.outputs]
     dims = [f"i64 d_{d}" for d in plan.dims]
-    called = {b for _, bufs, _ in plan.calls for b in bufs}
-    for b, dt, off in plan.temps:
-        if b in called:  # a temporary no kernel here takes would be an unused variable (cc -Wall warns)
-            g.emit(f"{CS.stype(dt)} *b_{b} = ({CS.stype(dt)} *)(arena + {g.dimval(off)});")
-    for k, bufs, ds in plan.calls:
-        g.emit(f"{k}({', '.join([f'b_{b}' for b in bufs] + [f'd_{d}' for d in ds])});")
+    io = [b for b, _ in plan.inputs + plan.outputs]
     name = plan.name
-    impl = f"void {name}__impl({', '.join(sig + ['u8 *arena'] + dims)}) {{\n{g.body()}\n}}"
     g = CS.Fn(CS.C, list(plan.dims), defines, used)
     for lhs, rhs in plan.constraints:
         g.emit(f"if ({g.dimval(lhs)} != {g.dimval(rhs)}) return 1;")
@@ -95,7 +89,7 @@ def entries(plan, defines: dict, used: set[str]) -> str:
     g.emit(f"{name}__impl({', '.join(args)});")
     g.emit(f"if (mine) atomic_store(&{keep}.busy, 0); else free(arena);")
     g.emit("return 0;")
-    return impl + f"\nstatic struct {{ u8 *p; size_t cap; atomic_int busy; }} {keep};\n" \
+    return impl(plan, defines, used) + f"\nstatic struct {{ u8 *p; size_t cap; atomic_int busy; }} {keep};\n" \
         f"int32_t {name}({', '.join(sig + dims) or 'void'}) {{\n{g.body()}\n}}"
 
 

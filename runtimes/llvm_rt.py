@@ -93,7 +93,7 @@ class LLVMExecutable:
     def __init__(self, lowered, fn, profile: bool = False) -> None:
         self.program, self.sched, self.bounds, self.fn = lowered.program, lowered.sched, lowered.bounds, fn
         self.arenas = Arenas()
-        self.kernel_names = [k for k, _, _ in lowered.plan.calls]
+        self.kernel_names = [c[0] if isinstance(c, tuple) else c.text(str)[0].split(':')[0] for c in lowered.plan.calls]
         self._prof = f"{lowered.name}__prof" if profile else None
 
     def kernel_cycles(self, reset: bool = True) -> list[int]:
@@ -184,7 +184,7 @@ class LLVMRuntime(Runtime):
                         t.vector_bits)
         mod.profile = options.profile
         for lw in lowered:
-            for k in lw.kernels:
+            for k in lw.all_kernels():
                 mod.kernel(k, lw.defines)
             entry_functions(mod, lw.plan, lw.defines, options.profile)
         return mod.text()

@@ -18,11 +18,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from caten import autodiff
+from caten.elaborate import control as CF
 from caten.elaborate import grad as G
 from caten.elaborate import meta
 from caten.elaborate import principal as P
 from caten.elaborate import signature as S
-from caten.elaborate.evaluate import CONSTANTS, SPECIAL, Evaluator, Frame, Ret, Scope
+from caten.elaborate.evaluate import CONSTANTS, MAX_DOTIMES, SPECIAL, Evaluator, Frame, Ret, Scope
 from caten.elaborate.library import composites as library_composites
 from caten.elaborate.values import Lit, Origin, Tensor, describe
 from caten.errors import Error, Span, closest
@@ -66,7 +67,8 @@ class Elaborator(Evaluator):
         return bool(self.frames) and self.frames[-1].library
 
     def _callables(self) -> list[str]:
-        names = list(SPECIAL) + list(G.FORMS) + list(meta.META) + [o.value for o in Op] + list(self.lib)
+        names = list(SPECIAL) + list(G.FORMS) + list(CF.FORMS) + list(meta.META) + [o.value for o in Op] \
+            + list(self.lib)
         return names if self._in_library() else names + list(self.user)
 
     def lookup(self, sym: Sym, env: Scope) -> Any:
@@ -82,6 +84,19 @@ class Elaborator(Evaluator):
         if guess is None and (sym.name in self.lib or sym.name in self.user):
             raise Error(f"`{sym.name}` is a composite, not a value", sym.span, f"call it: ({sym.name} ...)")
         raise Error(f"unknown name `{sym.name}`", sym.span, f"did you mean `{guess}`?" if guess else None)
+
+    def runtime_if(self, f: SList, c: Tensor, env: Scope) -> Any:
+        return CF.runtime_if(self, f, c, env)
+
+    def dotimes_loop(self, f: SList, index: str, count: Dim, env: Scope) -> Any:
+        """A loop for a symbolic count; a large concrete one unrolls if the body needs its index
+        known at compile time (a shape or an axis from it)."""
+        if isinstance(count, int) and count <= MAX_DOTIMES:
+            try:
+                return CF.dotimes_loop(self, f, index, count, env)
+            except Error:
+                return self.unroll(f, index, count, env)
+        return CF.dotimes_loop(self, f, index, count, env)
 
     # calls ------------------------------------------------------------------------------
     def _args(self, f: SList, env: Scope, raw: frozenset[str] = frozenset(),
@@ -122,6 +137,8 @@ class Elaborator(Evaluator):
         span = f.span
         if name in G.FORMS:
             return G.call(self, name, f, env)
+        if name in CF.FORMS:
+            return CF.call(self, name, f, env)
         args, kwargs, kspans = self._args(f, env)
         if name in meta.META:
             return meta.META[name](self, args, kwargs, span)

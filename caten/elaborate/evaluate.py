@@ -18,6 +18,7 @@ from caten.read.program import CompositeDef
 from caten.read.sexpr import Annot, Form, Kw, Num, SList, Str, Sym, head, show
 
 MAX_DOTIMES = 100_000  # dotimes unrolls at compile time: a bound keeps a typo from hanging the compiler
+UNROLL_MAX = 64  # past this count (or over a symbolic one) the elaborator runs a dotimes as a loop
 SPECIAL = ("setf", "let", "return", "dotimes", "if", "progn")
 def _where(span: Span | None) -> str:
     return f"{span.file}:{span.line}:{span.col}" if span is not None else "no source"
@@ -175,8 +176,7 @@ class Evaluator:
             raise Error("expected (if COND THEN [ELSE])", f.span)
         c = self.eval(f.items[1], env)
         if isinstance(c, Tensor):
-            raise Error("if needs a condition known at compile time", f.items[1].span,
-                        "for tensors use (where COND A B)")
+            return self.runtime_if(f, c, env)
         truth = c.value if isinstance(c, Lit) else c
         if isinstance(truth, D.DimExpr):
             raise Error("if needs a condition known at compile time, got a symbolic dimension", f.items[1].span)
@@ -184,23 +184,36 @@ class Evaluator:
             return self.eval(f.items[2], env)
         return self.eval(f.items[3], env) if len(f.items) == 4 else None
 
+    def runtime_if(self, f: SList, c: Tensor, env: Scope) -> Any:
+        """An `if` on a tensor: the elaborator's runtime branch; elsewhere (rules) an error."""
+        raise Error("if needs a condition known at compile time", f.items[1].span, "for tensors use (where COND A B)")
+
+    def dotimes_loop(self, f: SList, index: str, count: Dim, env: Scope) -> Any:
+        """A dotimes past UNROLL_MAX or over a symbolic count: the elaborator's loop; elsewhere an error."""
+        if not isinstance(count, int):
+            raise Error(f"dotimes needs a count known at compile time, got {count}", f.items[1].span,
+                        "bind the dim with -D or defines=")
+        return self.unroll(f, index, count, env)
+
+    def unroll(self, f: SList, index: str, count: int, env: Scope) -> Any:
+        if not 0 <= count <= MAX_DOTIMES:
+            raise Error(f"dotimes count {count} is outside 0..{MAX_DOTIMES}", f.items[1].span,
+                        "dotimes unrolls at compile time; loop over a tensor axis instead (a reduction or a view)")
+        for i in range(count):
+            inner = Scope(env, {index: Lit(i, "dim")})
+            r = self.eval_body(f.items[2:], inner)
+            if isinstance(r, Ret):
+                return r
+        return None
+
     def _sf_dotimes(self, f: SList, env: Scope) -> Any:
         spec = f.items[1] if len(f.items) > 1 else None
         if not (isinstance(spec, SList) and len(spec.items) == 2 and isinstance(spec.items[0], Sym)):
             raise Error("expected (dotimes (I COUNT) BODY...)", f.span)
         count = self.eval_dim(spec.items[1], env)
-        if not isinstance(count, int):
-            raise Error(f"dotimes needs a count known at compile time, got {count}", spec.items[1].span,
-                        "bind the dim with -D or defines=")
-        if not 0 <= count <= MAX_DOTIMES:
-            raise Error(f"dotimes count {count} is outside 0..{MAX_DOTIMES}", spec.items[1].span,
-                        "dotimes unrolls at compile time; loop over a tensor axis instead (a reduction or a view)")
-        for i in range(count):
-            inner = Scope(env, {spec.items[0].name: Lit(i, "dim")})
-            r = self.eval_body(f.items[2:], inner)
-            if isinstance(r, Ret):
-                return r
-        return None
+        if not isinstance(count, int) or count > UNROLL_MAX:
+            return self.dotimes_loop(f, spec.items[0].name, count, env)
+        return self.unroll(f, spec.items[0].name, count, env)
 
 
 def _sum(xs: list[Dim]) -> Dim:

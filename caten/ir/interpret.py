@@ -11,18 +11,25 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from caten.ir import control
 from caten.ir import dims as D
 from caten.ir.graph import Node, toposort
 from caten.ir.ops import TABLE, Ctx, Op
 
 
+def _control(spec: object, xs: Sequence[np.ndarray], env: dict[str, int]) -> list[np.ndarray]:
+    run = control.run_loop if isinstance(spec, control.Loop) else control.run_branch
+    return run(spec, xs, env, evaluate)
+
+
 def evaluate(nodes: Sequence[Node], inputs: Sequence[np.ndarray], env: dict[str, int]) -> list[np.ndarray]:
     """Compute `nodes` given BUFFER arrays (by index) and dimension values."""
     vals: dict[int, np.ndarray] = {}
+    memo: dict = {}
     with np.errstate(all="ignore"):
         for n in toposort(nodes):
             shape = tuple(D.evaluate(d, env) for d in n.shape)
-            ctx = Ctx(n.arg, shape, n.dtype, env, inputs)
+            ctx = Ctx(n.arg, shape, n.dtype, env, inputs, memo, _control)
             out = np.asarray(TABLE[n.op].ref(ctx, *(vals[id(s)] for s in n.src)))
             if out.dtype != n.dtype.np:
                 out = out.astype(n.dtype.np)

@@ -45,6 +45,7 @@ class Op(Enum):
     WHERE = "WHERE"; REDUCE = "REDUCE"  # noqa: E702
     BUFFER = "BUFFER"; CONST = "CONST"; VIEW = "VIEW"; COPY = "COPY"  # noqa: E702
     INDEX = "INDEX"; GATHER = "GATHER"; SCATTER = "SCATTER"; SORT = "SORT"; RAND = "RAND"; EXTERN = "EXTERN"  # noqa: E702
+    LOOP = "LOOP"; IF = "IF"  # noqa: E702
 
     def __repr__(self) -> str:
         return self.value
@@ -204,6 +205,8 @@ class Ctx:
     dtype: DType
     env: Mapping[str, int]  # dimension symbols -> values
     inputs: Mapping[str, np.ndarray]  # BUFFER name -> argument array
+    memo: dict | None = None  # one evaluation's results of multi-result nodes (LOOP, IF), by spec and operands
+    control: Callable[..., list] | None = None  # runs a loop or branch: (spec, operands, env) -> results
 
 
 @dataclass(frozen=True)
@@ -247,6 +250,27 @@ def _index_ref(ctx: Ctx) -> np.ndarray:
 
 def _extern_ref(ctx: Ctx, *xs: np.ndarray) -> np.ndarray:
     return np.asarray(EXTERNS[ctx.arg[1]](*xs)).astype(ctx.dtype.np)
+
+
+def _control_dtype(ins: Sequence[DType], arg: Any) -> DType:
+    return arg[0].out_spec(arg[1])[0]
+
+
+def _control_ref(ctx: Ctx, *xs: np.ndarray) -> np.ndarray:
+    """A loop's or branch's result k: the whole statement runs once per evaluation (ctx.memo),
+    by the interpreter's runner (caten.ir.control builds on this table: it cannot be imported here)."""
+    spec, k = ctx.arg
+    memo = ctx.memo if ctx.memo is not None else {}
+    key = (id(spec), tuple(id(x) for x in xs))
+    if key not in memo:
+        if ctx.control is None:
+            raise ValueError("a LOOP or IF is evaluated by caten.ir.interpret.evaluate")
+        memo[key] = (ctx.control(spec, xs, dict(ctx.env)), xs)  # (xs kept: their ids stay theirs)
+    return memo[key][0][k]
+
+
+def _vjp_control(g: Any, n: Any, ct: Any) -> tuple:
+    return g.control_t(n, ct)
 
 
 def _e(op: Op, group: str, arity: int, dts: Sequence[DType], rule, ref, doc: str, **facts: Any) -> OpInfo:
@@ -297,6 +321,8 @@ ARG_KINDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
                 and isinstance(a[0], int) and not isinstance(a[0], bool) and a[1] in SCATTER_OPS),
     "rand": ("(u32, seed)", lambda a: isinstance(a, tuple) and len(a) == 2 and a[0] == T.u32
              and isinstance(a[1], int)),
+    "control": ("(Loop or Branch, result index)", lambda a: isinstance(a, tuple) and len(a) == 2
+                and hasattr(a[0], "out_spec") and isinstance(a[1], int) and 0 <= a[1] < a[0].n_outputs),
     "extern": ("(dtype, kernel name)", lambda a: isinstance(a, tuple) and len(a) == 2 and _is_dtype(a[0])
                and a[1] in EXTERNS),
 }
@@ -431,6 +457,13 @@ TABLE: dict[Op, OpInfo] = {i.op: i for i in (
     _e(Op.EXTERN, "other", -1, ALL, _arg_dtype, _extern_ref,
        "a call to a runtime-provided kernel (e.g. BLAS gemm), placed by a rule", keywords=("dtype", "shape"),
        arg="extern", vjp=lambda g, n, ct: g.matmul_t(n, ct)),
+    _e(Op.LOOP, "control", -1, ALL, _control_dtype, _control_ref,
+       "result k of a loop: carries, captures, scanned tensors and runtime bounds in; a body sub-graph run per "
+       "trip while a counter stays below its end and/or a condition sub-graph holds (while, fori, scan); the "
+       "final carries, then the per-trip results stacked", arg="control", vjp=_vjp_control),
+    _e(Op.IF, "control", -1, ALL, _control_dtype, _control_ref,
+       "result k of a branch: a rank-0 bool and captures in; only the taken body sub-graph runs",
+       arg="control", vjp=_vjp_control),
 )}
 
 ELEMENTWISE = frozenset(o for o, i in TABLE.items() if i.group in ("unary", "binary", "ternary"))

@@ -105,7 +105,8 @@ def node_problems(n: Node) -> list[str]:
 def _dtype_problems(n: Node) -> list[str]:
     info = TABLE[n.op]
     ins = [s.dtype for s in n.src]
-    if info.group in ("unary", "binary", "ternary", "reduce") or n.op in (Op.GATHER, Op.SCATTER, Op.SORT):
+    if info.group in ("unary", "binary", "ternary", "reduce", "control") or n.op in (Op.GATHER, Op.SCATTER,
+                                                                                     Op.SORT):
         try:
             want = info.dtype_rule(ins, n.arg)
         except DTypeError as e:
@@ -213,7 +214,33 @@ def _copy(n: Node) -> str | None:
 
 
 # shape rules: by op where one op is special, else by the op's table group
+def _control(n: Node) -> str | None:
+    """A loop's or branch's operands match its bodies' parameters, and the node its result k."""
+    spec, k = n.arg
+    want_shape = spec.out_spec(k)[1]
+    if tuple(n.shape) != tuple(want_shape):
+        return f"result {k} of this {n.op.value} has shape {list(want_shape)}, the node {list(n.shape)}"
+    if n.op is Op.IF:
+        ps, ops = spec.then.params, n.src[1:]
+        if n.src[0].rank != 0 or not n.src[0].dtype.is_bool:
+            return "an IF's first operand is its rank-0 bool condition"
+    else:
+        m = spec.carries + spec.captures
+        ps, ops = spec.body.params[:m], n.src[:m]
+        xs = n.src[m:m + spec.xs]
+        for p, x in zip(spec.body.params[m:], xs):
+            if p.dtype != x.dtype or tuple(p.shape) != tuple(x.shape[1:]):
+                return f"a scanned operand {x.dtype}{list(x.shape)} does not slice to its parameter {list(p.shape)}"
+        bounds = (spec.start is None) + spec.end_operand
+        if len(n.src) != m + spec.xs + bounds:
+            return f"this LOOP takes {m + spec.xs + bounds} operands, the node has {len(n.src)}"
+    if len(ps) != len(ops) or any(p.dtype != x.dtype or tuple(p.shape) != tuple(x.shape) for p, x in zip(ps, ops)):
+        return "its operands do not match its body's parameters"
+    return None
+
+
 _SHAPES: dict[object, Callable[[Node], str | None]] = {
+    "control": _control,
     "unary": _same_as_operands, "binary": _same_as_operands, "ternary": _same_as_operands, "reduce": _reduce,
     Op.VIEW: _view, Op.CONST: _scalar, Op.INDEX: _index, Op.COPY: _copy, Op.RAND: _rand,
     Op.GATHER: _gather, Op.SCATTER: _scatter, Op.SORT: _sort,

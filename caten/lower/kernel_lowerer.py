@@ -412,6 +412,8 @@ def lower(sched: Schedule) -> list[L.Kernel]:
     realized = {s.node for k in sched.kernels for s in k.stages}
     outputs = frozenset(b for b, x in sched.buffers.items() if x.role == "out")
     for k in sched.kernels:
+        if k.stages[0].kind == "control":  # a loop or branch: a statement of the entry plan
+            continue
         plans = {s.node: s.plan for s in k.stages if s.kind == "reduce"}
         local = {s.node for s in k.stages if s.buffer and sched.buffers[s.buffer].local >= 0}
         scratch = {s.node: s.scratch for s in k.stages if s.scratch}

@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import caten.lower.kernel_lowerer as lowering  # by module: tests may stand a buggy `lower` in for the real one
 from caten import loopir as L
@@ -26,13 +26,13 @@ from caten.cache import default_cache, key_of, tuning
 from caten.cache.fingerprint import fingerprint
 from caten.errors import Error
 from caten.ir import dims as D
-from caten.ir.dtypes import DType
 from caten.ir.program import Program, c_symbol
 from caten.ir.verify import checking as verify_checking
 from caten.ir.verify import enabled as verify_enabled
 from caten.lower import bounds as B
 from caten.lower.decompose import decompose
 from caten.lower.dimargs import used_dims
+from caten.lower.entry import EntryPlan, entry_plan
 from caten.lower.text import kernel_text
 from caten.lower.trial import check_group
 from caten.lower.verify import problems as loop_problems
@@ -47,42 +47,6 @@ from caten.version import __version__
 PLACEHOLDER = "caten_p"  # kernel-name prefix while a program's code is keyed (names are not part of the key)
 
 
-@dataclass(frozen=True)
-class EntryPlan:
-    """What a program's entry function does, for a renderer to spell: check the `where`
-    constraints, place the temporaries in the arena, call the kernels in order."""
-    name: str
-    inputs: tuple[tuple[str, DType], ...]  # buffer name, dtype, in argument order
-    outputs: tuple[tuple[str, DType], ...]
-    dims: tuple[str, ...]  # the dynamic dims, in argument order
-    temps: tuple[tuple[str, DType, D.Dim], ...]  # buffer, dtype, byte offset in the arena
-    calls: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]  # kernel, buffer args, dim args
-    constraints: tuple[tuple[D.Dim, D.Dim], ...]  # lhs == rhs, checked at call time
-    arena_size: D.Dim
-
-    def text(self, canon: dict[str, D.Dim] | None = None) -> str:
-        def dim(d: D.Dim) -> str:
-            return str(D.rename(d, canon) if canon else d)
-
-        lines = [f"entry {self.name}({', '.join(f'{b} {t}' for b, t in self.inputs + self.outputs)}"
-                 f"{''.join(', i64 ' + dim(D.sym(d)) for d in self.dims)})"]
-        lines += [f"  check {dim(a)} == {dim(b)}" for a, b in self.constraints]
-        lines.append(f"  arena {dim(self.arena_size)} bytes")
-        lines += [f"  {b} {t} at arena + {dim(off)}" for b, t, off in self.temps]
-        lines += [f"  call {k}({', '.join(list(bs) + [dim(D.sym(d)) for d in ds])})" for k, bs, ds in self.calls]
-        return "\n".join(lines)
-
-
-def entry_plan(name: str, sched: Schedule, kernels: Sequence[L.Kernel]) -> EntryPlan:
-    prog = sched.program
-    ins = tuple((f"in{i}", s.dtype) for i, s in enumerate(prog.inputs))
-    outs = tuple((f"out{i}", s.dtype) for i, s in enumerate(prog.outputs))
-    temps = tuple((b.name, b.dtype, b.offset) for b in sched.buffers.values() if b.role == "temp")
-    calls = tuple((k.name, tuple(p.name for p in k.params), tuple(k.dims)) for k in kernels)
-    return EntryPlan(name, ins, outs, tuple(prog.dims), temps, calls,
-                     tuple((c.lhs, c.rhs) for c in prog.constraints), sched.arena_size)
-
-
 @dataclass
 class Lowered:
     """One program after the target-independent back end: what a runtime renders."""
@@ -91,6 +55,19 @@ class Lowered:
     kernels: list[L.Kernel]
     plan: EntryPlan
     bounds: B.Table | None = None  # the bounds-checked mode's table (caten.lower.bounds)
+    subs: dict[int, dict[str, Lowered]] = field(default_factory=dict)  # control kernel -> its bodies
+
+    def nested(self) -> list[Lowered]:
+        """Every body lowered inside this program (loops' and branches'), recursively."""
+        return [x for roles in self.subs.values() for lw in roles.values() for x in [lw, *lw.nested()]]
+
+    def all_kernels(self) -> list[L.Kernel]:
+        """The kernels a renderer emits: this program's and every body's."""
+        return self.kernels + [k for lw in self.nested() for k in lw.kernels]
+
+    def replan(self) -> None:
+        self.plan = entry_plan(self.plan.name, self.sched, self.kernels,
+                               {gi: {r: lw for r, lw in roles.items()} for gi, roles in self.subs.items()})
 
     @property
     def name(self) -> str:
@@ -103,16 +80,21 @@ class Lowered:
     def loops(self, canon: bool = False) -> str:
         """The loop IR of every kernel and the entry plan, as `--emit loops` prints it."""
         c = self.program.canonical_dims() if canon else None
-        return "\n\n".join([kernel_text(k, c) for k in self.kernels] + [self.plan.text(c)])
+        return "\n\n".join([kernel_text(k, c) for k in self.all_kernels()] + [self.plan.text(c)])
 
     def decompose(self, native: frozenset | None) -> None:
         """Write the hard ops the renderer lacks in primitives (caten.lower.decompose)."""
         if native is not None:
-            self.kernels = decompose(self.kernels, native, self.defines)
-            self.verify("the decompose pass")
-            # each kernel takes the dims it reads, in its structure's order (caten.lower.dimargs)
-            self.kernels = [replace(k, dims=used_dims(k.body, k.dims)) for k in self.kernels]
-            self.plan = entry_plan(self.plan.name, self.sched, self.kernels)
+            for lw in self.subs_inner_first():
+                lw.kernels = decompose(lw.kernels, native, lw.defines)
+                lw.verify("the decompose pass")
+                # each kernel takes the dims it reads, in its structure's order (caten.lower.dimargs)
+                lw.kernels = [replace(k, dims=used_dims(k.body, k.dims)) for k in lw.kernels]
+                lw.replan()
+
+    def subs_inner_first(self) -> list[Lowered]:
+        """This program and its bodies, each body before the program that runs it."""
+        return [x for roles in self.subs.values() for lw in roles.values() for x in lw.subs_inner_first()] + [self]
 
     def verify(self, stage: str) -> None:
         """Check the loop IR (caten.lower.verify) under `Options.debug` or CATEN_VERIFY."""
@@ -130,7 +112,11 @@ class Lowered:
             sk.name = old.get(sk.name, sk.name)
         for k in self.kernels:
             k.name = old[k.name]
-        self.plan = entry_plan(name, self.sched, self.kernels)
+        for gi, roles in self.subs.items():
+            for role, lw in roles.items():
+                lw.rename(f"{name}__l{gi}{role[0]}")
+        self.plan = replace(self.plan, name=name)
+        self.replan()
 
     def check_bounds(self, device: bool = False) -> None:
         """Instrument every load and store with a bounds check (on a device, the error record is
@@ -155,11 +141,19 @@ def lower_program(program: Program, name: str, t: Target | None, threads: int,
     with target.use(t), direct_tiles(direct), gpu_schedule(gpu):
         with timings.stage("schedule"):
             sched = schedule(program, check=check_group, threads=threads)
-        for i, k in enumerate(sched.kernels):
-            k.name = f"{name}__k{i}"
-        with timings.stage("lower"):
-            kernels = lowering.lower(sched)
-    lw = Lowered(program, sched, kernels, entry_plan(name, sched, kernels))
+        return _lower_schedule(sched, name, timings)
+
+
+def _lower_schedule(sched: Schedule, name: str, timings: Timings) -> Lowered:
+    """A schedule's kernels lowered (and its loops' and branches' bodies, each a program of its own)."""
+    for i, k in enumerate(sched.kernels):
+        k.name = f"{name}__k{i}"
+    with timings.stage("lower"):
+        kernels = lowering.lower(sched)
+    subs = {gi: {role: _lower_schedule(sub, f"{name}__l{gi}{role[0]}", timings)
+                 for role, sub in k.stages[0].control.subs.items()}
+            for gi, k in enumerate(sched.kernels) if k.stages[0].control is not None}
+    lw = Lowered(sched.program, sched, kernels, entry_plan(name, sched, kernels, subs), subs=subs)
     lw.verify("lowering")
     return lw
 

@@ -42,10 +42,11 @@ class Buffer:
 @dataclass
 class Stage:
     node: Node
-    kind: str  # "store" | "reduce"
+    kind: str  # "store" | "reduce" | "control" (a loop or branch: caten.schedule.control)
     buffer: str | None = None  # None: a reduction kept in a register
     plan: ReducePlan | None = None  # reduce: how it runs (caten.schedule.plan), read by the lowering
     scratch: tuple[str, ...] = ()  # tiled contraction: packed-panel buffers (A, B) in the arena
+    control: object = None  # a loop's or branch's ControlPlan (caten.schedule.control), on its first stage
 
     @property
     def mode(self) -> str:
@@ -92,11 +93,14 @@ class Schedule:
                     mode += f" {g.mr}x{g.nr} kc {g.kc} mc {g.mc} nc {g.nc}"
                     if g.direct is not None:
                         mode += f" direct {len(g.direct.positions())} taps"
-                what = f"reduce-{n.arg[0]} axes {list(n.arg[1])} ({mode})" if s.kind == "reduce" else "store"
-                if s.scratch:
+                what = f"reduce-{n.arg[0]} axes {list(n.arg[1])} ({mode})" if s.kind == "reduce" else s.kind
+                if s.scratch and s.kind != "control":
                     what += f" {'packed via' if s.mode == 'tiled' else 'thread partials in'} {' '.join(s.scratch)}"
                 lines.append(f"  {what} {n.op.value} {n.dtype} [{' '.join(map(str, n.shape))}] -> "
                              f"{s.buffer or 'register'}")
+                if s.control is not None:
+                    lines.append(f"    {s.control.dump()}")
+                    lines += ["    " + x for sub in s.control.subs.values() for x in sub.dump().splitlines()]
         lines.append("buffers:")
         for b in self.buffers.values():
             where = f"arena+{b.offset} live k{b.first}..k{b.last}" if b.role == "temp" else b.role

@@ -33,7 +33,7 @@ def max_outer(n: Node) -> int:
         if plan is not None:
             return plan.lead
         return 0 if tiled(n) else min(n.arg[1])
-    if n.op in (Op.SCATTER, Op.SORT):  # a kernel of its own: its stores land anywhere along the axis
+    if n.op in (Op.SCATTER, Op.SORT, Op.LOOP, Op.IF):  # a kernel of its own (stores land anywhere; a loop)
         return 0
     return n.rank
 

@@ -20,6 +20,7 @@ from caten.ir.dims import Dim
 from caten.ir.graph import Node, toposort
 from caten.ir.ops import FREE, HEAVY, TRANSCENDENTAL, Op
 from caten.ir.program import Program
+from caten.schedule import control as CF
 from caten.schedule.arena import plan_arena
 from caten.schedule.layout import orient
 from caten.schedule.model import Buffer, Kernel, Schedule, Stage, Unfusable
@@ -93,6 +94,9 @@ def realize_set(outputs: list[Node]) -> tuple[list[Node], set[Node]]:
             users.setdefault(x, set()).add(n)
         if n.op in (Op.REDUCE, Op.COPY, Op.EXTERN, Op.SCATTER, Op.SORT):
             realized.add(n)
+        if n.op in CF.CONTROL:  # (its operands are buffers: caten.schedule.control.materialize)
+            realized.add(n)
+            realized.update(s for s in n.src if s.op is not Op.BUFFER)
         if n.op is Op.VIEW:
             view_users.setdefault(n.src[0], []).append(n)
     gpu = on_gpu()  # (a GPU recomputes transcendentals a reduction reads)
@@ -227,11 +231,12 @@ def schedule(program: Program, check: Callable | None, threads: int = 1) -> Sche
     `threads` > 1 gives every GEMM stage one set of packed panels per thread; on a GPU
     (`plan.gpu_schedule`) it is the work-groups a full sum is cut into, and nothing else."""
     gpu = on_gpu()
+    given = check
     check = check or (lambda members, outer, realized: None)
     check = getattr(check, "fresh", lambda: check)()  # a checker with state gets its own for this schedule
     outs: list[Node] = []
     seen_out: set[Node] = set()
-    nodes = orient(list(program.nodes))  # first: a reoriented output may become a plain reshape
+    nodes = CF.materialize(orient(list(program.nodes)))  # first: a reoriented output may become a plain reshape
     for i, n in enumerate(nodes):
         if n.op is Op.BUFFER or n in seen_out:
             n = Node.make(Op.COPY, n.dtype, n.shape, (n,), ("out", i))
@@ -248,7 +253,16 @@ def schedule(program: Program, check: Callable | None, threads: int = 1) -> Sche
 
     groups: list[tuple[list[Node], int]] = []
     body = 0  # ops in the last group's stages
+    loops: dict[tuple, int] = {}  # a loop's (or branch's) results: one kernel
     for n in rnodes:
+        if n.op in CF.CONTROL:
+            gi = loops.setdefault(CF.sibling_key(n), len(groups))
+            if gi == len(groups):
+                groups.append(([n], 0))
+            else:
+                groups[gi][0].append(n)
+            body = BODY_MAX + 1  # nothing fuses after it
+            continue
         placed = False
         if groups:
             members, p = groups[-1]
@@ -303,10 +317,13 @@ def schedule(program: Program, check: Callable | None, threads: int = 1) -> Sche
             if n.op is Op.REDUCE:
                 src = n.src[0]
                 st = Stage(n, "reduce", plan=plan_reduce(n, p, src not in realized or src in members))
+            elif n.op in CF.CONTROL:
+                st = Stage(n, "control")
             else:
                 st = Stage(n, "store")
             others = readers.get(n, set()) - {gi}
-            needs_mem = st.kind == "store" or st.mode in ("memory", "tiled") or bool(others) or n in node_buf
+            needs_mem = st.kind in ("store", "control") or st.mode in ("memory", "tiled") or bool(others) \
+                or n in node_buf
             if st.kind == "reduce" and st.mode == "register" and any(
                     a not in n.arg[1] for a in range(p, n.src[0].rank)):
                 needs_mem = True
@@ -326,6 +343,20 @@ def schedule(program: Program, check: Callable | None, threads: int = 1) -> Sche
                         node_buf[n] = name
                 st.buffer = node_buf[n]
             k.stages.append(st)
+        if k.stages[0].kind == "control":
+            def temp(dt: object, shape: tuple) -> str:
+                nonlocal ntemp
+                name = f"t{ntemp}"
+                ntemp += 1
+                buffers[name] = Buffer(name, dt, shape, "temp")
+                return name
+            cp = CF.plan(members, program, f"{program.name}_l{gi}", node_buf, temp,
+                         lambda sub: schedule(sub, given, threads))
+            k.stages[0].control = cp
+            k.stages[0].scratch = tuple(b for pair in cp.state for b in pair) + tuple(
+                b for b in (cp.flag, cp.arena) if b)
+            kernels.append(k)
+            continue
         alone = small_gemms(k, threads)  # GEMMs run whole on each thread: no shared panels packed once
         either = outer_either(k, threads)  # that, or shared rows, chosen at run time: room for both
         slots: dict = {}  # dtype -> one thread's slot, sized for the kernel's largest GEMM of it

@@ -9,39 +9,20 @@ from collections.abc import Sequence
 
 from caten.ir import dims as D
 from caten.ir.dtypes import DType
+from caten.lower.entry import IfStep, LoopStep, nested
 from caten.render.llvm.fn import FnGen
 from caten.render.llvm.module import Module
 
 
 def entry_functions(mod: Module, plan, defines: dict[str, D.Dim], profile: bool = False) -> None:
     """`NAME__impl(in..., out..., arena, dims...)` and the C ABI `int32_t NAME(in..., out..., dims...)`
-    of an entry plan (`caten.pipeline.EntryPlan`). `profile`: each kernel call adds the cycles it
-    took (the CPU's cycle counter) to `NAME__prof[k]`, and `NAME__cycles()` reads the counter, so
-    `caten profile` can calibrate it."""
+    of an entry plan (`caten.pipeline.EntryPlan`), with the impls of its loops' and branches'
+    bodies. `profile`: each step adds the cycles it took (the CPU's cycle counter) to
+    `NAME__prof[k]`, and `NAME__cycles()` reads the counter, so `caten profile` can calibrate it."""
+    for sub in nested(plan):
+        impl_function(mod, sub, defines)
+    impl_function(mod, plan, defines, profile)
     io = [b for b, _ in plan.inputs + plan.outputs]
-    g = FnGen(mod, list(plan.dims), defines)
-    ptrs = {b: f"%b_{b}" for b in io}
-    for b, _, off in plan.temps:
-        ptrs[b] = g.ins(f"getelementptr inbounds i8, ptr %arena, i64 {g.dimval(off)}")
-    if profile:
-        nk = max(1, len(plan.calls))
-        mod.funcs.append(f"@{plan.name}__prof = global [{nk} x i64] zeroinitializer, align 8")
-        mod.funcs.append(f"define i64 @{plan.name}__cycles() #0 {{\n  %c = call i64 @llvm.readcyclecounter()\n"
-                         "  ret i64 %c\n}")
-        mod.declare("llvm.readcyclecounter", "i64", [])
-    for i, (k, bufs, ds) in enumerate(plan.calls):
-        args = [f"ptr {ptrs[b]}" for b in bufs] + [f"i64 %d_{d}" for d in ds]
-        c0 = g.ins("call i64 @llvm.readcyclecounter()") if profile else None
-        g.emit(f"call void @{k}({', '.join(args)})")
-        if profile:
-            took = g.ins(f"sub i64 {g.ins('call i64 @llvm.readcyclecounter()')}, {c0}")
-            slot = g.ins(f"getelementptr inbounds [{max(1, len(plan.calls))} x i64], ptr @{plan.name}__prof, "
-                         f"i64 0, i64 {i}")
-            old = g.ins(f"load i64, ptr {slot}")
-            g.emit(f"store i64 {g.ins(f'add i64 {old}, {took}')}, ptr {slot}")
-    params = [f"ptr %b_{b}" for b in io] + ["ptr %arena"] + [f"i64 %d_{d}" for d in plan.dims]
-    mod.funcs.append(g.text(f"define void @{plan.name}__impl({', '.join(params)}) #0 {{"))
-
     g = FnGen(mod, list(plan.dims), defines)
     fail = None
     for lhs, rhs in plan.constraints:
@@ -106,6 +87,121 @@ def entry_functions(mod: Module, plan, defines: dict[str, D.Dim], profile: bool 
     g.block("done")
     params = [f"ptr %b_{b}" for b in io] + [f"i64 %d_{d}" for d in plan.dims]
     mod.funcs.append(g.text(f"define i32 @{plan.name}({', '.join(params)}) #0 {{", "ret i32 0"))
+
+
+def impl_function(mod: Module, plan, defines: dict[str, D.Dim], profile: bool = False) -> None:
+    """`NAME__impl(in..., out..., arena, dims...)`: the plan's steps in order."""
+    io = [b for b, _ in plan.inputs + plan.outputs]
+    g = FnGen(mod, list(plan.dims), defines)
+    ptrs = {b: f"%b_{b}" for b in io}
+    used = plan.buffers_used()
+    for b, _, off in plan.temps:
+        if b in used:
+            ptrs[b] = g.ins(f"getelementptr inbounds i8, ptr %arena, i64 {g.dimval(off)}")
+    if profile:
+        nk = max(1, len(plan.calls))
+        mod.funcs.append(f"@{plan.name}__prof = global [{nk} x i64] zeroinitializer, align 8")
+        mod.funcs.append(f"define i64 @{plan.name}__cycles() #0 {{\n  %c = call i64 @llvm.readcyclecounter()\n"
+                         "  ret i64 %c\n}")
+        mod.declare("llvm.readcyclecounter", "i64", [])
+    for i, step in enumerate(plan.calls):
+        c0 = g.ins("call i64 @llvm.readcyclecounter()") if profile else None
+        if isinstance(step, LoopStep):
+            _loop(g, mod, step, ptrs)
+        elif isinstance(step, IfStep):
+            _branch(g, step, ptrs)
+        else:
+            k, bufs, ds = step
+            args = [f"ptr {ptrs[b]}" for b in bufs] + [f"i64 %d_{d}" for d in ds]
+            g.emit(f"call void @{k}({', '.join(args)})")
+        if profile:
+            took = g.ins(f"sub i64 {g.ins('call i64 @llvm.readcyclecounter()')}, {c0}")
+            slot = g.ins(f"getelementptr inbounds [{max(1, len(plan.calls))} x i64], ptr @{plan.name}__prof, "
+                         f"i64 0, i64 {i}")
+            old = g.ins(f"load i64, ptr {slot}")
+            g.emit(f"store i64 {g.ins(f'add i64 {old}, {took}')}, ptr {slot}")
+    params = [f"ptr %b_{b}" for b in io] + ["ptr %arena"] + [f"i64 %d_{d}" for d in plan.dims]
+    mod.funcs.append(g.text(f"define void @{plan.name}__impl({', '.join(params)}) #0 {{"))
+
+
+def _call_impl(g: FnGen, sub, bufs: list[str], arena: str, dims: dict[str, str] | None = None) -> None:
+    dims = dims or {}
+    args = [f"ptr {b}" for b in bufs] + [f"ptr {arena}"] + [f"i64 {dims.get(d, f'%d_{d}')}" for d in sub.dims]
+    g.emit(f"call void @{sub.name}__impl({', '.join(args)})")
+
+
+def _memcpy(g: FnGen, mod: Module, dst: str, src: str, n: str) -> None:
+    mod.declare("llvm.memcpy.p0.p0.i64", "void", ["ptr", "ptr", "i64", "i1"])
+    g.emit(f"call void @llvm.memcpy.p0.p0.i64(ptr {dst}, ptr {src}, i64 {n}, i1 false)")
+
+
+def _bound(g: FnGen, b, ptrs: dict[str, str]) -> str:
+    return g.ins(f"load i64, ptr {ptrs[b]}") if isinstance(b, str) else g.dimval(b)
+
+
+def _loop(g: FnGen, mod: Module, s: LoopStep, ptrs: dict[str, str]) -> None:
+    """The loop: state copied in, then trips calling the body's impl with the current and next
+    state swapped by phis (no copy per trip), then the final state copied out."""
+    for (cur, _), init, n in zip(s.state, s.inits, s.sizes):
+        _memcpy(g, mod, ptrs[cur], ptrs[init], g.dimval(n))
+    start = _bound(g, s.start, ptrs)
+    end = _bound(g, s.end, ptrs) if s.end is not None else None
+    if s.trips is not None:  # a scanned or stacked tensor holds `trips` slices: no trip past them
+        last = g.ins(f"add i64 {start}, {g.dimval(s.trips)}")
+        end = last if end is None else g.ins(f"select i1 {g.icmp('slt', 'i64', end, last)}, i64 {end}, i64 {last}")
+    pre = g.cur
+    h, t, b, e = g.label("ch"), g.label("ct"), g.label("cb"), g.label("ce")
+    g.emit(f"br label %{h}")
+    g.block(h)
+    at = len(g.lines)
+    nc = len(s.state)
+    for _ in range(1 + 2 * nc):
+        g.lines.append(None)
+    iv = g.tmp()
+    cur = [g.tmp() for _ in range(nc)]
+    nxt = [g.tmp() for _ in range(nc)]
+    if end is not None:
+        g.emit(f"br i1 {g.icmp('slt', 'i64', iv, end)}, label %{t}, label %{e}")
+    else:
+        g.emit(f"br label %{t}")
+    g.block(t)
+    if s.cond is not None:
+        _call_impl(g, s.cond, cur + [ptrs[c] for c in s.captures] + [ptrs[s.flag]], ptrs[s.arena], {s.index: iv})
+        ok = g.icmp("ne", "i8", g.ins(f"load i8, ptr {ptrs[s.flag]}"), "0")
+        g.emit(f"br i1 {ok}, label %{b}, label %{e}")
+    else:
+        g.emit(f"br label %{b}")
+    g.block(b)
+    pos = g.ins(f"sub i64 {iv}, {start}")
+    if s.reverse and s.trips is not None:
+        pos = g.ins(f"sub i64 {g.ins(f'sub i64 {g.dimval(s.trips)}, 1')}, {pos}")
+    xs = [g.ins(f"getelementptr inbounds i8, ptr {ptrs[x]}, i64 {g.ins(f'mul i64 {pos}, {g.dimval(n)}')}")
+          for x, n in s.xs]
+    ys = [g.ins(f"getelementptr inbounds i8, ptr {ptrs[y]}, i64 {g.ins(f'mul i64 {pos}, {g.dimval(n)}')}")
+          for y, n in s.ys]
+    _call_impl(g, s.body, cur + [ptrs[c] for c in s.captures] + xs + nxt + ys, ptrs[s.arena], {s.index: iv})
+    step = g.ins(f"add i64 {iv}, 1")
+    latch = g.cur
+    g.emit(f"br label %{h}")
+    g.lines[at] = f"  {iv} = phi i64 [{start}, %{pre}], [{step}, %{latch}]"
+    for j, ((c0, n0), c, n) in enumerate(zip(s.state, cur, nxt)):
+        g.lines[at + 1 + j] = f"  {c} = phi ptr [{ptrs[c0]}, %{pre}], [{n}, %{latch}]"
+        g.lines[at + 1 + nc + j] = f"  {n} = phi ptr [{ptrs[n0]}, %{pre}], [{c}, %{latch}]"
+    g.block(e)
+    for c, fin, n in zip(cur, s.finals, s.sizes):
+        if fin is not None:
+            _memcpy(g, mod, ptrs[fin], c, g.dimval(n))
+
+
+def _branch(g: FnGen, s: IfStep, ptrs: dict[str, str]) -> None:
+    t, e, j = g.label("it"), g.label("ie"), g.label("ij")
+    ok = g.icmp("ne", "i8", g.ins(f"load i8, ptr {ptrs[s.pred]}"), "0")
+    g.emit(f"br i1 {ok}, label %{t}, label %{e}")
+    for lab, sub in ((t, s.then), (e, s.other)):
+        g.block(lab)
+        _call_impl(g, sub, [ptrs[c] for c in s.captures] + [ptrs[o] for o in s.outs], ptrs[s.arena])
+        g.emit(f"br label %{j}")
+    g.block(j)
 
 
 def c_type(dt: DType) -> str:
