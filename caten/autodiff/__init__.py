@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from caten.autodiff import builder
+from caten.autodiff import builder, control
 from caten.autodiff.views import unbroadcast
 from caten.ir import build as B
 from caten.ir.graph import Node, toposort
@@ -63,7 +63,24 @@ def vjp(outputs: Sequence[Node], cotangents: Sequence[Node], wrt: Sequence[Node]
     for o, c in zip(outputs, cotangents):
         if o in live:
             acc[o] = c if o not in acc else B.alu(Op.ADD, acc[o], c)
+    first: dict[tuple, Node] = {}  # a loop's (branch's) results: its gradient is built at the first in order
+    for n in order:
+        if n.op in (Op.LOOP, Op.IF) and n in live:
+            first.setdefault((id(n.arg[0]), n.src), n)
     for n in reversed(order):
+        if n.op in (Op.LOOP, Op.IF) and n not in custom:
+            key = (id(n.arg[0]), n.src)
+            if first.get(key) is not n:
+                continue
+            cts = {m.arg[1]: acc[m] for m in order if m.op is n.op and (id(m.arg[0]), m.src) == key and m in acc}
+            if not cts:
+                continue
+            try:
+                shares = (control.vjp_loop if n.op is Op.LOOP else control.vjp_branch)(n, cts, vjp, custom)
+            except control.ControlGradError as e:
+                raise GradError(str(e)) from None
+            _accumulate(acc, n, n.src, shares, live)
+            continue
         ct = acc.get(n)
         if ct is None or n in targets and not _srcs(n, custom):
             continue
@@ -80,15 +97,21 @@ def vjp(outputs: Sequence[Node], cotangents: Sequence[Node], wrt: Sequence[Node]
             except NotImplementedError as e:
                 raise GradError(f"cannot differentiate {n.op.value}: {e}") from None
             srcs = n.src
-        for s, share in zip(srcs, shares):
-            if share is None or s not in live:
-                continue
-            if share.shape != s.shape:
-                raise GradError(f"a {n.op.value} gradient of shape {list(share.shape)} for an operand of "
-                                f"shape {list(s.shape)}")
-            share = B.cast(share, s.dtype)
-            acc[s] = share if s not in acc else B.alu(Op.ADD, acc[s], share)
+        _accumulate(acc, n, srcs, shares, live)
     return [acc.get(w) if w in acc else B.const(0, w.dtype, w.shape) for w in wrt]
+
+
+def _accumulate(acc: dict[Node, Node], n: Node, srcs: Sequence[Node], shares: Sequence[Node | None],
+                live: set[Node]) -> None:
+    """Add each operand's share of n's cotangent to what reached it."""
+    for s, share in zip(srcs, shares):
+        if share is None or s not in live:
+            continue
+        if share.shape != s.shape:
+            raise GradError(f"a {n.op.value} gradient of shape {list(share.shape)} for an operand of "
+                            f"shape {list(s.shape)}")
+        share = B.cast(share, s.dtype)
+        acc[s] = share if s not in acc else B.alu(Op.ADD, acc[s], share)
 
 
 def substitute(outputs: Sequence[Node], mapping: Mapping[Node, Node]) -> list[Node]:

@@ -152,17 +152,43 @@ def _build(fn: Callable[..., Any], *args: Any) -> Any:
         _depth.reset(tok)
 
 
-def _mentions(n: Node, syms: set[str]) -> bool:
-    if n.op is Op.CONST and isinstance(n.arg, D.DimExpr):
-        return bool(syms & set(D.free_syms(n.arg)))
-    if n.op is Op.VIEW:
+def _arg_syms(n: Node) -> set[str]:
+    """The dim symbols n's arg names (a constant's value, a view's fields, a loop's bounds)."""
+    if n.op is Op.CONST:
+        ds: list = [n.arg]
+    elif n.op is Op.VIEW:
         v = n.arg
         ds = list(v.shape) + list(v.strides) + [v.offset] + [x for m in (v.mask or ()) for x in m]
-        return any(isinstance(x, D.DimExpr) and syms & set(D.free_syms(x)) for x in ds)
-    return False
+    elif n.op is Op.LOOP:
+        sp = n.arg[0]
+        ds = [sp.start, sp.end, sp.trips]
+    else:
+        return set()
+    return {s for x in ds if isinstance(x, D.DimExpr) for s in D.free_syms(x)}
+
+
+def _mentions(n: Node, syms: set[str]) -> bool:
+    return bool(syms & _arg_syms(n))
 
 
 _INLINE = (Op.CONST, Op.INDEX, Op.VIEW)
+
+
+def _mentions_counter(n: Node) -> bool:
+    """Whether n's arg names a loop counter (`__i<depth>`)."""
+    return any(x.startswith("__i") for x in _arg_syms(n))
+
+
+def substitute_dims(nodes: Sequence[Node], env: dict[str, Dim]) -> list[Node]:
+    """`nodes` with the dim symbols of `env` replaced in constants and views (a body's counter
+    written as another loop's: the gradient loop runs the trips backward)."""
+    from caten.ir.graph import _canon
+    memo: dict[Node, Node] = {}
+    for n in toposort(list(nodes)):
+        src = tuple(memo[s] for s in n.src)
+        arg = _canon(n.arg, env) if n.op in (Op.CONST, Op.VIEW) else n.arg
+        memo[n] = n if src == n.src and arg == n.arg else Node.make(n.op, n.dtype, n.shape, src, arg)
+    return [memo[n] for n in nodes]
 
 
 def close(outputs: Sequence[Node], own: Sequence[Node], syms: set[str]) -> tuple[list[Node], list[Node], list[Node]]:
@@ -176,8 +202,9 @@ def close(outputs: Sequence[Node], own: Sequence[Node], syms: set[str]) -> tuple
     pure: dict[Node, bool] = {}  # computes only constants and coordinates: cheap to keep inside
     for n in order:
         dep[n] = n in own_set or _mentions(n, syms) or any(dep[s] for s in n.src)
-        pure[n] = n.op in _INLINE and all(pure[s] for s in n.src) or (
-            not n.src and n.op in (Op.CONST, Op.INDEX))
+        # (a value of an enclosing loop's counter is lifted: a body names no counter but its own)
+        pure[n] = (n.op in _INLINE and all(pure[s] for s in n.src) or (not n.src and n.op in (Op.CONST, Op.INDEX))) \
+            and not _mentions_counter(n)
     captured: list[Node] = []
     cap_param: dict[Node, Node] = {}
     memo: dict[Node, Node] = {}
