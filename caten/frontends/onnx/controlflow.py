@@ -1,11 +1,12 @@
-"""ONNX control flow decided at conversion time: If, Loop and Scan.
+"""ONNX control flow: If, Loop and Scan.
 
-caten's language has no run-time branch or loop yet (issue #40), so a subgraph is imported when
-what it does is known here, which is exact: an If whose condition is a constant (or a value the
-caller specialized) imports its taken branch only, and otherwise both branches, selected with
-`where`; a Loop with a known trip count (or a condition that folds each iteration) and a Scan
-over static sequence lengths are unrolled, one copy of the body per iteration. The rest is
-refused with a diagnostic naming issue #40.
+Each becomes caten's run-time form (loops.py): an If with a run-time condition an `(if ...)`
+that runs only the taken branch, a Loop a `while` (or a `scan` when it has scan outputs), a
+Scan a `scan`, each body written once. An If whose condition is a constant (or a value the caller
+specialized) imports its taken branch only. What the run-time forms cannot express (a sequence
+carried through a loop, a carried value changing shape, scan outputs of a run-time length) is
+unrolled here when the trip count and condition fold at import, one copy of the body per
+iteration, as before the forms existed; otherwise it is refused with the run-time path's reason.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from caten.frontends.onnx import loops
+from caten.frontends.onnx.loopform import restore, snapshot
 from caten.frontends.onnx.node import N, handler
 from caten.frontends.onnx.subgraph import IMPURE, SERIAL, alias, inline, known, subgraphs
 from caten.frontends.onnx.types import Unsupported
@@ -79,18 +82,23 @@ def _if(n: N) -> list[None]:
         return [None] * len(node.output)
     if _impure(then_b) or _impure(else_b):
         raise Unsupported(f"{n.where}: a run-time condition over branches with random ops", hint=HINT)
-    t_out, e_out = inline(g, then_b, [], n.where), inline(g, else_b, [], n.where)
-    cond = f"(reshape {n.x(0)} [])"
-    for o, t, e in zip(node.output, t_out, e_out):
-        st, se = g.shape(t), g.shape(e)
-        dt = g.dtype(t)
-        if dt is None or dt != g.dtype(e) or st is None or st != se or any(d is None for d in st):
-            raise Unsupported(f"{n.where}: the condition is known only at run time and the branches' output "
-                              f"`{o}` differ in dtype or shape ({dt}{st} vs {g.dtype(e)}{se})", hint=HINT)
-        if o:
-            g.emit(f"(where {cond} {g.tensor(t)} {g.tensor(e)})", o)
-            g.types[o] = (dt, st)
+    loops.run_if(n)
     return [None] * len(node.output)
+
+
+def _runtime_first(n: N, runtime: Any, unroll: Any) -> list[None]:
+    """The run-time form; where it is refused, the import-time unrolling (which folds loops whose
+    counts are constants), and where both are refused the run-time form's reason."""
+    snap = snapshot(n.g)
+    try:
+        runtime()
+        return [None] * len(n.node.output)
+    except Unsupported as e:
+        restore(n.g, snap)
+        try:
+            return unroll()
+        except Unsupported:
+            raise e from None
 
 
 # ---- Loop -------------------------------------------------------------------------------------
@@ -100,6 +108,12 @@ def _scalar(v: np.ndarray) -> Any:
 
 @handler("Loop")
 def _loop(n: N) -> list[None]:
+    if _impure(n.a("body")):
+        raise Unsupported(f"{n.where}: a loop body with random ops", hint=HINT)
+    return _runtime_first(n, lambda: loops.run_loop(n), lambda: _unroll_loop(n))
+
+
+def _unroll_loop(n: N) -> list[None]:
     g, node = n.g, n.node
     body = n.a("body")
     trip = None
@@ -191,10 +205,37 @@ def _scan_run(n: N, states: list[str], xs: list[str], axes: list[int], rev: list
 
 @handler("Scan")
 def _scan(n: N) -> list[None]:
-    g, node = n.g, n.node
     m = n.a("num_scan_inputs")
+    if _impure(n.a("body")):
+        raise Unsupported(f"{n.where}: a scan body with random ops", hint=HINT)
     if n.opset_lt(9):
-        return _scan8(n, m)
+        _full_lengths(n, m)
+        rev8 = n.a("directions", [0] * m)
+        return _runtime_first(n, lambda: loops.run_scan8(n, m, rev8), lambda: _scan8(n, m))
+    node = n.node
+    ins = list(node.input)
+    states, xs = ins[:len(ins) - m], ins[len(ins) - m:]
+    ranks = [len(_static(n, x)) for x in xs]
+    axes = [a % r for a, r in zip(n.a("scan_input_axes", [0] * m), ranks)]
+    rev = n.a("scan_input_directions", [0] * m)
+    n_out = len(node.output) - len(states)
+    out_axes = n.a("scan_output_axes", [0] * n_out)
+    out_rev = n.a("scan_output_directions", [0] * n_out)
+    return _runtime_first(n, lambda: loops.run_scan(n, axes, rev, out_axes, out_rev, m), lambda: _unroll_scan(n, m))
+
+
+def _full_lengths(n: N, m: int) -> None:
+    """Opset 8's sequence_lens must be the full length (shorter sequences are not supported)."""
+    if n.has(0):
+        xs = list(n.node.input[1:])[len(n.node.input) - 1 - m:]
+        lens = np.asarray(n.c(0, "sequence_lens")).reshape(-1)
+        shape = n.g.shape(xs[0]) if xs else None
+        if shape is None or len(shape) < 2 or not np.all(lens == shape[1]):
+            raise n.fail("sequence_lens shorter than the sequence axis are not supported")
+
+
+def _unroll_scan(n: N, m: int) -> list[None]:
+    g, node = n.g, n.node
     ins = list(node.input)
     states, xs = ins[:len(ins) - m], ins[len(ins) - m:]
     ranks = [len(_static(n, x)) for x in xs]
@@ -211,15 +252,11 @@ def _scan(n: N) -> list[None]:
 
 
 def _scan8(n: N, m: int) -> list[None]:
-    """Opset 8's Scan: a leading batch axis, scanned per batch element; sequence_lens must be full."""
+    """Opset 8's Scan unrolled: a leading batch axis, scanned per batch element."""
     g, node = n.g, n.node
     ins = list(node.input[1:])
     states, xs = ins[:len(ins) - m], ins[len(ins) - m:]
     shapes = [_static(n, x) for x in xs]
-    if n.has(0):
-        lens = np.asarray(n.c(0, "sequence_lens")).reshape(-1)
-        if shapes and not np.all(lens == shapes[0][1]):
-            raise n.fail("sequence_lens shorter than the sequence axis are not supported")
     batch = _steps(n, shapes[0][0] if shapes else _static(n, states[0])[0])
     rev = n.a("directions", [0] * m)
     n_out = len(node.output) - len(states)

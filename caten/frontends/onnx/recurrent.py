@@ -1,12 +1,13 @@
-"""ONNX lowerings of the recurrent layers RNN, GRU and LSTM, unrolled over the static sequence length.
+"""ONNX lowerings of the recurrent layers RNN, GRU and LSTM, as one caten `scan` per direction.
 
-One step is a few matmuls and activations, written once per time step and direction (caten has no
-run-time loop yet, issue #40); the input projection of every step is one matmul up front. Every
-attribute of the standard is honoured: directions, layout, activations with their alpha/beta
-(consumed in order by the functions that take them, as onnxruntime does), clip (on the gates'
-pre-activations; LSTM's h(C) unclipped, as onnxruntime), GRU's linear_before_reset, LSTM's
-input_forget and peepholes, initial states and sequence_lens (steps past a sequence's length keep
-its state and output zeros). The batch may be a dim symbol; the sequence length must be static.
+One step is a few matmuls and activations, written once as the scan's body whatever the sequence
+length (which may be a dim symbol: one program serves every length); the input projection of
+every step is one matmul up front, sliced by the scan. Every attribute of the standard is
+honoured: directions, layout, activations with their alpha/beta (consumed in order by the
+functions that take them, as onnxruntime does), clip (on the gates' pre-activations; LSTM's h(C)
+unclipped, as onnxruntime), GRU's linear_before_reset, LSTM's input_forget and peepholes, initial
+states and sequence_lens (a mask in the body: steps past a sequence's length keep its state and
+output zeros, so Y_h is the state at its own last step).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from caten.frontends.onnx import loopform
 from caten.frontends.onnx.node import N, handler
 from caten.frontends.onnx.types import Unsupported
 
@@ -90,11 +92,9 @@ class _Rnn:
         s = n.shape(0)
         if len(s) != 3:
             raise n.fail(f"X must be 3-D, got {s}")
-        self.T = s[1] if self.layout else s[0]
-        if not isinstance(self.T, int):
-            raise n.fail(f"needs a static sequence length to unroll (got {self.T}); run-time loops are issue #40")
-        self.B = n.d(0, 0 if self.layout else 1)  # a number or a dim symbol
-        if self.T == 0:
+        self.T = n.d(0, 1 if self.layout else 0)  # a number, a dim symbol or `(dim X k)`
+        self.B = n.d(0, 0 if self.layout else 1)
+        if s[1 if self.layout else 0] == 0:
             raise n.fail("an empty sequence is not supported")
         self.H = n.int_shape(2)[-1]
         if n.a("hidden_size") not in (None, self.H) or n.int_shape(1)[0] != len(self.dirs):
@@ -102,7 +102,7 @@ class _Rnn:
         self.dt = n.dt(0)
         x = n.x(0)
         self.x = n.let(f"(permute {x} [1 0 2])") if self.layout else x
-        self.mask = self._masks()
+        self.lens = self._lens()
 
     def state0(self, i: int, d: int) -> str:
         """The initial hidden/cell state of direction d ([B, H]), zeros when not given."""
@@ -114,17 +114,18 @@ class _Rnn:
             v = f"(permute {v} [1 0 2])"
         return n.let(f"(squeeze (slice {v} [{d} {d + 1} 1]) 0)")
 
-    def _masks(self) -> list[str] | None:
+    def _lens(self) -> str | None:
+        """sequence_lens as i64 (compared with the step index in the body), None when every
+        sequence is known to be full length."""
         n = self.n
         if not n.has(4):
             return None
         try:
-            if np.all(np.asarray(n.c(4, "sequence_lens")).reshape(-1) == self.T):
+            if np.all(np.asarray(n.c(4, "sequence_lens")).reshape(-1) == int(self.T)):
                 return None
-        except Unsupported:  # a run-time sequence_lens: masked below
+        except (Unsupported, ValueError):  # a run-time sequence_lens or length: masked in the body
             pass
-        lens_v = n.x(4)
-        return [n.let(f"(unsqueeze (> {lens_v} {n.lit(t, 4)}) 1)") for t in range(self.T)]
+        return n.let(f"(cast {n.x(4)} i64)")
 
     def weights(self, d: int) -> tuple[str, str]:
         """W[d] and R[d] transposed, for `x @ W^T` and `h @ R^T`."""
@@ -138,42 +139,38 @@ class _Rnn:
         h = self.H
         return f"(slice {v} [0 {self.B} 1] [{k * h} {(k + 1) * h} 1])"
 
-    def run(self, d: int, step: Callable[[int, list[str]], list[str]],
-            states: list[str]) -> tuple[list[str], list[str]]:
-        """Run direction d: the output at each position and the final states."""
-        n, zero = self.n, None
-        order = range(self.T) if self.dirs[d] == "forward" else range(self.T - 1, -1, -1)
-        ys: dict[int, str] = {}
-        for t in order:
-            new = [n.let(v) for v in step(t, states)]
-            if self.mask is None:
-                states, ys[t] = new, new[0]
-                continue
-            m = self.mask[t]
-            zero = zero or n.let(f"(zeros [{self.B} {self.H}] :dtype {self.dt})")
-            ys[t] = n.let(f"(where {m} {new[0]} {zero})")
-            states = [n.let(f"(where {m} {a} {b})") for a, b in zip(new, states)]
-        return [ys[t] for t in range(self.T)], states
+    def run(self, d: int, step: Callable[[str, list[str]], list[str]], states: list[str],
+            xw: str) -> tuple[str, list[str]]:
+        """Run direction d as one scan over xw ([T, B, gates*H]): Y of the direction ([T, B, H]) and
+        its final states. With sequence_lens the step index enters as a second scanned input."""
+        n, g = self.n, self.n.g
+        zero = None if self.lens is None else n.let(f"(zeros [{self.B} {self.H}] :dtype {self.dt})")
+        xs = [xw] + ([n.let(f"(arange {self.T})")] if self.lens is not None else [])
 
-    def outputs(self, ys: list[list[str]], finals: list[list[str]]) -> list[str | None]:
+        def body(cs: list[str], xv: list[str]) -> tuple[list[str], list[str]]:
+            new = [n.let(v) for v in step(xv[0], cs)]
+            if self.lens is None:
+                return new, [new[0]]
+            m = n.let(f"(unsqueeze (> {self.lens} {xv[1]}) 1)")
+            return [n.let(f"(where {m} {a} {b})") for a, b in zip(new, cs)], [n.let(f"(where {m} {new[0]} {zero})")]
+
+        fin, ys = loopform.scan(g, states, xs, body, reverse=self.dirs[d] == "reverse")
+        return ys[0], fin
+
+    def outputs(self, ys: list[str], finals: list[list[str]]) -> list[str | None]:
         """Y [T, D, B, H] (layout 1: [B, T, D, H]) and each final state [D, B, H] (layout 1: [B, D, H])."""
         n = self.n
-        per_dir = [f"(concat {' '.join(f'(unsqueeze {y} 0)' for y in yd)} :axis 0)" for yd in ys]
-        y = f"(concat {' '.join(f'(unsqueeze {v} 1)' for v in per_dir)} :axis 1)"
+        y = f"(concat {' '.join(f'(unsqueeze {v} 1)' for v in ys)} :axis 1)"
         outs: list[str | None] = [f"(permute {y} [2 0 1 3])" if self.layout else y]
         for k in range(len(finals[0])):
             s = f"(concat {' '.join(f'(unsqueeze {f[k]} 0)' for f in finals)} :axis 0)"
             outs.append(f"(permute {s} [1 0 2])" if self.layout else s)
         return [o if i < len(n.node.output) and n.node.output[i] else None for i, o in enumerate(outs)]
 
-    def projected(self, d: int, w: str, bias: str | None) -> list[str]:
-        """x_t @ W^T (+ bias) for every step, one matmul for the whole sequence."""
+    def projected(self, w: str, bias: str | None) -> str:
+        """x @ W^T (+ bias) for the whole sequence, one matmul: [T, B, gates*H]."""
         xw = f"(matmul {self.x} {w})"
-        if bias is not None:
-            xw = f"(+ {xw} {bias})"
-        xw = self.n.let(xw)
-        g = self.gates * self.H
-        return [self.n.let(f"(squeeze (slice {xw} [{t} {t + 1} 1] [0 {self.B} 1] [0 {g} 1]) 0)") for t in range(self.T)]
+        return self.n.let(xw if bias is None else f"(+ {xw} {bias})")
 
 
 def _bias(f: _Rnn, d: int, k: int) -> tuple[str | None, str | None]:
@@ -191,7 +188,7 @@ def _add_bias(n: N, wb: str | None, rb: str | None) -> str | None:
     return None if wb is None else n.let(f"(+ {wb} {rb})")
 
 
-def _directions(f: _Rnn, one: Callable[[int], tuple[list[str], list[str]]]) -> list[str | None]:
+def _directions(f: _Rnn, one: Callable[[int], tuple[str, list[str]]]) -> list[str | None]:
     ys, fins = [], []
     for d in range(len(f.dirs)):
         y, st = one(d)
@@ -205,11 +202,11 @@ def _rnn(n: N) -> list[str | None]:
     f = _Rnn(n, 1)
     acts = _activations(n, ["Tanh"], len(f.dirs))
 
-    def one(d: int) -> tuple[list[str], list[str]]:
+    def one(d: int) -> tuple[str, list[str]]:
         w, r = f.weights(d)
-        xw = f.projected(d, w, _add_bias(n, *_bias(f, d, 1)))
+        xw = f.projected(w, _add_bias(n, *_bias(f, d, 1)))
         act = acts[d][0]
-        return f.run(d, lambda t, s: [act(f"(+ {xw[t]} (matmul {s[0]} {r}))")], [f.state0(5, d)])
+        return f.run(d, lambda xt, s: [act(f"(+ {xt} (matmul {s[0]} {r}))")], [f.state0(5, d)], xw)
 
     return _directions(f, one)
 
@@ -220,23 +217,23 @@ def _gru(n: N) -> list[str | None]:
     acts = _activations(n, ["Sigmoid", "Tanh"], len(f.dirs))
     lbr, h = n.a("linear_before_reset", 0), f.H
 
-    def one(d: int) -> tuple[list[str], list[str]]:
+    def one(d: int) -> tuple[str, list[str]]:
         w, r = f.weights(d)
         wb, rb = _bias(f, d, 3)
-        xw = f.projected(d, w, wb)
+        xw = f.projected(w, wb)
         fa, ga = acts[d]
         r_zr = n.let(f"(slice {r} [0 {h} 1] [0 {2 * h} 1])")
         r_h = n.let(f"(slice {r} [0 {h} 1] [{2 * h} {3 * h} 1])")
         rbh = None if rb is None else n.let(f"(slice {rb} [{2 * h} {3 * h} 1])")
         rb_zr = None if rb is None else n.let(f"(slice {rb} [0 {2 * h} 1])")
 
-        def step(t: int, s: list[str]) -> list[str]:
+        def step(xt: str, s: list[str]) -> list[str]:
             hp = s[0]
-            zr = f"(+ (slice {xw[t]} [0 {f.B} 1] [0 {2 * h} 1]) (matmul {hp} {r_zr}))"
+            zr = f"(+ (slice {xt} [0 {f.B} 1] [0 {2 * h} 1]) (matmul {hp} {r_zr}))"
             zr = n.let(zr if rb_zr is None else f"(+ {zr} {rb_zr})")
             z = n.let(fa(f.cut(zr, 0)))
             rr = n.let(fa(f.cut(zr, 1)))
-            xh = f.cut(xw[t], 2)
+            xh = f.cut(xt, 2)
             if lbr:
                 hh = f"(matmul {hp} {r_h})" if rbh is None else f"(+ (matmul {hp} {r_h}) {rbh})"
                 pre = f"(+ {xh} (* {rr} {hh}))"
@@ -247,7 +244,7 @@ def _gru(n: N) -> list[str | None]:
             cand = n.let(ga(pre))
             return [f"(+ (* (- {n.lit(1)} {z}) {cand}) (* {z} {hp}))"]
 
-        return f.run(d, step, [f.state0(5, d)])
+        return f.run(d, step, [f.state0(5, d)], xw)
 
     return _directions(f, one)
 
@@ -258,9 +255,9 @@ def _lstm(n: N) -> list[str | None]:
     acts = _activations(n, ["Sigmoid", "Tanh", "Tanh"], len(f.dirs))
     forget, h = n.a("input_forget", 0), f.H
 
-    def one(d: int) -> tuple[list[str], list[str]]:
+    def one(d: int) -> tuple[str, list[str]]:
         w, r = f.weights(d)
-        xw = f.projected(d, w, _add_bias(n, *_bias(f, d, 4)))
+        xw = f.projected(w, _add_bias(n, *_bias(f, d, 4)))
         fa, ga, ha = acts[d]
         p_i = p_o = p_f = None
         if n.has(7):
@@ -270,15 +267,15 @@ def _lstm(n: N) -> list[str | None]:
         def peep(v: str, p: str | None, c: str) -> str:
             return v if p is None else f"(+ {v} (* {p} {c}))"
 
-        def step(t: int, s: list[str]) -> list[str]:
+        def step(xt: str, s: list[str]) -> list[str]:
             hp, cp = s
-            gates = n.let(f"(+ {xw[t]} (matmul {hp} {r}))")
+            gates = n.let(f"(+ {xt} (matmul {hp} {r}))")
             i = n.let(fa(peep(f.cut(gates, 0), p_i, cp)))
             fg = n.let(f"(- {n.lit(1)} {i})") if forget else n.let(fa(peep(f.cut(gates, 2), p_f, cp)))
             c = n.let(f"(+ (* {fg} {cp}) (* {i} {ga(f.cut(gates, 3))}))")
             o = n.let(fa(peep(f.cut(gates, 1), p_o, c)))
             return [f"(* {o} {ha(c)})", c]
 
-        return f.run(d, step, [f.state0(5, d), f.state0(6, d)])
+        return f.run(d, step, [f.state0(5, d), f.state0(6, d)], xw)
 
     return _directions(f, one)
