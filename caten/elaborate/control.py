@@ -253,14 +253,18 @@ def runtime_if(ev: Elaborator, f: SList, c: Tensor, env: Scope) -> Any:
 
 
 def _branch(ev: Elaborator, c: Tensor, then: Any, other: Any, env: Scope, span: Span) -> Any:
-    listed: list[bool] = []
+    listed: list[str] = []
     like: list[list[Node]] = []
 
     def side(fn: Any) -> Any:
         def build() -> list[Node]:
             v = fn(own_scope(env, {}))
-            ns, is_list = _flat(v, span, like[0] if like else None)
-            listed.append(is_list)
+            if isinstance(v, Next):  # (if C (next ...) (next ...)) in a loop's body: the next state either way
+                v, kind = v.values, "next"
+            else:
+                kind = "list" if isinstance(v, (list, tuple)) else "one"
+            ns, _ = _flat(v, span, like[0] if like else None)
+            listed.append(kind)
             like.append(ns)
             return ns
         return build
@@ -268,7 +272,11 @@ def _branch(ev: Elaborator, c: Tensor, then: Any, other: Any, env: Scope, span: 
     if c.dtype.name != "bool" or c.node.rank != 0:
         raise Error(f"if needs a rank-0 bool condition, got {describe(c)}", span, "reduce it, e.g. (any (> x 0))")
     outs = _run(lambda: C.branch(c.node, side(then), side(other)), span)
-    return [Tensor(o) for o in outs] if listed[0] else Tensor(outs[0])
+    if listed[0] != listed[1]:
+        raise Error("one branch gives (next ...) and the other does not", span)
+    if listed[0] == "next":
+        return Next([Tensor(o) for o in outs], span)
+    return [Tensor(o) for o in outs] if listed[0] == "list" else Tensor(outs[0])
 
 
 def _cond(ev: Elaborator, clauses: list[Form], env: Scope, span: Span) -> Any:

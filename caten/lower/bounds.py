@@ -36,9 +36,10 @@ def bcheck(idx: X, extent: X, slot: str, kernel: int, buf: int) -> X:
     return X.make("bcheck", IDX, (idx, extent), (slot, kernel, buf))
 
 
-def instrument(kernels: list[L.Kernel], sched, slot: str) -> tuple[list[L.Kernel], Table]:
-    """Kernels whose every load and store index is checked against its buffer's extent."""
-    table = Table(slot)
+def instrument(kernels: list[L.Kernel], sched, slot: str, table: Table | None = None) -> tuple[list[L.Kernel], Table]:
+    """Kernels whose every load and store index is checked against its buffer's extent (`table`:
+    one to add to: a loop's bodies record their failures with the program's own)."""
+    table = table or Table(slot)
     out = []
     for k in kernels:
         extents = {p.name: _extent(sched.buffers[p.name], sched.program) for p in k.params}

@@ -125,10 +125,15 @@ class Lowered:
         if device:
             self.kernels, self.bounds = B.device_instrument(self.kernels, self.sched)
         else:
-            self.kernels, self.bounds = B.instrument(self.kernels, self.sched, f"{self.name}__oob")
+            table = None
+            for lw in self.subs_inner_first():  # (a loop's bodies report into the program's record)
+                lw.kernels, table = B.instrument(lw.kernels, lw.sched, f"{self.name}__oob", table)
+                lw.verify("the bounds pass")
+            self.bounds = table
         self.verify("the bounds pass")
-        shown = {k.name: f"{c_symbol(self.program.name)}__k{i}" for i, k in enumerate(self.kernels)}
-        self.bounds.kernels = [shown.get(k, k) for k in self.bounds.kernels]
+        me = c_symbol(self.program.name)
+        self.bounds.kernels = [me + k[len(self.name):] if k.startswith(self.name + "__") else k
+                               for k in self.bounds.kernels]
 
 
 def lower_program(program: Program, name: str, t: Target | None, threads: int,

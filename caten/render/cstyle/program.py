@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from caten.errors import Error
 from caten.ir import dims as D
 from caten.ir import dtypes as T
 from caten.ir.dims import Dim
@@ -68,6 +69,9 @@ def device_program(lowered, target: Target, local: int = 256, coop: bool = True,
     bounds table), named by its kernels; what a host needs to run them comes with them.
     `gemm`: GEMMs as thread-block tiles of this shape (a GPU; caten.render.cstyle.gemm)."""
     sched, lkernels, table, program = lowered.sched, lowered.kernels, lowered.bounds, lowered.program
+    if lowered.subs:
+        raise Error(f"`{program.name}` has a loop or a branch known only at run time (while, fori, scan, if): "
+                    "device runtimes do not run those yet", hint="run it on -r llvm or -r c (or numpy)")
     defines = program.dim_defines()
     buffers: dict[str, DeviceBuffer] = {}
     if table is not None:
