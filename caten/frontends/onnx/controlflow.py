@@ -24,7 +24,8 @@ from caten.frontends.onnx.types import Unsupported
 __all__: list[str] = []
 
 MAX_UNROLL = 1024  # iterations unrolled at most: a longer loop would be a huge program
-HINT = "run-time loops and branches are issue #40; until then the trip count and condition must be known at import"
+HINT = ("what caten's run-time loops cannot express is unrolled, which needs the trip count and condition "
+        "known at import (issue #40)")
 
 
 def _static(n: N, name: str) -> list:
@@ -88,7 +89,10 @@ def _if(n: N) -> list[None]:
 
 def _runtime_first(n: N, runtime: Any, unroll: Any) -> list[None]:
     """The run-time form; where it is refused, the import-time unrolling (which folds loops whose
-    counts are constants), and where both are refused the run-time form's reason."""
+    counts are constants), and where both are refused the run-time form's reason. A body with
+    random ops is only unrolled (each iteration draws its own numbers)."""
+    if _impure(n.a("body")):
+        return unroll()
     snap = snapshot(n.g)
     try:
         runtime()
@@ -98,7 +102,8 @@ def _runtime_first(n: N, runtime: Any, unroll: Any) -> list[None]:
         try:
             return unroll()
         except Unsupported:
-            raise e from None
+            why = e.message if e.message.startswith(n.where) else f"{n.where} as a run-time loop: {e.message}"
+            raise Unsupported(why, hint=e.hint or HINT) from None
 
 
 # ---- Loop -------------------------------------------------------------------------------------
@@ -108,8 +113,6 @@ def _scalar(v: np.ndarray) -> Any:
 
 @handler("Loop")
 def _loop(n: N) -> list[None]:
-    if _impure(n.a("body")):
-        raise Unsupported(f"{n.where}: a loop body with random ops", hint=HINT)
     return _runtime_first(n, lambda: loops.run_loop(n), lambda: _unroll_loop(n))
 
 
@@ -206,8 +209,6 @@ def _scan_run(n: N, states: list[str], xs: list[str], axes: list[int], rev: list
 @handler("Scan")
 def _scan(n: N) -> list[None]:
     m = n.a("num_scan_inputs")
-    if _impure(n.a("body")):
-        raise Unsupported(f"{n.where}: a scan body with random ops", hint=HINT)
     if n.opset_lt(9):
         _full_lengths(n, m)
         rev8 = n.a("directions", [0] * m)
