@@ -73,7 +73,7 @@ def vjp_branch(n: Node, cts: dict[int, Node], vjp: Vjp, custom: Mapping) -> list
 
 def vjp_loop(n: Node, cts: dict[int, Node], vjp: Vjp, custom: Mapping) -> list[Node | None]:
     spec: C.Loop = n.arg[0]
-    if spec.cond is not None or spec.start is None or spec.trips is None or spec.end_operand:
+    if spec.runtime_trips or spec.trips is None:
         raise ControlGradError("reverse mode through a loop whose trip count is known only at run time (a while, "
                                "or runtime bounds) is not defined (as in JAX); use fori over dims or scan")
     nc, ncap, nx = spec.carries, spec.captures, spec.xs
@@ -112,7 +112,8 @@ def vjp_loop(n: Node, cts: dict[int, Node], vjp: Vjp, custom: Mapping) -> list[N
             c_t = _recompute(spec, init, caps, xs, j)
         x_t = xp[at:at + nx]
         cy = xp[at + nx:]
-        env: dict[Node, Node] = dict(zip(P[:nc], c_t)) | dict(zip(P[nc:nc + ncap], caps)) | dict(zip(P[nc + ncap:], x_t))
+        env: dict[Node, Node] = dict(zip(P[:nc], c_t)) | dict(zip(P[nc:nc + ncap], caps)) \
+            | dict(zip(P[nc + ncap:], x_t))
         for k, c in zip(fc, ct_c):
             env[r_of[k]] = c
         for (k, _), c in zip(ct_ys, cy):

@@ -234,6 +234,21 @@ def _principal_templates(op: str) -> list[Template] | None:
                 Template("tensor seed", "(RAND [M N] :seed {1})", 2, source=True, shapes=(("M", "N"), ())),
                 Template("tensor seed i64", "(RAND [M N] :seed (XOR (CAST {1} i64) -4294967296))", 2, source=True,
                          shapes=(("M", "N"), ()))]
+    if op == "LOOP":  # (written with the forms; MAX holds for every dtype: a running max, or or-scan)
+        mn = (("M", "N"),)
+        return [Template("fori", "(fori (i 0 3) ((a {0})) (next (MAX a (VIEW a :flip 0))))", shapes=mn),
+                Template("while", "(nth (while ((a {0}) (k 0)) (CMPLT k 2) "
+                         "(next (MAX a (VIEW a :flip 1)) (ADD k 1))) 0)", shapes=mn),
+                Template("scan", "(nth (scan (lambda (c x) (next (MAX c x) (MAX c (VIEW x :flip 0)))) "
+                         "(VIEW (VIEW {0} :shrink [[0 1]]) :reshape [N]) {0}) 1)", shapes=mn),
+                Template("scan reversed axis 1", "(nth (scan (lambda (c x) (next (MUL c x) (ADD c x))) "
+                         "(VIEW (VIEW {0} :shrink [[0 M] [0 1]]) :reshape [M]) {0} :axis 1 :reverse true) 1)",
+                         shapes=mn)]
+    if op == "IF":
+        pred = "(VIEW (REDUCE (CAST {0} f64) :op max) :reshape [])"
+        return [Template("taken", f"(if (CMPLT {pred} 0.5) {{0}} (VIEW {{0}} :flip 0))", shapes=(("M", "N"),)),
+                Template("two results", f"(nth (if (CMPLT 0.5 {pred}) (list {{0}} (MAX {{0}} (VIEW {{0}} :flip 1))) "
+                         "(list (VIEW {0} :flip 0) {0})) 1)", shapes=(("M", "N"),))]
     if op == "EXTERN":
         return [Template(name, f'(EXTERN "{name}" {{0}} {{1}} :shape [M N])', 2, shapes=(("M", "K"), ("K", "N")))
                 for name in EXTERNS if name == "matmul"]

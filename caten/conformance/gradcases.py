@@ -29,7 +29,7 @@ from caten.errors import Error
 from caten.ir import dtypes as T
 from caten.ir.dtypes import DType
 from caten.ir.graph import toposort
-from caten.ir.ops import TABLE
+from caten.ir.ops import TABLE, Op
 
 GRAD_DTYPES: tuple[DType, ...] = (T.f32, T.f64)
 # the dimension sizes per dtype column: small (finite differences cost two loss evaluations per
@@ -93,6 +93,9 @@ def derive(row: C.Row) -> GradRow:
             continue
         outs = [j for j, n in enumerate(ref.nodes) if n.dtype.is_float]
         if not outs:
+            continue
+        if any(n.op is Op.LOOP and n.arg[0].runtime_trips for n in toposort(ref.nodes)):
+            why = "a loop with a trip count known only at run time (no reverse mode, as in JAX)"
             continue
         if any(n.dtype.is_float and n.dtype != T.f64 for n in toposort(ref.nodes)):
             why = "computes below f64 at T = f64 (no f64 reference)"

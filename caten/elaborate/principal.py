@@ -319,6 +319,9 @@ def call(op: Op, args: list, kw: dict, span: Span) -> Any:
         return kw.get(k, default)
 
     info = TABLE[op]
+    if info.group == "control":
+        raise Error(f"{op.value} has sub-programs: it is written with a form", span,
+                    "(while ...), (fori ...), (scan ...) build a LOOP; (if ...) and (cond ...) an IF")
     for k in kw:
         if k not in info.keywords:
             raise Error(f"{op.value} takes no :{k}", span, "it takes " + " ".join(

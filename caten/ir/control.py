@@ -81,6 +81,12 @@ class Loop:
     checkpoint: bool = False
 
     @property
+    def runtime_trips(self) -> bool:
+        """Whether the trip count is known only at run time (a condition, or a runtime bound):
+        such a loop has no reverse mode."""
+        return self.cond is not None or self.start is None or self.end_operand
+
+    @property
     def n_ys(self) -> int:
         return len(self.body.outputs) - self.carries
 

@@ -269,6 +269,12 @@ def _control_ref(ctx: Ctx, *xs: np.ndarray) -> np.ndarray:
     return memo[key][0][k]
 
 
+def _vjp_joint(g: Any, n: Any, ct: Any) -> tuple:
+    """LOOP and IF results are differentiated together, one statement at a time, by
+    caten.autodiff.control (a rule per result would see only its own cotangent)."""
+    raise NotImplementedError("a loop's or branch's results are differentiated by caten.autodiff.control")
+
+
 def _e(op: Op, group: str, arity: int, dts: Sequence[DType], rule, ref, doc: str, **facts: Any) -> OpInfo:
     if "keywords" in facts:
         facts["keywords"] = frozenset(facts["keywords"])
@@ -456,10 +462,10 @@ TABLE: dict[Op, OpInfo] = {i.op: i for i in (
     _e(Op.LOOP, "control", -1, ALL, _control_dtype, _control_ref,
        "result k of a loop: carries, captures, scanned tensors and runtime bounds in; a body sub-graph run per "
        "trip while a counter stays below its end and/or a condition sub-graph holds (while, fori, scan); the "
-       "final carries, then the per-trip results stacked (its gradient: caten.autodiff.control)", arg="control"),
+       "final carries, then the per-trip results stacked", arg="control", vjp=_vjp_joint),
     _e(Op.IF, "control", -1, ALL, _control_dtype, _control_ref,
        "result k of a branch: a rank-0 bool and captures in; only the taken body sub-graph runs",
-       arg="control"),
+       arg="control", vjp=_vjp_joint),
 )}
 
 ELEMENTWISE = frozenset(o for o, i in TABLE.items() if i.group in ("unary", "binary", "ternary"))
