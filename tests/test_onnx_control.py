@@ -1,5 +1,5 @@
 """ONNX control flow imported as caten's run-time forms (issue #40): recurrent layers as one `scan`
-per direction over a symbolic sequence length (one program for lengths 1, 7 and 50), a Loop with a
+(both directions) over a symbolic sequence length (one program for lengths 1, 7 and 50), a Loop with a
 run-time trip count and condition as a `while`, an If on a run-time condition as `(if ...)`, Scan
 (opsets 9 and 8) as `scan`; against onnxruntime. The imported text holds a loop form and does not
 grow with the sequence length."""
@@ -96,8 +96,7 @@ def test_recurrent_symbolic_sequence_one_program(case, runtime):
     op, attrs = CASES[case]
     m = _recurrent(op, **attrs)
     mod = caten.onnx.load(m, runtime=runtime)
-    dirs = 2 if attrs.get("direction", "bidirectional") == "bidirectional" else 1
-    assert _forms(mod.source).count("scan") == dirs
+    assert _forms(mod.source) == ["scan"]  # both directions in one
     for T in (1, 7, 50):
         _close(mod, m, _feeds(m, T))
 
@@ -106,7 +105,7 @@ def test_recurrent_text_does_not_grow_with_the_sequence_length():
     """With a static length, 2 and 60 steps give the same text but for the length itself."""
     texts = [convert(_recurrent("GRU", T=T)).text for T in (5, 60)]
     assert texts[0].replace("[5,", "[60,").replace("(arange 5)", "(arange 60)") == texts[1]
-    assert len(texts[0]) < 4000 and _forms(texts[0]) == ["scan", "scan"]
+    assert len(texts[0]) < 4000 and _forms(texts[0]) == ["scan"]
 
 
 def _gru_bidir(layout):
@@ -140,7 +139,7 @@ def test_gru_batch_first_layout_with_sequence_lens():
     for a, b in zip(m0.graph.initializer, m1.graph.initializer):
         a.CopyFrom(b)
     mod = caten.onnx.load(m1, runtime="numpy")
-    assert _forms(mod.source) == ["scan", "scan"]
+    assert _forms(mod.source) == ["scan"]
     for T in (1, 5):
         x, lens = _f(3, T, 3), R.integers(1, T + 1, 3).astype(np.int32)
         y, yh = mod(x, lens)

@@ -1,4 +1,4 @@
-"""ONNX lowerings of the recurrent layers RNN, GRU and LSTM, as one caten `scan` per direction.
+"""ONNX lowerings of the recurrent layers RNN, GRU and LSTM, as one caten `scan` (both directions).
 
 One step is a few matmuls and activations, written once as the scan's body whatever the sequence
 length (which may be a dim symbol: one program serves every length); the input projection of
@@ -79,6 +79,11 @@ def _activations(n: N, defaults: list[str], ndir: int) -> list[list[Callable[[st
     return [fns[d * k:(d + 1) * k] for d in range(ndir)]
 
 
+# one direction: its step (the next states from x_t's projection and the states), its initial
+# states, and the projected input of the whole sequence
+Step = tuple[Callable[[str, list[str]], list[str]], list[str], str]
+
+
 class _Rnn:
     """The shared frame: inputs per direction, the step loop with sequence_lens, the outputs."""
 
@@ -139,23 +144,40 @@ class _Rnn:
         h = self.H
         return f"(slice {v} [0 {self.B} 1] [{k * h} {(k + 1) * h} 1])"
 
-    def run(self, d: int, step: Callable[[str, list[str]], list[str]], states: list[str],
-            xw: str) -> tuple[str, list[str]]:
-        """Run direction d as one scan over xw ([T, B, gates*H]): Y of the direction ([T, B, H]) and
-        its final states. With sequence_lens the step index enters as a second scanned input."""
+    def run(self, specs: list[Step]) -> tuple[list[str], list[list[str]]]:
+        """Every direction in one scan: specs[d] is (step, initial states, xw [T, B, gates*H]).
+        Returns Y of each direction ([T, B, H]) and its final states. A lone reverse direction
+        runs the scan backwards; beside a forward one its inputs and Y are flipped. With
+        sequence_lens each direction's step index is scanned too and masks the step."""
         n, g = self.n, self.n.g
-        zero = None if self.lens is None else n.let(f"(zeros [{self.B} {self.H}] :dtype {self.dt})")
-        xs = [xw] + ([n.let(f"(arange {self.T})")] if self.lens is not None else [])
+        whole = len(specs) == 1 and self.dirs[0] == "reverse"
+        flip = [self.dirs[d] == "reverse" and not whole for d in range(len(specs))]
+        xs = [n.let(f"(flip {xw} :axis 0)") if fl else xw for (_, _, xw), fl in zip(specs, flip)]
+        zero = None
+        if self.lens is not None:
+            zero = n.let(f"(zeros [{self.B} {self.H}] :dtype {self.dt})")
+            t = n.let(f"(arange {self.T})")
+            back = n.let(f"(flip {t} :axis 0)") if any(flip) else t
+            xs += [back if fl else t for fl in flip]
+        counts = [len(st) for _, st, _ in specs]
 
         def body(cs: list[str], xv: list[str]) -> tuple[list[str], list[str]]:
-            new = [n.let(v) for v in step(xv[0], cs)]
-            if self.lens is None:
-                return new, [new[0]]
-            m = n.let(f"(unsqueeze (> {self.lens} {xv[1]}) 1)")
-            return [n.let(f"(where {m} {a} {b})") for a, b in zip(new, cs)], [n.let(f"(where {m} {new[0]} {zero})")]
+            nxt, ys = [], []
+            for d, (step, _, _) in enumerate(specs):
+                mine = cs[sum(counts[:d]):sum(counts[:d + 1])]
+                new = [n.let(v) for v in step(xv[d], mine)]
+                if self.lens is None:
+                    nxt += new
+                    ys.append(new[0])
+                    continue
+                m = n.let(f"(unsqueeze (> {self.lens} {xv[len(specs) + d]}) 1)")
+                nxt += [n.let(f"(where {m} {a} {b})") for a, b in zip(new, mine)]
+                ys.append(n.let(f"(where {m} {new[0]} {zero})"))
+            return nxt, ys
 
-        fin, ys = loopform.scan(g, states, xs, body, reverse=self.dirs[d] == "reverse")
-        return ys[0], fin
+        fin, ys = loopform.scan(g, [v for _, st, _ in specs for v in st], xs, body, reverse=whole)
+        ys = [n.let(f"(flip {y} :axis 0)") if fl else y for y, fl in zip(ys, flip)]
+        return ys, [fin[sum(counts[:d]):sum(counts[:d + 1])] for d in range(len(specs))]
 
     def outputs(self, ys: list[str], finals: list[list[str]]) -> list[str | None]:
         """Y [T, D, B, H] (layout 1: [B, T, D, H]) and each final state [D, B, H] (layout 1: [B, D, H])."""
@@ -188,13 +210,8 @@ def _add_bias(n: N, wb: str | None, rb: str | None) -> str | None:
     return None if wb is None else n.let(f"(+ {wb} {rb})")
 
 
-def _directions(f: _Rnn, one: Callable[[int], tuple[str, list[str]]]) -> list[str | None]:
-    ys, fins = [], []
-    for d in range(len(f.dirs)):
-        y, st = one(d)
-        ys.append(y)
-        fins.append(st)
-    return f.outputs(ys, fins)
+def _directions(f: _Rnn, one: Callable[[int], Step]) -> list[str | None]:
+    return f.outputs(*f.run([one(d) for d in range(len(f.dirs))]))
 
 
 @handler("RNN")
@@ -202,11 +219,11 @@ def _rnn(n: N) -> list[str | None]:
     f = _Rnn(n, 1)
     acts = _activations(n, ["Tanh"], len(f.dirs))
 
-    def one(d: int) -> tuple[str, list[str]]:
+    def one(d: int) -> Step:
         w, r = f.weights(d)
         xw = f.projected(w, _add_bias(n, *_bias(f, d, 1)))
         act = acts[d][0]
-        return f.run(d, lambda xt, s: [act(f"(+ {xt} (matmul {s[0]} {r}))")], [f.state0(5, d)], xw)
+        return lambda xt, s: [act(f"(+ {xt} (matmul {s[0]} {r}))")], [f.state0(5, d)], xw
 
     return _directions(f, one)
 
@@ -217,7 +234,7 @@ def _gru(n: N) -> list[str | None]:
     acts = _activations(n, ["Sigmoid", "Tanh"], len(f.dirs))
     lbr, h = n.a("linear_before_reset", 0), f.H
 
-    def one(d: int) -> tuple[str, list[str]]:
+    def one(d: int) -> Step:
         w, r = f.weights(d)
         wb, rb = _bias(f, d, 3)
         xw = f.projected(w, wb)
@@ -244,7 +261,7 @@ def _gru(n: N) -> list[str | None]:
             cand = n.let(ga(pre))
             return [f"(+ (* (- {n.lit(1)} {z}) {cand}) (* {z} {hp}))"]
 
-        return f.run(d, step, [f.state0(5, d)], xw)
+        return step, [f.state0(5, d)], xw
 
     return _directions(f, one)
 
@@ -255,7 +272,7 @@ def _lstm(n: N) -> list[str | None]:
     acts = _activations(n, ["Sigmoid", "Tanh", "Tanh"], len(f.dirs))
     forget, h = n.a("input_forget", 0), f.H
 
-    def one(d: int) -> tuple[str, list[str]]:
+    def one(d: int) -> Step:
         w, r = f.weights(d)
         xw = f.projected(w, _add_bias(n, *_bias(f, d, 4)))
         fa, ga, ha = acts[d]
@@ -276,6 +293,6 @@ def _lstm(n: N) -> list[str | None]:
             o = n.let(fa(peep(f.cut(gates, 1), p_o, c)))
             return [f"(* {o} {ha(c)})", c]
 
-        return f.run(d, step, [f.state0(5, d), f.state0(6, d)], xw)
+        return step, [f.state0(5, d), f.state0(6, d)], xw
 
     return _directions(f, one)
