@@ -207,6 +207,22 @@ def test_loop_scan_outputs_constant_trip_count(runtime):
     _close(mod, m, {"x": np.abs(_f(9, 4)), "a0": np.abs(_f(4))}, rtol=1e-5)
 
 
+def test_loop_scan_outputs_trip_count_from_a_symbolic_shape():
+    """The trip count read off a dim symbol (Shape, Gather): one scan serves every length; a
+    constant 0 gives empty scan outputs."""
+    node = helper.make_node("Loop", ["M", "", "a0"], ["a", "ys"], body=_gather_body())
+    nodes = [helper.make_node("Shape", ["x"], ["sx"]), helper.make_node("Gather", ["sx", "k0"], ["M"]), node]
+    m = _model(nodes, [_vi("x", F, ["T", 4]), _vi("a0", F, [4])], [_vi("a", F, [4]), _vi("ys", F, ["T", 4])],
+               [numpy_helper.from_array(np.array(0, np.int64), "k0")])
+    mod = caten.onnx.load(m, runtime="numpy")
+    assert _forms(mod.source) == ["scan"]
+    for T in (1, 5):
+        _close(mod, m, {"x": np.abs(_f(T, 4)), "a0": np.abs(_f(4))}, rtol=1e-5)
+    zero = _model([node], [_vi("x", F, [3, 4]), _vi("a0", F, [4])], [_vi("a", F, [4]), _vi("ys", F, [0, 4])],
+                  [numpy_helper.from_array(np.array(0, np.int64), "M")])
+    _close(caten.onnx.load(zero, runtime="numpy"), zero, {"x": _f(3, 4), "a0": _f(4)})
+
+
 def test_loop_scan_outputs_of_a_runtime_length_are_refused():
     node = helper.make_node("Loop", ["M", "", "a0"], ["a", "ys"], body=_gather_body())
     m = _model([node], [_vi("x", F, [9, 4]), _vi("a0", F, [4]), _vi("M", TP.INT64, [])],

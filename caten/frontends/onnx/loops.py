@@ -129,18 +129,48 @@ def run_loop(n: N) -> None:
                 g.types[o] = (g.dtype(src), g.shape(src))
 
 
+def _shape_dims(g: Any, name: str, depth: int = 0) -> list | None:
+    """The dims an integer value is made of when it is read off shapes (Shape, Gather or Slice
+    of it, through Squeeze/Unsqueeze/Reshape/Cast/Identity): a trip count known from a dim symbol."""
+    c = g.consts.get(name)
+    if c is not None:
+        return [int(v) for v in np.asarray(c).reshape(-1)]
+    node = g.producer.get(name)
+    if node is None or depth > 16:
+        return None
+    op, ins = node.op_type, list(node.input)
+    if op == "Shape":
+        s = g.shape(ins[0])
+        attrs = {a.name: a.i for a in node.attribute}
+        return None if s is None else s[attrs.get("start", 0):attrs.get("end", len(s))]
+    if op in ("Squeeze", "Unsqueeze", "Reshape", "Cast", "Identity"):
+        return _shape_dims(g, ins[0], depth + 1)
+    if op == "Gather" and ins[1] in g.consts:
+        dims = _shape_dims(g, ins[0], depth + 1)
+        return None if dims is None else [dims[int(k)] for k in np.asarray(g.consts[ins[1]]).reshape(-1)]
+    return None
+
+
+def _trip_dim(n: N) -> Any:
+    """The Loop's trip count as a dim (a number or a dim symbol), or None."""
+    if not n.has(0):
+        return None
+    m = known(n.g, n.node.input[0], n.node)
+    if m is not None:
+        return max(int(np.asarray(m).reshape(-1)[0]), 0)  # a negative count runs no iteration
+    dims = _shape_dims(n.g, n.node.input[0])
+    return dims[0] if dims is not None and len(dims) == 1 and dims[0] is not None else None
+
+
 def _loop_scan(n: N, body: Any, carried: list[str], n_scan: int) -> None:
     g, node = n.g, n.node
-    trip = known(g, node.input[0], node) if n.has(0) else None
+    m = _trip_dim(n)
     c0 = known(g, node.input[1], node) if n.has(1) else np.array(True)
-    if trip is None or c0 is None or not bool(np.asarray(c0).reshape(-1)[0]) or not _passes_cond(body):
+    if m is None or c0 is None or not bool(np.asarray(c0).reshape(-1)[0]) or not _passes_cond(body):
         raise Unsupported(f"{n.where}: its scan outputs' length would depend on a trip count or condition "
                           "known only at run time (a data-dependent output length)",
                           hint="caten's loops stack outputs over a length known when the program is built (issue #40)")
-    m = int(np.asarray(trip).reshape(-1)[0])
-    if m <= 0:
-        raise Unsupported(f"{n.where}: a scan output of zero iterations has no known shape", hint=L.HINT)
-    idx = g.emit(f"(arange {m})")
+    idx = g.emit(f"(arange {g.dim_text(m)})")
 
     def step(cs: list[str], xs: list[str]) -> tuple[list[str], list[str]]:
         binds = [("value", L.param(g, xs[0], "i64", [])), ("const", np.array(True))]
