@@ -229,7 +229,14 @@ def close(outputs: Sequence[Node], own: Sequence[Node], syms: set[str]) -> tuple
         if n in own_set:
             memo[n] = n
         elif not dep[n]:
-            memo[n] = n if pure[n] else lift(n)
+            if pure[n]:
+                memo[n] = n
+            elif n.op is Op.VIEW and not _mentions_counter(n):
+                # a view stays inside over its lifted source: a broadcast weight stays a broadcast (the
+                # body's GEMM reads it in place), never a materialized copy of every repeat
+                memo[n] = Node.make(Op.VIEW, n.dtype, n.shape, (memo[n.src[0]],), n.arg)
+            else:
+                memo[n] = lift(n)
         else:
             src = tuple(memo[s] for s in n.src)
             memo[n] = n if src == n.src else Node.make(n.op, n.dtype, n.shape, src, n.arg)
