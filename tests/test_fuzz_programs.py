@@ -65,9 +65,10 @@ def test_no_jump_is_drawn_on_an_order_dependent_value():
                 jump = (s.op == "bin" and s.p.get("f") in ("<", "<=", "=", "!=", ">")) or \
                     (s.op == "cast" and s.p["to"] not in ("f32", "f64")) or \
                     (s.op == "red" and s.p.get("f") == "argmax") or \
-                    (s.op == "un" and s.p.get("f") in ("sin", "cos") and env[s.args[0]].dtype in ("f32", "f64"))
+                    (s.op == "un" and s.p.get("f") in ("sin", "cos") and env[s.args[0]].dtype in ("f32", "f64")) or \
+                    (s.op == "if" and env[s.args[0]].dtype in ("f32", "f64"))
                 assert not jump, (seed, s)
-            if s.name in floats and (s.op in ("red", "matmul", "dotimes") or
+            if s.name in floats and (s.op in ("red", "matmul", "dotimes", "loop", "if") or
                                      any(a in derived for a in s.args)):
                 derived.add(s.name)
             jumps += s.op == "bin" and s.p.get("f") in ("<", "<=", "=", "!=", ">")

@@ -4,7 +4,8 @@ their caten source text (`render`).
 A program draws 1-3 inputs (f32 f64 i32 i64 i8 u8 bool, rank 1-4, literal or symbolic dims, at
 times a `where`-defined dim or an empty one), then 2-9 bindings of elementwise ops, comparisons, `where`, casts,
 reductions over one or several axes, every movement op (permute, reshape merges/splits/unit
-axes, expand, slice, flip, pad, concat), matmul and `dotimes`; its outputs are the last value
+axes, expand, slice, flip, pad, concat), matmul, `dotimes`, and loops and branches (fori, while,
+scan, nested foris, if: their bodies with views and reductions); its outputs are the last value
 and at times another one, or a view of an input.
 """
 
@@ -39,7 +40,8 @@ DTYPES = ("f32",) * 5 + ("f64", "i32", "i32", "i64", "i8", "u8", "bool")
 BITS_TO = {"i8": ("u8",), "u8": ("i8",), "bool": ("u8", "i8")}
 OPS = {"un": 6, "bin": 10, "where": 2, "cast": 2, "red": 6, "perm": 3, "merge": 2, "unsq": 2, "squeeze": 1,
        "split": 2, "expand": 3, "slice": 4, "flip": 3, "pad": 3, "concat": 3, "matmul": 1, "dotimes": 1,
-       "copy": 1, "gather": 2, "scatter": 2, "sort": 1}
+       "copy": 1, "gather": 2, "scatter": 2, "sort": 1, "loop": 3, "if": 1}
+LOOPS = ("fori", "while", "scan", "nested")
 
 
 # rendering --------------------------------------------------------------------------------------
@@ -121,6 +123,8 @@ def render_stmt(s: Stmt, ts: list[Ty]) -> str:  # noqa: C901 - one case per op
         return f"(setf {s.name} {x})\n  (dotimes (i {p['n']}) (setf {s.name} ({p['f']} {s.name} {i})))"
     elif s.op == "copy":
         e = f"(contiguous {x})"
+    elif s.op in ("loop", "if"):
+        e = _control(s, x, t)
     elif s.op in ("gather", "scatter"):
         a, k = p["axis"], p["k"]
         d = _dims(x, t)
@@ -140,6 +144,35 @@ def render_stmt(s: Stmt, ts: list[Ty]) -> str:  # noqa: C901 - one case per op
     else:
         raise Invalid(f"unknown op {s.op}")
     return f"(setf {s.name} {e})"
+
+
+def _step(p: dict, a: str, x: str, t: Ty, counter: str) -> str:
+    """One trip's update of loop state `a` (x's type; x is the value outside the loop): with the
+    counter, a flip of itself (a view), or a reduction broadcast back (views and reductions in bodies)."""
+    f = p["f"]
+    if p["body"] == "flip":
+        return f"({f} {a} (flip {a} :axis {p['axis']}))"
+    if p["body"] == "red":
+        return f"({f} {a} (expand (max {a} :axis {p['axis']} :keepdims true) [{' '.join(_dims(x, t))}]))"
+    return f"({f} {a} (cast {counter} {t.dtype}))"
+
+
+def _control(s: Stmt, x: str, t: Ty) -> str:
+    """A loop or a branch over x (its type kept): fori, while, scan, two nested foris, or an if."""
+    p = s.p
+    if s.op == "if":
+        return f"(if (> (sum (cast {x} f64)) 0.0) {_step(p, x, x, t, '1')} (flip {x} :axis {p['axis']}))" \
+            if p["body"] != "count" else f"(if (> (sum (cast {x} f64)) 0.0) {_step(p, x, x, t, '1')} {x})"
+    n, kind = p["n"], p["kind"]
+    if kind == "fori":
+        return f"(fori (i 0 {n}) ((a {x})) (next {_step(p, 'a', x, t, 'i')}))"
+    if kind == "while":
+        return f"(nth (while ((a {x}) (k 0)) (< k {n}) (next {_step(p, 'a', x, t, 'k')} (+ k 1))) 0)"
+    if kind == "nested":
+        inner = f"(fori (j 0 2) ((b a)) (next {_step(p, 'b', x, t, 'i')}))"
+        return f"(fori (i 0 {n}) ((a {x})) (next {inner}))"
+    f, ax = p["f"], p["axis"]
+    return f"(nth (scan (lambda (c y) (next ({f} c y) ({f} c y))) (max {x} :axis {ax}) {x} :axis {ax}) 1)"
 
 
 def _stop(v: str, i: int, e) -> str:
@@ -321,6 +354,14 @@ class _Gen:
         elif op == "dotimes":
             p["n"] = rng.randint(1, 3)
             p["f"] = rng.choice(("+", "*", "max", "-"))
+        elif op in ("loop", "if"):
+            p["kind"] = rng.choice(LOOPS) if op == "loop" else "if"
+            if p["kind"] == "scan" and r == 0:
+                return None
+            p["n"] = rng.randint(0, 3)
+            p["f"] = "max" if k == "bool" else rng.choice(("+", "max", "*", "max"))
+            p["body"] = rng.choice(("count", "flip", "red")) if r else "count"
+            p["axis"] = rng.randrange(r) if r else 0
         s = Stmt(name, op, args, p)
         if any(a in self.inexact for a in args) and _discontinuous(s, t.dtype):
             return None
@@ -335,7 +376,7 @@ class _Gen:
             env.pop(name, None)
             return None
         if is_float(env[name].dtype) and (any(a in self.inexact for a in args)
-                                          or op in ("red", "matmul", "dotimes", "scatter")):
+                                          or op in ("red", "matmul", "dotimes", "scatter", "loop", "if")):
             self.inexact.add(name)
         return s
 
@@ -366,7 +407,7 @@ class _Gen:
 
 def _discontinuous(s: Stmt, dtype: str) -> bool:
     """Ops whose result jumps where a float input crosses a point (a comparison, a cast to an
-    integer, argmax's ties, an argsort), or whose absolute error grows with the input's magnitude (sin, cos:
+    integer, argmax's ties, an argsort, an if's condition), or whose absolute error grows with the input's magnitude (sin, cos:
     a sum of 2,730 values squared is ~2,700, where 10 ulps of summation-order rounding move sin by
     0.003, seed 4003876): applied to a summation-order-dependent value, any two correct runtimes
     may disagree there (a mean of 3-decimal values that is 0 in real arithmetic), so the
@@ -375,7 +416,7 @@ def _discontinuous(s: Stmt, dtype: str) -> bool:
         return False
     return (s.op == "bin" and s.p.get("f") in COMPARE) or (s.op == "cast" and not is_float(s.p["to"])) \
         or (s.op == "red" and s.p.get("f") == "argmax") or (s.op == "sort" and s.p.get("idx")) \
-        or (s.op == "un" and s.p.get("f") in PERIODIC)
+        or (s.op == "un" and s.p.get("f") in PERIODIC) or s.op == "if"  # (an if compares a float sum)
 
 
 def name_outputs(prog: Prog, env: dict[str, Ty]) -> Prog:

@@ -268,6 +268,6 @@ def infer_stmt(s: Stmt, ts: list[Ty]) -> Ty:  # noqa: C901 - one case per op, ke
         if t.dtype == "bool" or p["f"] not in ("+", "*", "max", "-"):
             raise Invalid("dotimes dtype")
         return t
-    if s.op == "copy":
+    if s.op in ("copy", "loop", "if"):
         return t
     raise Invalid(f"unknown op {s.op}")
