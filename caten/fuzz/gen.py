@@ -407,7 +407,8 @@ class _Gen:
 
 def _discontinuous(s: Stmt, dtype: str) -> bool:
     """Ops whose result jumps where a float input crosses a point (a comparison, a cast to an
-    integer, argmax's ties, an argsort, an if's condition), or whose absolute error grows with the input's magnitude (sin, cos:
+    integer, argmax's ties, an argsort, an if's condition), or whose absolute error grows with the
+    input's magnitude (sin, cos:
     a sum of 2,730 values squared is ~2,700, where 10 ulps of summation-order rounding move sin by
     0.003, seed 4003876): applied to a summation-order-dependent value, any two correct runtimes
     may disagree there (a mean of 3-decimal values that is 0 in real arithmetic), so the
