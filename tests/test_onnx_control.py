@@ -303,3 +303,39 @@ def test_scan_opset8_batch():
     mod = caten.onnx.load(m, runtime="numpy")
     assert _forms(mod.source) == ["scan", "scan"]  # over the batch, then over the sequence
     _close(mod, m, {"s0": _f(3, 2), "xs": _f(3, 5, 2)}, rtol=1e-5)
+
+
+def test_scan_inside_a_runtime_loop():
+    """A Scan (cumulative sum over rows) in the body of a Loop with a run-time trip count."""
+    sb = helper.make_graph([helper.make_node("Add", ["s_in", "r"], ["s_out"]),
+                            helper.make_node("Identity", ["s_out"], ["o"])], "sb",
+                           [_vi("s_in", F, [3]), _vi("r", F, [3])], [_vi("s_out", F, [3]), _vi("o", F, [3])])
+    nodes = [helper.make_node("Identity", ["ci"], ["co"]),
+             helper.make_node("Scan", ["zero3", "y_in"], ["tot", "cum"], body=sb, num_scan_inputs=1),
+             helper.make_node("Mul", ["cum", "half"], ["y_out"])]
+    body = helper.make_graph(nodes, "b", [_vi("i", TP.INT64, []), _vi("ci", TP.BOOL, []), _vi("y_in", F, [4, 3])],
+                             [_vi("co", TP.BOOL, []), _vi("y_out", F, [4, 3])])
+    consts = {"zero3": np.zeros(3, np.float32), "half": np.array(0.5, np.float32)}
+    m = _model([helper.make_node("Loop", ["M", "", "y0"], ["y"], body=body)],
+               [_vi("y0", F, [4, 3]), _vi("M", TP.INT64, [])], [_vi("y", F, [4, 3])],
+               [numpy_helper.from_array(v, k) for k, v in consts.items()])
+    mod = caten.onnx.load(m, runtime="numpy")
+    assert sorted(_forms(mod.source)) == ["scan", "while"]
+    for M in (0, 3):
+        _close(mod, m, {"y0": _f(4, 3), "M": np.array(M, np.int64)}, rtol=1e-5)
+
+
+def test_runtime_loop_whose_body_needs_a_constant_index_is_refused():
+    """Slice bounds from the iteration number need it at import: with a run-time trip count the
+    loop can neither run as a `while` nor unroll, and the diagnostic says so."""
+    nodes = [helper.make_node("Identity", ["ci"], ["co"]), helper.make_node("Unsqueeze", ["i", "ax"], ["s"]),
+             helper.make_node("Add", ["s", "one"], ["e"]), helper.make_node("Slice", ["x", "s", "e"], ["xi"]),
+             helper.make_node("Add", ["y_in", "xi"], ["y_out"])]
+    body = helper.make_graph(nodes, "b", [_vi("i", TP.INT64, []), _vi("ci", TP.BOOL, []), _vi("y_in", F, [1, 4])],
+                             [_vi("co", TP.BOOL, []), _vi("y_out", F, [1, 4])])
+    consts = {"ax": np.array([0], np.int64), "one": np.array([1], np.int64)}
+    m = _model([helper.make_node("Loop", ["M", "", "y0"], ["y"], body=body)],
+               [_vi("x", F, [7, 4]), _vi("y0", F, [1, 4]), _vi("M", TP.INT64, [])], [_vi("y", F, [1, 4])],
+               [numpy_helper.from_array(v, k) for k, v in consts.items()])
+    with pytest.raises(Error, match="as a run-time loop: Slice"):
+        caten.onnx.load(m, runtime="numpy")
