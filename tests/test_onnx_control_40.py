@@ -1,7 +1,7 @@
-"""ONNX control flow decided at import (If, Loop, Scan) and the recurrent layers (RNN, GRU, LSTM),
-against onnx's reference evaluator, and onnxruntime where the reference ignores an attribute
-(sequence_lens, clip, input_forget, activations). Run-time conditions and trip counts are refused
-naming issue #40. llvm on every case; numpy and c on one each."""
+"""ONNX control flow (If, Loop, Scan) and the recurrent layers (RNN, GRU, LSTM) against onnx's
+reference evaluator, and onnxruntime where the reference ignores an attribute (sequence_lens, clip,
+input_forget, activations); they import as caten's run-time forms (tests/test_onnx_control.py
+covers run-time conditions and trip counts). llvm on every case; numpy and c on one each."""
 
 from __future__ import annotations
 
