@@ -57,7 +57,7 @@ def _branch(name, op, shape):
 
 @pytest.mark.parametrize("cond", [True, False])
 def test_if_runtime_condition_selects(cond):
-    """A run-time condition: both branches computed, `where` selects (exact, nan-free branch kept)."""
+    """A run-time condition: an `if` that runs only the taken branch."""
     node = helper.make_node("If", ["c"], ["y"], then_branch=_branch("t", "Exp", [3, 5]),
                             else_branch=_branch("e", "Neg", [3, 5]))
     m = _model([node], [_vi("c", TP.BOOL, []), _vi("x", F, [3, 5])], [_vi("y", F, [3, 5])])
