@@ -9,8 +9,10 @@ from caten.errors import Error
 from caten.version import __version__
 
 __all__ = ["Error", "load", "loads", "from_torch", "Tensor", "jit", "trace", "no_grad", "manual_seed",
+           "while_loop", "fori_loop", "scan", "cond",
            "__version__"]
-_TENSOR = {"Tensor", "jit", "trace", "no_grad", "enable_grad", "set_grad_enabled", "manual_seed"}
+_TENSOR = {"Tensor", "jit", "trace", "no_grad", "enable_grad", "set_grad_enabled", "manual_seed", "while_loop",
+           "fori_loop", "scan", "cond"}
 
 
 def __getattr__(name: str):

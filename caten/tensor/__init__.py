@@ -28,6 +28,7 @@ from caten.tensor import (  # noqa: F401 (register)
 )
 from caten.tensor import torch_inplace as _inplace
 from caten.tensor import torchnames as _torchnames
+from caten.tensor.control import cond, fori_loop, scan, while_loop
 from caten.tensor.realize import stats
 from caten.tensor.state import enable_grad, manual_seed, no_grad, set_default_runtime, set_grad_enabled
 from caten.tensor.tensor import Tensor
@@ -39,7 +40,7 @@ _printing.install()
 _inplace.install()
 
 __all__ = ["Tensor", "jit", "trace", "no_grad", "enable_grad", "set_grad_enabled", "manual_seed",
-           "set_default_runtime", "stats"]
+           "set_default_runtime", "stats", "while_loop", "fori_loop", "scan", "cond"]
 
 
 class _Module(types.ModuleType):
