@@ -222,6 +222,9 @@ class CUDAAdapter(Adapter):
     def copy_out(self, buf, array: np.ndarray) -> None:
         _ok(_driver().cuMemcpyDtoH(array.ctypes.data, buf, array.nbytes))
 
+    def copy(self, dst, dst_offset: int, src, src_offset: int, nbytes: int) -> None:
+        _ok(_driver().cuMemcpyDtoD(int(dst) + dst_offset, int(src) + src_offset, nbytes))
+
     def launch(self, kernel, args, grid: Grid) -> None:
         cu = _driver()
         # kernelParams: one pointer per argument, to its value (device pointers as u64, dims as i64)

@@ -118,6 +118,9 @@ class OpenCLAdapter(Adapter):
         else:
             cl.enqueue_copy(self.queue, array, buf)
 
+    def copy(self, dst, dst_offset: int, src, src_offset: int, nbytes: int) -> None:
+        _cl().enqueue_copy(self.queue, dst, src, byte_count=nbytes, src_offset=src_offset, dst_offset=dst_offset)
+
     def launch(self, kernel, args, grid: Grid) -> None:
         kernel.set_args(*args)
         local = (grid.local,) if (grid.mode == "groups" or not self.cpu) else None

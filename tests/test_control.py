@@ -14,6 +14,18 @@ import caten
 
 RTS = ["numpy", "llvm", "c"]
 
+
+def _have(rt: str) -> bool:
+    from caten import plugin as R
+
+    try:
+        return R.get(rt).available()[0]
+    except caten.Error:
+        return False
+
+
+DEVICE = ["opencl"] if _have("opencl") else []  # (PoCL in CI: the host drives the trips)
+
 SOLVERS = """
 (composite newton-sqrt ((A{f32}[N]) -> (X{f32}[N]) (K{i64}[]))
   (setf st (while ((x A) (k 0))
@@ -33,7 +45,7 @@ SOLVERS = """
 """
 
 
-@pytest.mark.parametrize("rt", RTS)
+@pytest.mark.parametrize("rt", RTS + DEVICE)
 def test_iterative_solvers_converge(rt):
     """A while Newton iteration for sqrt (its trip count known only when it converges), a bisection
     whose branch picks the next state, and a power iteration of 200 fori trips."""
@@ -64,7 +76,7 @@ SCANS = """
 """
 
 
-@pytest.mark.parametrize("rt", RTS)
+@pytest.mark.parametrize("rt", RTS + DEVICE)
 def test_scan_stacks_and_carries(rt):
     """scan as jax.lax.scan: a running product along axis 0, a reversed scan along axis 1, a list
     carry and a list of scanned tensors through a composite; symbolic lengths (one program)."""
@@ -123,7 +135,7 @@ def _nested_ref(x: np.ndarray, k: int) -> np.ndarray:
     return a
 
 
-@pytest.mark.parametrize("rt", RTS)
+@pytest.mark.parametrize("rt", RTS + DEVICE)
 def test_branches_and_nested_loops(rt):
     """if/cond on runtime scalars (only the taken branch runs; several results), and loops nested
     two deep with a runtime bound, a view by the counter, reductions and a branch inside."""
@@ -309,7 +321,7 @@ def test_check_bounds_covers_loop_bodies(monkeypatch):
 
     monkeypatch.setattr(lower_mod, "lower", buggy)
     src = "(composite h ((X{f32}[N]) -> (Y{f32}[N])) (fori (i 0 3) ((x X)) (next (* (+ x 7.0) 2.0))))"
-    for rt in ("llvm", "c"):
+    for rt in ["llvm", "c"] + DEVICE:
         m = caten.loads(src, runtime=rt, check_bounds=True, use_cache=False)
         with pytest.raises(caten.Error, match=r"out-of-bounds: kernel h__l\S+, buffer out0, index \d+, extent 9"):
             m.h(np.arange(9, dtype=np.float32))

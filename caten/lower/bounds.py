@@ -109,11 +109,11 @@ def _extent(b, program) -> D.Dim:
 
 
 
-def device_instrument(kernels: list[L.Kernel], sched) -> tuple[list[L.Kernel], Table]:
+def device_instrument(kernels: list[L.Kernel], sched, table: Table | None = None) -> tuple[list[L.Kernel], Table]:
     """`instrument` for device kernels, whose error record is the buffer parameter `b_oob`."""
     from caten.ir import dtypes as T
 
-    out, table = instrument(kernels, sched, f"b_{DEVICE_BUF}")
+    out, table = instrument(kernels, sched, f"b_{DEVICE_BUF}", table)
     for k in out:
         k.params = k.params + [L.BufParam(DEVICE_BUF, T.i64, DEVICE_BUF)]
     return out, table

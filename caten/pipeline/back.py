@@ -122,14 +122,15 @@ class Lowered:
         """Instrument every load and store with a bounds check (on a device, the error record is
         one more buffer argument of every kernel); a failure names the kernel as the program's
         own (NAME__kK), not by the code's cache name."""
-        if device:
-            self.kernels, self.bounds = B.device_instrument(self.kernels, self.sched)
-        else:
-            table = None
-            for lw in self.subs_inner_first():  # (a loop's bodies report into the program's record)
+        table = None
+        for lw in self.subs_inner_first():  # (a loop's bodies report into the program's record)
+            if device:
+                lw.kernels, table = B.device_instrument(lw.kernels, lw.sched, table)
+                lw.bounds = table
+            else:
                 lw.kernels, table = B.instrument(lw.kernels, lw.sched, f"{self.name}__oob", table)
-                lw.verify("the bounds pass")
-            self.bounds = table
+            lw.verify("the bounds pass")
+        self.bounds = table
         self.verify("the bounds pass")
         me = c_symbol(self.program.name)
         self.bounds.kernels = [me + k[len(self.name):] if k.startswith(self.name + "__") else k

@@ -44,9 +44,17 @@ class DeviceProgram:
     buffers: dict[str, DeviceBuffer]
     uses_f64: bool = False
     launches: list[DeviceKernel] = field(default_factory=list)
+    steps: list = field(default_factory=list)  # (DeviceKernel, None) or (loop/branch step, {role: DeviceProgram})
+
+    def all_kernels(self) -> list[DeviceKernel]:
+        """Its kernels and its bodies' (one source file holds them all)."""
+        return self.kernels + [k for _, roles in self.steps if roles for d in roles.values() for k in d.all_kernels()]
 
     def manifest(self) -> dict:
         p = self.program
+        if any(roles for _, roles in self.steps):
+            raise Error(f"`{p.name}` has a loop or a branch: its host side is caten's (a manifest lists launches "
+                        "in a fixed order)", hint="run it through caten (caten.load / caten run) on this device")
         return {
             "name": p.name, "symbol": self.name,
             "inputs": [{"name": s.name, "dtype": s.dtype.name, "shape": [dim_py(d) for d in s.shape]}
@@ -67,11 +75,9 @@ def device_program(lowered, target: Target, local: int = 256, coop: bool = True,
                    gemm: Tile | None = None) -> DeviceProgram:
     """The device kernels of one lowered program (`caten.pipeline.Lowered`: schedule, loop IR,
     bounds table), named by its kernels; what a host needs to run them comes with them.
-    `gemm`: GEMMs as thread-block tiles of this shape (a GPU; caten.render.cstyle.gemm)."""
+    `gemm`: GEMMs as thread-block tiles of this shape (a GPU; caten.render.cstyle.gemm). A loop
+    or branch is a step of `steps` holding its bodies' own device programs (the host runs it)."""
     sched, lkernels, table, program = lowered.sched, lowered.kernels, lowered.bounds, lowered.program
-    if lowered.subs:
-        raise Error(f"`{program.name}` has a loop or a branch known only at run time (while, fori, scan, if): "
-                    "device runtimes do not run those yet", hint="run it on -r llvm or -r c (or numpy)")
     defines = program.dim_defines()
     buffers: dict[str, DeviceBuffer] = {}
     if table is not None:
@@ -81,7 +87,16 @@ def device_program(lowered, target: Target, local: int = 256, coop: bool = True,
             buffers[b.name] = DeviceBuffer(b.name, b.dtype, b.role, b.index, D.prod(b.shape))
     used: set[str] = set()
     dks: list[DeviceKernel] = []
-    for sk, lk in zip(sched.kernels, lkernels):
+    steps: list = []
+    by_name = {sk.name: sk for sk in sched.kernels}
+    subs = iter(sorted(lowered.subs.items()))
+    for call in lowered.plan.calls:
+        if not isinstance(call, tuple):  # a loop or branch: its bodies are device programs of their own
+            _, roles = next(subs)
+            steps.append((call, {r: device_program(lw, target, local, coop, chunk, gemm) for r, lw in roles.items()}))
+            continue
+        lk = next(k for k in lkernels if k.name == call[0])
+        sk = by_name[lk.name]
         local_bufs = {p.name: D.prod(sched.buffers[p.name].shape[sched.buffers[p.name].local:])
                       for p in lk.params if p.name in sched.buffers and sched.buffers[p.name].role == "temp"
                       and sched.buffers[p.name].local >= 0}
@@ -90,11 +105,13 @@ def device_program(lowered, target: Target, local: int = 256, coop: bool = True,
             sb = sched.buffers[b]
             buffers[b] = DeviceBuffer(b, sb.dtype, "temp", -1, n)
         dks += ks
-    dp = DeviceProgram(program, lowered.name, dks, buffers)
+        steps += [(k, None) for k in ks]
+    dp = DeviceProgram(program, lowered.name, dks, buffers, steps=steps)
     dp.bounds = table  # type: ignore[attr-defined]
+    subs_dp = [x for _, roles in steps if roles for x in roles.values()]
     dp.uses_f64 = any(getattr(k, "uses_f64", False) for k in dks) or any(
-        b.dtype == T.f64 for b in buffers.values())
-    dp.used = used  # type: ignore[attr-defined]
+        b.dtype == T.f64 for b in buffers.values()) or any(x.uses_f64 for x in subs_dp)
+    dp.used = used.union(*(x.used for x in subs_dp))  # type: ignore[attr-defined]
     return dp
 
 
@@ -113,7 +130,7 @@ def device_source(dps: Sequence[DeviceProgram], target: Target, header: str = ""
 
         parts.append(c_recorder(target.func, target.gptr))
     for dp in dps:
-        parts += [k.source for k in dp.kernels]
+        parts += [k.source for k in dp.all_kernels()]
     return "\n".join(parts) + "\n"
 
 
