@@ -190,3 +190,17 @@ def test_cli_flag(tmp_path, monkeypatch):
     r = CliRunner().invoke(cli, ["run", str(src), f"x={x}", "-r", "c", "--check-bounds", "--no-cache"])
     assert r.exit_code == 1, r.output
     assert "out-of-bounds: kernel f__k0, buffer out0, index 250, extent 250" in r.output
+
+
+@pytest.mark.parametrize("rt", NATIVE)
+def test_gather_from_an_empty_axis_reads_nothing(rt):
+    """Fuzz seed 50099: GATHER from data with an empty axis clamped its out-of-range indices to
+    element 0 and read it (then discarded the value): a read past an empty buffer. Now nothing is
+    read and every position gives 0."""
+    src = ("(composite fz ((X1{f32}[N, 1]) -> (Y0{f32}[5, 1]))"
+           " (GATHER X1 (- (mod (+ (INDEX [5 1] :axis 0) 1) (+ (dim X1 0) 3)) 1) :axis 0))")
+    m = caten.loads(src, runtime=rt, check_bounds=True)
+    np.testing.assert_array_equal(m.fz(np.zeros((0, 1), np.float32)), np.zeros((5, 1), np.float32))
+    x = np.arange(3, dtype=np.float32).reshape(3, 1) + 1
+    want = caten.loads(src, runtime="numpy").fz(x)
+    np.testing.assert_array_equal(m.fz(x), want)

@@ -238,7 +238,7 @@ class KernelLowerer:
     def gather(self, n: Node, c: Coords) -> Visit[X]:
         """GATHER: the index read at c, then the data at c with the axis replaced by it. An index
         outside [-n, n), or a position past the data's other axes, reads element 0 and gives 0, so
-        no address leaves the data."""
+        no address leaves the data (data that may be empty is not read there at all)."""
         x, ix = n.src
         ax = n.arg
         i = yield self._visit(ix, c)
@@ -255,6 +255,8 @@ class KernelLowerer:
                 axes[d] = Aff.of(L.alu(Op.WHERE, T.i64, ok, axes[d].expr(), L.const(0)))
         axes[ax] = Aff.of(L.alu(Op.WHERE, T.i64, ok, i, L.const(0)))
         v = yield self._visit(x, Coords(x.shape, axes=axes))
+        if not all(isinstance(d, int) and d > 0 for d in x.shape):  # data that may be empty: element 0
+            return X.make("masked", n.dtype, (ok, v))  # is no address either, so the read waits for ok
         zero = L.const(False if n.dtype.is_bool else 0.0 if n.dtype.is_float else 0, n.dtype)
         return L.alu(Op.WHERE, n.dtype, ok, v, zero)
 
