@@ -48,13 +48,52 @@ def materialize(nodes: list[Node]) -> list[Node]:
     order = toposort(nodes)
     if not any(n.op in CONTROL for n in order):
         return nodes
+    wider = _wider(order)
     memo: dict[Node, Node] = {}
     for n in order:
         src = tuple(memo[s] for s in n.src)
+        arg = n.arg
         if n.op in CONTROL:
             src = tuple(Node.make(Op.COPY, s.dtype, s.shape, (s,)) if s.op in (Op.VIEW, Op.CONST) else s for s in src)
-        memo[n] = n if src == n.src else Node.make(n.op, n.dtype, n.shape, src, n.arg)
+            if n.arg[0] in wider:  # the same trips as a loop that also stacks more: run that one
+                arg = (wider[n.arg[0]], n.arg[1])
+        memo[n] = n if src == n.src and arg is n.arg else Node.make(n.op, n.dtype, n.shape, src, arg)
     return [memo[n] for n in nodes]
+
+
+def _same_trips(a: Loop, b: Loop) -> bool:
+    return (a.carries, a.captures, a.xs, a.index, a.start, a.end, a.end_operand, a.trips, a.reverse) == \
+        (b.carries, b.captures, b.xs, b.index, b.start, b.end, b.end_operand, b.trips, b.reverse) \
+        and a.cond is None and b.cond is None and a.body.params == b.body.params
+
+
+def _wider(order: list[Node]) -> dict[Loop, Loop]:
+    """Loops over the same operands whose body's results begin with another's: a gradient's forward
+    pass again, stacking each trip's carries besides what the loop itself gives (caten.autodiff.
+    control). The narrower one's results are the wider one's first results: one loop runs."""
+    by_src: dict[tuple, list[Loop]] = {}
+    out: dict[Loop, Loop] = {}
+    seen: dict[tuple, Loop] = {}  # equal loops built apart (each `grad` form elaborates its own forward)
+    for n in order:
+        spec = n.arg[0] if n.op is Op.LOOP else None
+        if spec is None or spec in out or spec in by_src.get(n.src, []):
+            continue
+        first = seen.setdefault((repr(spec), n.src), spec)
+        if first is not spec:
+            out[spec] = first
+            continue
+        by_src.setdefault(n.src, []).append(spec)
+    for specs in by_src.values():
+        for a in specs:
+            for b in specs:
+                if b is not a and len(b.body.outputs) > len(a.body.outputs) and _same_trips(a, b) \
+                        and b.body.outputs[:len(a.body.outputs)] == a.body.outputs:
+                    out[a] = b
+    for a, b in list(out.items()):  # (an equal loop of a narrower one: the wider one too)
+        while b in out and out[b] is not a:
+            b = out[b]
+        out[a] = b
+    return out
 
 
 def sibling_key(n: Node) -> tuple:
