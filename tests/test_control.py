@@ -113,6 +113,8 @@ BRANCHES = """
   (return (nth r 0) (nth r 1)))
 (composite classify ((S{f32}[]) -> (Y{i64}[]))
   (return (cond ((< S -1.0) 0) ((< S 1.0) 1) (true 2))))
+(composite select ((K{i64}[]) (X{f32}[N]) -> (Y{f32}[N]))
+  (case K (0 (* X 2.0)) ([1 2] (- X)) (otherwise (+ X 10.0))))
 (composite nested ((X{f32}[R, C]) (K{i64}[]) -> (Y{f32}[R, C]))
   (setf y (fori (i 0 K) ((acc X))
             (next (fori (j 0 R) ((a acc))
@@ -147,6 +149,9 @@ def test_branches_and_nested_loops(rt):
     np.testing.assert_array_equal(y, a * 3)
     assert int(z) == 2
     assert [int(m.classify(np.float32(s))) for s in (-5, 0.5, 3)] == [0, 1, 2]
+    x3 = np.arange(3, dtype=np.float32)
+    for k, want in ((0, x3 * 2), (1, -x3), (2, -x3), (7, x3 + 10)):
+        np.testing.assert_array_equal(m.select(np.int64(k), x3), want)
     x = np.random.default_rng(2).standard_normal((3, 4)).astype(np.float32)
     for k in (0, 1, 3):
         np.testing.assert_allclose(m.nested(x, np.int64(k)), _nested_ref(x, k), rtol=1e-4, atol=1e-5)

@@ -21,10 +21,11 @@ from caten.ir import control as C
 from caten.ir import dims as D
 from caten.ir.dtypes import DType
 from caten.ir.graph import Node
+from caten.ir.ops import Op
 from caten.read.program import CompositeDef
 from caten.read.sexpr import Form, SList, Sym, head, show
 
-FORMS = ("while", "fori", "scan", "next", "cond")
+FORMS = ("while", "fori", "scan", "next", "cond", "case")
 
 
 
@@ -137,6 +138,8 @@ def call(ev: Elaborator, form: str, f: SList, env: Scope) -> Any:
         return Next([ev.eval(x, env) for x in items], span)
     if form == "cond":
         return _cond(ev, items, env, span)
+    if form == "case":
+        return _case(ev, items, env, span)
     if form == "while":
         if len(items) < 3:
             raise Error("expected (while ((NAME INIT) ...) COND BODY... (next ...))", span)
@@ -298,6 +301,41 @@ def _cond(ev: Elaborator, clauses: list[Form], env: Scope, span: Span) -> Any:
         raise Error("a cond on tensor conditions needs a last (true ...) clause: a value when none holds", span)
     return _branch(ev, c, lambda sc: ev.eval_body(first.items[1:], sc),
                    lambda sc: _cond(ev, clauses[1:], sc, span), env, span)
+
+
+def _case(ev: Elaborator, items: list[Form], env: Scope, span: Span) -> Any:
+    """(case KEY (V1 E1...) (V2 E2...) ... (otherwise EN...)): the clause whose value (or list of
+    values) equals KEY, as a chain of branches; KEY a rank-0 integer or bool tensor (or a literal)."""
+    if len(items) < 2:
+        raise Error("expected (case KEY (VALUE EXPR...) ... (otherwise EXPR...))", span)
+    key = ev.eval(items[0], env)
+    clauses: list[Form] = []
+    for c in items[1:]:
+        if not (isinstance(c, SList) and len(c.items) >= 2):
+            raise Error("each case clause is (VALUE EXPR...) or ([V1 V2] EXPR...)", getattr(c, "span", span))
+        clauses.append(c)
+    if not (isinstance(clauses[-1].items[0], Sym) and clauses[-1].items[0].name in ("otherwise", "true")):
+        raise Error("a case needs a last (otherwise ...) clause: its value when no clause matches", span)
+
+    def test(c: SList, sc: Scope) -> Any:
+        v = c.items[0]
+        vals = v.items if isinstance(v, SList) and v.bracket else [v]
+        out = None
+        for x in vals:
+            hit = P.apply_alu(Op.NOT, [P.apply_alu(Op.CMPNE, [key, ev.eval(x, sc)], c.span)], c.span)
+            out = hit if out is None else P.apply_alu(Op.OR, [out, hit], c.span)
+        return out
+
+    def chain(k: int, sc: Scope) -> Any:
+        c = clauses[k]
+        if k == len(clauses) - 1:
+            return ev.eval_body(c.items[1:], sc)
+        t = test(c, sc)
+        if not isinstance(t, Tensor):
+            return ev.eval_body(c.items[1:], sc) if t.value else chain(k + 1, sc)
+        return _branch(ev, t, lambda s2: ev.eval_body(c.items[1:], s2), lambda s2: chain(k + 1, s2), sc, c.span)
+
+    return chain(0, env)
 
 
 def setf_names(forms: list[Form]) -> list[str]:
