@@ -163,6 +163,10 @@ DOTIMES = """
   (setf k (cast 0 i32))
   (dotimes (i 100000) (setf acc (+ acc (* 0.5 (cast (mod i 3) f32)))) (setf k (+ k 1)))
   (return (+ acc (cast k f32))))
+(composite literal-count ((X{f32}[N]) -> (Y{f32}[(+ N 100)]))
+  (setf k 0)
+  (dotimes (i 100) (setf k (+ k 1)))
+  (pad X [[0 k]]))
 (composite sym ((A{f32}[N]) -> (Y{f32}[N]))
   (setf acc A)
   (dotimes (i N) (setf acc (+ acc (sum (slice A [i (+ i 1) 1])))))
@@ -177,6 +181,8 @@ def test_dotimes_over_large_or_symbolic_counts_is_a_loop(rt):
     want = a + 0.5 * float(sum(i % 3 for i in range(100000))) + 100000
     np.testing.assert_allclose(m.many(a), want, rtol=1e-6)
     np.testing.assert_allclose(m.sym(a), a + a.sum(), rtol=1e-6)
+    # a count kept as a compile-time value (a dim of the output): that dotimes unrolls, as before
+    np.testing.assert_array_equal(m.literal_count(a), np.pad(a, (0, 100)))
 
 
 def _graph_text(src: str, defines: dict[str, int]) -> str:

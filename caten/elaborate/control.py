@@ -361,6 +361,9 @@ def dotimes_loop(ev: Elaborator, f: SList, index: str, count: Any, env: Scope) -
     span = f.span
     names = [n for n in setf_names(f.items[2:]) if env.find(n) is not None
              and isinstance(env.find(n).vars[n], (Tensor, Lit))]
+    if isinstance(count, int) and any(isinstance(env.find(n).vars[n], Lit) for n in names):
+        # a compile-time value it updates (a count, a dim) stays one: the dotimes unrolls (the caller's fallback)
+        raise Error("a dotimes that updates a compile-time value unrolls", span)
     if not names:
         raise Error("a dotimes past the unrolling limit or over a symbolic count must update a tensor "
                     "defined before it (its loop state) with setf", span)
