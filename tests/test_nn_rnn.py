@@ -11,7 +11,7 @@ from caten.tensor.emit import Printer
 
 torch = pytest.importorskip("torch")
 
-RUNTIMES = ["numpy", "llvm", "c"]
+RUNTIMES = ["numpy", "llvm"]  # (the c runtime runs these scans in test_control_torch: test time)
 
 
 @pytest.fixture
@@ -83,8 +83,9 @@ def test_initial_states_unbatched_and_one_scan_each():
         nn.GRU(3, 5, proj_size=2)
 
 
-@pytest.mark.parametrize("runtime", ["numpy", "c"], indirect=True)
+@pytest.mark.parametrize("runtime", ["numpy"], indirect=True)
 def test_gradients(runtime):
+    """(Gradients through scan on the compiled runtimes: test_control_python.)"""
     t, c = _pair("LSTM", proj_size=3)
     x = _x(5, {})
     out, (h, cc) = c(Tensor(x))

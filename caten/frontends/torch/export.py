@@ -16,8 +16,8 @@ import numpy as np
 from caten.errors import Error
 from caten.frontends.deps import need
 from caten.frontends.text import sym
-from caten.frontends.torch import aten, aten_backward, aten_compose, aten_core, aten_nn, aten_nn_core  # noqa: F401  (register the ATen lowerings)
-from caten.frontends.torch.context import ATEN, Ctx, dtype_of, meta
+from caten.frontends.torch import aten, aten_backward, aten_compose, aten_core, aten_nn, aten_nn_core, control  # noqa: F401  (register the ATen lowerings)
+from caten.frontends.torch.context import Ctx, dtype_of, meta
 from caten.frontends.torch.refused import REFUSED, why
 
 
@@ -53,25 +53,7 @@ def convert_exported(ep: Any, name: str = "forward") -> tuple[str, list[str], li
     outs: list[tuple[str, str]] = []
     for node in ep.graph.nodes:
         if node.op == "call_function":
-            val = meta(node)
-            if val is not None and hasattr(val, "node") and hasattr(val.node, "expr"):
-                c.vals[node.name] = c.dim(val)  # size arithmetic: a dim expression of the input sizes
-                continue
-            key = str(node.target)
-            fn = ATEN.get(key)
-            if fn is None:  # operator.getitem: every other missing op was refused above
-                c.vals[node.name] = c.vals[node.args[0].name][node.args[1]]
-                continue
-            res = fn(c, node)
-            if isinstance(res, list):
-                c.vals[node.name] = [r if r is None or r in c.bound else c.emit(f"{node.name}_{i}", r)
-                                     for i, r in enumerate(res)]
-            elif isinstance(res, str) and res in c.bound:
-                c.vals[node.name] = res  # a var the lowering already bound
-            elif isinstance(res, str) and not hasattr(meta(node), "shape"):
-                c.vals[node.name] = res  # a size computed from sizes: dim text
-            else:
-                c.vals[node.name] = c.emit(node.name, res)
+            control.lower_call(c, node)
         elif node.op == "output":
             kinds = [s.kind.name for s in sig.output_specs]
             for i, o in enumerate(o for o, k in zip(node.args[0], kinds) if k == "USER_OUTPUT"):
@@ -119,10 +101,16 @@ class TorchModule:
 
 
 def decompose(ep: Any) -> Any:
-    """`ep` lowered to ATen's core IR; the graph as captured where torch's decomposition fails
-    (its ops are then imported as they are, or named as missing)."""
+    """`ep` lowered to ATen's core IR but for the recurrent layers (`control.KEEP`); the graph as
+    captured where torch's decomposition fails (its ops are then imported as they are, or named
+    as missing)."""
+    import torch
+
+    table = torch.export.default_decompositions()
+    for name in control.KEEP:  # recurrent layers stay whole: one loop each, not a cell per step
+        table.pop(getattr(torch.ops.aten, name.split(".")[1]).input, None)
     try:
-        return ep.run_decompositions()
+        return ep.run_decompositions(table)
     except Exception:  # a torch limitation, not the user's: the captured graph is still valid
         return ep
 
