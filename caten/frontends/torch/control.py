@@ -172,3 +172,100 @@ def _recurrent(kind: str) -> Any:
 
 for _k in KEEP:
     aten(_k)(_recurrent(_k.split(".")[1]))
+
+
+# nn.LSTM / GRU / RNN over a dynamic length --------------------------------------------------------
+class recurrent_as_scan:
+    """While torch.export captures a module, its nn.LSTM / GRU / RNN layers run as torch's own
+    `scan` (the same cell, torch's numerics): torch's recurrent kernels unroll while tracing and
+    so pin the sequence length, the scan keeps it a symbol (imported as one loop above)."""
+
+    def __init__(self, module: Any) -> None:
+        import torch
+
+        self.layers = [m for m in module.modules() if type(m) in (torch.nn.LSTM, torch.nn.GRU, torch.nn.RNN)]
+
+    def __enter__(self) -> recurrent_as_scan:
+        for m in self.layers:
+            m.forward = _scan_forward(m)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for m in self.layers:
+            del m.forward
+
+
+def _scan_forward(m: Any) -> Any:
+    import torch
+    import torch.nn.functional as TF
+    from torch._higher_order_ops.scan import scan as tscan
+
+    mode = {"LSTM": "LSTM", "GRU": "GRU"}.get(type(m).__name__) or ("RNN_" + m.nonlinearity.upper())
+    d, hid = 1 + m.bidirectional, m.hidden_size
+    h_out = getattr(m, "proj_size", 0) or hid
+
+    def weights(layer: int, j: int) -> list[Any]:
+        sfx = "_reverse" if j else ""
+        return [getattr(m, f"{w}_l{layer}{sfx}", None) for w in ("weight_ih", "weight_hh", "bias_ih", "bias_hh",
+                                                                  "weight_hr")]
+
+    def direction(seq: Any, h0: Any, c0: Any, p: list[Any], reverse: bool) -> tuple[Any, Any, Any]:
+        w_ih, w_hh, b_ih, b_hh, w_hr = p
+        gx = TF.linear(seq, w_ih, b_ih)
+
+        def cell(carry: Any, g: Any) -> Any:
+            if mode == "LSTM":
+                h, c = carry
+                i, f, gg, o = (g + TF.linear(h, w_hh, b_hh)).chunk(4, -1)
+                c2 = f.sigmoid() * c + i.sigmoid() * gg.tanh()
+                h2 = o.sigmoid() * c2.tanh()
+                h2 = TF.linear(h2, w_hr) if w_hr is not None else h2
+                return (h2, c2), h2.clone()
+            h = carry[0]
+            if mode == "GRU":
+                xr, xz, xn = g.chunk(3, -1)
+                hr, hz, hn = TF.linear(h, w_hh, b_hh).chunk(3, -1)
+                r, z = (xr + hr).sigmoid(), (xz + hz).sigmoid()
+                h2 = (1 - z) * (xn + r * hn).tanh() + z * h
+            else:
+                a = g + TF.linear(h, w_hh, b_hh)
+                h2 = a.tanh() if mode == "RNN_TANH" else a.relu()
+            return (h2,), h2.clone()
+
+        init = (h0.clone(), c0.clone()) if mode == "LSTM" else (h0.clone(),)
+        fin, ys = tscan(cell, init, gx, reverse=reverse)
+        return ys, fin[0], fin[1] if mode == "LSTM" else None
+
+    def forward(input: Any, hx: Any = None) -> Any:
+        if m.dropout and m.training and m.num_layers > 1:
+            raise Error(f"{type(m).__name__}: dropout between layers in training mode cannot be imported",
+                        hint="export the model in eval mode (model.eval())")
+        unbatched = input.dim() == 2
+        x = input.unsqueeze(1) if unbatched else (input.transpose(0, 1) if m.batch_first else input)
+        n = x.shape[1]
+        if hx is None:
+            h0 = x.new_zeros(m.num_layers * d, n, h_out)
+            c0 = x.new_zeros(m.num_layers * d, n, hid)
+        else:
+            h0, c0 = hx if mode == "LSTM" else (hx, None)
+            if unbatched:
+                h0, c0 = h0.unsqueeze(1), c0.unsqueeze(1) if c0 is not None else None
+        hs, cs, seq = [], [], x
+        for layer in range(m.num_layers):
+            outs = []
+            for j in range(d):
+                k = layer * d + j
+                ys, h, c = direction(seq, h0[k], c0[k] if c0 is not None else None, weights(layer, j), j == 1)
+                outs.append(ys)
+                hs.append(h)
+                cs.append(c)
+            seq = outs[0] if d == 1 else torch.cat(outs, -1)
+        out = seq.squeeze(1) if unbatched else (seq.transpose(0, 1) if m.batch_first else seq)
+        h_n = torch.stack(hs)
+        h_n = h_n.squeeze(1) if unbatched else h_n
+        if mode != "LSTM":
+            return out, h_n
+        c_n = torch.stack(cs)
+        return out, (h_n, c_n.squeeze(1) if unbatched else c_n)
+
+    return forward

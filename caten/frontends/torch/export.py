@@ -122,7 +122,13 @@ def from_torch(module: Any, example_args: Any, dynamic_shapes: Any = None, runti
     torch = need("torch", "torch")
     args = tuple(example_args) if isinstance(example_args, (list, tuple)) else (example_args,)
     try:
-        ep = torch.export.export(module, args, dynamic_shapes=dynamic_shapes)
+        if dynamic_shapes is not None and hasattr(module, "modules"):  # a recurrent layer keeps a dynamic length
+            with control.recurrent_as_scan(module):
+                ep = torch.export.export(module, args, dynamic_shapes=dynamic_shapes)
+        else:
+            ep = torch.export.export(module, args, dynamic_shapes=dynamic_shapes)
+    except Error:
+        raise
     except Exception as e:  # torch's own diagnostics, in one line
         msg = re.sub(r"\s+", " ", str(e))[:300]
         raise Error(f"torch.export could not capture the module: {type(e).__name__}: {msg}") from None
