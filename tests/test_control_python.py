@@ -19,7 +19,8 @@ X2 = R.randn(5).astype(np.float32)
 
 def programs(a, m, x1, x2, n):
     """Every form in one traced program: Newton's sqrt, bisection for a cube root, power
-    iteration, a fori over a runtime bound, pytree and reversed scans, nested loops, cond."""
+    iteration, a fori over a runtime bound, pytree and reversed scans, nested loops, cond, and a
+    cond inside a while (the Collatz sequence of 9n)."""
     sq, k = caten.while_loop(lambda s: (s[1] < 100) & ((s[0] * s[0] - a).abs().max() > 1e-5),
                              lambda s: (0.5 * (s[0] + a / s[0]), s[1] + 1), (a, Tensor(np.array(0))))
 
@@ -48,7 +49,9 @@ def programs(a, m, x1, x2, n):
     nc, nys = caten.scan(lambda c, _: (caten.fori_loop(0, 3, lambda i, s: s + c, c), c), a, None, length=3)
     big = caten.cond(a.sum() > 10, lambda u, w: (u * 2, w - 1), lambda u, w: (u - 1, w * 3), a, x2)
     small = caten.cond(a.sum() > 1e6, lambda u: u * 2, lambda u: u - 1, a)
-    return (sq, k, lo, lam, fo, c["h"], c["k"], ys, rc, rys, nc, nys) + big + (small,)
+    _, collatz = caten.while_loop(lambda s: s[0] != 1, lambda s: (
+        caten.cond(s[0] % 2 == 0, lambda v: v // 2, lambda v: 3 * v + 1, s[0]), s[1] + 1), (n * 9, n * 0))
+    return (sq, k, lo, lam, fo, c["h"], c["k"], ys, rc, rys, nc, nys) + big + (small, collatz)
 
 
 def oracle(n):
@@ -69,8 +72,11 @@ def oracle(n):
     for _ in range(3):
         nys.append(nc)
         nc = nc * 4
+    v, collatz = 9 * n, 0
+    while v != 1:
+        v, collatz = (v // 2 if v % 2 == 0 else 3 * v + 1), collatz + 1
     return [np.sqrt(a), None, np.cbrt(a), lam, fo, h, 5, np.stack(ys), rc, np.array(rys), nc, np.stack(nys),
-            A * 2, X2 - 1, A - 1]
+            A * 2, X2 - 1, A - 1, collatz]
 
 
 @pytest.mark.parametrize("runtime", RUNTIMES)

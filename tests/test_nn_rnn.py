@@ -1,6 +1,7 @@
 """caten.nn.LSTM / GRU against torch's with torch's state_dict loaded: projections, layers,
 directions, batch_first, unbatched inputs, given initial states, several lengths; each layer
-and direction is one scan (the program does not grow with the length); gradients vs autograd."""
+and direction is one scan (the program does not grow with the length); training steps under
+caten.jit vs torch's (gradients through the loop)."""
 
 import numpy as np
 import pytest
@@ -83,14 +84,25 @@ def test_initial_states_unbatched_and_one_scan_each():
         nn.GRU(3, 5, proj_size=2)
 
 
-@pytest.mark.parametrize("runtime", ["numpy"], indirect=True)
-def test_gradients(runtime):
-    """(Gradients through scan on the compiled runtimes: test_control_python.)"""
+def test_training_steps_under_jit():
+    """SGD steps of an LSTM with a projection as one jitted program (forward scan, its gradient
+    through the loop, the update) track torch's, every parameter."""
     t, c = _pair("LSTM", proj_size=3)
+    opt, copt = torch.optim.SGD(t.parameters(), lr=0.5), caten.optim.SGD(c.parameters(), lr=0.5)
     x = _x(5, {})
-    out, (h, cc) = c(Tensor(x))
-    ((out * out).sum() + h.sum() + (cc * cc).sum()).backward()
-    to, (th, tc) = t(torch.from_numpy(x))
-    ((to * to).sum() + th.sum() + (tc * tc).sum()).backward()
+
+    @caten.jit
+    def step(x):
+        copt.zero_grad()
+        loss = (c(x)[0] ** 2).mean()
+        loss.backward()
+        copt.step()
+        return loss
+    for _ in range(3):
+        opt.zero_grad()
+        loss = (t(torch.from_numpy(x))[0] ** 2).mean()
+        loss.backward()
+        opt.step()
+        np.testing.assert_allclose(step(Tensor(x)).item(), loss.item(), rtol=1e-5)
     for (k, cp), tp in zip(c.named_parameters(), t.parameters()):
-        np.testing.assert_allclose(cp.grad.numpy(), tp.grad.numpy(), rtol=1e-4, atol=1e-6, err_msg=k)
+        np.testing.assert_allclose(cp.numpy(), tp.detach().numpy(), rtol=1e-4, atol=1e-6, err_msg=k)
