@@ -161,3 +161,6 @@ def test_diagnostics():
         caten.scan(lambda c, x: (c, x), a, (Tensor(X1), Tensor(A)))
     with pytest.raises(caten.Error, match="structure"):
         caten.scan(lambda c, x: ((c, c), x), a, Tensor(X2))
+    w = Tensor(A[:2], requires_grad=True)
+    with pytest.raises(caten.Error, match="reverse mode through a loop whose trip count"):  # as JAX
+        caten.while_loop(lambda s: s.sum() < 100, lambda s: s * w + 1, w).sum().backward()
