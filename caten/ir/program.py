@@ -53,6 +53,7 @@ class Program:
     constraints: list[Constraint] = field(default_factory=list)
     defines: dict[str, int] = field(default_factory=dict)  # dims fixed at compile time (-D)
     derived: dict[str, Dim] = field(default_factory=dict)  # dims computed from the others (where K = (/ N 2))
+    invariant: tuple[int, ...] = ()  # a loop body's inputs every trip reads unchanged (caten.ir.control)
     cached_key: str | None = field(default=None, compare=False, repr=False)  # key(), once computed
 
     def dim_defines(self) -> dict[str, Dim]:

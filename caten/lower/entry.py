@@ -42,7 +42,13 @@ class LoopStep:
     xs: tuple[tuple[str, D.Dim], ...]  # scanned input, bytes per slice
     ys: tuple[tuple[str, D.Dim], ...]  # stacked output, bytes per slice
     flag: str | None  # cond's result (one bool)
-    arena: str  # the bodies' scratch
+    arena: str  # the bodies' scratch: the body's, then the condition's at `cond_offset`
+    cond_offset: D.Dim = 0
+
+    @property
+    def first(self) -> str:
+        """The dim that is 1 on the first trip (a body that packs an invariant weight once reads it)."""
+        return "__f" + self.index[3:]
 
     def text(self, dim: Callable[[D.Dim], str]) -> list[str]:
         def b(x: D.Dim | str | None) -> str:
@@ -53,7 +59,8 @@ class LoopStep:
                 + f" state {' '.join(f'{i}->{c}/{n}' for i, (c, n) in zip(self.inits, self.state))}"
                 + f" finals {' '.join(f or '-' for f in self.finals)} captures {' '.join(self.captures) or '-'}"
                 + f" xs {' '.join(x for x, _ in self.xs) or '-'} ys {' '.join(y for y, _ in self.ys) or '-'}"
-                + f" arena {self.arena}" + (f" while {self.cond.name} -> {self.flag}" if self.cond else ""))
+                + f" arena {self.arena}" + (f" while {self.cond.name} -> {self.flag} (its arena at "
+                                            f"{dim(self.cond_offset)})" if self.cond else ""))
         subs = [self.body] + ([self.cond] if self.cond else [])
         return [head] + ["  " + ln for p in subs for ln in p.text().splitlines()]
 
@@ -172,7 +179,7 @@ def entry_plan(name: str, sched, kernels: Sequence[L.Kernel], subs: dict[int, di
                 spec.trips if (nx or ys) else None, spec.reverse, ops[:nc], cp.state,
                 tuple(_bytes(bufs[c]) for c, _ in cp.state), tuple(cp.outs.get(k) for k in range(nc)),
                 ops[nc:nc + ncap], tuple((x, _slice(bufs[x])) for x in ops[nc + ncap:nc + ncap + nx]), ys,
-                cp.flag, cp.arena))
+                cp.flag, cp.arena, cp.cond_offset))
         else:
             calls.append(IfStep(cp.operands[0], low["then"].plan, low["else"].plan, cp.operands[1:],
                                 tuple(cp.outs[k] for k in cp.keep), cp.arena))

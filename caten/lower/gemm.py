@@ -354,8 +354,10 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
             assert not outer & L.stmt_vars(pack), f"{n}: a packed-once operand reads an outer loop"
             kl.prologue += pack[0].body  # (one parallel loop packs them all: KernelLowerer.lower)
         else:
-            body = pack_whole(kl, si, plan, side, pw, node, coords_at, split,
-                              teff if tid is not None else None) + body
+            pack = pack_whole(kl, si, plan, side, pw, node, coords_at, split, teff if tid is not None else None)
+            if plan.hoisted and once:  # a loop's invariant b: packed on its first trip, kept for the others
+                pack = [L.Loop(var("first", D.sym(plan.hoisted)).arg, L.dim(D.sym(plan.hoisted)), pack)]
+            body = pack + body
     kl.done.add(n)
     return (zeros_if_empty(kl, n, si, buf, plan.K, Coords) if epi is None else []) + body
 

@@ -40,7 +40,7 @@ from caten.pipeline.extern import ExternSplit, has_extern
 from caten.pipeline.passes import Timings
 from caten.plugin import Options, Runtime, named_programs
 from caten.schedule import Schedule, schedule
-from caten.schedule.plan import direct_tiles, gpu_schedule
+from caten.schedule.plan import direct_tiles, gpu_schedule, invariant_inputs
 from caten.target import Target
 from caten.version import __version__
 
@@ -154,7 +154,7 @@ def _lower_schedule(sched: Schedule, name: str, timings: Timings) -> Lowered:
     """A schedule's kernels lowered (and its loops' and branches' bodies, each a program of its own)."""
     for i, k in enumerate(sched.kernels):
         k.name = f"{name}__k{i}"
-    with timings.stage("lower"):
+    with timings.stage("lower"), invariant_inputs(sched.program):
         kernels = lowering.lower(sched)
     subs = {gi: {role: _lower_schedule(sub, f"{name}__l{gi}{role[0]}", timings)
                  for role, sub in k.stages[0].control.subs.items()}

@@ -235,7 +235,7 @@ class DeviceExecutable:
         flag = np.zeros(1, np.bool_)
         i = start
         while end is None or i < end:
-            inner = {**env, s.index: i}
+            inner = {**env, s.index: i, s.first: int(i == start)}
             if cond is not None:
                 cond.run_bound([f"a{j}" for j in range(len(cur) + len(caps))] + ["f"],
                                {**{f"a{j}": b for j, b in enumerate(cur + caps)}, "f": bufs[s.flag]}, inner,

@@ -35,11 +35,16 @@ class ControlPlan:
     state: tuple[tuple[str, str], ...] = ()  # loop: (current, next) buffers per carry
     flag: str | None = None  # loop: the condition body's result (bool)
     arena: str | None = None  # the bodies' scratch
+    cond_offset: D.Dim = 0  # a loop's condition's scratch starts there (its body's before it)
 
     def dump(self) -> str:
         kind = "loop" if isinstance(self.spec, Loop) else "branch"
         subs = ", ".join(f"{k} {s.program.name}" for k, s in self.subs.items())
         return f"{kind} over ({' '.join(self.operands)}) -> {self.outs} [{subs}]"
+
+
+def _align(n: D.Dim) -> D.Dim:
+    return D.mul(D.floordiv(D.add(n, 63), 64), 64)
 
 
 def materialize(nodes: list[Node]) -> list[Node]:
@@ -112,7 +117,8 @@ def plan(members: Sequence[Node], program: Program, name: str, node_buf: dict[No
         keep = tuple(range(spec.carries)) + tuple(k for k in used if k >= spec.carries)
         cp = ControlPlan(spec, ops, keep)
         idx = spec.index
-        cp.subs["body"] = schedule_fn(spec.body.program(f"{name}b", program, idx, keep))
+        cp.subs["body"] = schedule_fn(spec.body.program(f"{name}b", program, idx, keep,
+                                                        range(spec.carries, spec.carries + spec.captures)))
         if spec.cond is not None:
             cp.subs["cond"] = schedule_fn(spec.cond.program(f"{name}c", program, idx))
             cp.flag = temp(T.bool_, ())
@@ -123,9 +129,16 @@ def plan(members: Sequence[Node], program: Program, name: str, node_buf: dict[No
         cp = ControlPlan(spec, ops, keep)
         cp.subs["then"] = schedule_fn(spec.then.program(f"{name}t", program, None, keep))
         cp.subs["else"] = schedule_fn(spec.other.program(f"{name}e", program, None, keep))
+    # one scratch area: a loop's body, then its condition's apart (a body may keep a packed weight
+    # there from its first trip to its last); a branch's sides share theirs
+    subs = list(cp.subs.values())
     size: D.Dim = 0
-    for s in cp.subs.values():
-        size = D.dmax(size, s.arena_size)
+    if isinstance(spec, Loop):
+        cp.cond_offset = _align(subs[0].arena_size)
+        size = D.add(cp.cond_offset, subs[1].arena_size) if len(subs) > 1 else subs[0].arena_size
+    else:
+        for s in subs:
+            size = D.dmax(size, s.arena_size)
     cp.arena = temp(T.u8, (size,))
     for m in members:
         cp.outs[m.arg[1]] = node_buf[m]

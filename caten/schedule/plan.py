@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from caten import target
 from caten.ir import dims as D
@@ -86,6 +86,8 @@ class GemmPlan:
     direct: Direct | None = None  # b read in place by direct tiles (caten.schedule.direct), never packed
     l2: int = 0  # one core's L2 bytes on the plan's target: an output larger than the cores' L2s
     #              together does not stay in them (direct tiles may stream it past the caches)
+    hoisted: str | None = None  # b is a loop body's invariant input: packed whole (b_once) on the first trip
+    #                             only, when this dim is 1 (caten.schedule.plan.invariant_inputs)
 
     def __post_init__(self) -> None:
         # the packing writes whole micro-panels: a block that is not a whole number of them
@@ -230,6 +232,10 @@ def _roundup(x: int, m: int) -> int:
 _PLANS: dict = {}
 _DIRECT: contextvars.ContextVar[bool] = contextvars.ContextVar("caten_direct_tiles", default=False)
 _GPU: contextvars.ContextVar[bool] = contextvars.ContextVar("caten_gpu_schedule", default=False)
+# a loop body's inputs that every trip reads unchanged (its captures), and the dim that is 1 on
+# the first trip (caten.ir.control): a GEMM operand made of them only is packed once per loop
+_INVARIANT: contextvars.ContextVar[tuple[frozenset, str | None]] = contextvars.ContextVar(
+    "caten_invariant_inputs", default=(frozenset(), None))
 
 
 @contextlib.contextmanager
@@ -259,6 +265,38 @@ def on_gpu() -> bool:
     return _GPU.get()
 
 
+@contextlib.contextmanager
+def invariant_inputs(program) -> Iterator[None]:
+    """Plans made inside know which of `program`'s inputs a loop body reads unchanged every trip
+    (`Program.invariant`) and its first-trip dim: a GEMM's b made of those alone is packed on the
+    first trip only (`GemmPlan.hoisted`), into a buffer that lives across the trips."""
+    inv = frozenset(program.invariant)
+    first = next((d for d in program.dims if d.startswith("__f")), None) if inv else None
+    tok = _INVARIANT.set((inv, first))
+    try:
+        yield
+    finally:
+        _INVARIANT.reset(tok)
+
+
+def _invariant(x: Node, inv: frozenset) -> bool:
+    """Whether x reads only the invariant inputs (by index) and constants naming no loop counter."""
+    from caten.ir.walk import post_order
+
+    for y in post_order([x]):
+        if y.op is Op.BUFFER and y.arg[1] not in inv:
+            return False
+        if y.op in (Op.LOOP, Op.IF, Op.RAND):
+            return False
+        if y.op is Op.CONST and isinstance(y.arg, D.DimExpr) and any(
+                s.startswith("__") for s in D.free_syms(y.arg)):
+            return False
+        if y.op is Op.VIEW and any(isinstance(d, D.DimExpr) and any(s.startswith("__") for s in D.free_syms(d))
+                                   for d in (y.arg.offset,) + tuple(y.arg.strides) + tuple(y.arg.shape)):
+            return False
+    return True
+
+
 def gemm_shaped(n: Node) -> bool:
     """Whether n is a GEMM (whatever the target: a packed plan for some CPU exists); asked per
     node and placement by a GPU's schedule, so kept with the plans."""
@@ -279,12 +317,16 @@ def gemm_plan(n: Node) -> GemmPlan | None:
     t = target.current()
     vbytes, l2, knobs = (t.vector_bytes, t.l2_bytes, t.gemm) if t is not None else (64, 1 << 20, ())
     direct = _DIRECT.get()
-    key = (n, vbytes, l2, knobs, direct)
+    inv = _INVARIANT.get()
+    key = (n, vbytes, l2, knobs, direct, inv)
     if key in _PLANS:
         return _PLANS[key]
     if len(_PLANS) > 4096:
         _PLANS.clear()
     _PLANS[key] = plan = _gemm_plan(n, vbytes, l2, dict(knobs), direct)
+    if plan is not None and inv[1] is not None and plan.direct is None and not plan.batch \
+            and _invariant(n.src[0].src[plan.b], inv[0]):
+        _PLANS[key] = plan = replace(plan, b_once=True, a_once=False, a_batch_free=False, hoisted=inv[1])
     return plan
 
 

@@ -24,7 +24,7 @@ from caten.schedule import control as CF
 from caten.schedule.arena import plan_arena
 from caten.schedule.layout import orient
 from caten.schedule.model import Buffer, Kernel, Schedule, Stage, Unfusable
-from caten.schedule.plan import gemm_plan, gemm_shaped, on_gpu, thread_slots
+from caten.schedule.plan import gemm_plan, gemm_shaped, invariant_inputs, on_gpu, thread_slots
 from caten.schedule.reduce_plan import max_outer, plan_reduce
 from caten.schedule.split import outer_either, outer_split, small_gemms, stagewise, sum_split
 
@@ -225,6 +225,12 @@ def stage_shape(n: Node) -> tuple[Dim, ...]:
 
 
 def schedule(program: Program, check: Callable | None, threads: int = 1) -> Schedule:
+    """`_schedule` with the plans knowing a loop body's invariant inputs (plan.invariant_inputs)."""
+    with invariant_inputs(program):
+        return _schedule(program, check, threads)
+
+
+def _schedule(program: Program, check: Callable | None, threads: int = 1) -> Schedule:
     """Group `program` into kernels. `check(members, outer, realized)` may veto a fusion by
     raising Unfusable (the pipeline passes the lowering's trial, `caten.lower.trial.check_group`, so
     that no group is committed that cannot be lowered; None: no veto).
@@ -441,5 +447,11 @@ def schedule(program: Program, check: Callable | None, threads: int = 1) -> Sche
         for s in k.stages:
             if s.buffer and buffers[s.buffer].local >= 0 and (not stagewise(k, threads) or outer_either(k, threads)):
                 buffers[s.buffer].copies = k.split
+    for k in kernels:  # a b packed on a loop's first trip lives across the trips: no other temp shares it
+        for st in k.stages:
+            g = st.plan.gemm if st.plan is not None else None
+            if g is not None and g.hoisted and st.scratch:
+                keep = buffers[st.scratch[2]]
+                keep.first, keep.last = 0, max(len(kernels) - 1, 0)
     arena, peak = plan_arena([b for b in buffers.values() if b.role == "temp"])
     return Schedule(program, kernels, buffers, node_buf, arena, peak, outs, threads)

@@ -58,10 +58,11 @@ def _loop(g, s: LoopStep, j: int) -> None:
         end = last if end is None else f"({end} < {last} ? {end} : {last})"
     g.emit(f"i64 e{j} = {end if end is not None else 'INT64_MAX'};")
     g.emit(f"for (i64 i{j} = s{j}; i{j} < e{j}; i{j}++) {{")
-    idx = {s.index: f"i{j}"}
+    idx = {s.index: f"i{j}", s.first: f"(i64)(i{j} == s{j})"}
     cur = [f"c{j}_{k}" for k in range(nc)]
     if s.cond is not None:
-        g.emit(_call(s.cond, cur + [f"b_{c}" for c in s.captures] + [f"b_{s.flag}"], f"b_{s.arena}", idx))
+        g.emit(_call(s.cond, cur + [f"b_{c}" for c in s.captures] + [f"b_{s.flag}"],
+                     f"(u8 *)b_{s.arena} + {g.dimval(s.cond_offset)}", idx))
         g.emit(f"if (!*(const bool *)b_{s.flag}) break;")
     pos = f"(i{j} - s{j})"
     if s.reverse and s.trips is not None:

@@ -166,7 +166,8 @@ def _loop(g: FnGen, mod: Module, s: LoopStep, ptrs: dict[str, str]) -> None:
         g.emit(f"br label %{t}")
     g.block(t)
     if s.cond is not None:
-        _call_impl(g, s.cond, cur + [ptrs[c] for c in s.captures] + [ptrs[s.flag]], ptrs[s.arena], {s.index: iv})
+        carena = g.ins(f"getelementptr inbounds i8, ptr {ptrs[s.arena]}, i64 {g.dimval(s.cond_offset)}")
+        _call_impl(g, s.cond, cur + [ptrs[c] for c in s.captures] + [ptrs[s.flag]], carena, {s.index: iv})
         ok = g.icmp("ne", "i8", g.ins(f"load i8, ptr {ptrs[s.flag]}"), "0")
         g.emit(f"br i1 {ok}, label %{b}, label %{e}")
     else:
@@ -179,7 +180,9 @@ def _loop(g: FnGen, mod: Module, s: LoopStep, ptrs: dict[str, str]) -> None:
           for x, n in s.xs]
     ys = [g.ins(f"getelementptr inbounds i8, ptr {ptrs[y]}, i64 {g.ins(f'mul i64 {pos}, {g.dimval(n)}')}")
           for y, n in s.ys]
-    _call_impl(g, s.body, cur + [ptrs[c] for c in s.captures] + xs + nxt + ys, ptrs[s.arena], {s.index: iv})
+    first = g.ins(f"zext i1 {g.icmp('eq', 'i64', iv, start)} to i64")
+    _call_impl(g, s.body, cur + [ptrs[c] for c in s.captures] + xs + nxt + ys, ptrs[s.arena],
+               {s.index: iv, s.first: first})
     step = g.ins(f"add i64 {iv}, 1")
     latch = g.cur
     g.emit(f"br label %{h}")
