@@ -50,14 +50,18 @@ class Body:
             self._key.append(sig + "|" + structural_hash(list(self.outputs)))
         return self._key[0]
 
-    def program(self, name: str, outer: Program, index: str | None, keep: Sequence[int] | None = None) -> Program:
-        """This body as a program of its own: the enclosing program's dims (and the trip counter's)."""
+    def program(self, name: str, outer: Program, index: str | None, keep: Sequence[int] | None = None,
+                invariant: Sequence[int] = ()) -> Program:
+        """This body as a program of its own: the enclosing program's dims, the trip counter's and
+        (with `invariant` inputs: the ones every trip reads unchanged) the first-trip flag's."""
         keep = range(len(self.outputs)) if keep is None else keep
         ins = [TensorSpec(p.arg[2], p.dtype, p.shape) for p in self.params]
         outs = [TensorSpec(f"r{k}", self.outputs[k].dtype, self.outputs[k].shape) for k in keep]
         dims = list(outer.dims) + ([index] if index and index not in outer.dims else [])
+        if invariant and index:
+            dims.append(first_symbol(index))
         return Program(name, ins, outs, [self.outputs[k] for k in keep], dims, [], dict(outer.defines),
-                       dict(outer.derived))
+                       dict(outer.derived), tuple(invariant))
 
 
 @dataclass(frozen=True, eq=False)
@@ -123,6 +127,11 @@ class Branch:
 
     def __repr__(self) -> str:
         return f"Branch({self.then.key()},{self.other.key()})"
+
+
+def first_symbol(index: str) -> str:
+    """The dim a loop body reads as 1 on its first trip, 0 after (`__f<depth>` of `__i<depth>`)."""
+    return "__f" + index[3:]
 
 
 def spec_of(n: Node) -> Loop | Branch:
@@ -197,11 +206,14 @@ def substitute_dims(nodes: Sequence[Node], env: dict[str, Dim]) -> list[Node]:
     return [memo[n] for n in nodes]
 
 
-def close(outputs: Sequence[Node], own: Sequence[Node], syms: set[str]) -> tuple[list[Node], list[Node], list[Node]]:
+def close(outputs: Sequence[Node], own: Sequence[Node], syms: set[str],
+          hoist: bool = True) -> tuple[list[Node], list[Node], list[Node]]:
     """Make a body closed: every maximal part of `outputs` that reads none of the parameters `own`
     (nor the counters `syms`) and holds a buffer or computes something becomes a new parameter
-    (a capture, computed once outside the loop). Returns (new outputs, capture params, captured
-    outer nodes); the capture params follow `own` in index order."""
+    (a capture, computed once outside the loop). Without `hoist` (a branch: only the taken side may
+    run) only the values that exist outside anyway are captured -- inputs, loop and branch results
+    -- and the rest of each side is computed inside it. Returns (new outputs, capture params,
+    captured outer nodes); the capture params follow `own` in index order."""
     own_set = set(own)
     order = toposort(list(outputs))
     dep: dict[Node, bool] = {}
@@ -231,6 +243,9 @@ def close(outputs: Sequence[Node], own: Sequence[Node], syms: set[str]) -> tuple
         elif not dep[n]:
             if pure[n]:
                 memo[n] = n
+            elif not hoist and n.op not in (Op.BUFFER, Op.LOOP, Op.IF) and not _mentions_counter(n):
+                src = tuple(memo[s] for s in n.src)
+                memo[n] = n if src == n.src else Node.make(n.op, n.dtype, n.shape, src, n.arg)
             elif n.op is Op.VIEW and not _mentions_counter(n):
                 # a view stays inside over its lifted source: a broadcast weight stays a broadcast (the
                 # body's GEMM reads it in place), never a materialized copy of every repeat
@@ -331,7 +346,7 @@ def branch(pred: Node, then_fn: Callable[[], Sequence[Node]], else_fn: Callable[
             return ", ".join(f"{v.dtype}[{', '.join(map(str, v.shape))}]" for v in vs)
         raise ControlError(f"{what}: both branches must give the same dtypes and shapes; then gives ({sig(a)}), "
                            f"else gives ({sig(b)})")
-    closed, cap_p, captured = close(a + b, [], set())
+    closed, cap_p, captured = close(a + b, [], set(), hoist=False)
     body_t = Body(tuple(cap_p), tuple(closed[:len(a)]))
     body_e = Body(tuple(cap_p), tuple(closed[len(a):]))
     spec = Branch(body_t, body_e)
