@@ -336,3 +336,44 @@ def test_check_bounds_covers_loop_bodies(monkeypatch):
         m = caten.loads(src, runtime=rt, check_bounds=True, use_cache=False)
         with pytest.raises(caten.Error, match=r"out-of-bounds: kernel h__l\S+, buffer out0, index \d+, extent 9"):
             m.h(np.arange(9, dtype=np.float32))
+
+
+def _program(src: str, name: str):
+    from caten.pipeline import compile_program
+    from caten.read.source import read_text
+
+    s = read_text(src, "<string>", False)
+    return compile_program(s, s.entry(name), {}, {})
+
+
+def test_only_the_taken_branch_computes():
+    """A branch's own computation stays inside it (its IF's operands are the condition and the
+    values that exist outside anyway), so the side not taken costs nothing."""
+    from caten.ir.graph import toposort
+    from caten.ir.ops import Op
+
+    prog = _program("(composite f ((A{f32}[N]) -> (Y{f32}[N])) (if (> (sum A) 0.0) (sin (exp A)) (cos A)))", "f")
+    (node,) = [n for n in toposort(prog.nodes) if n.op is Op.IF]
+    assert [s.op for s in node.src[1:]] == [Op.BUFFER]
+    then = node.arg[0].then
+    assert any(n.op is Op.SIN for n in toposort(list(then.outputs)))
+
+
+MATVEC = """
+(composite f ((X{f32}[T, B, G]) (H0{f32}[B, H]) (WT{f32}[H, G]) -> (Y{f32}[B, H]) where G = (* 4 H))
+  (nth (scan (lambda (h x) (let ((g (+ x (matmul h WT))))
+                             (let ((hn (tanh (slice g [0 B 1] [0 H 1])))) (next hn hn)))) H0 X) 0))
+"""
+
+
+@pytest.mark.parametrize("rt", ["llvm", "c"])
+def test_an_invariant_weight_packed_once_per_loop_is_packed_again_next_call(rt):
+    """A body's GEMM packs its captured weight on the first trip only (GemmPlan.hoisted); a second
+    call with other weights packs those (the buffer is the loop's, never stale)."""
+    m, ref = caten.loads(MATVEC, runtime=rt), caten.loads(MATVEC, runtime="numpy")
+    r = np.random.default_rng(7)
+    x = r.standard_normal((9, 3, 64)).astype(np.float32)
+    h = r.standard_normal((3, 16)).astype(np.float32)
+    w = (r.standard_normal((16, 64)) * 0.3).astype(np.float32)
+    for scale in (1.0, -2.0, 0.5):
+        np.testing.assert_allclose(m.f(x, h, w * scale), ref.f(x, h, w * scale), rtol=1e-5, atol=1e-6)
