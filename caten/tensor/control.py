@@ -1,4 +1,4 @@
-"""JAX's control flow over `caten.Tensor` (LANGUAGE.md section 14): `while_loop`, `fori_loop`,
+"""JAX's control flow over `caten.Tensor` (docs/language.md section 5.3): `while_loop`, `fori_loop`,
 `scan` and `cond`, each ONE loop or branch of the program however many trips it runs.
 
 The user's functions run once, on placeholder Tensors standing for the loop state (and the
