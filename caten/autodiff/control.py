@@ -97,6 +97,11 @@ def vjp_loop(n: Node, cts: dict[int, Node], vjp: Vjp, custom: Mapping) -> list[N
     for k in fc:
         body_cts[k] = body.outputs[k]
     P, R, grads = _body_vjp(body, body_cts, vjp, custom)
+    # the forward values the backward body reads (an activation's output, a gate): stored by the
+    # forward loop per trip, not recomputed (`:checkpoint`: recomputed, nothing stored)
+    res = [] if spec.checkpoint else _residuals(grads, P[:nc] + P[nc + ncap:], R, spec.index)
+    if res:
+        stacked = _stacked_carries(n, spec, C._substitute(res, dict(zip(P, body.params))))
     live = [k for k, c in enumerate(body_cts) if c is not None]  # R's order
     r_of = dict(zip(live, R))
     idx = spec.index
@@ -107,13 +112,13 @@ def vjp_loop(n: Node, cts: dict[int, Node], vjp: Vjp, custom: Mapping) -> list[N
         acc = carry[len(fc):]
         at = 0
         if stacked is not None:
-            c_t, at = xp[:nc], nc
+            c_t, at = xp[:nc], nc + len(res)
         else:
             c_t = _recompute(spec, init, caps, xs, j)
         x_t = xp[at:at + nx]
         cy = xp[at + nx:]
         env: dict[Node, Node] = dict(zip(P[:nc], c_t)) | dict(zip(P[nc:nc + ncap], caps)) \
-            | dict(zip(P[nc + ncap:], x_t))
+            | dict(zip(P[nc + ncap:], x_t)) | dict(zip(res, xp[nc:nc + len(res)]))
         for k, c in zip(fc, ct_c):
             env[r_of[k]] = c
         for (k, _), c in zip(ct_ys, cy):
@@ -144,13 +149,43 @@ def _no_scan(init: list[Node], bwd: Callable, T: D.Dim) -> list[Node]:
     return C.loop(init, lambda c, xs, j: bwd(c, [], j), None, 0, T, what="the gradient of a loop")
 
 
-def _stacked_carries(n: Node, spec: C.Loop) -> list[Node]:
-    """The forward loop with each trip's incoming carries as extra stacked results."""
+def _stacked_carries(n: Node, spec: C.Loop, residuals: Sequence[Node] = ()) -> list[Node]:
+    """The forward loop with each trip's incoming carries (and the `residuals`, values of its body)
+    as extra stacked results."""
     nc = spec.carries
-    body = C.Body(spec.body.params, spec.body.outputs + spec.body.params[:nc])
+    extra = tuple(spec.body.params[:nc]) + tuple(residuals)
+    body = C.Body(spec.body.params, spec.body.outputs + extra)
     aug = C.Loop(nc, spec.captures, spec.xs, spec.index, spec.start, spec.end, spec.end_operand, spec.trips,
                  None, body, spec.reverse, False)
-    return [Node.make(Op.LOOP, *aug.out_spec(k), n.src, (aug, k)) for k in range(aug.n_outputs - nc, aug.n_outputs)]
+    k0 = aug.n_outputs - len(extra)
+    return [Node.make(Op.LOOP, *aug.out_spec(k), n.src, (aug, k)) for k in range(k0, aug.n_outputs)]
+
+
+def _residuals(grads: Sequence[Node], per_trip: Sequence[Node], R: Sequence[Node], index: str) -> list[Node]:
+    """The values of a body's forward pass its gradient reads: nodes that depend on a per-trip
+    parameter (a carry, a slice, the counter) but on no cotangent, read by one that does (through
+    views: the view's source is stored). What depends on captures alone is the same every trip
+    (not stored); parameters themselves are stored already (the carries) or scanned."""
+    from caten.ir.graph import toposort
+
+    order = toposort(list(grads))
+    trip, cot = set(per_trip), set(R)
+    dp: dict[Node, bool] = {}
+    dr: dict[Node, bool] = {}
+    for x in order:
+        counter = x.op is Op.CONST and isinstance(x.arg, D.DimExpr) and index in D.free_syms(x.arg)
+        dp[x] = x in trip or counter or any(dp[s] for s in x.src)
+        dr[x] = x in cot or any(dr[s] for s in x.src)
+    out: list[Node] = []
+    for x in order:
+        if not dr[x]:
+            continue
+        for s in x.src:
+            while s.op is Op.VIEW and not dr[s]:
+                s = s.src[0]
+            if dp[s] and not dr[s] and s.op not in (Op.BUFFER, Op.CONST, Op.INDEX, Op.VIEW) and s not in out:
+                out.append(s)
+    return out
 
 
 def _recompute(spec: C.Loop, init: list[Node], caps: list[Node], xs: list[Node], j: Node) -> list[Node]:
