@@ -27,7 +27,8 @@
     (setf o (+ o (nth sizes i))))
   (return (nth ps 0) (nth ps 1) (nth ps 2) (nth ps 3) (nth ps 4)))
 
-(composite lstm-cell ((XW{f32}[B, G]) (Hp{f32}[B, H]) (Cp{f32}[B, H]) (WhhT{f32}[H, G]) -> (Hn{f32}[B, H]) (Cn{f32}[B, H]))
+(composite lstm-cell ((XW{f32}[B, G]) (Hp{f32}[B, H]) (Cp{f32}[B, H]) (WhhT{f32}[H, G]) -> (Hn{f32}[B, H]) (Cn{f32}[B, H])
+                    where G = (* 4 H))
   "one LSTM step from the input's projection XW (bias included): torch.nn.LSTM's gate order i, f, g, o"
   (setf B (dim Hp 0))
   (setf H (dim Hp 1))

@@ -377,3 +377,26 @@ def test_an_invariant_weight_packed_once_per_loop_is_packed_again_next_call(rt):
     w = (r.standard_normal((16, 64)) * 0.3).astype(np.float32)
     for scale in (1.0, -2.0, 0.5):
         np.testing.assert_allclose(m.f(x, h, w * scale), ref.f(x, h, w * scale), rtol=1e-5, atol=1e-6)
+
+
+def test_device_source_manifest_describes_loops(tmp_path):
+    """`-S` for a device runtime writes the bodies' kernels too, and the manifest's `steps` give
+    the launches in order with each loop's statement and its bodies' own programs."""
+    import json
+
+    from click.testing import CliRunner
+
+    from caten.cli.main import cli
+
+    src = tmp_path / "n.lisp"
+    src.write_text(SOLVERS)
+    out = tmp_path / "n.cu"
+    r = CliRunner().invoke(cli, ["-r", "cuda", "-S", str(src), "-e", "newton-sqrt", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    prog = json.loads((tmp_path / "n.json").read_text())["programs"][0]
+    kinds = [next(iter(s)) for s in prog["steps"]]
+    assert "control" in kinds and kinds.count("launch") == len(prog["launches"])
+    loop = next(s for s in prog["steps"] if "control" in s)
+    assert loop["control"].startswith("loop ") and set(loop["bodies"]) == {"body", "cond"}
+    text = out.read_text()
+    assert all(k["kernel"] in text for b in loop["bodies"].values() for k in b["launches"])

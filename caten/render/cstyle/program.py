@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from caten.errors import Error
 from caten.ir import dims as D
 from caten.ir import dtypes as T
 from caten.ir.dims import Dim
@@ -52,10 +51,7 @@ class DeviceProgram:
 
     def manifest(self) -> dict:
         p = self.program
-        if any(roles for _, roles in self.steps):
-            raise Error(f"`{p.name}` has a loop or a branch: its host side is caten's (a manifest lists launches "
-                        "in a fixed order)", hint="run it through caten (caten.load / caten run) on this device")
-        return {
+        out = {
             "name": p.name, "symbol": self.name,
             "inputs": [{"name": s.name, "dtype": s.dtype.name, "shape": [dim_py(d) for d in s.shape]}
                        for s in p.inputs],
@@ -69,6 +65,14 @@ class DeviceProgram:
                         for b in self.buffers.values()],
             "launches": [k.launch_info() for k in self.kernels],
         }
+        if any(roles for _, roles in self.steps):
+            # a loop or branch: its steps in order, each a launch or the statement (caten.lower.entry's
+            # text: bounds, state buffers, slices) with its bodies' own programs
+            out["steps"] = [{"launch": step.name} if roles is None else
+                            {"control": step.text(lambda d: str(dim_py(d)))[0],
+                             "bodies": {r: sub.manifest() for r, sub in roles.items()}}
+                            for step, roles in self.steps]
+        return out
 
 
 def device_program(lowered, target: Target, local: int = 256, coop: bool = True, chunk: int = 1,
@@ -136,7 +140,8 @@ def device_source(dps: Sequence[DeviceProgram], target: Target, header: str = ""
 
 def manifest(dps: Sequence[DeviceProgram], runtime: str, source_name: str, extra: dict | None = None) -> dict:
     out = {"format": "caten-device-manifest/1", "runtime": runtime, "source": source_name,
-           "notes": "sizes are Python expressions over the dims; launch kernels in order; "
+           "notes": "sizes are Python expressions over the dims; launch kernels in order (a program with "
+                    "loops or branches: its `steps`); "
                     "f16/bf16 buffers hold their 16-bit patterns, bool buffers one byte per element",
            "programs": [dp.manifest() for dp in dps]}
     out.update(extra or {})
