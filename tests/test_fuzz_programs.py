@@ -76,7 +76,8 @@ def test_no_jump_is_drawn_on_an_order_dependent_value():
 
 
 def test_the_reference_accepts_generated_programs():
-    for seed in range(40):
+    # (120067, 120391, 121145: a loop body's, or a scan's first carry's, max over an empty axis)
+    for seed in list(range(40)) + [120067, 120391, 121145]:
         p = generate(seed)
         src = render(p)
         m = caten.loads(src, runtime="numpy", use_cache=False)

@@ -356,12 +356,13 @@ class _Gen:
             p["f"] = rng.choice(("+", "*", "max", "-"))
         elif op in ("loop", "if"):
             p["kind"] = rng.choice(LOOPS) if op == "loop" else "if"
-            if p["kind"] == "scan" and r == 0:
+            p["axis"] = rng.randrange(r) if r else 0
+            empty = bool(r) and t.shape[p["axis"]] == 0  # (a max over an empty axis has no value)
+            if p["kind"] == "scan" and (r == 0 or empty):
                 return None
             p["n"] = rng.randint(0, 3)
             p["f"] = "max" if k == "bool" else rng.choice(("+", "max", "*", "max"))
-            p["body"] = rng.choice(("count", "flip", "red")) if r else "count"
-            p["axis"] = rng.randrange(r) if r else 0
+            p["body"] = rng.choice(("count", "flip") + (() if empty else ("red",))) if r else "count"
         s = Stmt(name, op, args, p)
         if any(a in self.inexact for a in args) and _discontinuous(s, t.dtype):
             return None
