@@ -213,16 +213,19 @@ def _scan(n: N) -> list[None]:
         _full_lengths(n, m)
         rev8 = n.a("directions", [0] * m)
         return _runtime_first(n, lambda: loops.run_scan8(n, m, rev8), lambda: _scan8(n, m))
-    node = n.node
-    ins = list(node.input)
+    _, _, axes, rev, out_axes, out_rev = _scan_attrs(n, m)
+    return _runtime_first(n, lambda: loops.run_scan(n, axes, rev, out_axes, out_rev, m), lambda: _unroll_scan(n, m))
+
+
+def _scan_attrs(n: N, m: int) -> tuple[list[str], list[str], list[int], list[int], list[int], list[int]]:
+    """A Scan's states and scanned inputs, and its axes and directions (inputs', then outputs')."""
+    ins = list(n.node.input)
     states, xs = ins[:len(ins) - m], ins[len(ins) - m:]
     ranks = [len(_static(n, x)) for x in xs]
     axes = [a % r for a, r in zip(n.a("scan_input_axes", [0] * m), ranks)]
-    rev = n.a("scan_input_directions", [0] * m)
-    n_out = len(node.output) - len(states)
-    out_axes = n.a("scan_output_axes", [0] * n_out)
-    out_rev = n.a("scan_output_directions", [0] * n_out)
-    return _runtime_first(n, lambda: loops.run_scan(n, axes, rev, out_axes, out_rev, m), lambda: _unroll_scan(n, m))
+    n_out = len(n.node.output) - len(states)
+    return (states, xs, axes, n.a("scan_input_directions", [0] * m), n.a("scan_output_axes", [0] * n_out),
+            n.a("scan_output_directions", [0] * n_out))
 
 
 def _full_lengths(n: N, m: int) -> None:
@@ -237,14 +240,7 @@ def _full_lengths(n: N, m: int) -> None:
 
 def _unroll_scan(n: N, m: int) -> list[None]:
     g, node = n.g, n.node
-    ins = list(node.input)
-    states, xs = ins[:len(ins) - m], ins[len(ins) - m:]
-    ranks = [len(_static(n, x)) for x in xs]
-    axes = [a % r for a, r in zip(n.a("scan_input_axes", [0] * m), ranks)]
-    rev = n.a("scan_input_directions", [0] * m)
-    n_out = len(node.output) - len(states)
-    out_axes = n.a("scan_output_axes", [0] * n_out)
-    out_rev = n.a("scan_output_directions", [0] * n_out)
+    states, xs, axes, rev, out_axes, out_rev = _scan_attrs(n, m)
     fin, stacked = _scan_run(n, states, xs, axes, rev, out_axes, out_rev)
     for o, v in zip(node.output, fin + stacked):
         if o:
