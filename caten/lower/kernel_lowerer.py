@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from collections.abc import Callable, Sequence
 
 from caten import loopir as L
@@ -24,6 +25,7 @@ from caten.lower.chunks import Chunk, chunk, threads_for
 from caten.lower.conv import direct
 from caten.lower.gemm import gemm, tiled
 from caten.lower.index import Aff, Coords, flatten
+from caten.lower.loadsplit import split_loads
 from caten.lower.masksplit import split_masks
 from caten.lower.reduce import Blocked, identity
 from caten.lower.scatter import scatter_stage
@@ -34,6 +36,7 @@ from caten.schedule.reduce_plan import ReducePlan
 from caten.schedule.split import EVEN_EACH, outer_either, stagewise, work
 
 _REDUCE_ALU = REDUCERS
+UNROLL_TAPS = 64  # window positions a register reduction unrolls (8x8)
 
 
 class _Ranges(dict):
@@ -301,6 +304,21 @@ class KernelLowerer:
             body = [L.Loop(v.arg, L.dim(d), body)]
         return body
 
+    def taps(self, vs: list[X], extents: list[Dim], upd: X, acc: str, keep: bool) -> list:
+        """A reduction over a few static positions (a convolution's or a pooling's window) as one
+        update per position, in the loops' order: the loop over the kept axis around it is then the
+        innermost one, which the renderers vectorize, and `split_loads` sees each position's bounds.
+        A longer or symbolic reduction, or one with no kept axis, keeps its loops."""
+        if not keep or not all(isinstance(e, int) for e in extents) or not 1 < math.prod(extents) <= UNROLL_TAPS:
+            return self.nest(vs, extents, [L.SetAcc(acc, upd)])
+        out = []
+        for pos in itertools.product(*(range(e) for e in extents)):
+            u = upd
+            for v, c in zip(vs, pos):
+                u = L.subst(u, v, L.const(c))
+            out.append(L.SetAcc(acc, u))
+        return out
+
     def stage(self, n: Node, si: int) -> list:
         p = self.p
         if n.op is Op.SCATTER:
@@ -378,7 +396,7 @@ class KernelLowerer:
             body, res = blocked.body(acc, acc_dt, identity(rop, acc_dt), upd)
         else:
             body = [L.Acc(acc, acc_dt, identity(rop, acc_dt))]
-            body += self.nest(rvs, [src.shape[a] for a in red], [L.SetAcc(acc, upd)])
+            body += self.taps(rvs, [src.shape[a] for a in red], upd, acc, bool(keep))
             res = L.var(acc, acc_dt)
         if res.dtype != n.dtype:
             res = L.alu(Op.CAST, n.dtype, res)
@@ -423,7 +441,7 @@ def lower(sched: Schedule) -> list[L.Kernel]:
                            lambda n: sched.node_buf.get(n), plans.__getitem__, local, scratch,
                            sched.threads, (k.split, work(k)), stagewise(k, sched.threads),
                            outer_either(k, sched.threads), outputs)
-        body = split_masks(kl.lower())
+        body = split_loads(split_masks(kl.lower()))
         params = [L.BufParam(b, sched.buffers[b].dtype, sched.buffers[b].role) for b in kl.bufs if b is not None]
         out.append(L.Kernel(k.name, params, list(sched.program.dims), body))
     return out
