@@ -99,8 +99,9 @@ def _dw_text(c: int, h: int, w: int, k: int, s: int, p: int, d: int, symbolic: b
     span = p * 2 - d * (k - 1) - 1
     where = (f" where OH = (+ (idiv (+ H {span}) {s}) 1), OW = (+ (idiv (+ W {span}) {s}) 1)"
              if symbolic else "")
-    return (f"(composite dw ((X{{f32}}[{sx}]) (Wt{{f32}}[{'C' if symbolic else c}, 1, {k}, {k}]) -> (Y{{f32}}[{sy}]){where})\n"
-            f"  (conv2d X Wt :stride {s} :padding {p} :dilation {d} :groups {'C' if symbolic else c}))")
+    ch = "C" if symbolic else c
+    return (f"(composite dw ((X{{f32}}[{sx}]) (Wt{{f32}}[{ch}, 1, {k}, {k}]) -> (Y{{f32}}[{sy}]){where})\n"
+            f"  (conv2d X Wt :stride {s} :padding {p} :dilation {d} :groups {ch}))")
 
 
 def _dw(c, h, w, k, s, p, d, runtime="llvm", symbolic=False, **kw):
