@@ -123,3 +123,30 @@ def test_refusal_names_every_missing_op():
         caten.from_torch(M(), (torch.randn(3),))
     msg = str(e.value)
     assert "special_bessel_j0" in msg and "special_bessel_j1" in msg
+
+
+class _Pow(nn.Module):
+    def __init__(self, e):
+        super().__init__()
+        self.e = e
+
+    def forward(self, x):
+        return torch.pow(x, self.e)
+
+
+@pytest.mark.parametrize("e", [2, 3, 2.0, 3.0, -1.0, -2.0, 1.5, 4, 0.5])
+@pytest.mark.parametrize("dt", [torch.float32, torch.float64])
+def test_pow_by_a_constant_rounds_as_torch(e, dt):
+    """x ** 2, 3, -1 and -2 are ATen's formulas (x*x*x: bit for bit torch's, and no transcendental
+    in GPT-2's GELU); any other exponent is pow, within an ulp of torch; zeros, infinities, nan."""
+    torch.manual_seed(0)
+    x = torch.randn(4096, dtype=dt) * 10
+    if e in (1.5, 0.5):
+        x = x.abs()
+    x[:4] = torch.tensor([0.0, -0.0, float("inf"), float("nan")], dtype=dt)
+    want = _Pow(e)(x).numpy()
+    got = np.asarray(caten.from_torch(_Pow(e), (x,))(x.numpy()))
+    if e in (2, 3, -1, -2):
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=3 * np.finfo(want.dtype).eps, atol=0)

@@ -36,6 +36,8 @@ BODY_MAX = 1024  # ops in one loop body: a longer chain is stored in parts (LLVM
 OPERAND_MAX = 4  # ops a packed GEMM operand may cost before it is stored first
 OVERLAP_MIN = 3  # ops a value read through overlapping windows may cost before it is stored first
 INLINE_MAX = 64  # ops an inlined value may cost before several readers get it from memory instead
+BROADCAST_MIN = 4  # ops a value read through a broadcast of BROADCAST_FACTOR or more copies may cost
+BROADCAST_FACTOR = 4  # before it is stored first (a causal mask built per [S, S], read per head)
 
 
 def _is_leafish(n: Node) -> bool:
@@ -47,6 +49,15 @@ def _is_leafish(n: Node) -> bool:
 def _expands(n: Node) -> bool:
     v = n.arg
     return any(s == 0 and d != 1 for s, d in zip(v.strides, v.shape))
+
+
+def _copies(n: Node) -> int:
+    """How many times an expanding view reads each element of its source (symbolic: many)."""
+    out = 1
+    for st, d in zip(n.arg.strides, n.arg.shape):
+        if st == 0 and d != 1:
+            out *= d if isinstance(d, int) else BROADCAST_FACTOR
+    return out
 
 
 def _overlaps(n: Node) -> bool:
@@ -131,6 +142,8 @@ def realize_set(outputs: list[Node]) -> tuple[list[Node], set[Node]]:
             realized.add(n)
         elif n in operands and (heavy[n] or cost[n] >= OPERAND_MAX):
             realized.add(n)  # packing loops run scalar: a costly operand is computed in a (vector) loop of its own
+        elif cost[n] >= BROADCAST_MIN and any(_copies(v) >= BROADCAST_FACTOR for v in vus):
+            realized.add(n)  # computed once, not once per copy (a mask of [S, S] read by each head)
         elif cost[n] >= OVERLAP_MIN and any(_overlaps(v) for v in vus):
             realized.add(n)  # each window would compute it again: KH*KW times for a convolution's transpose
         elif n.op in _TRANSC and len(users.get(n, ())) >= 2 and any(u.op is Op.REDUCE for u in users[n]) \

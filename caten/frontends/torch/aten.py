@@ -77,6 +77,20 @@ for _k, _v in _BIN.items():
     for _ov in ("Tensor", "Scalar", "default", "Tensor_Scalar", "Tensor_Tensor"):
         aten(f"aten.{_k}.{_ov}")(_binary(_v))
 
+# ATen's CPU kernel for a float tensor to these constant powers is this formula, not pow (x**3 is
+# x*x*x, rounded twice): the same rounding, and no transcendental where the GELU of GPT-2 has one
+_POW_FORMULA = {2: "(* {x} {x})", 3: "(* (* {x} {x}) {x})", -1: "(recip {x})", -2: "(recip (* {x} {x}))"}
+_pow_general = _binary("pow")
+
+
+@aten("aten.pow.Tensor_Scalar")
+def _pow_scalar(c: Ctx, n: Any) -> str:
+    x, e = n.args[0], n.args[1]
+    formula = _POW_FORMULA.get(e) if isinstance(e, (int, float)) and not isinstance(e, bool) else None
+    if formula is None or not _is_tensor(x) or dtype_of(meta(x).dtype) not in ("f16", "bf16", "f32", "f64"):
+        return _pow_general(c, n)
+    return formula.format(x=c.arg(x))
+
 
 def _unary(op: str):
     def h(c: Ctx, n: Any) -> str:
