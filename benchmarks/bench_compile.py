@@ -17,6 +17,14 @@ LLVM). Nothing runs. Two settings:
 Reported: median and min of the total, and of each phase, in seconds. The installed caten's
 bytecode is written first, as an installed package has it.
 
+    python benchmarks/bench_compile.py --models [--runs 3]
+
+times real models instead (torchvision ResNet-18 at 224x224, a GPT-2-small-shaped model of 12
+layers on 512 tokens, random weights): each is captured once by torch.export here (that time,
+torch's own, is reported apart), and its caten text is compiled in fresh processes with the
+library cached: cold (no compiled program or unit in the cache) and warm (a second process
+with that cache filled: what loading a compiled model costs).
+
     python benchmarks/bench_compile.py --chain [--runs 3]
 
 times the residual chain `y = y + gelu(layernorm(y))` of 4, 8, 12 and 16 blocks on a 4096x1024
@@ -82,6 +90,78 @@ err = float(np.abs(y - ref).max() / (np.abs(ref).max() + 1e-30))
 ts = rounds({"caten": lambda: m.f(x, g, b), "numpy": lambda: chain_numpy(x, g, b, n)}, reps=5, max_s=20)
 print(json.dumps({"compile": t2 - t1, "call": ts["caten"], "numpy": ts["numpy"], "err": err}))
 """
+
+
+MODEL_CHILD = r"""
+import json, sys, time
+t0 = time.perf_counter()
+import numpy
+import caten
+t1 = time.perf_counter()
+m = caten.loads(open(sys.argv[1]).read(), runtime="llvm")
+t2 = time.perf_counter()
+m.forward.program({})
+t3 = time.perf_counter()
+print(json.dumps({"import": t1 - t0, "read+elaborate": t2 - t1, "compile": t3 - t2, "total": t3 - t0}))
+"""
+
+
+def _export(name: str, root: str) -> tuple[str, float]:
+    """The model's caten text (written under root) and torch.export's time for it."""
+    import time
+
+    import torch
+
+    from caten.frontends.torch.export import convert_exported, decompose
+
+    torch.manual_seed(0)
+    if name == "resnet18":
+        import torchvision
+
+        mod, args = torchvision.models.resnet18(weights=None).eval(), (torch.randn(1, 3, 224, 224),)
+    else:
+        from transformers import GPT2Config, GPT2Model
+
+        inner = GPT2Model(GPT2Config(use_cache=False)).eval()
+
+        class Last(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, ids):
+                return self.inner(input_ids=ids).last_hidden_state
+
+        mod, args = Last().eval(), (torch.randint(0, 50257, (1, 512)),)
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        text = convert_exported(decompose(torch.export.export(mod, args)))[0]
+    took = time.perf_counter() - t0
+    path = os.path.join(root, f"{name}.lisp")
+    with open(path, "w") as f:
+        f.write(text)
+    return path, took
+
+
+def run_models(root: str, lib_only: str, runs: int) -> None:
+    """Cold and warm compile of real models (see the module docstring)."""
+    phases = ["import", "read+elaborate", "compile", "total"]
+    print("| model | torch.export | setting | " + " | ".join(phases) + " |")
+    print("|---" * (len(phases) + 3) + "|")
+    for name in ("resnet18", "gpt2_small"):
+        src, export_s = _export(name, root)
+        rows: dict[str, list[dict]] = {"cold": [], "warm": []}
+        for i in range(runs):
+            scratch = os.path.join(root, f"{name}-{i}")
+            shutil.copytree(lib_only, scratch)
+            for setting in ("cold", "warm"):  # the second process finds the first one's program
+                env = dict(os.environ, CATEN_CACHE_DIR=scratch)
+                out = subprocess.run([sys.executable, "-c", MODEL_CHILD, src], env=env, capture_output=True,
+                                     text=True, check=True, cwd=scratch).stdout
+                rows[setting].append(json.loads(out.strip().splitlines()[-1]))
+        for setting, rs in rows.items():
+            cells = [f"{statistics.median(r[p] for r in rs):.2f} (min {min(r[p] for r in rs):.2f})" for p in phases]
+            print(f"| {name} | {export_s:.2f} | {setting} | " + " | ".join(cells) + " |")
 
 
 def chain_source(n: int) -> str:
@@ -157,6 +237,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--chain", action="store_true", help="time the residual layernorm+gelu chain instead")
+    ap.add_argument("--models", action="store_true", help="time ResNet-18 and GPT-2 small instead")
     opts = ap.parse_args()
     _bytecode()
     root = tempfile.mkdtemp(prefix="caten-bench-compile-")
@@ -169,6 +250,9 @@ def main() -> None:
                     os.remove(os.path.join(dirpath, f))
         if opts.chain:
             run_chain(root, lib_only, opts.runs)
+            return
+        if opts.models:
+            run_models(root, lib_only, opts.runs)
             return
         # one layer edited: the block with its second layernorm's eps changed, compiled where the
         # original block was compiled before (its units' objects cached, not the program's)

@@ -187,3 +187,34 @@ def test_depthwise_module_and_gradients_match_torch():
         np.testing.assert_allclose(cy.numpy(), y.detach().numpy(), rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(cx.grad.numpy(), x.grad.numpy(), rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose(m.weight.grad.numpy(), ref.weight.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("runtime", ["llvm", "c"])
+def test_equal_terms_of_a_window_each_count(runtime):
+    """Every position of a window adding the same term (a count of ones, ONNX's AveragePool
+    without its padding): the unrolled updates must not collapse into one value, as equal
+    expressions do in a renderer (the first version counted 1 where the window held 4)."""
+    text = """(composite cnt ((X{f32}[2, 3, 8, 7]) -> (Y{f32}[2, 3, 8, 7]))
+  (+ (VIEW (sum (windows (full [2 3 9 8] 1 :dtype f32) :kernel [2 2]) :axis [5 6]) :squeeze 1)
+     (* X 0.0)))"""
+    x = np.zeros((2, 3, 8, 7), np.float32)
+    got = caten.loads(text, runtime=runtime, use_cache=False).cnt(x)
+    np.testing.assert_array_equal(got, np.full((2, 3, 8, 7), 4.0, np.float32))
+
+
+def test_onnx_average_pool_matches_the_reference():
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+    from onnx.reference import ReferenceEvaluator
+
+    import caten.onnx
+    for attrs, out in [({"kernel_shape": [2, 2]}, [1, 3, 31, 31]),
+                       ({"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [2, 2]}, [1, 3, 16, 16]),
+                       ({"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "count_include_pad": 1}, [1, 3, 32, 32])]:
+        node = helper.make_node("AveragePool", ["x"], ["y"], **attrs)
+        g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 32, 32])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, out)])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+        x = np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32)
+        want = ReferenceEvaluator(m).run(None, {"x": x})[0]
+        np.testing.assert_allclose(np.asarray(caten.onnx.load(m)(x)), want, rtol=1e-6, atol=1e-6)

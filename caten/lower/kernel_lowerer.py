@@ -31,7 +31,7 @@ from caten.lower.reduce import Blocked, identity
 from caten.lower.scatter import scatter_stage
 from caten.lower.sort import sort_stage
 from caten.schedule.model import Schedule, Unfusable
-from caten.schedule.plan import LOWP
+from caten.schedule.plan import LOWP, on_gpu
 from caten.schedule.reduce_plan import ReducePlan
 from caten.schedule.split import EVEN_EACH, outer_either, stagewise, work
 
@@ -304,20 +304,22 @@ class KernelLowerer:
             body = [L.Loop(v.arg, L.dim(d), body)]
         return body
 
-    def taps(self, vs: list[X], extents: list[Dim], upd: X, acc: str, keep: bool) -> list:
+    def taps(self, vs: list[X], extents: list[Dim], upd: X, acc: X, keep: bool) -> list:
         """A reduction over a few static positions (a convolution's or a pooling's window) as one
-        update per position, in the loops' order: the loop over the kept axis around it is then the
-        innermost one, which the renderers vectorize, and `split_loads` sees each position's bounds.
-        A longer or symbolic reduction, or one with no kept axis, keeps its loops."""
+        update that nests each position's term in the loops' order: the loop over the kept axis
+        around it is then the innermost one, which the renderers vectorize, and `split_loads` sees
+        each position's bounds. (One update, not one per position: equal updates, such as a count
+        of ones, would be one value to a renderer that computes each expression once.) A longer or
+        symbolic reduction, or one with no kept axis, keeps its loops."""
         if not keep or not all(isinstance(e, int) for e in extents) or not 1 < math.prod(extents) <= UNROLL_TAPS:
-            return self.nest(vs, extents, [L.SetAcc(acc, upd)])
-        out = []
+            return self.nest(vs, extents, [L.SetAcc(acc.arg, upd)])
+        total = acc
         for pos in itertools.product(*(range(e) for e in extents)):
             u = upd
             for v, c in zip(vs, pos):
                 u = L.subst(u, v, L.const(c))
-            out.append(L.SetAcc(acc, u))
-        return out
+            total = L.subst(u, acc, total)
+        return [L.SetAcc(acc.arg, total)]
 
     def stage(self, n: Node, si: int) -> list:
         p = self.p
@@ -396,7 +398,7 @@ class KernelLowerer:
             body, res = blocked.body(acc, acc_dt, identity(rop, acc_dt), upd)
         else:
             body = [L.Acc(acc, acc_dt, identity(rop, acc_dt))]
-            body += self.taps(rvs, [src.shape[a] for a in red], upd, acc, bool(keep))
+            body += self.taps(rvs, [src.shape[a] for a in red], upd, L.var(acc, acc_dt), bool(keep))
             res = L.var(acc, acc_dt)
         if res.dtype != n.dtype:
             res = L.alu(Op.CAST, n.dtype, res)
@@ -441,7 +443,9 @@ def lower(sched: Schedule) -> list[L.Kernel]:
                            lambda n: sched.node_buf.get(n), plans.__getitem__, local, scratch,
                            sched.threads, (k.split, work(k)), stagewise(k, sched.threads),
                            outer_either(k, sched.threads), outputs)
-        body = split_loads(split_masks(kl.lower()))
+        body = split_masks(kl.lower())
+        if not on_gpu():  # (a device maps the output loops to its grid: a work-item masks its own loads)
+            body = split_loads(body)
         params = [L.BufParam(b, sched.buffers[b].dtype, sched.buffers[b].role) for b in kl.bufs if b is not None]
         out.append(L.Kernel(k.name, params, list(sched.program.dims), body))
     return out

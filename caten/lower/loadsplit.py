@@ -101,12 +101,26 @@ def _map_body(stmts: list, fn: Callable[[X], X | None], names: dict[str, str] | 
     memo: dict[int, X] = {}
     names = names or {}
 
-    def go(x: X) -> X:
-        hit = memo.get(id(x))
-        if hit is None:
+    def go(root: X) -> X:
+        """(iterative: a long program's expressions nest deeper than Python's stack)"""
+        stack = [root]
+        while stack:
+            x = stack[-1]
+            if id(x) in memo:
+                stack.pop()
+                continue
             r = fn(x)
-            hit = memo[id(x)] = r if r is not None else _node(x, tuple(go(s) for s in x.src)) if x.src else x
-        return hit
+            if r is not None or not x.src:
+                memo[id(x)] = x if r is None else r
+                stack.pop()
+                continue
+            todo = [s for s in x.src if id(s) not in memo]
+            if todo:
+                stack.extend(todo)
+                continue
+            memo[id(x)] = _node(x, tuple(memo[id(s)] for s in x.src))
+            stack.pop()
+        return memo[id(root)]
 
     def stmt(s):
         if isinstance(s, L.Loop):

@@ -36,6 +36,8 @@ BODY_MAX = 1024  # ops in one loop body: a longer chain is stored in parts (LLVM
 OPERAND_MAX = 4  # ops a packed GEMM operand may cost before it is stored first
 OVERLAP_MIN = 3  # ops a value read through overlapping windows may cost before it is stored first
 INLINE_MAX = 64  # ops an inlined value may cost before several readers get it from memory instead
+READS_MAX = 6  # buffers an inlined value may read before several readers get it from memory instead (a
+#               residual stream, a sum of every earlier layer's output, re-read by each later norm)
 BROADCAST_MIN = 4  # ops a value read through a broadcast of BROADCAST_FACTOR or more copies may cost
 BROADCAST_FACTOR = 4  # before it is stored first (a causal mask built per [S, S], read per head)
 
@@ -90,6 +92,16 @@ def cone_size(n: Node, realized: set[Node], cap: int) -> int:
     return min(count, cap)
 
 
+def _union(sets: list[frozenset]) -> frozenset:
+    """The sets' union, or its first READS_MAX + 1 elements (all a caller compares with)."""
+    out: set = set()
+    for x in sets:
+        out |= x
+        if len(out) > READS_MAX:
+            return frozenset(list(out)[:READS_MAX + 1])
+    return frozenset(out)
+
+
 def realize_set(outputs: list[Node]) -> tuple[list[Node], set[Node]]:
     """The nodes that live in memory. Besides outputs and REDUCE/COPY/EXTERN: heavy values read
     through a broadcast or by several views, transcendentals a reduction and another stage both
@@ -126,8 +138,10 @@ def realize_set(outputs: list[Node]) -> tuple[list[Node], set[Node]]:
         readers[n] = sum(readers[u] if u.op is Op.VIEW else 1 for u in users.get(n, ()))
     heavy: dict[Node, bool] = {}  # a heavy op is computed when n is (realized operands are loads)
     cost: dict[Node, int] = {}  # an upper bound of cone_size (shared operands counted per use): cheap
+    reads: dict[Node, frozenset] = {}  # what computing n inline reads from memory (up to READS_MAX + 1 of it)
     for n in order:
         live = [s for s in n.src if s not in realized]
+        reads[n] = _union([frozenset((s,)) if s in realized or s.op is Op.BUFFER else reads[s] for s in n.src])
         heavy[n] = n.op in _HEAVY or any(heavy[s] for s in live)
         if n.op is Op.VIEW:
             cost[n] = cost[n.src[0]] if live else 0
@@ -151,6 +165,8 @@ def realize_set(outputs: list[Node]) -> tuple[list[Node], set[Node]]:
             realized.add(n)  # e.g. softmax's exp: computed once into a row-local scratch buffer (a GPU
             #                  computes it twice: cheaper than the scratch's trip through memory)
         elif cost[n] > INLINE_MAX and readers[n] >= 2 and cone_size(n, realized, INLINE_MAX + 1) > INLINE_MAX:
+            realized.add(n)
+        elif len(reads[n]) > READS_MAX and readers[n] >= 2:
             realized.add(n)
         elif cost[n] > BODY_MAX and cone_size(n, realized, BODY_MAX + 1) > BODY_MAX:
             realized.add(n)
