@@ -40,11 +40,12 @@ def test_programs_cover_the_language():
         feats["view output"] += any(o.startswith("w") for o in p.outputs)
         feats["multi-axis reduce"] += any(s.op == "red" and len(s.p["axes"]) > 1 for s in p.stmts)
         feats["empty dim"] += any(0 in t.shape for t in infer(p).values())
+        feats["padded window"] += any(s.op == "window" and s.p["pad"] and s.p["k"] > 1 for s in p.stmts)
     from caten.fuzz.gen import OPS
 
     assert set(OPS) <= set(ops), set(OPS) - set(ops)
     assert {"f32", "f64", "i32", "i64", "i8", "u8", "bool"} <= dtypes
-    wanted = ("symbolic", "where", "outputs>1", "view output", "multi-axis reduce", "empty dim")
+    wanted = ("symbolic", "where", "outputs>1", "view output", "multi-axis reduce", "empty dim", "padded window")
     assert all(feats[k] >= 10 for k in wanted), feats
 
 

@@ -40,11 +40,28 @@ DTYPES = ("f32",) * 5 + ("f64", "i32", "i32", "i64", "i8", "u8", "bool")
 BITS_TO = {"i8": ("u8",), "u8": ("i8",), "bool": ("u8", "i8")}
 OPS = {"un": 6, "bin": 10, "where": 2, "cast": 2, "red": 6, "perm": 3, "merge": 2, "unsq": 2, "squeeze": 1,
        "split": 2, "expand": 3, "slice": 4, "flip": 3, "pad": 3, "concat": 3, "matmul": 1, "dotimes": 1,
-       "copy": 1, "gather": 2, "scatter": 2, "sort": 1, "loop": 3, "if": 1}
+       "copy": 1, "gather": 2, "scatter": 2, "sort": 1, "loop": 3, "if": 1, "window": 2}
 LOOPS = ("fori", "while", "scan", "nested")
 
 
 # rendering --------------------------------------------------------------------------------------
+def _window(x: str, t: Ty, p: dict) -> str:
+    """(f over each window of p["k"] elements, every p["s"]-th, of x's last axis padded by p["pad"]
+    elements of p["value"] on each side): a strided view of the padded tensor, reduced."""
+    shape = list(t.shape)
+    shape[-1] += 2 * p["pad"]
+    out = (shape[-1] - p["k"]) // p["s"] + 1
+    strides = [1] * len(shape)
+    for i in range(len(shape) - 2, -1, -1):
+        strides[i] = strides[i + 1] * shape[i + 1]
+    pads = " ".join(["[0 0]"] * (len(shape) - 1) + [f"[{p['pad']} {p['pad']}]"])
+    size = " ".join(map(str, shape[:-1] + [out, p["k"]]))
+    stride = " ".join(map(str, strides[:-1] + [p["s"], 1]))
+    return (f"({p['f']} (strided-view (pad {x} [{pads}] :value {lit(p['value'], t.dtype)}) :size [{size}] "
+            f":stride [{stride}] :offset 0) :axis -1)")
+
+
+
 def lit(v, dt: str) -> str:
     if dt == "bool":
         return "1" if v else "0"
@@ -112,6 +129,8 @@ def render_stmt(s: Stmt, ts: list[Ty]) -> str:  # noqa: C901 - one case per op
                                       for i, (b, e2, st) in enumerate(p["bounds"])) + ")"
     elif s.op == "flip":
         e = f"(flip {x} :axis {p['axis']})"
+    elif s.op == "window":  # a sliding window of the last axis, padded: a pooling's or a conv's taps
+        e = _window(x, t, p)
     elif s.op == "pad":
         e = f"(pad {x} [{' '.join(f'[{lo} {hi}]' for lo, hi in p['pads'])}] :value {lit(p['value'], t.dtype)})"
     elif s.op == "concat":
@@ -323,6 +342,11 @@ class _Gen:
                 b = rng.choice((0, None, 1, -2, rng.randint(-n - 1, n)))
                 e = rng.choice((None, n, n + 2, -1, rng.randint(-n, n + 1)))
                 p["bounds"].append((b, e, rng.choice((1, 1, 2, 3))))
+        elif op == "window":
+            if r == 0 or k == "bool" or not all(isinstance(kk, int) for kk in t.keys):
+                return None
+            p.update(f=rng.choice(("sum", "max", "min")), k=rng.choice((1, 2, 3, 4)), s=rng.choice((1, 1, 2, 3)),
+                     pad=rng.choice((0, 1, 2)), value=rng.choice((0, 1)) if k != "float" else rng.choice((0.0, 1.5)))
         elif op == "pad":
             p["pads"] = [(rng.choice((0, 0, 1, 2)), rng.choice((0, 1, 3))) for _ in range(r)]
             p["value"] = rng.choice((0, 1)) if k != "float" else rng.choice((0.0, 1.5, -2.0))
@@ -377,7 +401,7 @@ class _Gen:
             env.pop(name, None)
             return None
         if is_float(env[name].dtype) and (any(a in self.inexact for a in args)
-                                          or op in ("red", "matmul", "dotimes", "scatter", "loop", "if")):
+                                          or op in ("red", "matmul", "dotimes", "scatter", "loop", "if", "window")):
             self.inexact.add(name)
         return s
 

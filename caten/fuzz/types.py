@@ -243,6 +243,13 @@ def infer_stmt(s: Stmt, ts: list[Ty]) -> Ty:  # noqa: C901 - one case per op, ke
     if s.op == "flip":
         _axis(p["axis"], r)
         return t
+    if s.op == "window":
+        if r == 0 or kind(t.dtype) == "bool" or not all(isinstance(k, int) for k in t.keys):
+            raise Invalid("window operand")
+        out = (t.shape[-1] + 2 * p["pad"] - p["k"]) // p["s"] + 1
+        if out < 1:
+            raise Invalid("window larger than the padded axis")
+        return Ty(t.dtype, t.shape[:-1] + (out,), t.keys[:-1] + (out,))
     if s.op == "pad":
         pads = p["pads"]
         if len(pads) != r:
