@@ -130,13 +130,13 @@ def _load(lib: bytes, tag: str) -> ctypes.CDLL:
 class CExecutable:
     def __init__(self, lowered, fn, oob: int = 0):
         self.program, self.sched, self.bounds, self.fn = lowered.program, lowered.sched, lowered.bounds, fn
+        self.arena_size = lowered.arena_size
         self.oob = oob  # the address of the bounds-checked mode's error record, or 0
         self.arenas = Arenas()
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], env: dict[str, int]) -> None:
         env = {**self.program.defines, **env}
-        size = D.evaluate(self.sched.arena_size, env) if not isinstance(self.sched.arena_size, int) \
-            else self.sched.arena_size
+        size = D.evaluate(self.arena_size, env) if not isinstance(self.arena_size, int) else self.arena_size
         ins = [np.ascontiguousarray(a) for a in inputs]
         ptrs = [a.ctypes.data for a in ins] + [o.ctypes.data for o in outputs]
         self.fn(*ptrs, self.arenas.pointer(size), *[int(env[d]) for d in self.program.dims])
@@ -151,6 +151,7 @@ class CRuntime(Runtime):
     renders = True
     artifact_kind = "c-so"
     checks_bounds = True
+    restores = True  # `load` reads only caten.pipeline.restore.Restored's fields: warm loads skip lowering
     description = "plain C from the shared C-style renderer, built by the system cc (-O3 -march=native, or --cpu's)"
 
     def available(self) -> tuple[bool, str]:
@@ -192,7 +193,8 @@ class CRuntime(Runtime):
 
     def artifacts(self, source: str, kind: str, lowered, t: Target,
                   options: Options) -> dict[str, bytes | str]:
-        header = c_header([lw.program for lw in lowered], [lw.name for lw in lowered], options.extra.get("library"))
+        header = c_header([lw.program for lw in lowered], [lw.name for lw in lowered], options.extra.get("library"),
+                          [lw.in_place for lw in lowered])
         if kind == "source":
             return {".c": source, ".h": header}
         if kind == "lib":

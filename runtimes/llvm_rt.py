@@ -92,8 +92,9 @@ class LLVMExecutable:
 
     def __init__(self, lowered, fn, profile: bool = False) -> None:
         self.program, self.sched, self.bounds, self.fn = lowered.program, lowered.sched, lowered.bounds, fn
+        self.arena_size = lowered.arena_size
         self.arenas = Arenas()
-        self.kernel_names = [c[0] if isinstance(c, tuple) else c.text(str)[0].split(':')[0] for c in lowered.plan.calls]
+        self.kernel_names = lowered.kernel_names
         self._prof = f"{lowered.name}__prof" if profile else None
 
     def kernel_cycles(self, reset: bool = True) -> list[int]:
@@ -133,7 +134,7 @@ class LLVMExecutable:
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], env: dict[str, int]) -> None:
         env = {**self.program.defines, **env}
-        size = self.sched.arena_size
+        size = self.arena_size
         size = size if isinstance(size, int) else D.evaluate(size, env)
         ins = [np.ascontiguousarray(a) for a in inputs]
         for o in outputs:
@@ -153,6 +154,7 @@ class LLVMRuntime(Runtime):
     renders = True
     artifact_kind = "llvmobj"
     checks_bounds = True
+    restores = True  # `load` reads only caten.pipeline.restore.Restored's fields: warm loads skip lowering
     description = "fused loop kernels compiled by LLVM for the host CPU (JIT, or AOT .so/.o/.ll)"
 
     def available(self) -> tuple[bool, str]:
@@ -229,7 +231,7 @@ class LLVMRuntime(Runtime):
         if kind == "source":
             return {".ll": source}
         header = c_header([lw.program for lw in lowered], [lw.name for lw in lowered],
-                          options.extra.get("library")) if kind == "lib" else ""
+                          options.extra.get("library"), [lw.in_place for lw in lowered]) if kind == "lib" else ""
         if kind == "lib" and (parts := units.split(source)) is not None:
             # as the JIT compiles it: units in parallel, each cached by content, linked by cc
             from caten.cache.store import default_cache

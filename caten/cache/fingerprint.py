@@ -106,15 +106,68 @@ def closure(roots: Iterable[str]) -> dict[str, str]:
 
 
 _memo: dict[tuple[str, ...], str] = {}
+MEMO_KIND = "fp"
 
 
-def fingerprint(roots: Iterable[str]) -> str:
-    """A hash of the files of `closure(roots)`, once per process."""
+def fingerprint(roots: Iterable[str], store=None) -> str:
+    """A hash of the files of `closure(roots)`, once per process. `store` (a caten.cache.Cache):
+    where the hash is remembered across processes with the status (size, mtime, ctime, inode)
+    of each file it covers, as Python's bytecode cache trusts a source's mtime and size: while
+    none of those files changed, a warm start neither walks the imports nor reads them."""
     key = tuple(sorted(roots))
     if key not in _memo:
-        h = hashlib.sha256()
-        for name, path in sorted(closure(key).items()):
-            with open(path, "rb") as f:
-                h.update(f"{name}\0{hashlib.sha256(f.read()).hexdigest()}\0".encode())
-        _memo[key] = h.hexdigest()
+        at = _memo_key(key) if store is not None else None
+        _memo[key] = (_remembered(store, at) if at else None) or _compute(key, store, at)
     return _memo[key]
+
+
+def _stat(path: str) -> list[int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+def _memo_key(key: tuple[str, ...]) -> str | None:
+    """The memo's cache key: the roots and the files they are (another install of caten, another
+    plugin file: another entry), or None where a root has no file."""
+    from caten.cache.store import key_of
+
+    files = [module_file(r) for r in key]
+    if any(f is None for f in files):
+        return None
+    return key_of("fingerprint-memo/1", *key, *(os.path.abspath(f) for f in files))  # type: ignore[arg-type]
+
+
+def _remembered(store, at: str) -> str | None:
+    """The remembered hash if every file it covered still has the status it had, else None."""
+    from caten.cache import codec
+
+    blob = store.get(at, MEMO_KIND)
+    if blob is None:
+        return None
+    try:
+        entry = codec.loads(blob)
+        files, fp = entry["files"], entry["fp"]
+        if isinstance(fp, str) and files and all(_stat(p) == st for p, st in files):
+            return fp
+    except (codec.CodecError, KeyError, TypeError, ValueError):
+        pass
+    return None
+
+
+def _compute(key: tuple[str, ...], store, at: str | None) -> str:
+    h = hashlib.sha256()
+    files = []
+    for name, path in sorted(closure(key).items()):
+        st = _stat(path)  # before the read: an edit in between leaves a status that no longer matches
+        with open(path, "rb") as f:
+            h.update(f"{name}\0{hashlib.sha256(f.read()).hexdigest()}\0".encode())
+        files.append((path, st))
+    fp = h.hexdigest()
+    if at is not None and all(st is not None for _, st in files):
+        from caten.cache import codec
+
+        store.put(at, MEMO_KIND, codec.dumps({"files": files, "fp": fp}))
+    return fp

@@ -36,6 +36,7 @@ from caten.lower.entry import EntryPlan, entry_plan
 from caten.lower.text import kernel_text
 from caten.lower.trial import check_group
 from caten.lower.verify import problems as loop_problems
+from caten.pipeline import restore
 from caten.pipeline.extern import ExternSplit, has_extern
 from caten.pipeline.passes import Timings
 from caten.plugin import Options, Runtime, named_programs
@@ -76,6 +77,15 @@ class Lowered:
     @property
     def defines(self) -> dict[str, D.Dim]:
         return self.program.dim_defines()
+
+    @property
+    def arena_size(self) -> D.Dim:
+        return self.sched.arena_size
+
+    @property
+    def kernel_names(self) -> list[str]:
+        """The entry's steps by name, in order (a kernel's, or a control step's)."""
+        return [c[0] if isinstance(c, tuple) else c.text(str)[0].split(':')[0] for c in self.plan.calls]
 
     def loops(self, canon: bool = False) -> str:
         """The loop IR of every kernel and the entry plan, as `--emit loops` prints it."""
@@ -184,24 +194,30 @@ def lower_all(runtime: Runtime, programs: Program | Sequence[Program], t: Target
     return out
 
 
-def code_fingerprint(runtime: Runtime) -> str:
+def code_fingerprint(runtime: Runtime, store=None) -> str:
     """A hash of the code that turns loop IR into machine code for `runtime` -- this module, the
     runtime plugin's, and every module of caten either can import (the renderers, the passes after
     the cache key: bounds, decompose, the kernels' dim arguments; the op table, ...) -- and of
     caten's version: editing any of them invalidates cached code. Files are read, not imported:
-    a warm start never loads a renderer."""
+    a warm start never loads a renderer. `store`: the cache that remembers it across processes
+    (caten.cache.fingerprint)."""
     plugin: str | None = type(runtime).__module__
     if plugin not in sys.modules:  # a plugin loaded from a file (`--plugin`): the file
         code = next((f.__code__ for f in vars(type(runtime)).values() if hasattr(f, "__code__")), None)
         plugin = code.co_filename if code is not None else None
-    return key_of(__version__, fingerprint((__name__,) + ((plugin,) if plugin else ())))
+    return key_of(__version__, fingerprint((__name__,) + ((plugin,) if plugin else ()), store))
 
 
 def cache_key(runtime: Runtime, lowered: Sequence[Lowered], t: Target, options: Options) -> str:
     """The one compile-cache key: loop IR + entry plans, runtime, target, options, versions."""
-    return key_of("caten-code/1", runtime.name, runtime.toolchain(t), code_fingerprint(runtime), *map(str, t.key()),
-                  str(options.opt_level), str(bool(options.check_bounds)), str(bool(options.profile)),
-                  *(lw.loops(canon=True) for lw in lowered))
+    return key_of(*_code_parts(runtime, t, options), *(lw.loops(canon=True) for lw in lowered))
+
+
+def _code_parts(runtime: Runtime, t: Target, options: Options) -> list[str]:
+    """Every part of the compile-cache key but the loop IR (the program-level cache's too)."""
+    fp = code_fingerprint(runtime, default_cache() if options.use_cache else None)
+    return ["caten-code/1", runtime.name, runtime.toolchain(t), fp, *map(str, t.key()),
+            str(options.opt_level), str(bool(options.check_bounds)), str(bool(options.profile))]
 
 
 _memo_lock = threading.RLock()
@@ -238,6 +254,13 @@ def compile(runtime: Runtime, program: Program, options: Options | None = None, 
 
 def _build(runtime: Runtime, program: Program, t: Target, options: Options, tm: Timings):
     caps = runtime.capabilities(t)
+    store = default_cache() if options.use_cache else None
+    back = None  # the program-level cache (caten.pipeline.restore): a hit skips schedule to render
+    if store and getattr(runtime, "restores", False) and not options.profile:
+        back = restore.back_key(_code_parts(runtime, t, options), program, caps, options)
+        exe = _restored(runtime, store, back, program, t, options, tm)
+        if exe is not None:
+            return exe
     runtime.prepare(t, options)
     lw = lower_program(program, PLACEHOLDER, None if caps.device else t, caps.threads, tm, caps.direct_conv,
                       caps.gpu)
@@ -248,7 +271,6 @@ def _build(runtime: Runtime, program: Program, t: Target, options: Options, tm: 
             lw.check_bounds(caps.device)
     with tm.stage("decompose"):
         lw.decompose(caps.native)
-    store = default_cache() if options.use_cache else None
     art = store.get(key, runtime.artifact_kind) if store else None
     hit = art is not None
     if art is None:
@@ -260,8 +282,26 @@ def _build(runtime: Runtime, program: Program, t: Target, options: Options, tm: 
             store.put(key, runtime.artifact_kind, art)
     with tm.stage("load"):
         exe = runtime.load(art, lw, t, options)
+    if back is not None:
+        store.put(back, restore.KIND, restore.dumps(key, restore.Restored(
+            lw.name, program, lw.arena_size, lw.kernel_names, lw.bounds, getattr(lw, "in_place", frozenset()))))
     if options.verbose:
         print(tm.line(f"{runtime.name} {program.name} ({'cached code' if hit else 'compiled'})"), file=sys.stderr)
+    return exe
+
+
+def _restored(runtime: Runtime, store, back: str, program: Program, t: Target, options: Options, tm: Timings):
+    """The executable from the program-level cache and the code cache, or None on a miss of either."""
+    with tm.stage("load"):
+        blob = store.get(back, restore.KIND)
+        entry = restore.loads(blob, program) if blob is not None else None
+        art = store.get(entry[0], runtime.artifact_kind) if entry is not None else None
+        if art is None:
+            return None
+        exe = runtime.load(art, entry[1], t, options)
+    exe.in_place = entry[1].in_place
+    if options.verbose:
+        print(tm.line(f"{runtime.name} {program.name} (cached program)"), file=sys.stderr)
     return exe
 
 

@@ -133,12 +133,12 @@ def program_cache_key(src: Source, name: str, types: dict[str, DType], dims: dic
 def front_fingerprint() -> str:
     """The code of this module and of every module it can import, the grammar and the library's
     sources (caten.elaborate.library): a change to any of them invalidates cached programs."""
-    from caten.cache import key_of
+    from caten.cache import default_cache, key_of
     from caten.cache.fingerprint import fingerprint
     from caten.elaborate.library import library_sources
     from caten.version import __version__
 
-    return key_of(__version__, fingerprint(ROOTS), *(t for _, t in library_sources()))
+    return key_of(__version__, fingerprint(ROOTS, default_cache()), *(t for _, t in library_sources()))
 
 
 ROOTS = (__name__,)  # the modules whose import closure the front fingerprint covers

@@ -1,0 +1,101 @@
+"""A warm load (caten.pipeline.restore): a second process whose cache holds the compiled program
+loads it without scheduling, lowering or rendering, and computes the same values; a changed
+program, option or target misses that cache and runs the whole back end."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import caten
+from caten import plugin as R
+from caten.pipeline import Timings, back
+
+SRC = """
+(composite f ((X{f32}[N, 8]) (W{f32}[8, 5]) (B{f32}[5]) -> (Y{f32}[N, 5]))
+  (relu (+ (matmul X W) B)))
+"""
+
+CHILD = r"""
+import json, sys
+import numpy as np
+import caten
+m = caten.loads(sys.argv[1], runtime=sys.argv[2], check_bounds=sys.argv[3] == "1")
+prog, exe = m.f.program({})
+rng = np.random.default_rng(0)
+x = rng.standard_normal((7, 8)).astype(np.float32)
+w = rng.standard_normal((8, 5)).astype(np.float32)
+b = rng.standard_normal(5).astype(np.float32)
+y = m.f(x, w, b)
+print(json.dumps({"y": y.tolist(), "passes": sorted(m.f._timings.get((), caten.pipeline.Timings()).passes)}))
+"""
+
+
+def _oracle() -> np.ndarray:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((7, 8)).astype(np.float32)
+    w = rng.standard_normal((8, 5)).astype(np.float32)
+    b = rng.standard_normal(5).astype(np.float32)
+    return np.maximum(x.astype(np.float64) @ w + b, 0)
+
+
+def _run(cache: str, rt: str, bounds: bool) -> dict:
+    env = {**os.environ, "CATEN_CACHE_DIR": cache}
+    out = subprocess.run([sys.executable, "-c", CHILD, SRC, rt, "1" if bounds else "0"], env=env,
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("rt,bounds", [("llvm", False), ("c", True)])
+def test_a_second_process_loads_without_lowering(tmp_path, rt, bounds):
+    if not R.get(rt).available()[0]:
+        pytest.skip(f"runtime {rt} unavailable")
+    cache = str(tmp_path / "cache")
+    cold = _run(cache, rt, bounds)
+    warm = _run(cache, rt, bounds)
+    assert {"schedule", "lower", "render"} <= set(cold["passes"])
+    assert not {"schedule", "lower", "decompose", "render", "compile", "elaborate"} & set(warm["passes"])
+    assert "load" in warm["passes"]
+    np.testing.assert_allclose(np.array(warm["y"]), _oracle(), rtol=1e-5, atol=1e-5)
+    assert warm["y"] == cold["y"]
+
+
+def _passes(src: str, rt: str = "llvm", **kw) -> set[str]:
+    """The back passes a compile of `f` ran, with the in-process memo cleared (only the caches
+    on disk can skip work)."""
+    runtime = R.get(rt)
+    runtime.__dict__.pop("_pipeline_memo", None)
+    m = caten.loads(src, runtime=rt, **kw)
+    prog = m.f.elaborate({})
+    tm = Timings()
+    exe = back.compile(runtime, prog, m.options, tm)
+    x = np.ones((3, 8), np.float32)
+    y = np.empty((3, 5), np.float32)
+    exe.run([x, np.ones((8, 5), np.float32), np.ones(5, np.float32)], [y], {"N": 3})
+    assert np.all(y == 9.0)
+    return set(tm.passes)
+
+
+def test_a_changed_program_option_or_target_misses(tmp_path, monkeypatch):
+    monkeypatch.setenv("CATEN_CACHE_DIR", str(tmp_path / "cache"))
+    assert "lower" in _passes(SRC)
+    assert "lower" not in _passes(SRC)  # the same program again: from the program-level cache
+    assert "lower" in _passes(SRC.replace("relu", "abs"))
+    assert "lower" in _passes(SRC, opt_level=1)
+    assert "lower" in _passes(SRC, check_bounds=True)
+    assert "lower" in _passes(SRC, target="x86-64-v2")
+    assert "lower" not in _passes(SRC, target="x86-64-v2")
+
+
+def test_an_edit_to_the_compiler_misses(tmp_path, monkeypatch):
+    """A back-end module that changed (its fingerprint) is another key."""
+    monkeypatch.setenv("CATEN_CACHE_DIR", str(tmp_path / "cache"))
+    assert "lower" in _passes(SRC)
+    monkeypatch.setattr(back, "code_fingerprint", lambda runtime, store=None: "edited")
+    assert "lower" in _passes(SRC)
