@@ -406,7 +406,8 @@ class Elaborator(Evaluator):
         dyn = [s for s in order if s not in defines and s in plain]
         constraints += [c for c in self.output_constraints if c not in constraints]
         return Program(cdef.name, inputs, ospecs, nodes, dyn, constraints,
-                       {k: int(v) for k, v in defines.items() if k in order}, derived)
+                       {k: int(v) for k, v in defines.items() if k in order}, derived,
+                       aliases=S.in_place(cdef, inputs, ospecs))
 
 
 def _check_sizes(outputs: list, cdef: Any) -> list[Constraint]:

@@ -15,7 +15,7 @@ from caten.ir import dims as D
 from caten.ir import dtypes as T
 from caten.ir.dims import Dim
 from caten.ir.dtypes import DType
-from caten.ir.program import Constraint
+from caten.ir.program import Constraint, TensorSpec
 from caten.read.program import CompositeDef, Param
 from caten.read.sexpr import Annot, Form, Num, SList, Sym, show
 
@@ -155,3 +155,21 @@ def sig_text(d: CompositeDef) -> str:
         ins += f" &rest {d.rest}"
     keys = "".join(f" :{k}" for k, _, _ in d.keys)
     return f"({d.name} {ins}{keys})"
+
+
+def in_place(cdef: CompositeDef, inputs: list[TensorSpec], outputs: list[TensorSpec]) -> tuple[tuple[int, int], ...]:
+    """(output, input) index pairs of the outputs named as an input: each is written into that
+    input's array (a KV cache appended to, a parameter updated), so it must be that input's exact
+    dtype and shape."""
+    pos = {p.name: j for j, p in enumerate(cdef.params)}
+    pairs = []
+    for i, p in enumerate(cdef.outputs):
+        j = pos.get(p.name)
+        if j is None:
+            continue
+        if outputs[i].dtype != inputs[j].dtype or outputs[i].shape != inputs[j].shape:
+            raise Error(f"output `{p.name}` of `{cdef.name}` is written in place of the input of that name, so it "
+                        f"must be {inputs[j]}, not {outputs[i]}", p.span,
+                        "give the output another name to return a new tensor")
+        pairs.append((i, j))
+    return tuple(pairs)

@@ -54,6 +54,7 @@ class Program:
     defines: dict[str, int] = field(default_factory=dict)  # dims fixed at compile time (-D)
     derived: dict[str, Dim] = field(default_factory=dict)  # dims computed from the others (where K = (/ N 2))
     invariant: tuple[int, ...] = ()  # a loop body's inputs every trip reads unchanged (caten.ir.control)
+    aliases: tuple[tuple[int, int], ...] = ()  # (output, input): the output is written into that input
     cached_key: str | None = field(default=None, compare=False, repr=False)  # key(), once computed
 
     def dim_defines(self) -> dict[str, Dim]:
@@ -82,8 +83,31 @@ class Program:
         sig = [(t.dtype.name, tuple(canon(d) for d in t.shape)) for t in self.inputs + self.outputs]
         extra = ([canon(D.sym(s)) for s in self.dims], sorted((canon(D.sym(k)), canon(v)) for k, v in
                                                               self.derived.items()),
-                 [(canon(c.lhs), canon(c.rhs)) for c in self.constraints], sorted(self.defines.items()))
+                 [(canon(c.lhs), canon(c.rhs)) for c in self.constraints], sorted(self.defines.items()),
+                 self.aliases)
         return structural_hash(self.nodes, rename) + repr((sig, extra))
+
+    def in_place(self) -> frozenset[int]:
+        """The aliased outputs that code may compute directly in their input's memory: a SCATTER
+        into that very input, which nothing else reads (a cache appended to). The scatter then
+        writes only its positions, with no copy of the rest; every other aliased output is computed
+        apart and copied into its input after the run."""
+        from caten.ir.graph import toposort
+        from caten.ir.ops import Op
+
+        readers: dict[int, int] = {}
+        for n in toposort(self.nodes):
+            for s in n.src:
+                readers[id(s)] = readers.get(id(s), 0) + 1
+        outs = [id(n) for n in self.nodes]
+        fast = set()
+        for i, j in self.aliases:
+            n = self.nodes[i]
+            base = n.src[0] if n.op is Op.SCATTER else None
+            if base is not None and base.op is Op.BUFFER and base.arg[1] == j and readers.get(id(base)) == 1 \
+                    and id(base) not in outs and outs.count(id(n)) == 1:
+                fast.add(i)
+        return frozenset(fast)
 
     def canonical_dims(self) -> dict[str, Dim]:
         """Each dimension symbol -> `_d0`, `_d1`, ... by first appearance: names stop mattering."""

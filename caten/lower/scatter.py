@@ -7,6 +7,9 @@ value back at the line's first element, which exists: the axis loop runs 0 times
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
 from typing import Any
 
 from caten import loopir as L
@@ -16,6 +19,21 @@ from caten.ir.graph import Node
 from caten.ir.ops import Op
 from caten.loopir import X
 from caten.lower.index import Aff, Coords
+
+_IN_PLACE: contextvars.ContextVar[frozenset[tuple[str, int]]] = contextvars.ContextVar("caten_in_place",
+                                                                                       default=frozenset())
+
+
+@contextlib.contextmanager
+def in_place(pairs: frozenset[tuple[str, int]]) -> Iterator[None]:
+    """Lowering inside writes each (output buffer, input index) pair's SCATTER straight into the
+    output, which the caller makes the input's own memory (`Program.in_place`): the copy of the
+    data is left out, and only the scattered positions are written."""
+    tok = _IN_PLACE.set(pairs)
+    try:
+        yield
+    finally:
+        _IN_PLACE.reset(tok)
 
 
 def combine(op: str, dt: T.DType, old: X, new: X) -> X:
@@ -41,7 +59,10 @@ def scatter_stage(kl: Any, n: Node, si: int) -> list:
     kl.bufs[buf] = dt
     xv = [kl.newvar(f"s{si}x{a}", d) for a, d in enumerate(x.shape)]
     cx = Coords(x.shape, axes=[Aff.of(v) for v in xv])
-    init = kl.nest(xv, list(x.shape), [L.Store(buf, cx.flat().expr(), kl.val(x, cx))])
+    if x.op is Op.BUFFER and (buf, x.arg[1]) in _IN_PLACE.get():
+        init = []  # the output is the input's memory: its data is already there
+    else:
+        init = kl.nest(xv, list(x.shape), [L.Store(buf, cx.flat().expr(), kl.val(x, cx))])
     size = x.shape[ax]
     ext = [D.dmin(i.shape[d], D.mul(i.shape[d], size)) if d == ax else D.dmin(i.shape[d], x.shape[d])
            for d in range(i.rank)]

@@ -33,6 +33,7 @@ from caten.lower import bounds as B
 from caten.lower.decompose import decompose
 from caten.lower.dimargs import used_dims
 from caten.lower.entry import EntryPlan, entry_plan
+from caten.lower.scatter import in_place
 from caten.lower.text import kernel_text
 from caten.lower.trial import check_group
 from caten.lower.verify import problems as loop_problems
@@ -56,6 +57,7 @@ class Lowered:
     kernels: list[L.Kernel]
     plan: EntryPlan
     bounds: B.Table | None = None  # the bounds-checked mode's table (caten.lower.bounds)
+    in_place: frozenset[int] = frozenset()  # outputs whose memory is their input's (Program.in_place)
     subs: dict[int, dict[str, Lowered]] = field(default_factory=dict)  # control kernel -> its bodies
 
     def nested(self) -> list[Lowered]:
@@ -154,10 +156,26 @@ def lower_program(program: Program, name: str, t: Target | None, threads: int,
     convolution tiles (`Capabilities.direct_conv`); `gpu`: the kernels run on a GPU
     (`Capabilities.gpu`)."""
     timings = timings or Timings()
-    with target.use(t), direct_tiles(direct), gpu_schedule(gpu):
+    fast = program.in_place() if t is not None else frozenset()  # (a device's buffers are copies)
+    with target.use(t), direct_tiles(direct), gpu_schedule(gpu), \
+            in_place(frozenset((f"out{i}", j) for i, j in program.aliases if i in fast)):
         with timings.stage("schedule"):
             sched = schedule(program, check=check_group, threads=threads)
-        return _lower_schedule(sched, name, timings)
+        lw = _lower_schedule(sched, name, timings)
+    lw.in_place = _written_in_place(lw, program, fast)
+    return lw
+
+
+def _written_in_place(lw: Lowered, program: Program, fast: frozenset[int]) -> frozenset[int]:
+    """The aliased outputs the kernels compute in their input's memory: the caller then passes the
+    input's array as the output. No kernel may read that input besides (its memory changes as
+    they run): the lowering left out the scatter's copy of it, so a reader is a compiler bug."""
+    pos = dict(program.aliases)
+    for i in fast:
+        if any(p.name == f"in{pos[i]}" for k in lw.all_kernels() for p in k.params):
+            raise Error(f"output {program.outputs[i].name} of {program.name} is computed in place, but a kernel "
+                        "also reads the input it overwrites", hint="a compiler bug: please report it with the program")
+    return fast
 
 
 def _lower_schedule(sched: Schedule, name: str, timings: Timings) -> Lowered:
@@ -282,6 +300,7 @@ def _build(runtime: Runtime, program: Program, t: Target, options: Options, tm: 
             store.put(key, runtime.artifact_kind, art)
     with tm.stage("load"):
         exe = runtime.load(art, lw, t, options)
+    exe.in_place = lw.in_place  # (caten.run.module passes those outputs their inputs' arrays)
     if back is not None:
         store.put(back, restore.KIND, restore.dumps(key, restore.Restored(
             lw.name, program, lw.arena_size, lw.kernel_names, lw.bounds, getattr(lw, "in_place", frozenset()))))

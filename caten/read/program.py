@@ -155,7 +155,11 @@ def parse_composite(form: SList, library: bool = False) -> CompositeDef:
         i += 1
     outputs = [_param(f, "outputs") for f in outs.items]
     seen: dict[str, Param] = {}
+    inputs = {p.name: p for p in params}
     for p in params + outputs:
+        if p.name in seen and seen[p.name] is inputs.get(p.name) and p is not inputs[p.name]:
+            seen[p.name] = p  # an output named as an input writes that input in place (LANGUAGE: in-place outputs)
+            continue
         if p.name in seen:
             raise Error(f"`{p.name}` is declared twice in the signature of `{name}`", p.span,
                         f"first declared at line {seen[p.name].span.line}, column {seen[p.name].span.col}")

@@ -1,7 +1,8 @@
 """Compiled composites as Python callables: numpy arrays in, numpy arrays out.
 
 Every argument is checked (count, dtype, rank, dims, `where` constraints) before any
-kernel runs, and nothing the caller passed is ever written but the `out=` arrays it names.
+kernel runs, and nothing the caller passed is ever written but the `out=` arrays it names and the
+inputs that outputs of the same name update in place.
 """
 
 from __future__ import annotations
@@ -104,9 +105,38 @@ class Composite:
             if len(self._envs) >= 256:
                 self._envs.clear()
             self._envs[key] = (prog, env)  # (the program held: its id names no other while cached)
+        if prog.aliases:
+            return self._run_in_place(prog, exe, arrays, out, env)
         outs = [self._output(prog, o, env) for o in prog.outputs] if out is None else \
             self._given(prog, out, env, arrays)
         exe.run([a if a.flags.c_contiguous else np.array(a, order="C") for a in arrays], outs, env)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _run_in_place(self, prog: Program, exe: Any, arrays: list[np.ndarray], out: Any,
+                      env: dict[str, int]) -> Any:
+        """A program with outputs named as inputs: each is written into that input's array (and
+        returned as it). Those the code computes in the input's own memory (`exe.in_place`) get
+        the array itself; the others are computed apart and copied in after the run."""
+        name = self.cdef.name
+        if out is not None:
+            raise Error(f"`{name}` writes {', '.join(prog.outputs[i].name for i, _ in prog.aliases)} in place: "
+                        "out= is not available", hint="call it without out=")
+        for _, j in prog.aliases:
+            a = arrays[j]
+            if not (a.flags.c_contiguous and a.flags.writeable):
+                raise Error(f"argument `{prog.inputs[j].name}` of `{name}` is written in place, so it must be a "
+                            "C-contiguous, writeable array", hint="pass np.ascontiguousarray(x) (a copy you keep)")
+            if any(k != j and np.may_share_memory(a, b) for k, b in enumerate(arrays)):
+                raise Error(f"argument `{prog.inputs[j].name}` of `{name}` is written in place, but its memory is "
+                            "also another argument's", hint="pass a copy")
+        direct = getattr(exe, "in_place", frozenset())
+        into = dict(prog.aliases)
+        outs = [arrays[into[i]] if i in direct else self._output(prog, o, env) for i, o in enumerate(prog.outputs)]
+        exe.run([a if a.flags.c_contiguous else np.array(a, order="C") for a in arrays], outs, env)
+        for i, j in prog.aliases:
+            if i not in direct:
+                np.copyto(arrays[j], outs[i])
+                outs[i] = arrays[j]
         return outs[0] if len(outs) == 1 else tuple(outs)
 
 

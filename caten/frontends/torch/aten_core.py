@@ -131,6 +131,17 @@ def _index_put(b: Any, n: Any) -> Any:
         m = m.reshape(*m.shape, *[1] * (x.ndim - m.ndim))
         v = values.reshape(()).to(x.dtype)
         return where(m, x + v if acc else v, x)
+    if len(ks) == 1 and meta(indices[ks[0]]).dtype != torch_bool() and meta(indices[ks[0]]).dim() == 1 and ks[0]:
+        # one vector of positions along an inner axis (a KV cache's x[:, :, pos] = k): index_copy
+        # along it, so that the scatter writes the tensor itself, not a permuted copy of it
+        from caten.tensor.torch_misc import where
+
+        d, i = ks[0], b.t(indices[ks[0]]).cast("i64")
+        i = where(i < 0, i + x.shape[d], i)
+        full = list(x.shape[:d]) + [i.shape[0]] + list(x.shape[d + 1:])
+        v = values.cast(x.dtype) if values.dtype != x.dtype else values
+        v = v.expand(*full) if list(v.shape) != full else v
+        return x.index_add(d, i, v) if acc else x.index_copy(d, i, v)
     if ks == list(range(len(ks))):
         return x.index_put(tuple(b.t(t) for t in indices[:len(ks)]), values, acc)
     idx = [b.t(indices[k]) for k in ks]

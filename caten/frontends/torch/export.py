@@ -30,6 +30,8 @@ def convert_exported(ep: Any, name: str = "forward") -> tuple[str, list[str], li
     user: list[str] = []
     spec_by_name = {s.arg.name: s for s in sig.input_specs}
     user_params: list[str] = []
+    mutated = _mutated(ep)  # placeholder -> the output that updates it
+    anns: dict[str, str] = {}
     for node in ep.graph.nodes:
         if node.op != "placeholder":
             continue
@@ -37,14 +39,15 @@ def convert_exported(ep: Any, name: str = "forward") -> tuple[str, list[str], li
         var = sym(node.name, c.taken, "x_")
         c.vals[node.name] = var
         dims = ", ".join(c.dim(d) for d in val.shape)
-        ann = f"{var}{{{dtype_of(val.dtype)}}}" + (f"[{dims}]" if val.dim() else "")
+        ann = anns[node.name] = f"{var}{{{dtype_of(val.dtype)}}}" + (f"[{dims}]" if val.dim() else "")
         spec = spec_by_name[node.name]
         if spec.kind.name == "USER_INPUT":
             user.append(node.name)
             user_params.append(ann)
         else:
             t = ep.state_dict[spec.target] if spec.target in ep.state_dict else ep.constants[spec.target]
-            weights.append(t.detach().cpu().numpy())
+            w = t.detach().cpu().numpy()
+            weights.append(np.array(w) if node.name in mutated else w)  # (the module's own state, not torch's)
             params.append(ann)
     missing = missing_ops(ep)
     if missing:  # every missing op at once, before anything is lowered
@@ -62,12 +65,31 @@ def convert_exported(ep: Any, name: str = "forward") -> tuple[str, list[str], li
                 dims = ", ".join(c.dim(d) for d in val.shape)
                 oname = sym(f"out{i}", c.taken)
                 outs.append((var, f"{oname}{{{dtype_of(val.dtype)}}}" + (f"[{dims}]" if val.dim() else "")))
+            # a buffer or input the module updates (a KV cache, running statistics): an output of the
+            # input's own name, which caten writes into that input's array (LANGUAGE: in-place outputs)
+            for ph, upd in mutated.items():
+                outs.append((c.vals[upd], anns[ph]))
     params += [ann for ann, _ in c.consts]
     weights += [v for _, v in c.consts]
     sig_text = f"(({' '.join(user_params + params)}) -> ({' '.join(a for _, a in outs)}))"
     body = "\n  ".join(c.lines + [f"(return {' '.join(v for v, _ in outs)})"])
     text = f";; captured from torch.export by caten\n(composite {name} {sig_text}\n  {body})\n"
     return text, user, weights
+
+
+def _mutated(ep: Any) -> dict[str, str]:
+    """{placeholder: the graph value written back into it} for the buffers and user inputs that
+    the exported program mutates."""
+    sig = ep.graph_signature
+    by_target = {s.target: s.arg.name for s in sig.input_specs if s.target is not None}
+    out = {}
+    for s in sig.output_specs:
+        kind = s.kind.name
+        if kind == "BUFFER_MUTATION":
+            out[by_target[s.target]] = s.arg.name
+        elif kind == "USER_INPUT_MUTATION":
+            out[s.target] = s.arg.name
+    return out
 
 
 def needed_ops(ep: Any) -> list[str]:
@@ -87,17 +109,22 @@ def missing_ops(ep: Any) -> list[str]:
 class TorchModule:
     """A captured module compiled by caten: call it with numpy arrays or torch tensors."""
 
-    def __init__(self, text: str, inputs: list[str], weights: list[np.ndarray], runtime: str, **kw: Any):
+    def __init__(self, text: str, inputs: list[str], weights: list[np.ndarray], runtime: str,
+                 n_outputs: int | None = None, **kw: Any):
         from caten.api import loads  # `caten.loads` itself: the package `caten` imports this module
 
         self.source, self.inputs, self.weights, self.runtime = text, inputs, weights, runtime
         self._fn = loads(text, runtime=runtime, **kw).forward
+        self.n_outputs = n_outputs  # the module's own outputs; the in-place updates follow them
 
     def __call__(self, *args: Any) -> Any:
         if len(args) != len(self.inputs):
             raise Error(f"the module takes {len(self.inputs)} input(s), got {len(args)}")
         xs = [a.detach().cpu().numpy() if hasattr(a, "detach") else np.asarray(a) for a in args]
-        return self._fn(*xs, *self.weights)
+        out = self._fn(*xs, *self.weights)
+        if self.n_outputs is None or not isinstance(out, tuple) or len(out) == self.n_outputs:
+            return out
+        return out[0] if self.n_outputs == 1 else out[:self.n_outputs]
 
 
 def decompose(ep: Any) -> Any:
@@ -132,5 +159,7 @@ def from_torch(module: Any, example_args: Any, dynamic_shapes: Any = None, runti
     except Exception as e:  # torch's own diagnostics, in one line
         msg = re.sub(r"\s+", " ", str(e))[:300]
         raise Error(f"torch.export could not capture the module: {type(e).__name__}: {msg}") from None
-    text, user, weights = convert_exported(decompose(ep) if decomposed else ep)
-    return TorchModule(text, user, weights, runtime, **kw)
+    ep = decompose(ep) if decomposed else ep
+    text, user, weights = convert_exported(ep)
+    n = sum(s.kind.name == "USER_OUTPUT" for s in ep.graph_signature.output_specs)
+    return TorchModule(text, user, weights, runtime, n, **kw)

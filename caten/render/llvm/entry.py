@@ -215,20 +215,28 @@ def c_type(dt: DType) -> str:
     return {"f16": "uint16_t", "bf16": "uint16_t", "f32": "float", "f64": "double"}[dt.name]
 
 
-def c_header(progs, names: Sequence[str], library: str | None = None) -> str:
+def c_header(progs, names: Sequence[str], library: str | None = None,
+             in_place: Sequence[frozenset[int]] | None = None) -> str:
     """One C header declaring the entry of every program (LANGUAGE.md section 8). Its include
     guard derives from the library's name (else its entries' names), so the headers of several
-    caten libraries can be included in one C file."""
+    caten libraries can be included in one C file. An output named as an input (written in place)
+    is declared NAME_out, and its comment says how to pass it (`in_place`: per program, the outputs
+    the code computes in the input's own memory)."""
     guard = f"CATEN_{re.sub(r'[^A-Za-z0-9]', '_', library or '_'.join(names)).upper()}_H"
     lines = [f"#ifndef {guard}", f"#define {guard}", "#include <stdbool.h>", "#include <stdint.h>",
              "#ifdef __cplusplus", 'extern "C" {', "#endif"]
-    for prog, name in zip(progs, names):
+    for k, (prog, name) in enumerate(zip(progs, names)):
+        aliased = dict(getattr(prog, "aliases", ()))
+        direct = in_place[k] if in_place else frozenset()
         args = [f"const {c_type(s.dtype)} *{s.name}" for s in prog.inputs]
-        args += [f"{c_type(s.dtype)} *{s.name}" for s in prog.outputs]
+        args += [f"{c_type(s.dtype)} *{s.name}{'_out' if i in aliased else ''}" for i, s in enumerate(prog.outputs)]
         args += [f"int64_t {d}" for d in prog.dims]
+        notes = "".join(f" {s.name}_out: pass {s.name}'s own pointer (written in place)." if i in direct else
+                        f" {s.name}_out: memory apart from {s.name}; copy it into {s.name} after the call."
+                        for i, s in enumerate(prog.outputs) if i in aliased)
         lines.append(f"/* {prog.name}: {' '.join(map(str, prog.inputs))} -> {' '.join(map(str, prog.outputs))}"
                      " (f16/bf16 as uint16_t bits). Returns 0, 1 if a where-constraint fails, 2 if its scratch memory"
-                     " cannot be allocated. */")
+                     f" cannot be allocated.{notes} */")
         lines.append(f"int32_t {name}({', '.join(args) or 'void'});")
     lines += ["#ifdef __cplusplus", "}", "#endif", f"#endif /* {guard} */", ""]
     return "\n".join(lines)
