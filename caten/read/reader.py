@@ -2,14 +2,21 @@
 
 A hand-written pre-pass strips nesting block comments (keeping positions), matches
 brackets and bounds the nesting depth, so that the commonest mistakes get exact
-locations; lark's LALR parser then reads the tokens of `grammar/caten.lark`.
+locations; then a one-regex tokenizer and a bracket stack read the tokens of
+`grammar/caten.lark` (`_fast`: the grammar's terminals, tried in lark's order). Anything that
+path does not accept as it stands (a character no terminal matches, a bracket that closes the
+wrong form, a literal over its limit) is read again by lark's LALR parser, whose diagnostics
+are the reader's: the fast path never reports an error of its own, and a valid text gives the
+same forms and spans either way (tests/test_compile_speed_reader.py compares them).
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import re
 import threading
+from bisect import bisect_right
 from importlib import resources
 
 from caten.errors import Error, Span, nearby_file
@@ -58,35 +65,39 @@ _parse_lock = threading.Lock()
 class _Src:
     def __init__(self, text: str, file: str, display_text: str | None = None):
         self.text, self.file, self.shown = text, file, display_text if display_text is not None else text
-        self._starts = [0]
-        for i, ch in enumerate(text):
-            if ch == "\n":
-                self._starts.append(i + 1)
+        self._starts = [0] + [m.end() for m in _NEWLINE.finditer(text)]
 
     def span(self, pos: int, end: int | None = None) -> Span:
-        import bisect
-
-        line = bisect.bisect_right(self._starts, pos)
+        line = bisect_right(self._starts, pos)
         col = pos - self._starts[line - 1] + 1
         if end is None:
             return Span(self.file, line, col, line, col + 1, self.shown)
-        eline = bisect.bisect_right(self._starts, end)
+        eline = bisect_right(self._starts, end)
         return Span(self.file, line, col, eline, end - self._starts[eline - 1] + 1, self.shown)
+
+
+_NEWLINE = re.compile("\n")
+_SPECIAL = re.compile(r'[;"#()\[\]]')  # the characters the prescan looks at; it skips the rest
 
 
 def _prescan(src: _Src) -> str:
     """Blank out block comments; check strings, brackets and depth; return the text for lark.
     Unbalanced brackets are explained by `delims` from the whole text."""
     t = src.text
-    out = list(t)
+    out: list[str] | None = None  # the text as a list, once a block comment is blanked
     stack: list[tuple[str, int]] = []
     unbalanced = False
     i, n = 0, len(t)
+    find = _SPECIAL.search
     while i < n:
+        m = find(t, i)
+        if m is None:
+            break
+        i = m.start()
         ch = t[i]
         if ch == ";":
-            while i < n and t[i] != "\n":
-                i += 1
+            i = t.find("\n", i)
+            i = n if i < 0 else i
             continue
         if ch == '"':
             j = i + 1
@@ -107,6 +118,7 @@ def _prescan(src: _Src) -> str:
                     j += 1
             if depth:
                 raise Error("unterminated block comment", src.span(i, i + 2), "close it with |#")
+            out = list(t) if out is None else out
             for k in range(i, j):
                 if out[k] != "\n":
                     out[k] = " "
@@ -121,7 +133,7 @@ def _prescan(src: _Src) -> str:
             if not stack or _CLOSE[stack.pop()[0]] != ch:
                 unbalanced, stack = True, []
         i += 1
-    clean = "".join(out)
+    clean = t if out is None else "".join(out)
     if unbalanced or stack:
         err = delims.diagnose(src, clean)
         if err is not None:
@@ -192,14 +204,105 @@ class _Builder:
         return Sym(s, span)
 
 
+# the grammar's terminals in the order lark's lexer tries them (priority, then width), so that the
+# first alternative that matches is the token lark reads; whitespace, commas and line comments apart
+_TOKENS = re.compile("|".join(f"(?P<{name}>{rx})" for name, rx in (
+    ("IGNORE", r"[ \t\r\n\f,]+|;[^\n]*"),
+    ("OPEN", r"[(\[]"),
+    ("CLOSE", r"[)\]]"),
+    ("ANNOT_OPEN", r"[A-Za-z_?][A-Za-z0-9_\-?]*\{[^{}\s()\[\]]*\}\["),
+    ("ANNOT", r"[A-Za-z_?][A-Za-z0-9_\-?]*\{[^{}\s()\[\]]*\}"),
+    ("FLOAT", r"[+-]?([0-9]+\.[0-9]*|\.[0-9]+|[0-9]+(?=[eE]))([eE][+-]?[0-9]+)?(?![A-Za-z0-9_+\-*\/<>=!?&%$^~.@{])"),
+    ("SPECIAL", r"(-?inf|nan)(?![A-Za-z0-9_+\-*\/<>=!?&%$^~.@{])"),
+    ("INT", r"[+-]?[0-9]+(?![A-Za-z0-9_+\-*\/<>=!?&%$^~.@{])"),
+    ("KEYWORD", r":[A-Za-z_][A-Za-z0-9_\-]*"),
+    ("SYMBOL", r"[A-Za-z_+\-*\/<>=!?&%$^~.@][A-Za-z0-9_+\-*\/<>=!?&%$^~.@]*"),
+    ("STRING", r'"(\\.|[^"\\])*"'),
+)))
+
+
+class _Slow(Exception):
+    """The fast path met something only lark's parser explains: read the text with it."""
+
+
+def _fast(src: _Src, clean: str) -> list[Form]:
+    """The forms of `clean` (prescanned text) as lark's parser and `_Builder` make them, or _Slow."""
+    top: list[Form] = []
+    stack: list[tuple[str, int, list[Form], str]] = []  # (opener kind, its position, items, annot text)
+    items, pos, n, match = top, 0, len(clean), _TOKENS.match
+    while pos < n:
+        m = match(clean, pos)
+        if m is None:
+            raise _Slow
+        kind, end, s = m.lastgroup, m.end(), m.group()
+        if kind == "IGNORE":
+            pos = end
+            continue
+        if kind == "OPEN" or kind == "ANNOT_OPEN":
+            stack.append((kind if kind == "ANNOT_OPEN" else s, pos, items, s))
+            items = []
+        elif kind == "CLOSE":
+            if not stack:
+                raise _Slow
+            opener, start, outer, text = stack.pop()
+            if (opener == "(") != (s == ")"):
+                raise _Slow
+            span = src.span(start, end)
+            if opener == "ANNOT_OPEN":
+                form: Form = _annot(text, items, span)
+            else:
+                form = SList(items, span, opener == "[")
+            items = outer
+            items.append(form)
+        elif kind == "ANNOT":
+            items.append(_annot(s, None, src.span(pos, end)))
+        else:
+            items.append(_atom(kind, s, src.span(pos, end)))  # type: ignore[arg-type]
+        pos = end
+    if stack:
+        raise _Slow
+    return top
+
+
+def _annot(text: str, dims: list[Form] | None, span: Span) -> Annot:
+    name, rest = text.split("{", 1)
+    dtype = rest.split("}", 1)[0]
+    if not dtype:
+        raise _Slow
+    return Annot(name, dtype, dims, span)
+
+
+def _atom(kind: str, s: str, span: Span) -> Form:
+    if kind in ("INT", "FLOAT") and len(s) > MAX_NUMBER_CHARS or kind == "SYMBOL" and len(s) > MAX_NAME_CHARS:
+        raise _Slow
+    if kind == "SYMBOL":
+        return Sym(s, span)
+    if kind == "INT":
+        return Num(int(s), span)
+    if kind == "FLOAT" or kind == "SPECIAL":
+        return Num(float(s), span)
+    if kind == "STRING":
+        return Str(_unescape(s[1:-1]), span)
+    return Kw(s[1:], span)
+
+
 def read(text: str, file: str = "<string>", display_text: str | None = None) -> list[Form]:
     """Parse source text into top-level forms; bad input raises caten.Error.
 
     `display_text` is the text diagnostics quote (the YAML reader passes the whole file)."""
-    import lark
-
     src = _Src(text, file, display_text)
     clean = _prescan(src)
+    try:
+        return _fast(src, clean)
+    except _Slow:
+        return read_lark(src, clean)
+
+
+def read_lark(src: _Src, clean: str) -> list[Form]:
+    """`clean` read by lark's LALR parser: the reference the fast path matches, and the one that
+    explains bad input."""
+    import lark
+
     parser, builder = _parser()
     try:
         with _parse_lock:
