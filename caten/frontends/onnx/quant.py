@@ -8,94 +8,106 @@ import numpy as np
 from caten.frontends.onnx.node import N, dims, handler
 from caten.frontends.text import lit
 
+_PROMOTE = {frozenset({"f16", "bf16"}): "f32"}
 
-def _per_axis(n: N, i: int, r: int) -> str:
-    """Input i (a scalar, a 1-D per-axis vector, or blocked: the data's shape but for the axis,
-    ceil(d / block_size) there) shaped to broadcast against the rank-r data."""
-    shape = n.shape(i)
-    if len(shape) == 0 or (len(shape) == 1 and shape[0] == 1):
-        return f"(reshape {n.x(i)} [])"
-    block = n.a("block_size", 0)
-    if block:
-        ax = n.a("axis", 1) % r
-        d = n.int_shape(0)[ax]
-        if len(shape) != r or not isinstance(shape[ax], int) or shape[ax] != -(-d // block):
-            raise n.fail(f"blocked scale of shape {shape} for data {n.shape(0)}, block_size {block}")
-        name = f"__block_{len(n.g.consts)}"
-        n.g.consts[name] = np.arange(d, dtype=np.int64) // block  # each element's block
-        return f"(take {n.x(i)} {n.g.tensor(name)} :axis {ax})"
-    ax = n.a("axis", 1) % r
-    shp = [1] * r
-    shp[ax] = shape[0]
-    return f"(reshape {n.x(i)} {dims(shp)})"
+
+def _common_float(a: str, b: str) -> str:
+    """numpy's promotion of two float dtypes (the reference divides x by the scale in it)."""
+    if a == b:
+        return a
+    bits = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}
+    return _PROMOTE.get(frozenset({a, b})) or max(a, b, key=lambda d: bits[d])
+
+
+def _keys(n: N) -> str:
+    """The quantization axis and block size as the library composites' keywords."""
+    return f":axis {n.a('axis', 1)} :block-size {n.a('block_size', 0) or 0}"
 
 
 @handler("DequantizeLinear")
 def _dequantize(n: N) -> str:
-    r = n.rank()
-    out = n.out_dt() or n.dt(1)
-    x = f"(cast {n.x(0)} {out})"
-    if n.has(2):
-        x = f"(- {x} (cast {_per_axis(n, 2, r)} {out}))"
-    sc = _per_axis(n, 1, r)
-    return f"(* {x} {sc})" if n.dt(1) == out else f"(* {x} (cast {sc} {out}))"
+    """The library's `dequantize`: (x - zero point) in f32 times the scale, as the reference; a
+    float8/float4 input ignores its zero point (which must be 0), as the reference does."""
+    from caten.frontends.onnx.narrow import NARROW
+
+    fmt = NARROW.get(n.g.code(n.node.input[0]))
+    sdt = n.dt(1)
+    out = n.out_dt() or sdt
+    s = n.x(1)
+    if out != sdt and sdt in ("f16", "bf16"):  # the reference's f32 product, not rounded to the scale's dtype
+        s, sdt = f"(cast {s} f32)", "f32"
+    zp = f" :zero-point {n.x(2)}" if n.has(2) and (fmt is None or fmt.modulus) else ""
+    y = f"(dequantize {n.x(0)} {s}{zp} {_keys(n)})"
+    return y if out == sdt else f"(cast {y} {out})"
 
 
 @handler("QuantizeLinear")
 def _quantize(n: N) -> str:
+    """The library's `quantize` (x / scale rounded half to even, plus the zero point, saturated); a
+    float8/float4 output rounds x / scale to the format instead."""
     from caten.frontends.onnx.narrow import NARROW, cast_to
 
-    r = n.rank()
     out = n.out_dt()
     fmt = NARROW.get(n.g.code(n.node.output[0]))
-    x = n.x(0)
-    dt = n.dt()
-    sc = _per_axis(n, 1, r)
-    if n.dt(1) != dt:
-        sc = f"(cast {sc} {dt})"
-    q = n.let(f"(/ {x} {sc})")
+    dt = _common_float(n.dt(0), n.dt(1))
+    prec = n.a("precision", 0)
+    if prec:
+        from caten.frontends.onnx.narrow import carrier_dtype
+
+        dt = carrier_dtype(prec) or dt
+    x, s = n.x(0), n.x(1)
+    x = x if n.dt(0) == dt else f"(cast {x} {dt})"
+    s = s if n.dt(1) == dt else f"(cast {s} {dt})"
     if fmt is not None and fmt.minifloat is not None:  # float8/float4: x / scale (+ zero point), rounded to it
+        q = n.let(f"(/ {x} (quant-param {s} {x} {_keys(n)}))")
         # onnx's reference adds the zero point for float4 only; float8 zero points are ignored (spec: 0)
-        zp = f"(+ {q} (cast {_per_axis(n, 2, r)} {dt}))" if n.has(2) and fmt.saturates else q
+        zp = f"(+ {q} (cast (quant-param {n.x(2)} {x} {_keys(n)}) {dt}))" if n.has(2) and fmt.saturates else q
         return cast_to(zp, dt, fmt, bool(n.a("saturate", 1)))
-    if fmt is not None and fmt.modulus:  # int4/int2: saturate to the format's range, in its carrier
+    rng = ""
+    if fmt is not None and fmt.modulus:  # int4/int2: saturated to the format's range, in its carrier
         lo = -(fmt.modulus // 2) if fmt.signed else 0
-        lo_hi = (lo, lo + fmt.modulus - 1)
-    elif out in ("u8", "i8", "u16", "i16") and fmt is None:
-        info = np.iinfo(np.dtype({"u8": "uint8", "i8": "int8", "u16": "uint16", "i16": "int16"}[out]))
-        lo_hi = (int(info.min), int(info.max))
-    else:
+        rng = f" :qmin {lo} :qmax {lo + fmt.modulus - 1}"
+    elif fmt is not None or out not in ("u8", "i8", "u16", "i16"):
         raise n.fail(f"quantizing to {fmt.name if fmt else out} is not supported")
-    # round half to even, as the spec says
-    fl = n.let(f"(idiv {q} {lit(1, dt)})")
-    rnd = n.let(f"(let ((d (- {q} {fl}))) (where (< d 0.5) {fl} (where (< 0.5 d) (+ {fl} 1) "
-                f"(+ {fl} (mod {fl} 2)))))")
     if n.has(2):
-        rnd = n.let(f"(+ {rnd} (cast {_per_axis(n, 2, r)} {dt}))")
-    return f"(cast (min (max {rnd} {lit(lo_hi[0], dt)}) {lit(lo_hi[1], dt)}) {out})"
+        return f"(quantize {x} {s} :zero-point {n.x(2)} {_keys(n)}{rng})"
+    return f"(quantize {x} {s} :dtype {out} {_keys(n)}{rng})"
 
 
 # ---- integer matmul and convolution (MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv) ----
-# The products of 8/16-bit integers and their sums are integers far below 2**53, so f64 carries
-# them exactly: the matmul/convolution runs in f64 and is the reference's int32 result.
+# Integer products summed in i32, as the reference (the library's matmul-int; the convolutions run
+# Conv's lowering on i32 operands); the requantization is in f64, as numpy promotes int32 * float.
+
+
+def _zero_point(n: N, i: int, zp: int, per_row: bool = False) -> str | None:
+    """Input i's zero point zp as caten text broadcasting against it (None when absent): a scalar,
+    a vector along the last axis (a column's, the reference's broadcast) or, with per_row, along
+    the first (a filter's)."""
+    if not n.has(zp):
+        return None
+    zs = n.int_shape(zp)
+    z = n.x(zp)
+    if int(np.prod(zs, dtype=np.int64)) == 1:
+        return f"(reshape {z} [])"
+    r = n.rank(i)
+    if len(zs) == 1 and per_row and zs[0] == n.int_shape(i)[0]:
+        return f"(reshape {z} {dims([zs[0]] + [1] * (r - 1))})"
+    if len(zs) == 1 and not per_row and i != 0 and zs[0] == n.int_shape(i)[-1]:
+        return z
+    raise n.fail(f"a zero point of shape {zs} for input {i} of shape {n.shape(i)} is not supported")
 
 
 def _centered(n: N, i: int, zp: int, per_row: bool = False) -> str:
-    """(input i - its zero point zp) in f64; a zero point is a scalar, or a vector along the last
-    axis (a column's, the reference's broadcast) or, with per_row, along the first (a filter's)."""
-    x = f"(cast {n.x(i)} f64)"
-    if not n.has(zp):
-        return x
-    zs = n.int_shape(zp)
-    z = f"(cast {n.x(zp)} f64)"
-    if int(np.prod(zs, dtype=np.int64)) == 1:
-        return f"(- {x} (reshape {z} []))"
-    r = n.rank(i)
-    if len(zs) == 1 and per_row and zs[0] == n.int_shape(i)[0]:
-        return f"(- {x} (reshape {z} {dims([zs[0]] + [1] * (r - 1))}))"
-    if len(zs) == 1 and not per_row and i != 0 and zs[0] == n.int_shape(i)[-1]:
-        return f"(- {x} {z})"
-    raise n.fail(f"a zero point of shape {zs} for input {i} of shape {n.shape(i)} is not supported")
+    """(input i - its zero point) in i32."""
+    z = _zero_point(n, i, zp, per_row)
+    x = f"(cast {n.x(i)} i32)"
+    return x if z is None else f"(- {x} (cast {z} i32))"
+
+
+def _matmul_int(n: N, a: int, b: int, az: int, bz: int) -> str:
+    za, zb = _zero_point(n, a, az), _zero_point(n, b, bz)
+    keys = (f" :a-zero-point {za}" if za else "") + (f" :b-zero-point {zb}" if zb else "")
+    return f"(matmul-int {n.x(a)} {n.x(b)}{keys})"
 
 
 def _scalar(n: N, i: int) -> str:
@@ -121,12 +133,12 @@ def _requantize(n: N, acc: str, factor: str, zp: int, out: str) -> str:
 
 @handler("MatMulInteger")
 def _matmul_integer(n: N) -> str:
-    return f"(cast (matmul {_centered(n, 0, 2)} {_centered(n, 1, 3)}) i32)"
+    return _matmul_int(n, 0, 1, 2, 3)
 
 
 @handler("QLinearMatMul")
 def _qlinear_matmul(n: N) -> str:
-    acc = n.let(f"(matmul {_centered(n, 0, 2)} {_centered(n, 3, 5)})")
+    acc = n.let(f"(cast {_matmul_int(n, 0, 3, 2, 5)} f64)")
     # the scales' product and quotient in their own dtype (f32 or f16), as the reference
     factor = f"(/ (* {_scalar(n, 1)} {_scalar(n, 4)}) {_scalar(n, 6)})"
     return _requantize(n, acc, factor, 7, n.out_dt() or n.dt(0))
@@ -166,15 +178,15 @@ def conv(n: N, ins: dict[int, tuple[list, str]], dt: str, attrs: dict | None = N
 @handler("ConvInteger")
 def _conv_integer(n: N) -> str:
     ins = {0: (n.shape(0), _centered(n, 0, 2)), 1: (n.shape(1), _centered(n, 1, 3, per_row=True))}
-    return f"(cast {conv(n, ins, 'f64')} i32)"
+    return conv(n, ins, "i32")
 
 
 @handler("QLinearConv")
 def _qlinear_conv(n: N) -> str:
     ins = {0: (n.shape(0), _centered(n, 0, 2)), 1: (n.shape(3), _centered(n, 3, 5, per_row=True))}
     if n.has(8):
-        ins[2] = (n.shape(8), f"(cast {n.x(8)} f64)")
-    acc = conv(n, ins, "f64")
+        ins[2] = (n.shape(8), f"(cast {n.x(8)} i32)")
+    acc = n.let(f"(cast {conv(n, ins, 'i32')} f64)")
     ws = n.int_shape(4)
     if int(np.prod(ws, dtype=np.int64)) == 1:
         w_scale = _scalar(n, 4)

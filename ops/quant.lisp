@@ -1,0 +1,94 @@
+;;; Linear quantization (ONNX QuantizeLinear/DequantizeLinear, opsets 10-25) and the integer matmul
+;;; and convolution (MatMulInteger, ConvInteger): 8/16-bit integers, products summed in i32.
+;;; A scale or zero point is per tensor (one element), per axis (a vector along :axis) or blocked
+;;; (X's shape but ceil(d / :block-size) along :axis, each entry covering :block-size elements).
+
+(composite quant-param ((P{T}[...] X{U}[...]) -> (Y{T}[...]) &key (axis 1) (block-size 0))
+  "the quantization parameter P (scale or zero point: per tensor, per :axis, or blocks of :block-size along :axis) as a view that broadcasts against X"
+  (if (same-dim? (count P) 1)
+      (VIEW P :reshape [])
+      (let ((r (rank X))
+            (ax (axis X axis)))
+        (if (> block-size 0)
+            (let ((d (dim X ax))
+                  (nb (dim P ax))
+                  (A (count P (range ax)))
+                  (B (count P (range (+ ax 1) r))))
+              (assert (= (rank P) r) "quantize: a blocked parameter has the data's rank, got rank" (rank P) "for" r)
+              (if (and (known? nb) (known? d))
+                  (assert (same-dim? nb (idiv (+ d (- block-size 1)) block-size))
+                          "quantize: a blocked parameter needs ceil(" d "/" block-size ") entries along axis" ax ", got" nb))
+              (VIEW (VIEW (VIEW (expand (VIEW P :reshape [A nb 1 B]) [A nb block-size B])
+                                :reshape [A (* nb block-size) B])
+                          :shrink [[0 A] [0 d] [0 B]])
+                    :reshape (shape X)))
+            (progn
+              (assert (= (rank P) 1) "quantize: a per-axis parameter is a vector, got rank" (rank P))
+              (assert (same-dim? (dim P 0) (dim X ax))
+                      "quantize: a per-axis parameter of" (dim P 0) "entries for axis" ax "of size" (dim X ax))
+              (VIEW P :reshape (cons (dim P 0) (repeat 1 (- r (+ ax 1))))))))))
+
+;;; Zero points are keywords (:zero-point, :a-zero-point ...), tensors of the quantized dtype: absent,
+;;; they are 0 (symmetric quantization).
+
+(composite quantize ((X{T}[...] S{T}[...]) -> (Y{D}[...])
+                     &key (zero-point nil) (dtype nil) (axis 1) (block-size 0) (qmin nil) (qmax nil))
+  "saturate(round_half_even(X / S) + zero point) in the zero point's dtype or :dtype (u8, i8, u16, i16; default u8); :qmin/:qmax narrow the range (int4 carried in i8)"
+  :vjp ((dY) nil)
+  (assert (float? X) "quantize: X must be a float tensor, got" (dtype X))
+  (if (and (not (nil? zero-point)) (not (nil? dtype)))
+      (assert (= (bits zero-point) (bits dtype)) "quantize: the zero point's dtype" (dtype zero-point) "differs from :dtype" dtype))
+  ;; numpy's rint(x / scale).astype(int32) + zero_point, clipped: the quotient rounded in X's dtype,
+  ;; clamped to +-2**20 (beyond any 16-bit range with any zero point, so the int32 sum is exact and
+  ;; saturates); nan gives the zero point
+  (let ((Z (if (nil? zero-point) (zeros [] :dtype (if (nil? dtype) u8 dtype)) zero-point))
+        (ok (assert (and (int? Z) (<= (bits Z) 16))
+                    "quantize: the output dtype (the zero point's) is u8, i8, u16 or i16, got" (dtype Z)))
+        (q (round (/ X (quant-param S X :axis axis :block-size block-size))))
+        (w (if (< (bits X) 32) (cast q f32) q))
+        (c (min (max w -1048576.0) 1048576.0))
+        (qi (cast (where (!= c c) 0.0 c) i32))
+        (zi (cast (quant-param Z X :axis axis :block-size block-size) i32))
+        (z0 (zeros [] :dtype (dtype Z)))
+        (signed (< (- z0 1) z0))
+        (lo (if (nil? qmin) (where signed (full [] (if (= (bits Z) 8) -128 -32768) :dtype i32) (zeros [] :dtype i32))
+                (full [] qmin :dtype i32)))
+        (hi (if (nil? qmax) (where signed (full [] (if (= (bits Z) 8) 127 32767) :dtype i32)
+                                   (full [] (if (= (bits Z) 8) 255 65535) :dtype i32))
+                (full [] qmax :dtype i32))))
+    (cast (min (max (+ qi zi) lo) hi) (dtype Z))))
+
+(composite dequantize ((Q{U}[...] S{T}[...]) -> (Y{T}[...]) &key (zero-point nil) (axis 1) (block-size 0))
+  "(Q - zero point) * S in S's dtype, as ONNX's reference: Q - zero point in f32 (f64 for i32 Q), the product in f32 (f64 for an f64 S), then rounded to S's dtype"
+  (assert (float? S) "dequantize: the scale must be a float tensor, got" (dtype S))
+  (let ((Z (if (nil? zero-point) (zeros [] :dtype (dtype Q)) zero-point))
+        (ok (assert (= (bits Z) (bits Q)) "dequantize: the zero point's dtype" (dtype Z) "differs from Q's" (dtype Q)))
+        (wide (or (= (bits S) 64) (and (int? Q) (= (bits Q) 32))))
+        (d (if (and (int? Q) (= (bits Q) 32))
+               (- (cast (cast Q f32) f64) (cast (quant-param Z Q :axis axis :block-size block-size) f64))
+               (- (cast Q f32) (cast (quant-param Z Q :axis axis :block-size block-size) f32))))
+        (s (quant-param S Q :axis axis :block-size block-size)))
+    (cast (if wide (* (cast d f64) (cast s f64)) (* d (cast s f32))) (dtype S))))
+
+(composite matmul-int ((A{T}[...] B{U}[...]) -> (C{i32}[...]) &key (a-zero-point nil) (b-zero-point nil))
+  "ONNX MatMulInteger: (A - :a-zero-point) @ (B - :b-zero-point) of integers with numpy's matmul rules, products summed in i32 (wrapping as int32); a zero point broadcasts against its operand (a [N] one of B is per column)"
+  :vjp ((dC) nil)
+  (assert (and (int? A) (int? B)) "matmul-int needs integer operands, got" (dtype A) "and" (dtype B))
+  (let ((a (cast A i32))
+        (b (cast B i32)))
+    (matmul (if (nil? a-zero-point) a (- a (cast a-zero-point i32)))
+            (if (nil? b-zero-point) b (- b (cast b-zero-point i32))))))
+
+(composite conv2d-int ((X{T}[...] W{U}[...]) -> (Y{i32}[...])
+                       &key (x-zero-point nil) (w-zero-point nil) (stride 1) (padding 0) (dilation 1) (groups 1))
+  "ONNX ConvInteger: conv2d of (X - :x-zero-point) and (W - :w-zero-point) summed in i32; the input's zero point per tensor, the filter's per tensor or per output channel ([O]); padding reads the zero point"
+  :vjp ((dY) nil)
+  (assert (and (int? X) (int? W)) "conv2d-int needs integer operands, got" (dtype X) "and" (dtype W))
+  (let ((x (cast X i32))
+        (w (cast W i32))
+        (wz (if (nil? w-zero-point) nil
+                (if (same-dim? (count w-zero-point) 1) (VIEW w-zero-point :reshape [])
+                    (VIEW w-zero-point :reshape [(dim w-zero-point 0) 1 1 1])))))
+    (conv2d (if (nil? x-zero-point) x (- x (cast (VIEW x-zero-point :reshape []) i32)))
+            (if (nil? wz) w (- w (cast wz i32)))
+            :stride stride :padding padding :dilation dilation :groups groups)))
