@@ -251,6 +251,72 @@ def test_onnx_reference_agrees_with_the_composites():
     del onnx
 
 
+def _onnx_case(opset, node, feeds, types, out_t):
+    from onnx import helper
+
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info(k, types[k], v.shape) for k, v in feeds.items()],
+                          [helper.make_tensor_value_info("y", out_t, None)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def test_onnx_import_matches_the_reference_on_mixed_dtypes():
+    """What the node tests leave out: an f16 x with an f32 scale (the quotient in f32), opset 25's
+    `precision`, a 16-bit zero point added exactly to an f16 quotient, output_dtype from an f16
+    scale, int32 dequantization with a large zero point; onnx's ReferenceEvaluator is the oracle."""
+    pytest.importorskip("onnx")
+    from onnx import TensorProto as TP
+    from onnx import helper
+    from onnx.reference import ReferenceEvaluator
+
+    import caten.onnx
+
+    rng = np.random.default_rng(9)
+    x16 = rng.normal(0, 300, (3, 8)).astype(np.float16)
+    z16 = np.array(30001, np.int16)
+    q16 = rng.integers(-32768, 32767, (3, 8)).astype(np.int16)
+    q32 = rng.integers(-2 ** 31, 2 ** 31 - 1, (3, 8)).astype(np.int32)
+    h, f, i16 = TP.FLOAT16, TP.FLOAT, TP.INT16
+    cases = [
+        (23, helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"]),
+         {"x": x16, "s": np.array(0.37, np.float32), "z": z16}, {"x": h, "s": f, "z": i16}, i16),
+        (25, helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], precision=h),
+         {"x": x16.astype(np.float32), "s": np.array(0.37, np.float32), "z": z16}, {"x": f, "s": f, "z": i16}, i16),
+        (21, helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"]),
+         {"x": x16, "s": np.array(0.37, np.float16), "z": z16}, {"x": h, "s": h, "z": i16}, i16),
+        (23, helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], output_dtype=f),
+         {"q": q16, "s": np.array(0.37, np.float16), "z": z16}, {"q": i16, "s": h, "z": i16}, f),
+        (21, helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"]),
+         {"q": q32, "s": np.array(0.37, np.float32), "z": np.array(123456789, np.int32)},
+         {"q": TP.INT32, "s": f, "z": TP.INT32}, f),
+    ]
+    for case in cases:
+        model = _onnx_case(*case)
+        feeds = case[2]
+        (want,) = ReferenceEvaluator(model).run(None, feeds)
+        got = caten.onnx.load(model, runtime="numpy")(*feeds.values())
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want, err_msg=str(case[1]))
+
+
+def test_tensor_methods():
+    """Every library composite is a caten.Tensor method and a caten.functional function."""
+    import caten.functional as F
+
+    x = np.array([0.25, 0.75, -3.0, 1000.0, -1000.0], np.float32)
+    t = caten.Tensor(x, runtime="numpy")
+    s, z = np.array(0.5, np.float32), np.array(-3, np.int8)
+    q = t.quantize(caten.Tensor(s, runtime="numpy"), zero_point=caten.Tensor(z, runtime="numpy"))
+    assert q.dtype == "i8"
+    np.testing.assert_array_equal(q.numpy(), ref_quantize(x, s, z, np.int8))
+    back = q.dequantize(caten.Tensor(s, runtime="numpy"), zero_point=caten.Tensor(z, runtime="numpy"))
+    np.testing.assert_array_equal(back.numpy(), ref_dequantize(q.numpy(), s, z))
+    a = np.arange(6, dtype=np.uint8).reshape(2, 3)
+    b = np.arange(6, dtype=np.int8).reshape(3, 2)
+    got = F.matmul_int(caten.Tensor(a, runtime="numpy"), caten.Tensor(b, runtime="numpy"),
+                       b_zero_point=caten.Tensor(np.array(2, np.int8), runtime="numpy"))
+    np.testing.assert_array_equal(got.numpy(), a.astype(np.int64) @ (b.astype(np.int64) - 2))
+
+
 NODE_MODULES = ("qlinearmatmul", "qlinearconv", "matmulinteger", "convinteger", "quantizelinear",
                 "dequantizelinear", "dynamicquantizelinear")
 
