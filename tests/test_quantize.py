@@ -298,6 +298,50 @@ def test_onnx_import_matches_the_reference_on_mixed_dtypes():
         np.testing.assert_array_equal(got, want, err_msg=str(case[1]))
 
 
+@pytest.mark.parametrize("mode", ["dynamic-u8", "dynamic-s8", "qdq"])
+def test_onnxruntime_quantized_mlp(tmp_path, mode):
+    """A two-layer MLP quantized by onnxruntime.quantization (dynamic: DynamicQuantizeLinear +
+    MatMulInteger; static QDQ: QuantizeLinear/DequantizeLinear around f32 MatMuls) matches
+    onnxruntime's own output."""
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    q = pytest.importorskip("onnxruntime.quantization")
+    from onnx import TensorProto as TP
+    from onnx import helper, numpy_helper
+
+    import caten.onnx
+
+    rng = np.random.default_rng(10)
+    ws = {"W1": rng.normal(0, 0.3, (16, 32)), "b1": rng.normal(0, 0.1, 32),
+          "W2": rng.normal(0, 0.3, (32, 8)), "b2": rng.normal(0, 0.1, 8)}
+    nodes = [helper.make_node("MatMul", ["x", "W1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["h1"]),
+             helper.make_node("Relu", ["h1"], ["r"]), helper.make_node("MatMul", ["r", "W2"], ["o"]),
+             helper.make_node("Add", ["o", "b2"], ["y"])]
+    g = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TP.FLOAT, [4, 16])],
+                          [helper.make_tensor_value_info("y", TP.FLOAT, [4, 8])],
+                          [numpy_helper.from_array(v.astype(np.float32), k) for k, v in ws.items()])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    src, dst = str(tmp_path / "f32.onnx"), str(tmp_path / "q.onnx")
+    onnx.save(model, src)
+    if mode == "qdq":
+        class Reader(q.CalibrationDataReader):
+            def __init__(self):
+                self.it = iter([{"x": rng.normal(0, 1, (4, 16)).astype(np.float32)} for _ in range(4)])
+
+            def get_next(self):
+                return next(self.it, None)
+
+        q.quantize_static(src, dst, Reader(), quant_format=q.QuantFormat.QDQ)
+    else:
+        wt = q.QuantType.QUInt8 if mode == "dynamic-u8" else q.QuantType.QInt8
+        q.quantize_dynamic(src, dst, weight_type=wt)
+    x = rng.normal(0, 1, (4, 16)).astype(np.float32)
+    want = ort.InferenceSession(dst, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got = caten.onnx.load(dst, runtime="llvm")(x)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
 def test_tensor_methods():
     """Every library composite is a caten.Tensor method and a caten.functional function."""
     import caten.functional as F

@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 
 from caten.frontends.onnx.node import N, dims, handler
-from caten.frontends.text import lit
 
 _PROMOTE = {frozenset({"f16", "bf16"}): "f32"}
 
@@ -74,6 +73,20 @@ def _quantize(n: N) -> str:
     return f"(quantize {x} {s} :dtype {out} {_keys(n)}{rng})"
 
 
+@handler("DynamicQuantizeLinear")
+def _dynamic_quantize(n: N) -> list[str]:
+    """u8 quantization with the scale and zero point of x's range widened to hold 0, as the
+    reference (an all-zero x gets the scale 1/255, where the function body would divide by 0)."""
+    if n.dt() != "f32":
+        raise n.fail(f"DynamicQuantizeLinear takes f32, got {n.dt()}")
+    x = n.x(0)
+    mx = n.let(f"(max (max {x}) 0.0)")
+    mn = n.let(f"(min (min {x}) 0.0)")
+    sc = n.let(f"(/ (where (= {mx} {mn}) 1.0 (- {mx} {mn})) 255.0)")
+    zp = n.let(f"(cast (round (min (max (- 0.0 (/ {mn} {sc})) 0.0) 255.0)) u8)")
+    return [f"(quantize {x} {sc} :zero-point {zp})", sc, zp]
+
+
 # ---- integer matmul and convolution (MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv) ----
 # Integer products summed in i32, as the reference (the library's matmul-int; the convolutions run
 # Conv's lowering on i32 operands); the requantization is in f64, as numpy promotes int32 * float.
@@ -116,19 +129,13 @@ def _scalar(n: N, i: int) -> str:
     return f"(reshape {n.x(i)} [])"
 
 
-_RANGE = {"u8": (0, 255), "i8": (-128, 127), "u16": (0, 65535), "i16": (-32768, 32767)}
-
-
 def _requantize(n: N, acc: str, factor: str, zp: int, out: str) -> str:
-    """acc * factor (+ the zero point), all in f64 as numpy promotes int32 * float there, rounded
-    half to even and saturated to the output's range."""
-    if out not in _RANGE:
+    """The library's `quantize` of acc * factor (in f64, as numpy promotes int32 * float) with scale 1:
+    rounded half to even, plus the zero point, saturated to the output's range."""
+    if out not in ("u8", "i8", "u16", "i16"):
         raise n.fail(f"a quantized output of dtype {out} is not supported")
-    lo, hi = _RANGE[out]
-    d = f"(* {acc} (cast {factor} f64))"
-    if n.has(zp):
-        d = f"(+ {d} (cast {_scalar(n, zp)} f64))"
-    return f"(cast (min (max (round-half-even {d}) {lit(lo, 'f64')}) {lit(hi, 'f64')}) {out})"
+    z = f":zero-point {_scalar(n, zp)}" if n.has(zp) else f":dtype {out}"
+    return f"(quantize (* {acc} (cast {factor} f64)) (full [] 1.0 :dtype f64) {z})"
 
 
 @handler("MatMulInteger")
