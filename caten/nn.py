@@ -4,8 +4,12 @@ Tensors. The public face of `caten.tensor.nn`, where each part lives in a module
 
 import sys
 
+from caten.distributed.ddp import DistributedDataParallel
 from caten.tensor.nn import *  # noqa: F403 (the face re-exports the package's __all__)
-from caten.tensor.nn import __all__, functional, init, utils  # noqa: F401
+from caten.tensor.nn import __all__ as _nn_all
+from caten.tensor.nn import functional, init, utils  # noqa: F401
+
+__all__ = _nn_all + ["DistributedDataParallel"]
 
 sys.modules[__name__ + ".functional"] = functional
 sys.modules[__name__ + ".init"] = init

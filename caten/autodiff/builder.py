@@ -109,6 +109,29 @@ def matmul_t(n: Node, ct: Node) -> tuple[Node, Node]:
     return views.unbroadcast(da, a.shape), views.unbroadcast(db, b.shape)
 
 
+def collective_t(n: Node, ct: Node) -> Node:
+    """The cotangent of a collective EXTERN's operand, itself a collective (LANGUAGE.md section 15):
+    all-reduce sum (mean) -> all-reduce sum (mean); all-gather -> reduce-scatter sum; reduce-scatter
+    sum (mean) -> all-gather (divided by the world size); broadcast -> the sum on the root (zeros
+    elsewhere), and back. max and min pass the gradient to the ranks that hold the extreme, which
+    depends on ties: refused rather than guessed."""
+    name, p = n.arg[1], dict(n.arg[2]) if len(n.arg) > 2 else {}
+    x = n.src[0]
+    op = p.get("op", "sum")
+    if op in ("max", "min"):
+        raise NotImplementedError(f"the gradient of {name} :op {op} is not supported (only sum and mean)")
+    if name == "all-reduce":
+        return B.extern(name, ct.dtype, x.shape, (ct,), n.arg[2])
+    if name == "all-gather":
+        return B.extern("reduce-scatter", ct.dtype, x.shape, (ct,), tuple(sorted({**p, "op": "sum"}.items())))
+    if name == "reduce-scatter":
+        g = B.extern("all-gather", ct.dtype, x.shape, (ct,), tuple(sorted((k, v) for k, v in p.items() if k != "op")))
+        return div(g, float(p["world"])) if op == "mean" else g
+    if name in ("broadcast", "reduce"):
+        return B.extern("reduce" if name == "broadcast" else "broadcast", ct.dtype, x.shape, (ct,), n.arg[2])
+    raise NotImplementedError(f"no gradient rule for the EXTERN kernel {name}")
+
+
 def gather_t(n: Node, ct: Node) -> Node:
     """The cotangent of GATHER's data: each index's cotangent added at the position it read
     (a SCATTER add: repeated indices accumulate, in O(index); an index GATHER read as 0 adds nothing)."""

@@ -22,7 +22,7 @@ from caten.ir.build import ShapeError
 from caten.ir.dims import Dim
 from caten.ir.dtypes import DType
 from caten.ir.graph import Node
-from caten.ir.ops import REDUCE_OPS, TABLE, Ctx, DTypeError, Op
+from caten.ir.ops import COLLECTIVES, REDUCE_OPS, TABLE, Ctx, DTypeError, Op
 from caten.ir.view import View
 
 _DIM_FOLD: dict[Op, Callable[..., Dim]] = {
@@ -409,8 +409,41 @@ def call(op: Op, args: list, kw: dict, span: Span) -> Any:
         if args[0] not in EXTERNS:
             raise Error(f"unknown extern kernel '{args[0]}'", span, f"known: {', '.join(EXTERNS)}")
         srcs = [to_tensor(a, span).node for a in args[1:]]
+        if args[0] in COLLECTIVES:
+            return _collective(args[0], srcs, kw, span)
+        if set(kw) - {"dtype", "shape"}:
+            raise Error(f"EXTERN \"{args[0]}\" takes :dtype and :shape only", span)
+        if "shape" not in kw:
+            raise Error(f'EXTERN "{args[0]}" needs :shape', span)
         return Tensor(B.extern(args[0], kwarg("dtype", srcs[0].dtype), as_shape(kw["shape"], span), srcs))
     raise Error(f"{op.value} cannot be called from source", span)
+
+
+def _collective(name: str, srcs: list[Node], kw: dict, span: Span) -> Tensor:
+    """`(EXTERN "all-gather" X :axis 0)` and the other collectives: one operand; the shape and
+    parameters from the kernel's rule (caten.ir.collective.check), the world size bound now."""
+    from caten.ir.collective import check
+
+    if len(srcs) != 1:
+        raise Error(f"{name} takes one tensor, got {len(srcs)}", span)
+    if "dtype" in kw or "shape" in kw:
+        raise Error(f"{name} keeps its operand's dtype and computes its shape: no :dtype or :shape", span)
+    params: dict[str, Any] = {}
+    for k, v in kw.items():
+        if v is None or isinstance(v, list) and not v:  # nil: the default
+            continue
+        key = "op" if k == "reduce" else k
+        if key == "op":
+            params[key] = v if isinstance(v, str) else getattr(v, "value", v)
+        else:
+            params[key] = as_int(v, span, f"an integer :{k}")
+    x = srcs[0]
+    try:
+        shape, ps = check(name, x.dtype, x.shape, params)
+    except ValueError as e:
+        raise Error(str(e), span, "(all-reduce X :op sum|mean|max|min), (all-gather X :axis k), (reduce-scatter X "
+                    ":axis k :op sum|mean|max|min), (broadcast X :root r): LANGUAGE.md section 15") from None
+    return Tensor(B.extern(name, x.dtype, shape, (x,), ps))
 
 
 def _rand(shape: tuple[Dim, ...], seed: Any, span: Span) -> Node:

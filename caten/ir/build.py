@@ -60,8 +60,9 @@ def rand_bits(shape: Sequence[Dim], seed: int, dyn: Node | None = None) -> Node:
     return Node.make(Op.RAND, T.u32, shape, () if dyn is None else (dyn,), (T.u32, seed))
 
 
-def extern(name: str, dtype: DType, shape: Sequence[Dim], srcs: Sequence[Node]) -> Node:
-    return Node.make(Op.EXTERN, dtype, shape, srcs, (dtype, name))
+def extern(name: str, dtype: DType, shape: Sequence[Dim], srcs: Sequence[Node], params: tuple = ()) -> Node:
+    """A host kernel's call; `params`: its sorted (key, value) parameters (a collective's)."""
+    return Node.make(Op.EXTERN, dtype, shape, srcs, (dtype, name, params) if params else (dtype, name))
 
 
 # elementwise --------------------------------------------------------------------------

@@ -22,6 +22,7 @@ import numpy as np
 
 from caten.ir import dims as D
 from caten.ir import dtypes as T
+from caten.ir.collective import KERNELS as COLLECTIVES
 from caten.ir.dtypes import DType, DTypeError
 from caten.ir.indexing import (
     SCATTER_OPS,
@@ -248,8 +249,17 @@ def _index_ref(ctx: Ctx) -> np.ndarray:
     return np.broadcast_to(r, ctx.shape)
 
 
+def extern_params(arg: tuple) -> dict[str, Any]:
+    """An EXTERN node's kernel parameters (a collective's :op, :axis, :root, world size)."""
+    return dict(arg[2]) if len(arg) > 2 else {}
+
+
 def _extern_ref(ctx: Ctx, *xs: np.ndarray) -> np.ndarray:
-    return np.asarray(EXTERNS[ctx.arg[1]](*xs)).astype(ctx.dtype.np)
+    return np.asarray(EXTERNS[ctx.arg[1]](*xs, **extern_params(ctx.arg))).astype(ctx.dtype.np)
+
+
+def _vjp_extern(g: Any, n: Any, ct: Any) -> tuple:
+    return g.matmul_t(n, ct) if n.arg[1] == "matmul" else (g.collective_t(n, ct),)
 
 
 def _control_dtype(ins: Sequence[DType], arg: Any) -> DType:
@@ -325,8 +335,10 @@ ARG_KINDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
              and isinstance(a[1], int)),
     "control": ("(Loop or Branch, result index)", lambda a: isinstance(a, tuple) and len(a) == 2
                 and hasattr(a[0], "out_spec") and isinstance(a[1], int) and 0 <= a[1] < a[0].n_outputs),
-    "extern": ("(dtype, kernel name)", lambda a: isinstance(a, tuple) and len(a) == 2 and _is_dtype(a[0])
-               and a[1] in EXTERNS),
+    "extern": ("(dtype, kernel name) or (dtype, kernel name, sorted ((key, value) ...) parameters)",
+               lambda a: isinstance(a, tuple) and len(a) in (2, 3) and _is_dtype(a[0]) and a[1] in EXTERNS
+               and (len(a) == 2 or isinstance(a[2], tuple) and all(isinstance(p, tuple) and len(p) == 2 for p in a[2])
+                    and list(a[2]) == sorted(a[2]))),
 }
 
 
@@ -457,8 +469,10 @@ TABLE: dict[Op, OpInfo] = {i.op: i for i in (
        "uniform u32 bits from threefry2x32-20 keyed by the seed (XOR an optional rank-0 u32/i64 operand, "
        "a seed known at run time), counter = flat index", keywords=("seed",), arg="rand", cost=2 * _POLY),
     _e(Op.EXTERN, "other", -1, ALL, _arg_dtype, _extern_ref,
-       "a call to a runtime-provided kernel (e.g. BLAS gemm), placed by a rule", keywords=("dtype", "shape"),
-       arg="extern", vjp=lambda g, n, ct: g.matmul_t(n, ct)),
+       "a call to a host kernel between compiled ones: BLAS gemm (\"matmul\", placed by a rule) or a collective "
+       "over torch.distributed's group (\"all-reduce\" :reduce, \"all-gather\" :axis :world, \"reduce-scatter\" "
+       ":axis :reduce :world, \"broadcast\" :root, \"reduce\" :root; the identity without a group)",
+       keywords=("dtype", "shape", "reduce", "axis", "root", "world"), arg="extern", vjp=_vjp_extern),
     _e(Op.LOOP, "control", -1, ALL, _control_dtype, _control_ref,
        "result k of a loop: carries, captures, scanned tensors and runtime bounds in; a body sub-graph run per "
        "trip while a counter stays below its end and/or a condition sub-graph holds (while, fori, scan); the "
@@ -481,8 +495,10 @@ HEAVY = frozenset(o for o, i in TABLE.items() if i.cost >= _DIV)
 TRANSCENDENTAL = frozenset(o for o, i in TABLE.items() if i.group == "unary" and i.cost >= _POLY)
 
 # numpy references of the kernels that EXTERN may name
+# (called with the node's parameters as keywords: a collective's of caten.ir.collective)
 EXTERNS: dict[str, Callable[..., np.ndarray]] = {
     "matmul": np.matmul,
+    **COLLECTIVES,
 }
 
 

@@ -1,9 +1,11 @@
 """Running programs that call EXTERN kernels on runtimes that compile loops.
 
 A program with EXTERN nodes is cut at them: one compiled program computes the EXTERN
-operands, the host calls the extern kernel (numpy's, e.g. BLAS for "matmul"), and the rest of
-the program is compiled with the extern results as extra inputs — recursively, so chains of
-externs work. Every piece is an ordinary Program for the runtime's own `compile`.
+operands, the host calls the extern kernel (numpy's, e.g. BLAS for "matmul", or a collective of
+caten.ir.collective on torch.distributed), and the rest of the program is compiled with the extern
+results, and the materialized values of the first piece it reads, as extra inputs — recursively,
+so chains of externs work. Every piece is an ordinary Program for the runtime's own `compile`.
+Every process of a group cuts the same program the same way, so the collectives meet in order.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import numpy as np
 from caten.ir import build as B
 from caten.ir import dims as D
 from caten.ir.graph import Node, toposort
-from caten.ir.ops import EXTERNS, Op
+from caten.ir.ops import COLLECTIVES, EXTERNS, Op, extern_params
 from caten.ir.program import Program, TensorSpec
 
 
@@ -36,8 +38,31 @@ def _replace(nodes: Sequence[Node], mapping: dict[int, Node]) -> list[Node]:
     return [memo[id(n)] for n in nodes]
 
 
+# materialized values: a stage-1 value of one of these ops that stage 2 reads is passed to it, not
+# recomputed (a forward pass's matmuls before a gradient all-reduce)
+_PASSED = frozenset({Op.REDUCE, Op.COPY, Op.GATHER, Op.SCATTER, Op.SORT})
+
+
+def _passed(program: Program, first: Node, before: set[int]) -> list[Node]:
+    """The first materialized stage-1 values on each path from the outputs that avoids `first`."""
+    out: list[Node] = []
+    seen: set[int] = set()
+    stack = list(reversed(program.nodes))
+    while stack:
+        n = stack.pop()
+        if id(n) in seen or n is first:
+            continue
+        seen.add(id(n))
+        if id(n) in before and n.op in _PASSED:
+            out.append(n)
+            continue
+        stack.extend(reversed(n.src))
+    return out
+
+
 class ExternSplit:
-    """An executable made of: stage 1 (operands), extern calls on the host, stage 2 (the rest)."""
+    """An executable made of: stage 1 (operands), extern calls on the host, stage 2 (the rest).
+    Stage 2 reads stage 1's materialized values it needs instead of computing them again."""
 
     def __init__(self, program: Program, compile_fn: Callable[[Program], object]):
         self.program = program
@@ -46,22 +71,36 @@ class ExternSplit:
         self.name = first.arg[1]
         if self.name not in EXTERNS:
             raise ValueError(f"unknown extern kernel {self.name}")
+        self.params = extern_params(first.arg)
         self.extern = first
         n_in = len(program.inputs)
-        operand_specs = [TensorSpec(f"__extern_in{i}", s.dtype, s.shape) for i, s in enumerate(first.src)]
-        self.stage1 = compile_fn(Program(f"{program.name}__pre", program.inputs, operand_specs, list(first.src),
+        passed = _passed(program, first, {id(n) for n in toposort(first.src)})
+        outs = list(first.src) + [p for p in passed if p not in first.src]
+        self.picks = [outs.index(p) for p in passed]  # stage 1's output read by each extra stage-2 input
+        # a collective may work in its operand's buffer, unless stage 2 reads that too
+        self.scratch = self.name in COLLECTIVES and not any(i < len(first.src) for i in self.picks)
+        self.specs = [TensorSpec(f"__extern_in{i}", s.dtype, s.shape) for i, s in enumerate(outs)]
+        self.stage1 = compile_fn(Program(f"{program.name}__pre", program.inputs, self.specs, outs,
                                          program.dims, [], program.defines, program.derived))
         result = B.buffer(first.dtype, first.shape, n_in, "__extern_out")
-        rest = _replace(program.nodes, {id(first): result})
-        inputs = program.inputs + [TensorSpec("__extern_out", first.dtype, first.shape)]
+        mapping = {id(first): result}
+        extra = []
+        for j, p in enumerate(passed):
+            name = f"__stage1_{j}"
+            mapping[id(p)] = B.buffer(p.dtype, p.shape, n_in + 1 + j, name)
+            extra.append(TensorSpec(name, p.dtype, p.shape))
+        rest = _replace(program.nodes, mapping)
+        inputs = program.inputs + [TensorSpec("__extern_out", first.dtype, first.shape)] + extra
         self.stage2 = compile_fn(Program(f"{program.name}__post", inputs, program.outputs, rest, program.dims, [],
                                          program.defines, program.derived))
 
     def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], env: dict[str, int]) -> None:
         shape = lambda spec: tuple(D.evaluate(d, env) for d in spec)  # noqa: E731
-        ops = [np.empty(shape(s.shape), s.dtype.np) for s in self.extern.src]
-        self.stage1.run(inputs, ops, env)
+        vals = [np.empty(shape(s.shape), s.dtype.np) for s in self.specs]
+        self.stage1.run(inputs, vals, env)
+        ops = vals[:len(self.extern.src)]
+        kw = dict(self.params, scratch=True) if self.scratch else self.params
         with np.errstate(all="ignore"):  # overflow to inf is a value, as in the compiled kernels
-            res = np.asarray(EXTERNS[self.name](*ops)).astype(self.extern.dtype.np, copy=False)
+            res = np.asarray(EXTERNS[self.name](*ops, **kw)).astype(self.extern.dtype.np, copy=False)
         res = np.ascontiguousarray(res)
-        self.stage2.run(list(inputs) + [res], outputs, env)
+        self.stage2.run(list(inputs) + [res] + [vals[i] for i in self.picks], outputs, env)

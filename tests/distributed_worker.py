@@ -1,0 +1,191 @@
+"""One process of the groups tests/test_distributed.py launches (RANK, WORLD_SIZE, MASTER_ADDR and
+MASTER_PORT in the environment, as torchrun sets them):
+
+    python distributed_worker.py OUT_DIR coll=numpy,llvm train=llvm die=llvm
+
+`coll`: every collective's values (and gradients, through the language's `vjp`) on inputs
+that `rank_input` derives from the rank, for the test to check against numpy; `train`: an MLP
+trained 20 SGD steps under DistributedDataParallel on this rank's shard of the batch, eagerly and
+as a caten.jit step; `die` (last): the same training where rank 1 exits in step 3. Each rank writes
+its results to OUT_DIR/rank{R}.npz (a key per case; a refused case as an `error: ...` string).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import numpy as np
+
+import caten
+import caten.distributed as cd
+
+WIDE = ("f32", "f64", "f16", "bf16", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64")
+BATCH, DIMS, STEPS, LR = 8, (5, 8, 3), 20, 0.1
+
+
+def np_dtype(dt: str) -> np.dtype:
+    from caten.tensor.lazy import np_dtype as f
+
+    return f(dt)
+
+
+def rank_input(r: int, shape: tuple[int, ...], dt: str, salt: int = 0) -> np.ndarray:
+    """Rank r's input: small integers (exact sums in every dtype and order), a nan for max/min."""
+    rng = np.random.default_rng(1000 * salt + r)
+    lo = 0 if dt.startswith("u") or dt == "bool" else -4
+    v = rng.integers(lo, 5, size=shape)
+    if dt == "bool":
+        return v > 1
+    return v.astype(np_dtype(dt))
+
+
+def source(w: int) -> str:
+    """The collectives as language programs, with their vjps (output shapes for a group of w)."""
+    ops = {"ar-sum": ("(all-reduce X :op sum)", "M, N"), "ar-mean": ("(all-reduce X :op mean)", "M, N"),
+           "ar-max": ("(all-reduce X :op max)", "M, N"), "ar-min": ("(all-reduce X :op min)", "M, N"),
+           "ag0": ("(all-gather X :axis 0)", f"(* {w} M), N"), "ag1": ("(all-gather X :axis -1)", f"M, (* {w} N)"),
+           "rs0": ("(reduce-scatter X :axis 0)", f"(/ M {w}), N"),
+           "rs1-mean": ("(reduce-scatter X :axis 1 :op mean)", f"M, (/ N {w})"),
+           "rs1-max": ("(reduce-scatter X :axis 1 :op max)", f"M, (/ N {w})"),
+           "bc0": ("(broadcast X)", "M, N"), "bc1": (f"(broadcast X :root {w - 1})", "M, N"),
+           "gar": ("(grad-all-reduce X :op mean)", "M, N")}
+    out = []
+    for name, (body, shape) in ops.items():
+        out.append(f"(composite {name} ((X{{T}}[M, N]) -> (Y{{T}}[{shape}])) {body})")
+        out.append(f"(composite {name}-vjp ((X{{T}}[M, N]) (C{{T}}[{shape}]) -> (G{{T}}[M, N]))"
+                   f" (vjp {name} X :wrt X :cotangent C))")
+    return "\n".join(out)
+
+
+SHAPES = {"ar": (3, 5), "ag": (3, 5), "rs0": (4, 3), "rs1": (3, 4), "bc": (3, 5), "gar": (3, 5)}
+
+
+def shape_of(name: str) -> tuple[int, ...]:
+    return SHAPES.get(name.split("-")[0], SHAPES.get(name[:2], (3, 5)))
+
+
+def storable(y: np.ndarray) -> np.ndarray:
+    """y as np.savez keeps it: a bf16 array (which it would store as raw void) as its exact f32 values."""
+    return y.astype(np.float32) if y.dtype.name == "bfloat16" else y
+
+
+# the dtypes each op is checked in on numpy: every one where gloo's wire dtype differs (reductions),
+# a few for the byte-moving ops; llvm and c check f32
+_ALL = WIDE + ("bool",)
+NUMPY_DTYPES = {"ar-sum": _ALL, "ar-max": _ALL, "ar-min": _ALL, "rs0": _ALL, "rs1-max": _ALL,
+                "ar-mean": ("f16", "bf16", "f32", "f64", "i32"), "rs1-mean": ("f16", "f32", "u8"),
+                "ag0": ("f32", "bf16", "i16"), "ag1": ("f64", "bool", "u64"), "bc0": ("f32", "u16"),
+                "bc1": ("f16", "i8", "bool"), "gar": ("f32", "f64")}
+
+
+def dtypes_of(name: str, rt: str) -> tuple[str, ...]:
+    return NUMPY_DTYPES[name] if rt == "numpy" else ("f32",)
+
+
+def collectives(res: dict, runtimes: list[str]) -> None:
+    r, w = cd.rank(), cd.world_size()
+    src = source(w)
+    for rt in runtimes:
+        mod = caten.loads(src, runtime=rt)
+        for name in NUMPY_DTYPES:
+            for dt in dtypes_of(name, rt):
+                x = rank_input(r, shape_of(name), dt)
+                if name in ("ar-max", "ar-min", "rs1-max") and dt in ("f32", "f16", "f64") and r == w - 1:
+                    x = x.copy()
+                    x[1, 2] = np.nan
+                key = f"{rt}/{name}/{dt}"
+                try:
+                    y = getattr(mod, name.replace("-", "_"))(x)
+                    res[key] = storable(y)
+                except caten.Error as e:
+                    res[key] = np.array("error: " + e.message)
+                    continue
+                if dt in ("f32", "f64"):
+                    c = rank_input(r, y.shape, dt, salt=1)
+                    try:
+                        res[key + "/vjp"] = storable(getattr(mod, (name + "-vjp").replace("-", "_"))(x, c))
+                    except caten.Error as e:
+                        res[key + "/vjp"] = np.array("error: " + e.message)
+        # an empty axis: nothing to send, the shapes still right
+        res[f"{rt}/empty"] = mod.ag1(np.zeros((0, 2), np.float32))
+    res["tensor/shard"] = cd.shard(caten.Tensor(np.arange(4 * w * 3, dtype=np.float32).reshape(3, 4 * w)), 1).numpy()
+
+
+def mlp(seed: int, rt: str) -> caten.nn.Module:
+    """Linear -> tanh -> Linear, weights from `seed`."""
+    rng = np.random.default_rng(seed)
+    net = caten.nn.Sequential(caten.nn.Linear(DIMS[0], DIMS[1]), caten.nn.Tanh(), caten.nn.Linear(DIMS[1], DIMS[2]))
+    net.load_state_dict({k: rng.standard_normal(v.shape).astype(np.float32) * 0.5 for k, v in net.state_dict().items()})
+    return net.to(rt)
+
+
+def batch() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(7)
+    return (rng.standard_normal((BATCH, DIMS[0])).astype(np.float32),
+            rng.standard_normal((BATCH, DIMS[2])).astype(np.float32))
+
+
+def train(net: caten.nn.Module, x: np.ndarray, y: np.ndarray, rt: str, jit: bool, die_at: int | None = None) -> None:
+    """STEPS of SGD on the mean squared error of net(x) against y."""
+    opt = caten.optim.SGD(net.parameters(), lr=LR)
+    xt, yt = caten.Tensor(x, runtime=rt), caten.Tensor(y, runtime=rt)
+
+    def step(a: caten.Tensor, b: caten.Tensor) -> caten.Tensor:
+        opt.zero_grad()
+        loss = ((net(a) - b) ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    run = caten.jit(step) if jit else step
+    for i in range(STEPS):
+        if die_at is not None and i == die_at and cd.rank() == 1:
+            os._exit(3)  # a rank dies mid-training: the others must raise, not hang
+        run(xt, yt).numpy()
+
+
+def training(res: dict, runtimes: list[str]) -> None:
+    r, w = cd.rank(), cd.world_size()
+    x, y = batch()
+    part = slice(r * BATCH // w, (r + 1) * BATCH // w)
+    for rt in runtimes:
+        for jit in (False, True):
+            net = cd.DistributedDataParallel(mlp(r, rt))  # rank r starts from its own weights: DDP copies rank 0's
+            train(net, x[part], y[part], rt, jit)
+            for k, v in net.module.state_dict().items():
+                res[f"{rt}/{'jit' if jit else 'eager'}/{k}"] = v
+
+
+def dying(res: dict, runtimes: list[str]) -> None:
+    r, w = cd.rank(), cd.world_size()
+    x, y = batch()
+    part = slice(r * BATCH // w, (r + 1) * BATCH // w)
+    t0 = time.monotonic()
+    try:
+        train(cd.DistributedDataParallel(mlp(0, runtimes[0])), x[part], y[part], runtimes[0], jit=True, die_at=3)
+        res["outcome"] = np.array("finished")
+    except caten.Error as e:
+        res["outcome"] = np.array("caten.Error: " + e.message)
+    res["seconds"] = np.array(time.monotonic() - t0)
+
+
+def main() -> None:
+    """argv: OUT_DIR, then the phases to run in order, each `phase=RUNTIME,...` (coll, train, die)."""
+    out, phases = sys.argv[1], [a.split("=") for a in sys.argv[2:]]
+    cd.init(timeout=float(os.environ.get("CATEN_TEST_GROUP_TIMEOUT", "60")))
+    res: dict[str, np.ndarray] = {}
+    path = os.path.join(out, f"rank{cd.rank()}.npz")
+    for phase, rts in phases:
+        if phase == "die":
+            np.savez(path, **res)  # what this rank computed before a rank dies
+        {"coll": collectives, "train": training, "die": dying}[phase](res, rts.split(","))
+    np.savez(path, **res)
+    if any(p == "die" for p, _ in phases):
+        os._exit(0)  # the group's peer is gone: skip torch's teardown
+    cd.shutdown()
+
+
+if __name__ == "__main__":
+    main()
