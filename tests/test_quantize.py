@@ -163,11 +163,18 @@ def test_dequantize_every_dtype(qdt, sdt):
         np.testing.assert_array_equal(got, ref_dequantize(q, s, z, 1))
 
 
-def test_quantize_refuses_other_output_dtypes():
+def test_quantize_diagnostics():
+    """Refused with a caten diagnostic: an output dtype other than the 8/16-bit integers, a scale
+    of the wrong size, a blocked scale over a symbolic size."""
     x = np.ones(3, np.float32)
     with pytest.raises(caten.Error, match="u8, i8, u16 or i16"):
         run("(quantize A B :zero-point C)", x, np.array(1.0, np.float32), np.array(0, np.int32),
             out=("i32", (3,)), runtime="numpy")
+    with pytest.raises(caten.Error, match="per-axis scale or zero point of 4 entries"):
+        run("(quantize A B :axis 0)", x, np.ones(4, np.float32), out=("u8", (3,)), runtime="numpy")
+    with pytest.raises(caten.Error, match="blocked quantization needs static sizes"):
+        caten.loads("(composite f ((X{f32}[N, C] S{f32}[N, B]) -> (Y{u8}[N, C])) "
+                    "(quantize X S :axis 1 :block-size 3))", runtime="numpy")
 
 
 def np_conv_int(x, w, stride, pad, groups):
@@ -296,6 +303,48 @@ def test_onnx_import_matches_the_reference_on_mixed_dtypes():
         got = caten.onnx.load(model, runtime="numpy")(*feeds.values())
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(got, want, err_msg=str(case[1]))
+
+
+def test_onnx_integer_convolutions_match_the_reference():
+    """ConvInteger in 1-D, 3-D, grouped with auto_pad and dilation, and a per-channel QLinearConv
+    with bias, against onnx's ReferenceEvaluator (exact)."""
+    pytest.importorskip("onnx")
+    from onnx import TensorProto as TP
+    from onnx import helper
+    from onnx.reference import ReferenceEvaluator
+
+    import caten.onnx
+
+    rng = np.random.default_rng(11)
+    u8, i8 = TP.UINT8, TP.INT8
+    x1 = rng.integers(0, 256, (2, 3, 11)).astype(np.uint8)
+    w1 = rng.integers(-128, 128, (4, 3, 3)).astype(np.int8)
+    x3 = rng.integers(0, 256, (1, 2, 4, 5, 3)).astype(np.uint8)
+    w3 = rng.integers(0, 256, (3, 2, 2, 2, 2)).astype(np.uint8)
+    x2 = rng.integers(0, 256, (1, 4, 6, 6)).astype(np.uint8)
+    w2 = rng.integers(-128, 128, (4, 1, 3, 3)).astype(np.int8)
+    qc = {"x": x2, "xs": np.array(0.02, np.float32), "xz": np.array(100, np.uint8), "w": w2.repeat(4, axis=1),
+          "ws": rng.uniform(0.001, 0.01, 4).astype(np.float32), "wz": np.zeros(4, np.int8),
+          "ys": np.array(0.05, np.float32), "yz": np.array(3, np.uint8),
+          "b": rng.integers(-1000, 1000, 4).astype(np.int32)}
+    cases = [
+        (helper.make_node("ConvInteger", ["x", "w", "xz"], ["y"], pads=[1, 2], strides=[2]),
+         {"x": x1, "w": w1, "xz": np.array(7, np.uint8)}, {"x": u8, "w": i8, "xz": u8}, TP.INT32),
+        (helper.make_node("ConvInteger", ["x", "w", "xz", "wz"], ["y"]),
+         {"x": x3, "w": w3, "xz": np.array(7, np.uint8), "wz": np.array(9, np.uint8)},
+         {"x": u8, "w": u8, "xz": u8, "wz": u8}, TP.INT32),
+        (helper.make_node("ConvInteger", ["x", "w"], ["y"], group=4, auto_pad="SAME_UPPER", dilations=[2, 1]),
+         {"x": x2, "w": w2}, {"x": u8, "w": i8}, TP.INT32),
+        (helper.make_node("QLinearConv", list(qc), ["y"], pads=[1, 1, 1, 1]), qc,
+         {"x": u8, "xs": TP.FLOAT, "xz": u8, "w": i8, "ws": TP.FLOAT, "wz": i8, "ys": TP.FLOAT, "yz": u8,
+          "b": TP.INT32}, u8),
+    ]
+    for node, feeds, types, out in cases:
+        model = _onnx_case(21, node, feeds, types, out)
+        (want,) = ReferenceEvaluator(model).run(None, feeds)
+        got = caten.onnx.load(model, runtime="llvm")(*feeds.values())
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want, err_msg=str(node))
 
 
 @pytest.mark.parametrize("mode", ["dynamic-u8", "dynamic-s8", "qdq"])
