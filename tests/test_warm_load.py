@@ -14,7 +14,7 @@ import pytest
 
 import caten
 from caten import plugin as R
-from caten.pipeline import Timings, back
+from caten.pipeline import Timings, build, codekey
 
 SRC = """
 (composite f ((X{f32}[N, 8]) (W{f32}[8, 5]) (B{f32}[5]) -> (Y{f32}[N, 5]))
@@ -74,7 +74,7 @@ def _passes(src: str, rt: str = "llvm", **kw) -> set[str]:
     m = caten.loads(src, runtime=rt, **kw)
     prog = m.f.elaborate({})
     tm = Timings()
-    exe = back.compile(runtime, prog, m.options, tm)
+    exe = build.compile(runtime, prog, m.options, tm)
     x = np.ones((3, 8), np.float32)
     y = np.empty((3, 5), np.float32)
     exe.run([x, np.ones((8, 5), np.float32), np.ones(5, np.float32)], [y], {"N": 3})
@@ -97,5 +97,29 @@ def test_an_edit_to_the_compiler_misses(tmp_path, monkeypatch):
     """A back-end module that changed (its fingerprint) is another key."""
     monkeypatch.setenv("CATEN_CACHE_DIR", str(tmp_path / "cache"))
     assert "lower" in _passes(SRC)
-    monkeypatch.setattr(back, "code_fingerprint", lambda runtime, store=None: "edited")
+    monkeypatch.setattr(codekey, "code_fingerprint", lambda runtime, store=None: "edited")
     assert "lower" in _passes(SRC)
+
+
+def test_a_parsed_unit_round_trips_through_the_cache_codec():
+    """Spans and the reader's atoms are stored as flat lists (caten.cache.codec): the same forms
+    come back, and a malformed one is a miss (CodecError), never a wrong form."""
+    import math
+
+    from caten.cache import codec
+    from caten.errors import Span
+    from caten.read.program import load_unit_text
+    from caten.read.sexpr import Kw, Num, Str, Sym
+
+    unit = load_unit_text(SRC + '(composite g ((X{f32}[3]) -> (Y{f32}[3])) (* X (+ 1.5 -2 :k "s")))', "<string>")
+    back = codec.loads(codec.dumps(unit))
+    assert repr(back) == repr(unit)
+    span = Span("f.lisp", 1, 2, 3, 4, "x" * 60)
+    forms = [Sym("a" * 60, span), Num(3, span), Num(float("nan"), span), Num(-math.inf, span), Str("q\n", span),
+             Kw("k", span), Sym("s", None)]
+    for a, b in zip(forms, codec.loads(codec.dumps(forms))):
+        assert type(a) is type(b) and a.span == b.span and repr(a) == repr(b)
+    for bad in (b'[]\n{"@":"N","v":[true,"f",1,2,3,4,null]}', b'[]\n{"@":"Y","v":[1,"f",1,2,3,4,null]}',
+                b'[]\n{"@":"K","v":["k","f",1,2,3,4]}', b'[]\n{"@":"S","v":["f",1,2,3,4,7]}'):
+        with pytest.raises(codec.CodecError):
+            codec.loads(bad)

@@ -66,7 +66,64 @@ class _Enc:
         if type(x) is str and len(x) >= LONG:
             i = self.table.setdefault(x, len(self.table))
             return {TAG: "r", "v": i}
+        # a parsed unit is mostly atoms, each with a span: one flat list each, not two or three dicts
+        t = type(x)
+        if t is _span_type():
+            return {TAG: "S", "v": self.span(x)}
+        atom = _ATOM_TAGS.get(_name(t))
+        if atom is not None and type(x.span) is _span_type():  # type: ignore[attr-defined]
+            return {TAG: atom[0], "v": [self.enc(getattr(x, atom[1])), *self.span(x.span)]}  # type: ignore[attr-defined]
         return _enc(x, self.enc)
+
+    def span(self, sp) -> list:
+        text = sp.text
+        ref = None if text is None else self.table.setdefault(text, len(self.table)) if len(text) >= LONG else [text]
+        return [self.enc(sp.file), sp.line, sp.col, sp.end_line, sp.end_col, ref]
+
+
+_SPAN: list = []
+
+
+def _span_type() -> type:
+    if not _SPAN:
+        from caten.errors import Span
+
+        _SPAN.append(Span)
+    return _SPAN[0]
+
+
+# the reader's atoms (caten.read.sexpr, named, not imported: the cache sits below the reader):
+# class -> (tag, its value's field, the value's types)
+_ATOM_TAGS = {"caten.read.sexpr:Sym": ("Y", "name", (str,)), "caten.read.sexpr:Num": ("N", "value", (int, float)),
+              "caten.read.sexpr:Str": ("Q", "value", (str,)), "caten.read.sexpr:Kw": ("K", "name", (str,))}
+_ATOMS = {tag: (cls, field, types) for cls, (tag, field, types) in _ATOM_TAGS.items()}
+
+
+def _atom(tag: str, v: object, table: list[str]) -> object:
+    """A reader atom (Sym, Num, Str, Kw) from its flat list: its value, then its span's."""
+    name, field, types = _ATOMS[tag]
+    if not (type(v) is list and len(v) == 7 and type(v[0]) in types):
+        raise CodecError("malformed form in a cache payload")
+    obj = object.__new__(_class(name))
+    obj.__dict__.update({field: v[0], "span": _span(v[1:], table)})
+    return obj
+
+
+def _span(v: object, table: list[str]) -> object:
+    """A Span from its flat list: file, line, col, end line, end col, and its text (None, an index
+    of the string table, or [the string])."""
+    if not (type(v) is list and len(v) == 6 and type(v[0]) is str and all(type(n) is int for n in v[1:5])):
+        raise CodecError("malformed span in a cache payload")
+    ref = v[5]
+    if ref is None or type(ref) is int and 0 <= ref < len(table):
+        text = None if ref is None else table[ref]
+    elif type(ref) is list and len(ref) == 1 and type(ref[0]) is str:
+        text = ref[0]
+    else:
+        raise CodecError("malformed span text in a cache payload")
+    obj = object.__new__(_span_type())
+    obj.__dict__.update(file=v[0], line=v[1], col=v[2], end_line=v[3], end_col=v[4], text=text)
+    return obj
 
 
 _IR: list = []  # DType, Atom, DimExpr: imported at the first value that needs them, then kept
@@ -137,6 +194,10 @@ def _record(name: str) -> tuple[type, frozenset[str], bool]:
 def _plain(tag: str, d: dict, table: list[str]) -> object:
     if tag == "r":
         return table[d["v"]]
+    if tag == "S":
+        return _span(d["v"], table)
+    if tag in _ATOMS:
+        return _atom(tag, d["v"], table)
     if tag == "t":
         return tuple(d["v"])
     if tag == "d":

@@ -17,7 +17,8 @@ from caten.pipeline.passes import BACK, FRONT, PASSES, Pass, Timings
 __all__ = ["BACK", "FRONT", "PASSES", "Pass", "Timings"]
 
 _FRONT_API = {"split_defines", "read", "compile_program", "program", "program_cache_key", "front_fingerprint"}
-_BACK_API = {"compile", "emit", "lower_program", "lower_all", "cache_key", "code_fingerprint", "Lowered", "EntryPlan",
+_BUILD_API = {"compile"}  # (caten.pipeline.build: a warm load never imports `back`)
+_BACK_API = {"emit", "lower_program", "lower_all", "cache_key", "code_fingerprint", "Lowered", "EntryPlan",
              "entry_plan", "PLACEHOLDER"}
 
 
@@ -26,6 +27,10 @@ def __getattr__(name: str) -> Any:
         from caten.pipeline import front
 
         return getattr(front, name)
+    if name in _BUILD_API:
+        from caten.pipeline import build
+
+        return getattr(build, name)
     if name in _BACK_API:
         from caten.pipeline import back
 

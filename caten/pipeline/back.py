@@ -10,20 +10,20 @@ here (`cache_key`): the loop IR of every kernel and the entry plan, the runtime,
 the options, caten's version, the runtime's toolchain and the fingerprint of the code that turns
 loop IR into machine code. Runtimes that interpret graphs directly (numpy) or third-party plugins
 with their own `compile` are called as they are. `-v` prints how long each pass took.
+`compile` itself lives in caten.pipeline.build, which loads this module only when the
+program-level cache (caten.pipeline.restore) misses.
 """
 
 from __future__ import annotations
 
 import sys
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import caten.lower.kernel_lowerer as lowering  # by module: tests may stand a buggy `lower` in for the real one
 from caten import loopir as L
 from caten import target
-from caten.cache import default_cache, key_of, tuning
-from caten.cache.fingerprint import fingerprint
+from caten.cache import default_cache, key_of
 from caten.errors import Error
 from caten.ir import dims as D
 from caten.ir.program import Program, c_symbol
@@ -38,13 +38,12 @@ from caten.lower.text import kernel_text
 from caten.lower.trial import check_group
 from caten.lower.verify import problems as loop_problems
 from caten.pipeline import restore
-from caten.pipeline.extern import ExternSplit, has_extern
+from caten.pipeline.codekey import code_fingerprint, code_parts, tuned  # noqa: F401 (API: code_fingerprint)
 from caten.pipeline.passes import Timings
 from caten.plugin import Options, Runtime, named_programs
 from caten.schedule import Schedule, schedule
 from caten.schedule.plan import direct_tiles, gpu_schedule, invariant_inputs
 from caten.target import Target
-from caten.version import __version__
 
 PLACEHOLDER = "caten_p"  # kernel-name prefix while a program's code is keyed (names are not part of the key)
 
@@ -212,73 +211,16 @@ def lower_all(runtime: Runtime, programs: Program | Sequence[Program], t: Target
     return out
 
 
-def code_fingerprint(runtime: Runtime, store=None) -> str:
-    """A hash of the code that turns loop IR into machine code for `runtime` -- this module, the
-    runtime plugin's, and every module of caten either can import (the renderers, the passes after
-    the cache key: bounds, decompose, the kernels' dim arguments; the op table, ...) -- and of
-    caten's version: editing any of them invalidates cached code. Files are read, not imported:
-    a warm start never loads a renderer. `store`: the cache that remembers it across processes
-    (caten.cache.fingerprint)."""
-    plugin: str | None = type(runtime).__module__
-    if plugin not in sys.modules:  # a plugin loaded from a file (`--plugin`): the file
-        code = next((f.__code__ for f in vars(type(runtime)).values() if hasattr(f, "__code__")), None)
-        plugin = code.co_filename if code is not None else None
-    return key_of(__version__, fingerprint((__name__,) + ((plugin,) if plugin else ()), store))
-
-
 def cache_key(runtime: Runtime, lowered: Sequence[Lowered], t: Target, options: Options) -> str:
     """The one compile-cache key: loop IR + entry plans, runtime, target, options, versions."""
-    return key_of(*_code_parts(runtime, t, options), *(lw.loops(canon=True) for lw in lowered))
+    return key_of(*code_parts(runtime, t, options), *(lw.loops(canon=True) for lw in lowered))
 
 
-def _code_parts(runtime: Runtime, t: Target, options: Options) -> list[str]:
-    """Every part of the compile-cache key but the loop IR (the program-level cache's too)."""
-    fp = code_fingerprint(runtime, default_cache() if options.use_cache else None)
-    return ["caten-code/1", runtime.name, runtime.toolchain(t), fp, *map(str, t.key()),
-            str(options.opt_level), str(bool(options.check_bounds)), str(bool(options.profile))]
-
-
-_memo_lock = threading.RLock()
-
-
-def _tuned(runtime: Runtime, t: Target, program: Program, options: Options) -> Target:
-    """`t` with the GEMM shapes `caten tune` chose for this program on this CPU, if it did."""
-    if runtime.capabilities(t).device:
-        return t
-    return tuning.apply(t, program.key(), default_cache() if options.use_cache else None)
-
-
-def compile(runtime: Runtime, program: Program, options: Options | None = None, timings: Timings | None = None):
-    """The executable of `program` on `runtime`, built once per structure in this process and
-    loaded from the cache when another process built the same code. `timings`: the front passes'
-    times, which `-v` prints with the back's."""
-    options = options or Options()
-    if not runtime.renders:
-        return runtime.compile(program, options)
-    t = target.resolve(options.target)
-    if has_extern(program) and runtime.capabilities(t).extern_split:
-        return ExternSplit(program, lambda p: compile(runtime, p, options))
-    target.check_runnable(t)
-    t = _tuned(runtime, t, program, options)
-    key = (program.key(), tuple(program.dims), tuple(program.derived), t.key(), runtime.capabilities(t),
-           options.opt_level, options.check_bounds, options.profile)
-    with _memo_lock:
-        memo = runtime.__dict__.setdefault("_pipeline_memo", {})
-        if key not in memo:
-            with verify_checking(options.debug):
-                memo[key] = _build(runtime, program, t, options, timings or Timings())
-        return memo[key]
-
-
-def _build(runtime: Runtime, program: Program, t: Target, options: Options, tm: Timings):
+def build(runtime: Runtime, program: Program, t: Target, options: Options, tm: Timings, back_key: str | None = None):
+    """The executable of `program` through the whole back end (caten.pipeline.build.compile
+    calls it on a miss of the program-level cache); `back_key`: that cache's key, filled here."""
     caps = runtime.capabilities(t)
     store = default_cache() if options.use_cache else None
-    back = None  # the program-level cache (caten.pipeline.restore): a hit skips schedule to render
-    if store and getattr(runtime, "restores", False) and not options.profile:
-        back = restore.back_key(_code_parts(runtime, t, options), program, caps, options)
-        exe = _restored(runtime, store, back, program, t, options, tm)
-        if exe is not None:
-            return exe
     runtime.prepare(t, options)
     lw = lower_program(program, PLACEHOLDER, None if caps.device else t, caps.threads, tm, caps.direct_conv,
                       caps.gpu)
@@ -301,26 +243,11 @@ def _build(runtime: Runtime, program: Program, t: Target, options: Options, tm: 
     with tm.stage("load"):
         exe = runtime.load(art, lw, t, options)
     exe.in_place = lw.in_place  # (caten.run.module passes those outputs their inputs' arrays)
-    if back is not None:
-        store.put(back, restore.KIND, restore.dumps(key, restore.Restored(
-            lw.name, program, lw.arena_size, lw.kernel_names, lw.bounds, getattr(lw, "in_place", frozenset()))))
+    if store and back_key is not None:
+        store.put(back_key, restore.KIND, restore.dumps(key, restore.Restored(
+            lw.name, program, lw.arena_size, lw.kernel_names, lw.bounds, lw.in_place)))
     if options.verbose:
         print(tm.line(f"{runtime.name} {program.name} ({'cached code' if hit else 'compiled'})"), file=sys.stderr)
-    return exe
-
-
-def _restored(runtime: Runtime, store, back: str, program: Program, t: Target, options: Options, tm: Timings):
-    """The executable from the program-level cache and the code cache, or None on a miss of either."""
-    with tm.stage("load"):
-        blob = store.get(back, restore.KIND)
-        entry = restore.loads(blob, program) if blob is not None else None
-        art = store.get(entry[0], runtime.artifact_kind) if entry is not None else None
-        if art is None:
-            return None
-        exe = runtime.load(art, entry[1], t, options)
-    exe.in_place = entry[1].in_place
-    if options.verbose:
-        print(tm.line(f"{runtime.name} {program.name} (cached program)"), file=sys.stderr)
     return exe
 
 
@@ -340,7 +267,7 @@ def _emit(runtime: Runtime, programs: Program | Sequence[Program], kind: str,
     t = target.resolve(options.target)
     progs = [programs] if isinstance(programs, Program) else list(programs)
     if len(progs) == 1:  # (a module of several programs has no one tuning)
-        t = _tuned(runtime, t, progs[0], options)
+        t = tuned(runtime, t, progs[0], options)
     # a device runtime's checked code records into a buffer its manifest names (CPU AOT code would
     # call back into the Python process that compiled it: not for files)
     checked = bool(options.check_bounds) and runtime.checks_bounds and runtime.capabilities(t).device
