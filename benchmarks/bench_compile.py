@@ -8,8 +8,9 @@ Each run is a new Python process that imports numpy and caten, reads the example
 LLVM). Nothing runs. Two settings:
 
   empty cache     a fresh CATEN_CACHE_DIR: the composite library is parsed too
-  library cached  a cache dir holding only the parsed library (what every run after the
-                  first finds; no compiled program or object code is reused)
+  library cached  a cache dir holding only the parsed library and the fingerprints of caten's
+                  code (what every run after the first finds; no parsed source, compiled
+                  program or object code is reused)
   one layer edited  the block with one layernorm's eps changed, in a cache dir where the
                   original block was compiled: only the units that changed compile, the
                   others' objects come from the cache (caten.compile.jobs)
@@ -22,8 +23,10 @@ bytecode is written first, as an installed package has it.
 times real models instead (torchvision ResNet-18 at 224x224, a GPT-2-small-shaped model of 12
 layers on 512 tokens, random weights): each is captured once by torch.export here (that time,
 torch's own, is reported apart), and its caten text is compiled in fresh processes with the
-library cached: cold (no compiled program or unit in the cache) and warm (a second process
-with that cache filled: what loading a compiled model costs).
+library cached: cold (no parsed text, compiled program or unit in the cache) and warm (a second
+process with that cache filled: what loading a compiled model costs; caten.pipeline.restore).
+The machine may be shared: `cpu` is the process's CPU time for read+elaborate+compile (the LLVM
+workers' is not in it), a steadier number than the wall clock under load.
 
     python benchmarks/bench_compile.py --chain [--runs 3]
 
@@ -98,11 +101,13 @@ t0 = time.perf_counter()
 import numpy
 import caten
 t1 = time.perf_counter()
+c1 = time.process_time()
 m = caten.loads(open(sys.argv[1]).read(), runtime="llvm")
 t2 = time.perf_counter()
 m.forward.program({})
 t3 = time.perf_counter()
-print(json.dumps({"import": t1 - t0, "read+elaborate": t2 - t1, "compile": t3 - t2, "total": t3 - t0}))
+print(json.dumps({"import": t1 - t0, "read+elaborate": t2 - t1, "compile": t3 - t2, "total": t3 - t0,
+                  "cpu": time.process_time() - c1}))
 """
 
 
@@ -145,7 +150,7 @@ def _export(name: str, root: str) -> tuple[str, float]:
 
 def run_models(root: str, lib_only: str, runs: int) -> None:
     """Cold and warm compile of real models (see the module docstring)."""
-    phases = ["import", "read+elaborate", "compile", "total"]
+    phases = ["import", "read+elaborate", "compile", "total", "cpu"]
     print("| model | torch.export | setting | " + " | ".join(phases) + " |")
     print("|---" * (len(phases) + 3) + "|")
     for name in ("resnet18", "gpt2_small"):
@@ -243,10 +248,12 @@ def main() -> None:
     root = tempfile.mkdtemp(prefix="caten-bench-compile-")
     try:
         lib_only = os.path.join(root, "lib")
-        run_once(lib_only)  # parse the library into it, then keep only that entry (NN/KEY.lib)
+        # parse the library into it, then keep only what any program's first compile leaves for
+        # the next (NN/KEY.lib; NN/KEY.fp, the fingerprints of caten's own code: caten.cache.fingerprint)
+        run_once(lib_only)
         for dirpath, _, files in os.walk(lib_only):
             for f in files:
-                if not f.endswith(".lib"):
+                if not f.endswith((".lib", ".fp")):
                     os.remove(os.path.join(dirpath, f))
         if opts.chain:
             run_chain(root, lib_only, opts.runs)
