@@ -391,6 +391,46 @@ def test_onnxruntime_quantized_mlp(tmp_path, mode):
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
 
 
+def test_from_torch_decomposed_quantize_ops():
+    """torch's quantized_decomposed ops (what PT2E quantization leaves in an exported graph), per
+    tensor (numbers or one-element tensors) and per channel (f32 and f64 scales), match torch
+    exactly, ties and both saturation ends included."""
+    import importlib
+
+    torch = pytest.importorskip("torch")
+    importlib.import_module("torch.ao.quantization.fx._decomposed")  # defines the ops
+    importlib.import_module("caten.frontends.torch.aten_quant")  # registers the lowerings
+
+    Q = torch.ops.quantized_decomposed
+
+    class Quant(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            g = torch.Generator().manual_seed(1)
+            self.s32 = torch.rand(5, generator=g) * 0.1 + 0.01
+            self.s64 = torch.rand(5, dtype=torch.float64, generator=g) * 0.1 + 0.01
+            self.z = torch.randint(-10, 10, (5,), generator=g)
+
+        def forward(self, x, s, z):
+            a = Q.quantize_per_tensor.default(x, 0.5, 3, 0, 255, torch.uint8)
+            b = Q.quantize_per_tensor.tensor(x, s, z, -128, 127, torch.int8)
+            c = Q.quantize_per_channel.default(x, self.s32, self.z, 1, -128, 127, torch.int8)
+            d = Q.quantize_per_channel.default(x, self.s64, self.z, 1, -128, 127, torch.int8)
+            return (a, Q.dequantize_per_tensor.default(a, 0.5, 3, 0, 255, torch.uint8),
+                    b, Q.dequantize_per_tensor.tensor(b, s, z, -128, 127, torch.int8),
+                    c, Q.dequantize_per_channel.default(c, self.s32, self.z, 1, -128, 127, torch.int8),
+                    d, Q.dequantize_per_channel.default(d, self.s64, self.z, 1, -128, 127, torch.int8))
+
+    x = torch.randn(3, 5, 7, generator=torch.Generator().manual_seed(0)) * 3
+    x.view(-1)[:6] = torch.tensor([0.25, 0.75, -0.25, -1.25, 300.0, -300.0])  # ties at scale 0.5, both ends
+    args = (x, torch.tensor(0.05), torch.tensor(-4))
+    model = Quant()
+    got = caten.from_torch(model, args, runtime="llvm")(*args)
+    for g, w in zip(got, model(*args), strict=True):
+        assert g.dtype == w.numpy().dtype
+        np.testing.assert_array_equal(g, w.numpy())
+
+
 def test_tensor_methods():
     """Every library composite is a caten.Tensor method and a caten.functional function."""
     import caten.functional as F
