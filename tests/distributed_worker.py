@@ -1,13 +1,14 @@
 """One process of the groups tests/test_distributed.py launches (RANK, WORLD_SIZE, MASTER_ADDR and
 MASTER_PORT in the environment, as torchrun sets them):
 
-    python distributed_worker.py OUT_DIR coll=numpy,llvm train=llvm die=llvm
+    python distributed_worker.py OUT_DIR coll=numpy,llvm train=llvm zero=llvm die=llvm
 
-`coll`: every collective's values (and gradients, through the language's `vjp`) on inputs
-that `rank_input` derives from the rank, for the test to check against numpy; `train`: an MLP
-trained 20 SGD steps under DistributedDataParallel on this rank's shard of the batch, eagerly and
-as a caten.jit step; `die` (last): the same training where rank 1 exits in step 3. Each rank writes
-its results to OUT_DIR/rank{R}.npz (a key per case; a refused case as an `error: ...` string).
+`coll`: every collective's values (and gradients, through the language's `vjp`) on inputs that
+`rank_input` derives from the rank, for the test to check against numpy; `train` (`trainjit`): an
+MLP trained 20 SGD steps under DistributedDataParallel on this rank's shard of the batch, eagerly
+and (only) as a caten.jit step; `zero`: SGD with momentum under ZeroRedundancyOptimizer; `die`
+(last): the same training where rank 1 exits in step 3. Each rank writes its results to
+OUT_DIR/rank{R}.npz (a key per case; a refused case as an `error: ...` string).
 """
 
 from __future__ import annotations
@@ -127,9 +128,14 @@ def batch() -> tuple[np.ndarray, np.ndarray]:
             rng.standard_normal((BATCH, DIMS[2])).astype(np.float32))
 
 
-def train(net: caten.nn.Module, x: np.ndarray, y: np.ndarray, rt: str, jit: bool, die_at: int | None = None) -> None:
-    """STEPS of SGD on the mean squared error of net(x) against y."""
-    opt = caten.optim.SGD(net.parameters(), lr=LR)
+def train(net: caten.nn.Module, x: np.ndarray, y: np.ndarray, rt: str, jit: bool, die_at: int | None = None,
+          zero: bool = False) -> None:
+    """STEPS of SGD on the mean squared error of net(x) against y (`zero`: SGD with momentum, its
+    state sharded by ZeroRedundancyOptimizer)."""
+    if zero:
+        opt = cd.ZeroRedundancyOptimizer(net.parameters(), caten.optim.SGD, lr=LR, momentum=0.9)
+    else:
+        opt = caten.optim.SGD(net.parameters(), lr=LR)
     xt, yt = caten.Tensor(x, runtime=rt), caten.Tensor(y, runtime=rt)
 
     def step(a: caten.Tensor, b: caten.Tensor) -> caten.Tensor:
@@ -146,16 +152,28 @@ def train(net: caten.nn.Module, x: np.ndarray, y: np.ndarray, rt: str, jit: bool
         run(xt, yt).numpy()
 
 
-def training(res: dict, runtimes: list[str]) -> None:
+def training(res: dict, runtimes: list[str], modes: tuple[bool, ...] = (False, True)) -> None:
     r, w = cd.rank(), cd.world_size()
     x, y = batch()
     part = slice(r * BATCH // w, (r + 1) * BATCH // w)
     for rt in runtimes:
-        for jit in (False, True):
+        for jit in modes:
             net = cd.DistributedDataParallel(mlp(r, rt))  # rank r starts from its own weights: DDP copies rank 0's
             train(net, x[part], y[part], rt, jit)
             for k, v in net.module.state_dict().items():
                 res[f"{rt}/{'jit' if jit else 'eager'}/{k}"] = v
+
+
+def zero1(res: dict, runtimes: list[str]) -> None:
+    """ZeRO-1 over a plain module (the optimizer reduce-scatters the local gradients), jitted."""
+    r, w = cd.rank(), cd.world_size()
+    x, y = batch()
+    part = slice(r * BATCH // w, (r + 1) * BATCH // w)
+    for rt in runtimes:
+        net = mlp(0, rt)
+        train(net, x[part], y[part], rt, True, zero=True)
+        for k, v in net.state_dict().items():
+            res[f"{rt}/zero/{k}"] = v
 
 
 def dying(res: dict, runtimes: list[str]) -> None:
@@ -180,7 +198,8 @@ def main() -> None:
     for phase, rts in phases:
         if phase == "die":
             np.savez(path, **res)  # what this rank computed before a rank dies
-        {"coll": collectives, "train": training, "die": dying}[phase](res, rts.split(","))
+        {"coll": collectives, "train": training, "trainjit": lambda res, rts: training(res, rts, (True,)),
+         "zero": zero1, "die": dying}[phase](res, rts.split(","))
     np.savez(path, **res)
     if any(p == "die" for p, _ in phases):
         os._exit(0)  # the group's peer is gone: skip torch's teardown
