@@ -26,6 +26,7 @@ from caten.schedule.layout import orient
 from caten.schedule.model import Buffer, Kernel, Schedule, Stage, Unfusable
 from caten.schedule.plan import gemm_plan, gemm_shaped, invariant_inputs, on_gpu, thread_slots
 from caten.schedule.reduce_plan import max_outer, plan_reduce
+from caten.schedule.rowblock import row_blocks
 from caten.schedule.split import outer_either, outer_split, small_gemms, stagewise, sum_split
 
 _HEAVY = HEAVY  # the op table's cost classes
@@ -40,6 +41,7 @@ READS_MAX = 6  # buffers an inlined value may read before several readers get it
 #               residual stream, a sum of every earlier layer's output, re-read by each later norm)
 BROADCAST_MIN = 4  # ops a value read through a broadcast of BROADCAST_FACTOR or more copies may cost
 BROADCAST_FACTOR = 4  # before it is stored first (a causal mask built per [S, S], read per head)
+BROADCAST_MAX_ELEMS = 1 << 22  # ... unless it is larger than this: memory linear in the tokens beats a few ops
 
 
 def _is_leafish(n: Node) -> bool:
@@ -51,6 +53,12 @@ def _is_leafish(n: Node) -> bool:
 def _expands(n: Node) -> bool:
     v = n.arg
     return any(s == 0 and d != 1 for s, d in zip(v.strides, v.shape))
+
+
+def _small_value(n: Node) -> bool:
+    """Whether storing n costs at most BROADCAST_MAX_ELEMS elements."""
+    size = D.prod(n.shape)
+    return isinstance(size, int) and size <= BROADCAST_MAX_ELEMS
 
 
 def _copies(n: Node) -> int:
@@ -156,8 +164,10 @@ def realize_set(outputs: list[Node]) -> tuple[list[Node], set[Node]]:
             realized.add(n)
         elif n in operands and (heavy[n] or cost[n] >= OPERAND_MAX):
             realized.add(n)  # packing loops run scalar: a costly operand is computed in a (vector) loop of its own
-        elif cost[n] >= BROADCAST_MIN and any(_copies(v) >= BROADCAST_FACTOR for v in vus):
-            realized.add(n)  # computed once, not once per copy (a mask of [S, S] read by each head)
+        elif cost[n] >= BROADCAST_MIN and any(_copies(v) >= BROADCAST_FACTOR for v in vus) \
+                and _small_value(n):
+            realized.add(n)  # computed once, not once per copy (a mask of [S, S] read by each head; not
+            #                  at 16k tokens: 256 MB of mask, where recomputing it is a compare)
         elif cost[n] >= OVERLAP_MIN and any(_overlaps(v) for v in vus):
             realized.add(n)  # each window would compute it again: KH*KW times for a convolution's transpose
         elif n.op in _TRANSC and len(users.get(n, ())) >= 2 and any(u.op is Op.REDUCE for u in users[n]) \
@@ -272,6 +282,8 @@ def _schedule(program: Program, check: Callable | None, threads: int = 1) -> Sch
     outs: list[Node] = []
     seen_out: set[Node] = set()
     nodes = CF.materialize(orient(list(program.nodes)))  # first: a reoriented output may become a plain reshape
+    if not gpu:
+        nodes = row_blocks(nodes)  # a long-row softmax (attention) a block of rows at a time
     for i, n in enumerate(nodes):
         if n.op is Op.BUFFER or n in seen_out:
             n = Node.make(Op.COPY, n.dtype, n.shape, (n,), ("out", i))

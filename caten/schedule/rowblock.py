@@ -1,0 +1,176 @@
+"""Row blocks: a big row-wise softmax computed a block of rows at a time, so its scratch is
+linear in the rows, not quadratic.
+
+Attention, `softmax(Q Kᵀ + bias) V`, is one kernel per head: its stages (the scores' GEMM, the
+row max, the exponentials, the row sum, the division, the GEMM with V) each run over every query
+row, so the scores of a whole head sit in scratch between them: S² floats per thread (6 GB at
+16k tokens). Every stage treats each query row on its own, though. This pass splits the query
+axis `i` of the output's cone into (blocks, rows of a block): the scheduler then finds
+(head, block) as the kernel's shared outer loops, and the scratch is one block of rows by S.
+The GEMMs stay GEMMs (a block of 128 rows against all keys), read K and V once per block, and
+the exponentials stay in cache.
+
+The split is a change of shapes only: a realized value of shape [.., nb, B, ..] is laid out as
+[.., nb·B, ..], so every view keeps its strides (`View`s index their source's flat layout) and
+gets its own axis split; leaves (inputs, constants, iotas) are reshaped where they carry `i`.
+The pass follows `i` from the output down through elementwise ops, reductions over other axes
+and views that keep `i` whole (stride and extent of one source axis); anything else (a
+reduction over `i`, a gather, a loop, a masked or merged view of `i`) leaves the graph as it was.
+It fires only where a max reduction over another axis `j` sees at least MIN_SCORES elements per
+outer slice (a softmax over long rows): a plain GEMM keeps its schedule.
+"""
+
+from __future__ import annotations
+
+from caten.ir import dims as D
+from caten.ir.graph import Node, toposort
+from caten.ir.ops import Op
+from caten.ir.view import View, contiguous_strides
+
+MIN_SCORES = 1 << 19  # elements of one head's [i, j] scores from which rows are blocked (2 MB of f32)
+MIN_ROWS = 256  # rows below which there is nothing to block
+BLOCKS = (128, 96, 120, 64, 112, 80, 144, 160, 192, 100, 125, 200, 250, 256)  # rows of a block: the first that divides
+_LEAVES = (Op.BUFFER, Op.CONST, Op.INDEX)
+_ELEMENTWISE = ("unary", "binary", "ternary")
+
+
+class _Abort(Exception):
+    """The cone holds something the split cannot follow: keep the graph."""
+
+
+def row_blocks(nodes: list[Node]) -> list[Node]:
+    """`nodes` (a program's outputs) with each output whose cone is a long-row softmax split into
+    row blocks (see the module docstring); the others as they are."""
+    out = []
+    for n in nodes:
+        try:
+            out.append(_split_output(n))
+        except _Abort:
+            out.append(n)
+    return out
+
+
+def _split_output(o: Node) -> Node:
+    a = _candidate(o)
+    if a is None:
+        raise _Abort
+    rows = o.shape[a]
+    block = next(b for b in BLOCKS if rows % b == 0 and rows > b)
+    pos = _follow(o, a, rows)
+    new: dict[Node, Node] = {}
+    for n in toposort([o]):
+        new[n] = _rebuild(n, pos.get(n), new, rows, block)
+    res = new[o]
+    return Node.make(Op.VIEW, o.dtype, o.shape, (res,), View.of(res.shape).reshape(o.shape))
+
+
+def _candidate(o: Node) -> int | None:
+    """The output axis to block: a static one of MIN_ROWS+ rows, with a block size, that a max
+    reduction over long rows in the cone carries (found by following each axis of the output)."""
+    if not o.shape or o.op in _LEAVES:
+        return None
+    big = [r for r in toposort([o]) if r.op is Op.REDUCE and r.arg[0] == "max"
+           and all(isinstance(d, int) for d in r.src[0].shape)]
+    if not big:
+        return None
+    for a, rows in enumerate(o.shape):
+        if not isinstance(rows, int) or rows < MIN_ROWS or not any(rows % b == 0 and rows > b for b in BLOCKS):
+            continue
+        try:
+            pos = _follow(o, a, rows)
+        except _Abort:
+            continue
+        for r in big:
+            i = pos.get(r)
+            if i is None:
+                continue
+            cols = 1
+            for ax in r.arg[1]:
+                cols *= r.src[0].shape[ax]
+            if rows * cols >= MIN_SCORES:
+                return a
+    return None
+
+
+def _follow(o: Node, a: int, rows: int) -> dict[Node, int]:
+    """Where the blocked axis lies in each node of o's cone that carries it (consumers first)."""
+    pos: dict[Node, int] = {o: a}
+    for n in reversed(toposort([o])):
+        i = pos.get(n)
+        if i is None or n.op in _LEAVES:
+            continue
+        if n.shape[i] != rows:
+            raise _Abort
+        if n.op is Op.REDUCE:
+            if i in n.arg[1]:
+                raise _Abort
+            _want(pos, n.src[0], i)
+        elif n.op is Op.VIEW:
+            b = _source_axis(n.arg, n.src[0], i, rows)
+            if b is not None and n.src[0].op not in _LEAVES:  # (a leaf's flat layout is read as it is)
+                _want(pos, n.src[0], b)
+        elif n.op is Op.COPY or _group(n) in _ELEMENTWISE:
+            for s in n.src:
+                _want(pos, s, i)
+        else:
+            raise _Abort
+    return pos
+
+
+def _group(n: Node) -> str:
+    from caten.ir.ops import info
+
+    return info(n.op).group
+
+
+def _want(pos: dict[Node, int], s: Node, i: int) -> None:
+    if pos.get(s, i) != i:
+        raise _Abort  # two consumers see the axis in different places
+    pos[s] = i
+
+
+def _source_axis(v: View, src: Node, a: int, rows: int) -> int | None:
+    """The source axis that view axis `a` walks whole (None: a broadcast along it), else abort:
+    its stride and extent must be exactly one source axis's, unmasked, and every other view axis
+    must step either within that axis's inner part or over whole multiples of it."""
+    if v.mask is not None and v.mask[a] != (0, rows):
+        raise _Abort
+    st = v.strides[a]
+    if st == 0:
+        return None
+    if not all(isinstance(d, int) for d in src.shape) or not all(isinstance(x, int) for x in v.strides):
+        raise _Abort
+    cs = contiguous_strides(src.shape)
+    b = next((k for k, (c, d) in enumerate(zip(cs, src.shape)) if c == st and d == rows), None)
+    if b is None:
+        raise _Abort
+    for k, (d, x) in enumerate(zip(v.shape, v.strides)):
+        if k == a or x == 0 or d == 1:
+            continue
+        inner = abs(x) * (d - 1) < st
+        outer = abs(x) % (st * rows) == 0
+        if not (inner or outer):
+            raise _Abort
+    if not isinstance(v.offset, int) or v.offset % (st * rows) >= st:
+        raise _Abort  # the offset must not move within the blocked axis
+    return b
+
+
+def _rebuild(n: Node, i: int | None, new: dict[Node, Node], rows: int, block: int) -> Node:
+    if i is None:
+        return n  # (a reader of a split value that does not carry the axis keeps the unsplit one)
+    shape = n.shape[:i] + (rows // block, block) + n.shape[i + 1:]
+    if n.op in _LEAVES:
+        return Node.make(Op.VIEW, n.dtype, shape, (n,), View.of(n.shape).reshape(shape))
+    srcs = tuple(new[s] for s in n.src)
+    if n.op is Op.REDUCE:
+        op, axes = n.arg
+        return Node.make(Op.REDUCE, n.dtype, shape, srcs, (op, tuple(x + (x > i) for x in axes)))
+    if n.op is Op.VIEW:
+        v: View = n.arg
+        st = v.strides[i]
+        mask = None if v.mask is None else v.mask[:i] + ((0, rows // block), (0, block)) + v.mask[i + 1:]
+        nv = View(shape, v.strides[:i] + (D.mul(st, block), st) + v.strides[i + 1:], v.offset, mask)
+        return Node.make(Op.VIEW, n.dtype, shape, srcs, nv)
+    return Node.make(n.op, n.dtype, shape, srcs, n.arg)
+
