@@ -347,11 +347,30 @@ def test_onnx_integer_convolutions_match_the_reference():
         np.testing.assert_array_equal(got, want, err_msg=str(node))
 
 
-@pytest.mark.parametrize("mode", ["dynamic-u8", "dynamic-s8", "qdq"])
-def test_onnxruntime_quantized_mlp(tmp_path, mode):
-    """A two-layer MLP quantized by onnxruntime.quantization (dynamic: DynamicQuantizeLinear +
-    MatMulInteger; static QDQ: QuantizeLinear/DequantizeLinear around f32 MatMuls) matches
-    onnxruntime's own output."""
+def _mlp(rng, helper):
+    ws = {"W1": rng.normal(0, 0.3, (16, 32)), "b1": rng.normal(0, 0.1, 32),
+          "W2": rng.normal(0, 0.3, (32, 8)), "b2": rng.normal(0, 0.1, 8)}
+    nodes = [helper.make_node("MatMul", ["x", "W1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["h1"]),
+             helper.make_node("Relu", ["h1"], ["r"]), helper.make_node("MatMul", ["r", "W2"], ["o"]),
+             helper.make_node("Add", ["o", "b2"], ["y"])]
+    return nodes, ws, [4, 16]
+
+
+def _cnn(rng, helper):
+    ws = {"W1": rng.normal(0, 0.3, (8, 3, 3, 3)), "b1": rng.normal(0, 0.1, 8),
+          "W2": rng.normal(0, 0.2, (4, 8, 3, 3)), "b2": rng.normal(0, 0.1, 4)}
+    nodes = [helper.make_node("Conv", ["x", "W1", "b1"], ["h"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["h"], ["r"]), helper.make_node("Conv", ["r", "W2", "b2"], ["c"], strides=[2, 2]),
+             helper.make_node("GlobalAveragePool", ["c"], ["y"])]
+    return nodes, ws, [2, 3, 9, 9]
+
+
+@pytest.mark.parametrize("mode", ["dynamic-u8", "dynamic-s8", "qdq", "qdq-cnn-per-channel"])
+def test_onnxruntime_quantized_models(tmp_path, mode):
+    """An MLP and a small CNN quantized by onnxruntime.quantization (dynamic: DynamicQuantizeLinear
+    + MatMulInteger; static QDQ: QuantizeLinear/DequantizeLinear around f32 MatMul/Conv) match
+    onnxruntime with its graph optimizations off (which would fuse QDQ into integer kernels that
+    round differently, by up to a quantum: the graph's own semantics are the unfused ones)."""
     onnx = pytest.importorskip("onnx")
     ort = pytest.importorskip("onnxruntime")
     q = pytest.importorskip("onnxruntime.quantization")
@@ -361,32 +380,30 @@ def test_onnxruntime_quantized_mlp(tmp_path, mode):
     import caten.onnx
 
     rng = np.random.default_rng(10)
-    ws = {"W1": rng.normal(0, 0.3, (16, 32)), "b1": rng.normal(0, 0.1, 32),
-          "W2": rng.normal(0, 0.3, (32, 8)), "b2": rng.normal(0, 0.1, 8)}
-    nodes = [helper.make_node("MatMul", ["x", "W1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["h1"]),
-             helper.make_node("Relu", ["h1"], ["r"]), helper.make_node("MatMul", ["r", "W2"], ["o"]),
-             helper.make_node("Add", ["o", "b2"], ["y"])]
-    g = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TP.FLOAT, [4, 16])],
-                          [helper.make_tensor_value_info("y", TP.FLOAT, [4, 8])],
+    nodes, ws, shape = (_cnn if "cnn" in mode else _mlp)(rng, helper)
+    g = helper.make_graph(nodes, "net", [helper.make_tensor_value_info("x", TP.FLOAT, shape)],
+                          [helper.make_tensor_value_info("y", TP.FLOAT, None)],
                           [numpy_helper.from_array(v.astype(np.float32), k) for k, v in ws.items()])
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     src, dst = str(tmp_path / "f32.onnx"), str(tmp_path / "q.onnx")
     onnx.save(model, src)
-    if mode == "qdq":
+    if mode.startswith("qdq"):
         class Reader(q.CalibrationDataReader):
             def __init__(self):
-                self.it = iter([{"x": rng.normal(0, 1, (4, 16)).astype(np.float32)} for _ in range(4)])
+                self.it = iter([{"x": rng.normal(0, 1, shape).astype(np.float32)} for _ in range(4)])
 
             def get_next(self):
                 return next(self.it, None)
 
-        q.quantize_static(src, dst, Reader(), quant_format=q.QuantFormat.QDQ)
+        q.quantize_static(src, dst, Reader(), quant_format=q.QuantFormat.QDQ, per_channel="per-channel" in mode)
     else:
         wt = q.QuantType.QUInt8 if mode == "dynamic-u8" else q.QuantType.QInt8
         q.quantize_dynamic(src, dst, weight_type=wt)
-    x = rng.normal(0, 1, (4, 16)).astype(np.float32)
-    want = ort.InferenceSession(dst, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    x = rng.normal(0, 1, shape).astype(np.float32)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    want = ort.InferenceSession(dst, so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     got = caten.onnx.load(dst, runtime="llvm")(x)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
 
