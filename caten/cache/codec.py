@@ -63,14 +63,19 @@ class _Enc:
         self.table = table
 
     def enc(self, x: object) -> object:
-        if type(x) is str and len(x) >= LONG:
-            i = self.table.setdefault(x, len(self.table))
-            return {TAG: "r", "v": i}
-        # a parsed unit is mostly atoms, each with a span: one flat list each, not two or three dicts
         t = type(x)
+        if t is str:
+            if len(x) >= LONG:  # type: ignore[arg-type]
+                return {TAG: "r", "v": self.table.setdefault(x, len(self.table))}  # type: ignore[arg-type]
+            return x
+        if t in _SCALARS:
+            return x
+        if t is list:
+            return [self.enc(v) for v in x]  # type: ignore[attr-defined]
+        # a parsed unit is mostly atoms, each with a span: one flat list each, not two or three dicts
         if t is _span_type():
             return {TAG: "S", "v": self.span(x)}
-        atom = _ATOM_TAGS.get(_name(t))
+        atom = _ATOM_TAGS.get(f"{t.__module__}:{t.__qualname__}") if t.__module__ == "caten.read.sexpr" else None
         if atom is not None and type(x.span) is _span_type():  # type: ignore[attr-defined]
             return {TAG: atom[0], "v": [self.enc(getattr(x, atom[1])), *self.span(x.span)]}  # type: ignore[attr-defined]
         return _enc(x, self.enc)
@@ -81,6 +86,7 @@ class _Enc:
         return [self.enc(sp.file), sp.line, sp.col, sp.end_line, sp.end_col, ref]
 
 
+_SCALARS = (int, float, bool, type(None))  # written as they are (exact types: an IntEnum is not one)
 _SPAN: list = []
 
 
