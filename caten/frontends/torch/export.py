@@ -16,7 +16,16 @@ import numpy as np
 from caten.errors import Error
 from caten.frontends.deps import need
 from caten.frontends.text import sym
-from caten.frontends.torch import aten, aten_backward, aten_compose, aten_core, aten_nn, aten_nn_core, control  # noqa: F401  (register the ATen lowerings)
+from caten.frontends.torch import (  # noqa: F401  (register the ATen lowerings)
+    aten,
+    aten_backward,
+    aten_compose,
+    aten_core,
+    aten_nn,
+    aten_nn_core,
+    aten_quant,
+    control,
+)
 from caten.frontends.torch.context import Ctx, dtype_of, meta
 from caten.frontends.torch.refused import REFUSED, why
 
