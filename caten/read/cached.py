@@ -75,37 +75,3 @@ def read_source_cached(path: str):
     src.key = key
     return src
 
-
-def read_text_cached(text: str, file: str = "<string>", yaml: bool = False):
-    """The `Source` of program text, from the cache when the same text (and each file it
-    imports) was read before: `caten.loads` of an exported model skips lark. Imports in text
-    resolve from the working folder, so that is keyed too where the text may import."""
-    from caten.read.source import Source
-
-    key = key_of("text", __version__, reader_fingerprint(), file, str(yaml), os.getcwd() if "import" in text else "",
-                 text)
-    store = default_cache()
-    blob = store.get(key, "src")
-    if blob is not None:
-        try:
-            entry = codec.loads(blob)
-            if all(_digest(p) == h for p, h in entry["deps"]):
-                return Source(entry["unit"], file)
-        except Exception:  # an entry from an incompatible build: read afresh
-            pass
-    from caten.read.program import parse_forms
-    from caten.read.reader import read
-
-    seen: set[str] = set()
-    if yaml:
-        from caten.read.yaml_form import read_yaml
-
-        forms = read_yaml(text, file)
-    else:
-        forms = read(text, file)
-    unit = parse_forms(forms, file, seen=seen)
-    try:
-        store.put(key, "src", codec.dumps({"unit": unit, "deps": [(p, _digest(p)) for p in sorted(seen)]}))
-    except codec.CodecError:  # something the cache cannot hold: read afresh next time
-        pass
-    return Source(unit, file)
