@@ -23,3 +23,8 @@
   "X itself; its gradient is all-reduced with :op (sum or mean): data parallel's gradient averaging, Megatron's f before a column-parallel layer"
   :vjp ((dY) (EXTERN "all-reduce" dY :reduce op))
   (COPY X))
+
+(composite all-reduce-replicated ((X{T}[...]) -> (Y{T}[...]))
+  "the all-reduce sum of X, whose gradient is the cotangent itself: for a value every rank then uses alike (Megatron's g after a row-parallel layer: the loss counted once, not once per rank)"
+  :vjp ((dY) dY)
+  (EXTERN "all-reduce" X :reduce "sum"))

@@ -176,6 +176,23 @@ def zero1(res: dict, runtimes: list[str]) -> None:
             res[f"{rt}/zero/{k}"] = v
 
 
+def tensor_parallel(res: dict, runtimes: list[str]) -> None:
+    """Megatron's MLP (column-parallel, tanh, row-parallel) split from mlp(0): outputs and gradients."""
+    x, y = batch()
+    for rt in runtimes:
+        full = mlp(0, rt)
+        first = cd.ColumnParallelLinear.from_linear(full[0])
+        second = cd.RowParallelLinear.from_linear(full[2])
+        xt = caten.Tensor(x, requires_grad=True, runtime=rt)
+        out = second(caten.Tensor.tanh(first(xt)))
+        ((out - caten.Tensor(y, runtime=rt)) ** 2).mean().backward()
+        res[f"{rt}/tp/out"] = out.numpy()
+        res[f"{rt}/tp/x.grad"] = xt.grad.numpy()
+        for name, layer in (("0", first), ("2", second)):
+            res[f"{rt}/tp/{name}.weight.grad"] = layer.weight.grad.numpy()
+            res[f"{rt}/tp/{name}.bias.grad"] = layer.bias.grad.numpy()
+
+
 def dying(res: dict, runtimes: list[str]) -> None:
     r, w = cd.rank(), cd.world_size()
     x, y = batch()
@@ -199,7 +216,7 @@ def main() -> None:
         if phase == "die":
             np.savez(path, **res)  # what this rank computed before a rank dies
         {"coll": collectives, "train": training, "trainjit": lambda res, rts: training(res, rts, (True,)),
-         "zero": zero1, "die": dying}[phase](res, rts.split(","))
+         "zero": zero1, "tp": tensor_parallel, "die": dying}[phase](res, rts.split(","))
     np.savez(path, **res)
     if any(p == "die" for p, _ in phases):
         os._exit(0)  # the group's peer is gone: skip torch's teardown

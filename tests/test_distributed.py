@@ -78,9 +78,10 @@ def group(request, tmp_path_factory):
     t0 = time.monotonic()
     if w == 2:
         rts = ",".join(RUNTIMES)
-        res = launch(tmp_path_factory.mktemp("world2"), 2, [f"coll={rts}", f"train={rts}", "zero=llvm", "die=llvm"], 45)
+        phases = [f"coll={rts}", f"train={rts}", "zero=llvm", f"tp={rts}", "die=llvm"]
+        res = launch(tmp_path_factory.mktemp("world2"), 2, phases, 45)
     else:
-        res = launch(tmp_path_factory.mktemp("world4"), 4, ["coll=llvm", "trainjit=llvm", "zero=llvm"])
+        res = launch(tmp_path_factory.mktemp("world4"), 4, ["coll=llvm", "trainjit=llvm", "zero=llvm", "tp=llvm"])
     return w, res, time.monotonic() - t0
 
 
@@ -246,6 +247,32 @@ def test_one_process_reference_matches_torch():
         opt.step()
     for k, v in net.state_dict().items():
         np.testing.assert_allclose(want[k], v.numpy(), rtol=1e-4, atol=1e-5, err_msg=k)
+
+
+@pytest.mark.parametrize("runtime", ["numpy", "llvm", "c"])
+def test_tensor_parallel_mlp_matches_torch(group, runtime):
+    """Megatron's MLP split over the ranks: every rank's output and input gradient are the whole
+    model's, and its weight and bias gradients are its slices of the whole model's (torch's)."""
+    w, res, _ = group
+    if runtime not in RUNTIMES or (w != 2 and runtime != "llvm"):
+        pytest.skip("not run in this group (or the c runtime does not cut programs at EXTERN nodes yet)")
+    rng = np.random.default_rng(0)
+    net = torch.nn.Sequential(torch.nn.Linear(*W.DIMS[:2]), torch.nn.Tanh(), torch.nn.Linear(*W.DIMS[1:]))
+    net.load_state_dict({k: torch.tensor(rng.standard_normal(v.shape).astype(np.float32) * 0.5)
+                         for k, v in net.state_dict().items()})
+    x, y = (torch.tensor(a) for a in W.batch())
+    x.requires_grad_(True)
+    out = net(x)
+    ((out - y) ** 2).mean().backward()
+    h = W.DIMS[1] // w
+    for r, rr in enumerate(res):
+        part = slice(r * h, (r + 1) * h)
+        want = {"out": out.detach(), "x.grad": x.grad, "0.weight.grad": net[0].weight.grad[part],
+                "0.bias.grad": net[0].bias.grad[part], "2.weight.grad": net[2].weight.grad[:, part],
+                "2.bias.grad": net[2].bias.grad}
+        for k, v in want.items():
+            np.testing.assert_allclose(rr[f"{runtime}/tp/{k}"], v.numpy(), rtol=1e-5, atol=1e-6,
+                                       err_msg=f"rank {r} {k}")
 
 
 def test_a_dead_rank_raises_caten_error_in_the_others(group):
