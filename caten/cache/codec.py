@@ -108,27 +108,32 @@ _ATOMS = {tag: (cls, field, types) for cls, (tag, field, types) in _ATOM_TAGS.it
 def _atom(tag: str, v: object, table: list[str]) -> object:
     """A reader atom (Sym, Num, Str, Kw) from its flat list: its value, then its span's."""
     name, field, types = _ATOMS[tag]
-    if not (type(v) is list and len(v) == 7 and type(v[0]) in types):
+    if type(v) is not list or len(v) != 7 or type(v[0]) not in types:
         raise CodecError("malformed form in a cache payload")
     obj = object.__new__(_class(name))
-    obj.__dict__.update({field: v[0], "span": _span(v[1:], table)})
+    obj.__dict__.update({field: v[0], "span": _span(v, table, 1)})
     return obj
 
 
-def _span(v: object, table: list[str]) -> object:
-    """A Span from its flat list: file, line, col, end line, end col, and its text (None, an index
-    of the string table, or [the string])."""
-    if not (type(v) is list and len(v) == 6 and type(v[0]) is str and all(type(n) is int for n in v[1:5])):
+def _span(v: object, table: list[str], at: int = 0) -> object:
+    """A Span from its flat list (from index `at`): file, line, col, end line, end col, and its
+    text (None, an index of the string table, or [the string])."""
+    if type(v) is not list or len(v) != at + 6:
         raise CodecError("malformed span in a cache payload")
-    ref = v[5]
-    if ref is None or type(ref) is int and 0 <= ref < len(table):
-        text = None if ref is None else table[ref]
+    file, line, col, end_line, end_col, ref = v[at:]
+    if type(file) is not str or type(line) is not int or type(col) is not int or type(end_line) is not int \
+            or type(end_col) is not int:
+        raise CodecError("malformed span in a cache payload")
+    if ref is None:
+        text = None
+    elif type(ref) is int and 0 <= ref < len(table):
+        text = table[ref]
     elif type(ref) is list and len(ref) == 1 and type(ref[0]) is str:
         text = ref[0]
     else:
         raise CodecError("malformed span text in a cache payload")
     obj = object.__new__(_span_type())
-    obj.__dict__.update(file=v[0], line=v[1], col=v[2], end_line=v[3], end_col=v[4], text=text)
+    obj.__dict__.update(file=file, line=line, col=col, end_line=end_line, end_col=end_col, text=text)
     return obj
 
 
