@@ -193,6 +193,39 @@ def tensor_parallel(res: dict, runtimes: list[str]) -> None:
             res[f"{rt}/tp/{name}.bias.grad"] = layer.bias.grad.numpy()
 
 
+ATT = (2, 5, 8, 4)  # batch, sequence, model width, heads
+
+
+def attention_layers(rt: str) -> list[caten.nn.Module]:
+    """The whole model's q, k, v and output projections (from a fixed seed)."""
+    rng = np.random.default_rng(11)
+    out = []
+    for _ in range(4):
+        lin = caten.nn.Linear(ATT[2], ATT[2])
+        lin.load_state_dict({k: rng.standard_normal(v.shape).astype(np.float32) * 0.4
+                             for k, v in lin.state_dict().items()})
+        out.append(lin.to(rt))
+    return out
+
+
+def attention_input() -> np.ndarray:
+    return np.random.default_rng(12).standard_normal(ATT[:3]).astype(np.float32)
+
+
+def tensor_parallel_attention(res: dict, runtimes: list[str]) -> None:
+    """A causal self-attention block split by heads: output, input gradient, q and out gradients."""
+    for rt in runtimes:
+        q, k, v, o = attention_layers(rt)
+        att = cd.ParallelSelfAttention.from_linears(q, k, v, o, ATT[3], causal=True)
+        xt = caten.Tensor(attention_input(), requires_grad=True, runtime=rt)
+        y = att(xt)
+        (y * y).sum().backward()
+        res[f"{rt}/att/out"] = y.numpy()
+        res[f"{rt}/att/x.grad"] = xt.grad.numpy()
+        res[f"{rt}/att/q.weight.grad"] = att.q.weight.grad.numpy()
+        res[f"{rt}/att/out.weight.grad"] = att.out.weight.grad.numpy()
+
+
 def dying(res: dict, runtimes: list[str]) -> None:
     r, w = cd.rank(), cd.world_size()
     x, y = batch()
@@ -216,7 +249,8 @@ def main() -> None:
         if phase == "die":
             np.savez(path, **res)  # what this rank computed before a rank dies
         {"coll": collectives, "train": training, "trainjit": lambda res, rts: training(res, rts, (True,)),
-         "zero": zero1, "tp": tensor_parallel, "die": dying}[phase](res, rts.split(","))
+         "zero": zero1, "tp": tensor_parallel, "att": tensor_parallel_attention,
+         "die": dying}[phase](res, rts.split(","))
     np.savez(path, **res)
     if any(p == "die" for p, _ in phases):
         os._exit(0)  # the group's peer is gone: skip torch's teardown

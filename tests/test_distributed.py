@@ -78,10 +78,10 @@ def group(request, tmp_path_factory):
     t0 = time.monotonic()
     if w == 2:
         rts = ",".join(RUNTIMES)
-        phases = [f"coll={rts}", f"train={rts}", "zero=llvm", f"tp={rts}", "die=llvm"]
+        phases = [f"coll={rts}", f"train={rts}", "zero=llvm", f"tp={rts}", f"att={rts}", "die=llvm"]
         res = launch(tmp_path_factory.mktemp("world2"), 2, phases, 45)
     else:
-        res = launch(tmp_path_factory.mktemp("world4"), 4, ["coll=llvm", "trainjit=llvm", "zero=llvm", "tp=llvm"])
+        res = launch(tmp_path_factory.mktemp("world4"), 4, ["coll=llvm", "trainjit=llvm"])  # (test time)
     return w, res, time.monotonic() - t0
 
 
@@ -210,7 +210,9 @@ def reference(runtime: str, jit: bool, momentum: float = 0.0) -> dict[str, np.nd
 def test_zero1_matches_one_process(group):
     """ZeRO-1 (momentum state sharded, gradients reduce-scattered, weights all-gathered) trains as
     one process with the whole optimizer state does (which is what plain data parallel gives)."""
-    _, res, _ = group
+    w, res, _ = group
+    if w != 2:
+        pytest.skip("run in the group of 2")
     want = reference("llvm", False, momentum=0.9)
     for r, rr in enumerate(res):
         for k, v in want.items():
@@ -254,8 +256,8 @@ def test_tensor_parallel_mlp_matches_torch(group, runtime):
     """Megatron's MLP split over the ranks: every rank's output and input gradient are the whole
     model's, and its weight and bias gradients are its slices of the whole model's (torch's)."""
     w, res, _ = group
-    if runtime not in RUNTIMES or (w != 2 and runtime != "llvm"):
-        pytest.skip("not run in this group (or the c runtime does not cut programs at EXTERN nodes yet)")
+    if runtime not in RUNTIMES or w != 2:
+        pytest.skip("run in the group of 2 (and on c once its runtime cuts programs at EXTERN nodes)")
     rng = np.random.default_rng(0)
     net = torch.nn.Sequential(torch.nn.Linear(*W.DIMS[:2]), torch.nn.Tanh(), torch.nn.Linear(*W.DIMS[1:]))
     net.load_state_dict({k: torch.tensor(rng.standard_normal(v.shape).astype(np.float32) * 0.5)
@@ -273,6 +275,35 @@ def test_tensor_parallel_mlp_matches_torch(group, runtime):
         for k, v in want.items():
             np.testing.assert_allclose(rr[f"{runtime}/tp/{k}"], v.numpy(), rtol=1e-5, atol=1e-6,
                                        err_msg=f"rank {r} {k}")
+
+
+@pytest.mark.parametrize("runtime", ["numpy", "llvm", "c"])
+def test_tensor_parallel_attention_matches_torch(group, runtime):
+    """Causal self-attention split by heads: every rank's output and input gradient are the whole
+    block's; its q and output-projection gradients are its heads' slices (torch's)."""
+    w, res, _ = group
+    if runtime not in RUNTIMES or w != 2:
+        pytest.skip("run in the group of 2 (and on c once its runtime cuts programs at EXTERN nodes)")
+    b, s, d, h = W.ATT
+    rng = np.random.default_rng(11)
+    lins = []
+    for _ in range(4):
+        lin = torch.nn.Linear(d, d)
+        lin.load_state_dict({k: torch.tensor(rng.standard_normal(v.shape).astype(np.float32) * 0.4)
+                             for k, v in lin.state_dict().items()})
+        lins.append(lin)
+    x = torch.tensor(W.attention_input(), requires_grad=True)
+    q, k, v = (lin(x).reshape(b, s, h, d // h).permute(0, 2, 1, 3) for lin in lins[:3])
+    scores = q @ k.transpose(-2, -1) / np.sqrt(d // h) + torch.triu(torch.full((s, s), float("-inf")), 1)
+    y = lins[3]((scores.softmax(-1) @ v).permute(0, 2, 1, 3).reshape(b, s, d))
+    (y * y).sum().backward()
+    for r, rr in enumerate(res):
+        part = slice(r * d // w, (r + 1) * d // w)
+        want = {"out": y.detach(), "x.grad": x.grad, "q.weight.grad": lins[0].weight.grad[part],
+                "out.weight.grad": lins[3].weight.grad[:, part]}
+        for key, val in want.items():
+            np.testing.assert_allclose(rr[f"{runtime}/att/{key}"], val.numpy(), rtol=1e-5, atol=1e-5,
+                                       err_msg=f"rank {r} {key}")
 
 
 def test_a_dead_rank_raises_caten_error_in_the_others(group):

@@ -13,9 +13,10 @@ Without a group each collective is the identity.
 from caten.distributed.ddp import DistributedDataParallel
 from caten.distributed.group import free_port, init, is_initialized, rank, shutdown, world_size
 from caten.distributed.tensor_ops import all_gather, all_reduce, broadcast, grad_all_reduce, reduce_scatter, shard
-from caten.distributed.tensor_parallel import ColumnParallelLinear, RowParallelLinear
+from caten.distributed.tensor_parallel import ColumnParallelLinear, ParallelSelfAttention, RowParallelLinear
 from caten.distributed.zero import ZeroRedundancyOptimizer
 
 __all__ = ["init", "shutdown", "is_initialized", "rank", "world_size", "free_port", "all_reduce", "all_gather",
            "reduce_scatter", "broadcast", "grad_all_reduce", "shard", "DistributedDataParallel",
-           "ZeroRedundancyOptimizer", "ColumnParallelLinear", "RowParallelLinear"]
+           "ZeroRedundancyOptimizer", "ColumnParallelLinear", "RowParallelLinear",
+           "ParallelSelfAttention"]

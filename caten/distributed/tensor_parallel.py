@@ -71,3 +71,40 @@ class RowParallelLinear(Module):
     def forward(self, x: Tensor) -> Tensor:
         y = apply("all-reduce-replicated", [x @ self.weight.T], {})
         return y + self.bias if self.bias is not None else y
+
+
+class ParallelSelfAttention(Module):
+    """Multi-head self-attention split by heads (Megatron): the query, key and value projections
+    are column-parallel (rank r computes heads r*H/w .. (r+1)*H/w - 1), attention runs on this
+    rank's heads alone, and the output projection is row-parallel. x is [B, S, D] on every rank;
+    `causal` masks future positions. One all-reduce forward (and one backward)."""
+
+    def __init__(self, q: Module, k: Module, v: Module, out: Module, num_heads: int, causal: bool = False):
+        w = collective.world_size()
+        if num_heads % w:
+            raise Error(f"{num_heads} heads do not split over {w} ranks", hint="choose a head count divisible by "
+                        "the world size")
+        self.q, self.k, self.v, self.out = q, k, v, out
+        self.heads, self.causal = num_heads // w, causal
+
+    @classmethod
+    def from_linears(cls, q: Module, k: Module, v: Module, out: Module, num_heads: int,
+                     causal: bool = False) -> ParallelSelfAttention:
+        """From the whole model's four Linear layers (D -> D each, heads contiguous in the features)."""
+        col = ColumnParallelLinear.from_linear
+        return cls(col(q), col(k), col(v), RowParallelLinear.from_linear(out), num_heads, causal)
+
+    def forward(self, x: Tensor) -> Tensor:
+        b, s, _ = x.shape
+        h = self.heads
+
+        def split(t: Tensor) -> Tensor:  # [B, S, h*d] -> [B, h, S, d]
+            return t.reshape([b, s, h, t.shape[-1] // h]).permute(0, 2, 1, 3)
+
+        q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
+        scores = (q @ k.transpose(-2, -1)) * (1.0 / float(np.sqrt(q.shape[-1])))
+        if self.causal:
+            mask = np.triu(np.full((s, s), -np.inf, np.float32), 1)
+            scores = scores + Tensor(mask, dtype=scores.dtype, runtime=x.runtime)
+        att = scores.softmax(-1) @ v  # [B, h, S, d]
+        return self.out(att.permute(0, 2, 1, 3).reshape([b, s, h * q.shape[-1]]))
