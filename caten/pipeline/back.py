@@ -171,7 +171,7 @@ def _written_in_place(lw: Lowered, program: Program, fast: frozenset[int]) -> fr
     they run): the lowering left out the scatter's copy of it, so a reader is a compiler bug."""
     pos = dict(program.aliases)
     for i in fast:
-        if any(p.name == f"in{pos[i]}" for k in lw.all_kernels() for p in k.params):
+        if any(p.name == f"in{pos[i]}" for k in lw.kernels for p in k.params):  # (a body names its own ins)
             raise Error(f"output {program.outputs[i].name} of {program.name} is computed in place, but a kernel "
                         "also reads the input it overwrites", hint="a compiler bug: please report it with the program")
     return fast

@@ -66,6 +66,19 @@ def expand(model: Any, opset: int, supported: set[str], input_type: Callable[[st
         return False
     model.functions.extend(found.values())
     model.opset_import.add(domain=DOMAIN, version=1)
-    inlined = onnx.inliner.inline_local_functions(model)
-    model.CopyFrom(inlined)
+    model.CopyFrom(_inline(onnx, model))
     return True
+
+
+def _inline(onnx: Any, model: Any) -> Any:
+    """onnx's inliner, converting a body written for another opset than the model's (DynamicQuantizeLinear's
+    is opset 11's, CenterCropPad's 18's): without conversion such a call is left un-inlined. The converter
+    needs every value's type, so shapes are inferred first and the initializers typed."""
+    try:
+        typed = onnx.shape_inference.infer_shapes(model)
+        have = {v.name for v in [*typed.graph.input, *typed.graph.value_info, *typed.graph.output]}
+        typed.graph.value_info.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                                      for t in typed.graph.initializer if t.name not in have)
+        return onnx.inliner.inline_local_functions(typed, convert_version=True)
+    except Exception:  # a model shape inference or the converter cannot take: inline as it is
+        return onnx.inliner.inline_local_functions(model)
