@@ -123,3 +123,40 @@ def test_a_parsed_unit_round_trips_through_the_cache_codec():
                 b'[]\n{"@":"K","v":["k","f",1,2,3,4]}', b'[]\n{"@":"S","v":["f",1,2,3,4,7]}'):
         with pytest.raises(codec.CodecError):
             codec.loads(bad)
+
+
+APPEND = """
+(composite step ((K{f32}[T, D]) (k{f32}[1, D]) (pos{i64}[1]) -> (K{f32}[T, D]) (s{f32}[T]))
+  (setf K2 (scatter K (expand (reshape pos [1 1]) [1 D]) k :axis 0))
+  (return K2 (sum K2 :axis 1)))
+"""
+
+APPEND_CHILD = r"""
+import json, sys
+import numpy as np
+import caten
+m = caten.loads(sys.argv[1], runtime="llvm")
+K = np.arange(12, dtype=np.float32).reshape(4, 3)
+K2, s = m.step(K, np.full((1, 3), 7, np.float32), np.array([2]))
+(_, exe), = m.step._variants.values()
+print(json.dumps({"K": K.tolist(), "same": K2 is K, "s": s.tolist(), "direct": sorted(exe.in_place),
+                  "passes": sorted(m.step._timings.get((), caten.pipeline.Timings()).passes)}))
+"""
+
+
+def test_a_warm_load_keeps_in_place_outputs(tmp_path):
+    """An output written straight into its input's array (Program.aliases) is so after a warm
+    load too: the program-level cache keeps which outputs the code computes in place."""
+    env = {**os.environ, "CATEN_CACHE_DIR": str(tmp_path / "cache")}
+    runs = []
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", APPEND_CHILD, APPEND], env=env, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr[-3000:]
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    ref = np.arange(12, dtype=np.float32).reshape(4, 3)
+    ref[2] = 7
+    for r in runs:
+        assert r["same"] and r["direct"] == [0]
+        np.testing.assert_array_equal(np.array(r["K"]), ref)
+        np.testing.assert_allclose(r["s"], ref.sum(1))
+    assert "lower" in runs[0]["passes"] and "lower" not in runs[1]["passes"]

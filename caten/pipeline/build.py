@@ -55,7 +55,7 @@ def _executable(runtime: Runtime, program: Program, t: Target, options: Options,
     store = default_cache() if options.use_cache else None
     back_key = None
     if store and getattr(runtime, "restores", False) and not options.profile:
-        back_key = restore.back_key(code_parts(runtime, t, options), program, runtime.capabilities(t), options)
+        back_key = restore.back_key(code_parts(runtime, t, options), program, runtime.capabilities(t))
         exe = _restored(runtime, store, back_key, program, t, options, tm)
         if exe is not None:
             return exe

@@ -52,14 +52,14 @@ def capabilities_text(caps: object) -> str:
     return ";".join(parts)
 
 
-def back_key(code_parts: list[str], program: Program, caps: object, options: object) -> str:
+def back_key(code_parts: list[str], program: Program, caps: object) -> str:
     """The key of what the back end makes of `program`: `code_parts` are the compile cache's own
     (runtime, toolchain, code fingerprint, target, options); then the program's structure, and
     its names (the bounds table and the executable's messages name the program and its dims)."""
     p = program
     sig = repr((p.name, [str(t) for t in p.inputs], [str(t) for t in p.outputs], list(p.dims),
                 sorted((k, str(v)) for k, v in p.derived.items()), sorted(p.defines.items()), p.invariant,
-                getattr(p, "aliases", ())))
+                p.aliases))
     return key_of(FORMAT, *code_parts, capabilities_text(caps), p.key(), sig)
 
 
