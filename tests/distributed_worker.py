@@ -13,6 +13,7 @@ OUT_DIR/rank{R}.npz (a key per case; a refused case as an `error: ...` string).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -164,6 +165,22 @@ def training(res: dict, runtimes: list[str], modes: tuple[bool, ...] = (False, T
                 res[f"{rt}/{'jit' if jit else 'eager'}/{k}"] = v
 
 
+def local_grads(res: dict, runtimes: list[str]) -> None:
+    """One forward and backward inside DistributedDataParallel.no_sync(): the gradients stay this
+    rank's own (its shard's), then one outside it: averaged."""
+    r, w = cd.rank(), cd.world_size()
+    x, y = batch()
+    part = slice(r * BATCH // w, (r + 1) * BATCH // w)
+    for rt in runtimes:
+        net = cd.DistributedDataParallel(mlp(0, rt))
+        xt, yt = caten.Tensor(x[part], runtime=rt), caten.Tensor(y[part], runtime=rt)
+        for synced in (False, True):
+            with contextlib.nullcontext() if synced else net.no_sync():
+                ((net(xt) - yt) ** 2).mean().backward()
+            res[f"{rt}/{'synced' if synced else 'local'}/0.weight.grad"] = net.module[0].weight.grad.numpy()
+            net.module.zero_grad()
+
+
 def zero1(res: dict, runtimes: list[str]) -> None:
     """ZeRO-1 over a plain module (the optimizer reduce-scatters the local gradients), jitted."""
     r, w = cd.rank(), cd.world_size()
@@ -249,7 +266,7 @@ def main() -> None:
         if phase == "die":
             np.savez(path, **res)  # what this rank computed before a rank dies
         {"coll": collectives, "train": training, "trainjit": lambda res, rts: training(res, rts, (True,)),
-         "zero": zero1, "tp": tensor_parallel, "att": tensor_parallel_attention,
+         "zero": zero1, "tp": tensor_parallel, "att": tensor_parallel_attention, "nosync": local_grads,
          "die": dying}[phase](res, rts.split(","))
     np.savez(path, **res)
     if any(p == "die" for p, _ in phases):

@@ -78,7 +78,7 @@ def group(request, tmp_path_factory):
     t0 = time.monotonic()
     if w == 2:
         rts = ",".join(RUNTIMES)
-        phases = [f"coll={rts}", f"train={rts}", "zero=llvm", f"tp={rts}", f"att={rts}", "die=llvm"]
+        phases = [f"coll={rts}", f"train={rts}", "zero=llvm", f"tp={rts}", f"att={rts}", "nosync=llvm", "die=llvm"]
         res = launch(tmp_path_factory.mktemp("world2"), 2, phases, 45)
     else:
         res = launch(tmp_path_factory.mktemp("world4"), 4, ["coll=llvm", "trainjit=llvm"])  # (test time)
@@ -304,6 +304,47 @@ def test_tensor_parallel_attention_matches_torch(group, runtime):
         for key, val in want.items():
             np.testing.assert_allclose(rr[f"{runtime}/att/{key}"], val.numpy(), rtol=1e-5, atol=1e-5,
                                        err_msg=f"rank {r} {key}")
+
+
+def test_no_sync_keeps_gradients_local(group):
+    """Under DistributedDataParallel.no_sync() each rank keeps its own shard's gradient (torch's);
+    outside it, the ranks' mean."""
+    w, res, _ = group
+    if w != 2:
+        pytest.skip("run in the group of 2")
+    rng = np.random.default_rng(0)
+    net = torch.nn.Sequential(torch.nn.Linear(*W.DIMS[:2]), torch.nn.Tanh(), torch.nn.Linear(*W.DIMS[1:]))
+    net.load_state_dict({k: torch.tensor(rng.standard_normal(v.shape).astype(np.float32) * 0.5)
+                         for k, v in net.state_dict().items()})
+    x, y = (torch.tensor(a) for a in W.batch())
+    local = []
+    for r in range(w):
+        part = slice(r * W.BATCH // w, (r + 1) * W.BATCH // w)
+        net.zero_grad()
+        ((net(x[part]) - y[part]) ** 2).mean().backward()
+        local.append(net[0].weight.grad.numpy().copy())
+    for r, rr in enumerate(res):
+        np.testing.assert_allclose(rr["llvm/local/0.weight.grad"], local[r], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(rr["llvm/synced/0.weight.grad"], sum(local) / w, rtol=1e-5, atol=1e-6)
+
+
+def test_init_and_op_diagnostics(monkeypatch):
+    import caten.distributed as cd
+    from caten.distributed.tensor_ops import _op
+
+    assert [_op(o) for o in (dist.ReduceOp.SUM, dist.ReduceOp.AVG, dist.ReduceOp.MAX, "min")] == \
+        ["sum", "mean", "max", "min"]
+    with pytest.raises(caten.Error, match="not a collective"):
+        _op(dist.ReduceOp.PRODUCT)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.delenv("MASTER_PORT", raising=False)
+    with pytest.raises(caten.Error, match="MASTER_PORT"):
+        cd.init()
+    monkeypatch.setenv("RANK", "2")
+    with pytest.raises(caten.Error, match="not in a group of 2"):
+        cd.init()
+    assert not cd.is_initialized()
 
 
 def test_a_dead_rank_raises_caten_error_in_the_others(group):
