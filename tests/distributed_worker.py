@@ -1,13 +1,15 @@
 """One process of the groups tests/test_distributed.py launches (RANK, WORLD_SIZE, MASTER_ADDR and
 MASTER_PORT in the environment, as torchrun sets them):
 
-    python distributed_worker.py OUT_DIR coll=numpy,llvm train=llvm zero=llvm die=llvm
+    python distributed_worker.py OUT_DIR coll=numpy,llvm train=llvm zero=llvm die=llvm  (PHASES)
 
 `coll`: every collective's values (and gradients, through the language's `vjp`) on inputs that
 `rank_input` derives from the rank, for the test to check against numpy; `train` (`trainjit`): an
 MLP trained 20 SGD steps under DistributedDataParallel on this rank's shard of the batch, eagerly
-and (only) as a caten.jit step; `zero`: SGD with momentum under ZeroRedundancyOptimizer; `die`
-(last): the same training where rank 1 exits in step 3. Each rank writes its results to
+and (only) as a caten.jit step; `zero`: SGD with momentum under ZeroRedundancyOptimizer; `tp`,
+`att`: Megatron's MLP and attention split over the ranks (outputs, gradients); `nosync`: gradients
+inside and outside DistributedDataParallel.no_sync(); `mixer`: a small MLP-Mixer under DDP; `die`
+(last): the MLP's training where rank 1 exits in step 3. Each rank writes its results to
 OUT_DIR/rank{R}.npz (a key per case; a refused case as an `error: ...` string).
 """
 
@@ -165,6 +167,52 @@ def training(res: dict, runtimes: list[str], modes: tuple[bool, ...] = (False, T
                 res[f"{rt}/{'jit' if jit else 'eager'}/{k}"] = v
 
 
+class Mixer(caten.nn.Module):
+    """A small MLP-Mixer: token mixing and channel mixing blocks (LayerNorm, GELU MLPs, residuals),
+    mean over tokens, a linear head. x is [B, T, C]."""
+
+    def __init__(self, t: int = 6, c: int = 4, hidden: int = 8, blocks: int = 2, classes: int = 3):
+        nn = caten.nn
+        self.norms = nn.ModuleList([nn.LayerNorm(c) for _ in range(2 * blocks)])
+        self.tok = nn.ModuleList([nn.Sequential(nn.Linear(t, hidden), nn.GELU(), nn.Linear(hidden, t))
+                                  for _ in range(blocks)])
+        self.chan = nn.ModuleList([nn.Sequential(nn.Linear(c, hidden), nn.GELU(), nn.Linear(hidden, c))
+                                   for _ in range(blocks)])
+        self.head = nn.Linear(c, classes)
+
+    def forward(self, x: caten.Tensor) -> caten.Tensor:
+        for i, (tok, chan) in enumerate(zip(self.tok, self.chan)):
+            x = x + tok(self.norms[2 * i](x).transpose(1, 2)).transpose(1, 2)
+            x = x + chan(self.norms[2 * i + 1](x))
+        return self.head(x.mean(1))
+
+
+def mixer(seed: int, rt: str) -> Mixer:
+    rng = np.random.default_rng(seed)
+    net = Mixer()
+    net.load_state_dict({k: (rng.standard_normal(v.shape) * 0.5 + (1.0 if k.endswith("weight") and v.ndim == 1
+                                                                    else 0.0)).astype(np.float32)
+                         for k, v in net.state_dict().items()})
+    return net.to(rt)
+
+
+def mixer_batch() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(8)
+    return rng.standard_normal((BATCH, 6, 4)).astype(np.float32), rng.standard_normal((BATCH, 3)).astype(np.float32)
+
+
+def train_mixer(res: dict, runtimes: list[str]) -> None:
+    """The Mixer trained 20 jitted SGD steps under DistributedDataParallel on this rank's shard."""
+    r, w = cd.rank(), cd.world_size()
+    x, y = mixer_batch()
+    part = slice(r * BATCH // w, (r + 1) * BATCH // w)
+    for rt in runtimes:
+        net = cd.DistributedDataParallel(mixer(r, rt))
+        train(net, x[part], y[part], rt, True)
+        for k, v in net.module.state_dict().items():
+            res[f"{rt}/mixer/{k}"] = v
+
+
 def local_grads(res: dict, runtimes: list[str]) -> None:
     """One forward and backward inside DistributedDataParallel.no_sync(): the gradients stay this
     rank's own (its shard's), then one outside it: averaged."""
@@ -256,6 +304,11 @@ def dying(res: dict, runtimes: list[str]) -> None:
     res["seconds"] = np.array(time.monotonic() - t0)
 
 
+PHASES = {"coll": collectives, "train": training, "trainjit": lambda res, rts: training(res, rts, (True,)),
+          "zero": zero1, "tp": tensor_parallel, "att": tensor_parallel_attention, "nosync": local_grads,
+          "mixer": train_mixer, "die": dying}
+
+
 def main() -> None:
     """argv: OUT_DIR, then the phases to run in order, each `phase=RUNTIME,...` (coll, train, die)."""
     out, phases = sys.argv[1], [a.split("=") for a in sys.argv[2:]]
@@ -265,9 +318,7 @@ def main() -> None:
     for phase, rts in phases:
         if phase == "die":
             np.savez(path, **res)  # what this rank computed before a rank dies
-        {"coll": collectives, "train": training, "trainjit": lambda res, rts: training(res, rts, (True,)),
-         "zero": zero1, "tp": tensor_parallel, "att": tensor_parallel_attention, "nosync": local_grads,
-         "die": dying}[phase](res, rts.split(","))
+        PHASES[phase](res, rts.split(","))
     np.savez(path, **res)
     if any(p == "die" for p, _ in phases):
         os._exit(0)  # the group's peer is gone: skip torch's teardown

@@ -78,7 +78,8 @@ def group(request, tmp_path_factory):
     t0 = time.monotonic()
     if w == 2:
         rts = ",".join(RUNTIMES)
-        phases = [f"coll={rts}", f"train={rts}", "zero=llvm", f"tp={rts}", f"att={rts}", "nosync=llvm", "die=llvm"]
+        phases = [f"coll={rts}", f"train={rts}", "zero=llvm", f"tp={rts}", f"att={rts}", "nosync=llvm", "mixer=llvm",
+                  "die=llvm"]
         res = launch(tmp_path_factory.mktemp("world2"), 2, phases, 45)
     else:
         res = launch(tmp_path_factory.mktemp("world4"), 4, ["coll=llvm", "trainjit=llvm"])  # (test time)
@@ -304,6 +305,23 @@ def test_tensor_parallel_attention_matches_torch(group, runtime):
         for key, val in want.items():
             np.testing.assert_allclose(rr[f"{runtime}/att/{key}"], val.numpy(), rtol=1e-5, atol=1e-5,
                                        err_msg=f"rank {r} {key}")
+
+
+def test_mixer_data_parallel_matches_one_process(group):
+    """An MLP-Mixer (LayerNorm, GELU, token and channel mixing) trained 20 jitted steps under
+    DistributedDataParallel: the weights of one process on the whole batch."""
+    w, res, _ = group
+    if w != 2:
+        pytest.skip("run in the group of 2")
+    net = W.mixer(0, "llvm")
+    W.train(net, *W.mixer_batch(), "llvm", True)
+    start = W.mixer(0, "llvm").state_dict()
+    moved = 0.0
+    for k, v in net.state_dict().items():
+        moved = max(moved, float(np.abs(v - start[k]).max()))
+        for r, rr in enumerate(res):
+            np.testing.assert_allclose(rr[f"llvm/mixer/{k}"], v, rtol=1e-5, atol=1e-6, err_msg=f"rank {r} {k}")
+    assert moved > 0.1  # it trained
 
 
 def test_no_sync_keeps_gradients_local(group):
