@@ -415,5 +415,11 @@ def test_diagnostics():
     mod = caten.loads("(composite f ((X{f32}[N]) -> (Y{f32}[(* 2 N)])) (all-gather X :world 2))", runtime="numpy")
     with pytest.raises(caten.Error, match="compiled for a group of 2"):
         mod.f(np.ones(3, np.float32))
+    loop = "(composite f ((X{f32}[T, N]) -> (C{f32}[N]))\n" \
+        "  (nth (scan (lambda (c x) (next (+ (all-reduce c) x) x)) (zeros [N]) X :axis 0) 0))"
+    x = np.ones((3, 2), np.float32)
+    np.testing.assert_array_equal(caten.loads(loop, runtime="numpy").f(x), x.sum(0))  # the identity, inside
+    with pytest.raises(caten.Error, match="inside a loop"):
+        caten.loads(loop, runtime="llvm").f(x)
     with pytest.raises(caten.Error, match="sums or averages"):
         caten.distributed.grad_all_reduce(caten.Tensor(np.ones(2, np.float32)), "max")

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from caten.errors import Error
 from caten.ir import build as B
 from caten.ir import dims as D
 from caten.ir.graph import Node, toposort
@@ -22,7 +23,27 @@ from caten.ir.program import Program, TensorSpec
 
 
 def has_extern(program: Program) -> bool:
-    return any(n.op is Op.EXTERN for n in toposort(program.nodes))
+    """Whether the program calls a host kernel, at its top level or inside a loop or branch body."""
+    return any(n.op is Op.EXTERN for n in toposort(program.nodes)) or _nested_extern(program) is not None
+
+
+def _nested_extern(program: Program) -> str | None:
+    """The name of a host kernel called inside a loop or branch body (bodies are not cut), if any."""
+    stack = [n for n in toposort(program.nodes) if n.op in (Op.LOOP, Op.IF)]
+    seen: set[int] = set()
+    while stack:
+        spec = stack.pop().arg[0]
+        if id(spec) in seen:
+            continue
+        seen.add(id(spec))
+        bodies = (spec.body, spec.cond) if hasattr(spec, "body") else (spec.then, spec.other)
+        for body in filter(None, bodies):
+            for m in toposort(body.outputs):
+                if m.op is Op.EXTERN:
+                    return m.arg[1]
+                if m.op in (Op.LOOP, Op.IF):
+                    stack.append(m)
+    return None
 
 
 def _replace(nodes: Sequence[Node], mapping: dict[int, Node]) -> list[Node]:
@@ -66,6 +87,10 @@ class ExternSplit:
 
     def __init__(self, program: Program, compile_fn: Callable[[Program], object]):
         self.program = program
+        nested = _nested_extern(program)
+        if nested is not None:
+            raise Error(f'the host kernel "{nested}" inside a loop or branch body cannot run on a compiled runtime yet',
+                        hint="compute it outside the loop (the numpy runtime runs it inside)")
         first = next(n for n in toposort(program.nodes) if n.op is Op.EXTERN and
                      not any(s.op is Op.EXTERN for s in toposort(n.src)))
         self.name = first.arg[1]
