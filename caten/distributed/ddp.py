@@ -2,9 +2,11 @@
 
 Every rank holds the whole model and a slice of the batch. The wrapper's forward runs the module
 with each trainable parameter replaced by `grad-all-reduce` of it (itself, whose gradient is
-all-reduced with :op mean), all parameters of one dtype as one flat bucket: so `loss.backward()`
-leaves every rank the average of the ranks' gradients, in one collective per dtype, and inside
-a `caten.jit` step that collective is part of the step's one program. At construction rank 0's
+all-reduced with :op mean), the parameters of one dtype as flat buckets of at most
+`bucket_cap_mb` (torch's 25 MB), the last layers' first: so `loss.backward()` leaves every rank
+the average of the ranks' gradients, one collective per bucket, each started in the background
+while the next bucket's gradients are computed, and inside a `caten.jit` step they are part of
+the step's one program. At construction rank 0's
 parameters and buffers are copied to every rank (torch's DDP does the same).
 """
 
@@ -17,17 +19,27 @@ from typing import Any
 from caten.distributed.tensor_ops import broadcast, grad_all_reduce
 from caten.ir import collective
 from caten.tensor import state
+from caten.tensor.lazy import np_dtype
 from caten.tensor.nn.module import Module
 from caten.tensor.tensor import Tensor, assign_all
 from caten.tensor.torch_shape import cat
 
 
-def _buckets(tensors: list[Tensor]) -> list[list[Tensor]]:
-    """The tensors grouped by dtype, in order (one flat bucket each)."""
-    by: dict[str, list[Tensor]] = {}
+def _nbytes(t: Tensor) -> int:
+    return t.numel() * np_dtype(t.dtype).itemsize
+
+
+def _buckets(tensors: list[Tensor], cap_bytes: float | None = None) -> list[list[Tensor]]:
+    """The tensors grouped by dtype, in order (one flat bucket each), each group cut into buckets
+    of at most `cap_bytes` (a tensor larger than that is a bucket of its own)."""
+    by: dict[str, list[list[Tensor]]] = {}
     for t in tensors:
-        by.setdefault(t.dtype, []).append(t)
-    return list(by.values())
+        groups = by.setdefault(t.dtype, [[]])
+        size = sum(_nbytes(x) for x in groups[-1])
+        if cap_bytes is not None and groups[-1] and size + _nbytes(t) > cap_bytes:
+            groups.append([])
+        groups[-1].append(t)
+    return [b for groups in by.values() for b in groups]
 
 
 def _flat(ts: list[Tensor]) -> Tensor:
@@ -47,9 +59,11 @@ class DistributedDataParallel(Module):
     """torch.nn.parallel.DistributedDataParallel over caten's process group: parameters'
     gradients are averaged over the ranks in backward (see the module docstring)."""
 
-    def __init__(self, module: Module, broadcast_buffers: bool = True, init_sync: bool = True):
+    def __init__(self, module: Module, broadcast_buffers: bool = True, init_sync: bool = True,
+                 bucket_cap_mb: float = 25.0):
         self.module = module
         self._sync = True
+        self._cap = bucket_cap_mb * 2 ** 20
         if init_sync and collective.world_size() > 1:
             tensors = [t for _, t in module.named_tensors()]
             if not broadcast_buffers:
@@ -74,7 +88,8 @@ class DistributedDataParallel(Module):
         if not (self._sync and params and state.grad_enabled() and collective.world_size() > 1):
             return self.module(*args, **kwargs)
         synced: dict[int, Tensor] = {}
-        for bucket in _buckets(params):
+        # the last layers' gradients are ready first: their buckets' all-reduces overlap the rest
+        for bucket in _buckets(params[::-1], self._cap):
             for p, v in zip(bucket, _unflat(grad_all_reduce(_flat(bucket), "mean"), bucket)):
                 synced[id(p)] = v
         undo = _swap(self.module, synced)

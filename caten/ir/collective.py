@@ -181,19 +181,31 @@ def _nan_mask(dist: Any, a: np.ndarray, what: str, split: tuple[int, int] | None
 
 def all_reduce(x: np.ndarray, op: str = "sum", scratch: bool = False) -> np.ndarray:
     """op of x over the group, on every rank (mean: the sum divided by the world size)."""
+    return start_all_reduce(x, op, scratch)()
+
+
+def start_all_reduce(x: np.ndarray, op: str = "sum", scratch: bool = False) -> Callable[[], np.ndarray]:
+    """Start all_reduce(x) in the background (torch's async_op): the function that waits for it
+    and gives the result. Compiled kernels run meanwhile (overlap)."""
     dist = group()
     if dist is None or x.size == 0:
-        return np.array(x, copy=True)
+        out0 = np.array(x, copy=True)
+        return lambda: out0
     mask = _nan_mask(dist, x, "all-reduce") if op in ("max", "min") and x.dtype.kind == "f" else None
     in_place = scratch and x.dtype.name in _NATIVE and x.flags.c_contiguous  # the caller's scratch operand
     wire = x if in_place else _to_wire(x, op)
-    _comm(f"all-reduce :op {op}", lambda: dist.all_reduce(_tensor(wire), op=_reduce_op(dist, op)))
-    out = _from_wire(wire, x.dtype, op)
-    if op == "mean":
-        out = (out / np.asarray(dist.get_world_size(), out.dtype)).astype(x.dtype)
-    if mask is not None:
-        out = np.where(mask.reshape(out.shape), np.asarray(np.nan, out.dtype), out)
-    return out
+    what = f"all-reduce :op {op}"
+    work = _comm(what, lambda: dist.all_reduce(_tensor(wire), op=_reduce_op(dist, op), async_op=True))
+
+    def finish() -> np.ndarray:
+        _comm(what, work.wait)
+        out = _from_wire(wire, x.dtype, op)
+        if op == "mean":
+            out = (out / np.asarray(dist.get_world_size(), out.dtype)).astype(x.dtype)
+        if mask is not None:
+            out = np.where(mask.reshape(out.shape), np.asarray(np.nan, out.dtype), out)
+        return out
+    return finish
 
 
 def _bytes(x: np.ndarray) -> np.ndarray:
@@ -265,6 +277,9 @@ def reduce(x: np.ndarray, root: int = 0, scratch: bool = False) -> np.ndarray:
     out = _from_wire(w, x.dtype, "sum")
     return out if dist.get_rank() == root else np.zeros_like(out)
 
+
+# the kernels that can run in the background: name -> start(*operands, **params) -> wait()
+STARTS: dict[str, Callable[..., Callable[[], np.ndarray]]] = {"all-reduce": start_all_reduce}
 
 KERNELS: dict[str, Callable[..., np.ndarray]] = {
     "all-reduce": all_reduce, "all-gather": all_gather, "reduce-scatter": reduce_scatter, "broadcast": broadcast,

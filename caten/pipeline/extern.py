@@ -17,6 +17,7 @@ import numpy as np
 from caten.errors import Error
 from caten.ir import build as B
 from caten.ir import dims as D
+from caten.ir.collective import STARTS
 from caten.ir.graph import Node, toposort
 from caten.ir.ops import COLLECTIVES, EXTERNS, Op, extern_params
 from caten.ir.program import Program, TensorSpec
@@ -105,6 +106,7 @@ class ExternSplit:
         # a collective may work in its operand's buffer, unless stage 2 reads that too
         self.scratch = self.name in COLLECTIVES and not any(i < len(first.src) for i in self.picks)
         self.specs = [TensorSpec(f"__extern_in{i}", s.dtype, s.shape) for i, s in enumerate(outs)]
+        self.reads = {n.arg[1] for n in toposort(outs) if n.op is Op.BUFFER}  # the inputs stage 1 reads
         self.stage1 = compile_fn(Program(f"{program.name}__pre", program.inputs, self.specs, outs,
                                          program.dims, [], program.defines, program.derived))
         result = B.buffer(first.dtype, first.shape, n_in, "__extern_out")
@@ -119,13 +121,34 @@ class ExternSplit:
         self.stage2 = compile_fn(Program(f"{program.name}__post", inputs, program.outputs, rest, program.dims, [],
                                          program.defines, program.derived))
 
-    def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], env: dict[str, int]) -> None:
+    def run(self, inputs: Sequence[np.ndarray], outputs: Sequence[np.ndarray], env: dict[str, int],
+            pending: Sequence[tuple[int, Callable[[], np.ndarray]]] = ()) -> None:
+        """`pending`: (input index, wait) of earlier pieces' collectives still in flight; this stage 1
+        runs before them when it does not read their results (the overlap of a gradient bucket's
+        all-reduce with the next bucket's backward), else after waiting."""
+        ins = list(inputs)
+        later = []
+        for i, wait in pending:
+            if i in self.reads:
+                ins[i] = np.ascontiguousarray(wait())
+            else:
+                later.append((i, wait))
         shape = lambda spec: tuple(D.evaluate(d, env) for d in spec)  # noqa: E731
         vals = [np.empty(shape(s.shape), s.dtype.np) for s in self.specs]
-        self.stage1.run(inputs, vals, env)
+        self.stage1.run(ins, vals, env)
         ops = vals[:len(self.extern.src)]
         kw = dict(self.params, scratch=True) if self.scratch else self.params
-        with np.errstate(all="ignore"):  # overflow to inf is a value, as in the compiled kernels
-            res = np.asarray(EXTERNS[self.name](*ops, **kw)).astype(self.extern.dtype.np, copy=False)
-        res = np.ascontiguousarray(res)
-        self.stage2.run(list(inputs) + [res] + [vals[i] for i in self.picks], outputs, env)
+        if self.name in STARTS:
+            later.append((len(ins), STARTS[self.name](*ops, **kw)))
+            ins.append(np.empty(shape(self.extern.shape), self.extern.dtype.np))  # filled when it arrives
+        else:
+            with np.errstate(all="ignore"):  # overflow to inf is a value, as in the compiled kernels
+                res = np.asarray(EXTERNS[self.name](*ops, **kw)).astype(self.extern.dtype.np, copy=False)
+            ins.append(np.ascontiguousarray(res))
+        ins += [vals[i] for i in self.picks]
+        if isinstance(self.stage2, ExternSplit):
+            self.stage2.run(ins, outputs, env, later)
+            return
+        for i, wait in later:
+            ins[i] = np.ascontiguousarray(wait())  # (a collective keeps its operand's dtype)
+        self.stage2.run(ins, outputs, env)
