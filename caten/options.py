@@ -7,6 +7,7 @@ the same object: a new option is one field here, not a parameter threaded throug
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -49,3 +50,11 @@ class Options:
     def but(self, **kw: Any) -> Options:
         """A copy with some options changed."""
         return replace(self, **kw)
+
+
+def check_bounds_enabled(flag: bool | None = None) -> bool:
+    """`Options.check_bounds`' value: an explicit flag wins, else the CATEN_CHECK_BOUNDS environment
+    variable (read here, not in caten.lower.bounds: a warm load never imports the lowerer)."""
+    if flag is not None:
+        return bool(flag)
+    return os.environ.get("CATEN_CHECK_BOUNDS", "").strip().lower() not in ("", "0", "false", "no", "off")

@@ -15,7 +15,6 @@ accesses are checked too (the checked mode is for finding bugs, not for speed).
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 
 from caten import loopir as L
@@ -23,13 +22,6 @@ from caten.ir import dims as D
 from caten.ir.oob import DEVICE_BUF, Table
 from caten.ir.walk import Visit, drive
 from caten.loopir import IDX, X
-
-
-def enabled(flag: bool | None = None) -> bool:
-    """The option's value: an explicit flag wins, else the CATEN_CHECK_BOUNDS environment variable."""
-    if flag is not None:
-        return bool(flag)
-    return os.environ.get("CATEN_CHECK_BOUNDS", "").strip().lower() not in ("", "0", "false", "no", "off")
 
 
 def bcheck(idx: X, extent: X, slot: str, kernel: int, buf: int) -> X:

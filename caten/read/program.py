@@ -278,19 +278,23 @@ def parse_forms(forms: list[Form], file: str, library: bool = False, seen: set[s
 
 def load_unit_file(path: str, library: bool = False, seen: set[str] | None = None) -> Unit:
     from caten.read.reader import load_text, read
-    from caten.read.yaml_form import read_yaml
 
     text = load_text(path)
     if path.endswith((".yaml", ".yml")):
+        from caten.read.yaml_form import read_yaml  # (PyYAML is imported only for YAML)
+
         return parse_forms(read_yaml(text, path), path, library, seen)
     return parse_forms(read(text, path), path, library, seen)
 
 
 def load_unit_text(text: str, file: str = "<string>", yaml: bool = False) -> Unit:
     from caten.read.reader import read
-    from caten.read.yaml_form import read_yaml
 
-    return parse_forms(read_yaml(text, file) if yaml else read(text, file), file)
+    if yaml:
+        from caten.read.yaml_form import read_yaml
+
+        return parse_forms(read_yaml(text, file), file)
+    return parse_forms(read(text, file), file)
 
 
 def num(f: Form) -> int | float | None:

@@ -307,11 +307,11 @@ class Module:
     """The composites of one source, compiled lazily for a runtime."""
 
     def __init__(self, source: Source, runtime: Runtime, options: Options):
-        from caten.lower.bounds import enabled
+        from caten.options import check_bounds_enabled
 
         self.source, self.runtime = source, runtime
         # check_bounds None: the CATEN_CHECK_BOUNDS environment variable decides, once
-        self.options = options.but(check_bounds=enabled(options.check_bounds))
+        self.options = options.but(check_bounds=check_bounds_enabled(options.check_bounds))
         if self.options.check_bounds and not runtime.checks_bounds:
             raise Error(f"runtime '{runtime.name}' has no bounds-checked mode",
                         hint="check bounds on llvm or c (or unset CATEN_CHECK_BOUNDS)")
