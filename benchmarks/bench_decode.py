@@ -9,7 +9,8 @@ it with `caten.from_torch`, where the buffer updates become in-place outputs (an
 its input, written into that array: only the new row is stored, no copy of the cache). Attention
 reads the whole cache with the positions after the current one masked.
 
-Reported: tokens/s of caten (llvm), of the same module in torch eager and, when transformers is
+Reported: tokens/s of caten (llvm), of the same module in torch eager (on 2 threads and on 1: its
+small per-token ops can cost more in thread wake-ups than they save) and, when transformers is
 installed, of transformers' GPT2LMHeadModel.generate (its own cache) on the same weights' shapes;
 the greedy tokens of caten and torch must agree. Also the bytes each step must read (weights
 and the cache) over the step's time, against the roofline's memory bandwidth (`caten profile`'s
@@ -118,8 +119,9 @@ def main() -> None:
     base = model(a.layers, a.ctx)
     rows = []
     warm = a.tokens // 4
-    for name in ("caten", "torch eager"):
+    for name in ("caten", "torch eager", "torch eager, 1 thread"):
         m = copy.deepcopy(base)
+        torch.set_num_threads(1 if "1 thread" in name else 2)  # (small ops: a second thread may cost more)
         if name == "caten":
             t0 = time.perf_counter()
             step = caten.from_torch(m, (torch.tensor([[0]]), torch.tensor([0])), runtime=a.runtime)
@@ -132,7 +134,10 @@ def main() -> None:
         decode(step, warm)  # warm-up (fills the first positions; rewritten below)
         toks, secs = decode(step, a.tokens)
         rows.append((name, toks, secs))
-    hf = hf_generate(a.layers, a.tokens)
+    hf = {}
+    for n in (2, 1):
+        torch.set_num_threads(n)
+        hf[n] = hf_generate(a.layers, a.tokens)
     weights = sum(p.numel() for p in base.parameters()) * 4
     cache = 2 * a.layers * a.ctx * 768 * 4
     print(f"GPT-2-small-shaped greedy decode: {a.layers} layers, cache of {a.ctx} positions, {a.tokens} tokens, "
@@ -142,8 +147,11 @@ def main() -> None:
     for name, _, secs in rows:
         print(f"| {name} | {a.tokens / secs:.1f} | {1e3 * secs / a.tokens:.1f} | "
               f"{(weights + cache) * a.tokens / secs / 1e9:.1f} |")
-    if hf is not None:
-        print(f"| transformers generate | {a.tokens / hf:.1f} | {1e3 * hf / a.tokens:.1f} | - |")
+    for n, secs in hf.items():
+        if secs is not None:
+            print(f"| transformers generate{', 1 thread' if n == 1 else ''} | {a.tokens / secs:.1f} | "
+                  f"{1e3 * secs / a.tokens:.1f} | - |")
+    torch.set_num_threads(2)
     same = rows[0][1] == rows[1][1]
     print(f"greedy tokens equal: {same}" + ("" if same else f" (caten {rows[0][1][:8]}, torch {rows[1][1][:8]})"))
 
