@@ -164,7 +164,7 @@ class CRuntime(Runtime):
 
     def capabilities(self, t: Target) -> Capabilities:
         # (the pass decomposes every hard op)
-        return Capabilities(vector_bits=t.vector_bits, threads=threads(), native=frozenset())
+        return Capabilities(vector_bits=t.vector_bits, threads=threads(), extern_split=True, native=frozenset())
 
     def toolchain(self, t: Target) -> str:
         if "ver" not in self.__dict__:

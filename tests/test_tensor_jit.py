@@ -382,3 +382,31 @@ def test_function_without_results_and_methods():
             return x * self.w
 
     np.testing.assert_array_equal(M()(Tensor(np.ones(2, np.float32))).numpy(), [3, 3])
+
+
+@pytest.mark.parametrize("requires_grad", [True, False])
+def test_detach_inside_jit_reads_the_current_value(requires_grad):
+    """x * w.detach() in a jitted function reads w as it is at each call (a fresh leaf holding the
+    traced value was a constant of the trace: replays after an update computed with the old w)."""
+    w = caten.Tensor(np.ones(3, np.float32), runtime="llvm")
+    if requires_grad:
+        w.requires_grad_(True)
+    f = caten.jit(lambda x: x * w.detach())
+    x = caten.Tensor(np.arange(3, dtype=np.float32), runtime="llvm")
+    np.testing.assert_array_equal(f(x).numpy(), [0, 1, 2])
+    with caten.no_grad():
+        w.copy_(caten.Tensor(np.full(3, 5, np.float32), runtime="llvm"))
+    np.testing.assert_array_equal(f(x).numpy(), [0, 5, 10])
+
+
+def test_detach_inside_jit_stops_the_gradient():
+    w = caten.Tensor(np.full(3, 2, np.float32), runtime="llvm").requires_grad_(True)
+    x = caten.Tensor(np.arange(3, dtype=np.float32), runtime="llvm")
+
+    def step(a):
+        loss = (a * w.detach() * w).sum()
+        loss.backward()  # d/dw = a * w: only the second factor's share
+        return loss
+
+    np.testing.assert_array_equal(caten.jit(step)(x).numpy(), 12)
+    np.testing.assert_array_equal(w.grad.numpy(), [0, 2, 4])

@@ -125,8 +125,10 @@ def program_cache_key(src: Source, name: str, types: dict[str, DType], dims: dic
                 rules.append(f.read())
         except OSError:
             return None  # the compiler will report it
+    from caten.ir.collective import cache_tag  # (all-gather's shape is the group's size times the input's)
+
     return key_of("program", src_key, front_fingerprint(), name, repr(sorted((k, v.name) for k, v in types.items())),
-                  repr(sorted(dims.items())), str(o.opt_level), runtime, *rules)
+                  repr(sorted(dims.items())), str(o.opt_level), runtime, *rules, *cache_tag())
 
 
 @functools.cache

@@ -172,8 +172,10 @@ class Tensor:
     def detach(self) -> Tensor:
         """The same value, cut from the gradient graph."""
         n = self.node
-        if n.value is not None:
+        if n.value is not None and state.trace() is None:
             return Tensor(Node(INPUT, (), {}, n.shape, n.dtype, value=n.value), runtime=self.runtime)
+        # (inside caten.jit a fresh leaf would be a constant of the trace: every replay would read
+        # the value the tensor had when traced, not the one it has when called)
         return Tensor(Node(DETACH, (n,), {}, n.shape, n.dtype), runtime=self.runtime)
 
     def assign(self, new: Any) -> Tensor:
