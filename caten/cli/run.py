@@ -16,6 +16,7 @@ def run_file(file: str, inputs: list[str], options: Options, entry: str | None, 
     from caten.read.cached import read_source_cached
     from caten.read.source import read_source
 
+    rank = _join_group()
     mod = module(read_source_cached(file) if options.use_cache else read_source(file), options)
     src = mod.source
     if not src.names:
@@ -38,9 +39,9 @@ def run_file(file: str, inputs: list[str], options: Options, entry: str | None, 
                 g = closest(k, params)
                 raise Error(f"`{name}` has no input named {k}" + (f"; did you mean {g}?" if g else
                             f" (inputs: {', '.join(params)})"))
-            given[k] = _load_array(v, k)
+            given[k] = _load_array(_ranked(v, rank), k)
         else:
-            positional.append(_load_array(arg, f"#{len(positional) + 1}"))
+            positional.append(_load_array(_ranked(arg, rank), f"#{len(positional) + 1}"))
     for p in params:
         if p not in given and positional:
             given[p] = positional.pop(0)
@@ -53,6 +54,9 @@ def run_file(file: str, inputs: list[str], options: Options, entry: str | None, 
         click.echo(options.explain.report(), err=True)
     outs = result if isinstance(result, tuple) else (result,)
     onames = [o.name for o in cdef.outputs]
+    if output and rank:
+        stem, dot, ext = output.rpartition(".")
+        output = f"{stem}.rank{rank}.{ext}" if dot else f"{output}.rank{rank}"  # (rank 0 writes OUT itself)
     if output:
         if len(outs) == 1 and not output.endswith(".npz"):
             np.save(output, outs[0])
@@ -63,3 +67,21 @@ def run_file(file: str, inputs: list[str], options: Options, entry: str | None, 
     else:
         for n, o in zip(onames, outs):
             click.echo(f"{n} = {np.array2string(o, threshold=50)}")
+
+
+def _join_group() -> int:
+    """Under torchrun (WORLD_SIZE > 1 in the environment: `torchrun --nproc-per-node N -m caten run
+    ...`) this process joins the group, so the program's collectives run across the ranks; its rank."""
+    import os
+
+    if int(os.environ.get("WORLD_SIZE", "1") or 1) <= 1:
+        return 0
+    import caten.distributed as cd
+
+    cd.init()
+    return cd.rank()
+
+
+def _ranked(path: str, rank: int) -> str:
+    """An input path with `{rank}` replaced by this process's rank (each rank reads its own shard)."""
+    return path.replace("{rank}", str(rank))
