@@ -277,7 +277,8 @@ def step_flops(model: str, params: int, layers: int) -> float:
     """Multiply-adds x 2 of forward and backward (6 per parameter per token, plus attention)."""
     if model == "gpt2":
         tokens, T, W = 4 * 64, 64, 768
-        return 6.0 * params * tokens + layers * 12.0 * tokens * T * W
+        dense = params - 50257 * W - T * W  # (the embeddings' rows are gathered, not multiplied)
+        return 6.0 * dense * tokens + layers * 12.0 * tokens * T * W
     return 6.0 * params * 16 * 64
 
 
