@@ -206,8 +206,34 @@ def expand(x: Node, shape: Sequence[Dim]) -> Node:
 
 
 def shrink(x: Node, bounds: Sequence[tuple[Dim, Dim]]) -> Node:
+    x = _piece(x, bounds)
     base, v = _base(x)
     return _view(base, v.shrink(bounds))
+
+
+def _piece(x: Node, bounds: Sequence[tuple[Dim, Dim]]) -> Node:
+    """The branch of a concatenation (`concat`: WHERE(padded true, padded piece, the rest)) that a
+    slice lies wholly in or wholly outside of, followed down the chain: a slice of a concatenation
+    that is one of its pieces reads that piece, not every piece through its mask (DDP's flat
+    gradient bucket, cut back into parameters). Exact: the condition is constant over the slice."""
+    while x.op is Op.WHERE:
+        c = x.src[0]
+        if not (c.op is Op.VIEW and c.src[0].op is Op.CONST and c.src[0].arg is True and c.arg.mask is not None
+                and all(s == 0 for s in c.arg.strides)):
+            return x
+        inside, disjoint = True, False
+        for (lo, hi), (mlo, mhi) in zip(bounds, c.arg.mask):
+            if not all(isinstance(d, int) for d in (lo, hi, mlo, mhi)) or hi <= lo:
+                return x
+            inside &= mlo <= lo and hi <= mhi
+            disjoint |= hi <= mlo or mhi <= lo
+        if inside:
+            x = x.src[1]
+        elif disjoint:
+            x = x.src[2]
+        else:
+            return x
+    return x
 
 
 def pad(x: Node, widths: Sequence[tuple[Dim, Dim]]) -> Node:
