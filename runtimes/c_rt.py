@@ -22,7 +22,6 @@ import numpy as np
 from caten.cache.store import key_of
 from caten.errors import Error
 from caten.ir import dims as D
-from caten.ir.ops import Op
 from caten.plugin import Capabilities, Options, Runtime, threads
 from caten.render import cstyle as CS
 from caten.render.checks import c_slots
@@ -158,9 +157,6 @@ class CRuntime(Runtime):
         if shutil.which(cc()) is None:
             return False, f"no C compiler: '{cc()}' is not on PATH (set CC)"
         return True, ""
-
-    def supports(self, op: Op, dtype) -> bool:
-        return op is not Op.EXTERN
 
     def capabilities(self, t: Target) -> Capabilities:
         # (the pass decomposes every hard op)
