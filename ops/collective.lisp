@@ -1,4 +1,4 @@
-;;; Collectives across the processes of torch.distributed's default group (LANGUAGE.md section 15,
+;;; Collectives across the processes of torch.distributed's default group (docs/language.md section 13,
 ;;; docs/distributed.md): each is an EXTERN kernel the host runs between compiled kernels, on the
 ;;; runtime's buffers. In a single process (no group) each is the identity. The world size is bound
 ;;; when the program is compiled (all-gather's and reduce-scatter's output shapes depend on it).
