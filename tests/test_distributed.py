@@ -209,13 +209,20 @@ def reference(runtime: str, jit: bool, momentum: float = 0.0) -> dict[str, np.nd
     return net.state_dict()
 
 
+def _group_of_2(group, runtime: str) -> tuple[int, list]:
+    """(size, results) of the group of 2, which runs these cases on every runtime that cuts programs
+    at EXTERN nodes; the group of 4 skips them (test time)."""
+    w, res, _ = group
+    if runtime not in RUNTIMES or w != 2:
+        pytest.skip("run in the group of 2, on the runtimes that cut programs at EXTERN nodes")
+    return w, res
+
+
 @pytest.mark.parametrize("runtime", ["llvm", "c"])
 def test_zero1_matches_one_process(group, runtime):
     """ZeRO-1 (momentum state sharded, gradients reduce-scattered, weights all-gathered) trains as
     one process with the whole optimizer state does (which is what plain data parallel gives)."""
-    w, res, _ = group
-    if w != 2 or runtime not in RUNTIMES:
-        pytest.skip("run in the group of 2 (c once its runtime cuts programs at EXTERN nodes)")
+    w, res = _group_of_2(group, runtime)
     want = reference(runtime, False, momentum=0.9)
     for r, rr in enumerate(res):
         for k, v in want.items():
@@ -258,9 +265,7 @@ def test_one_process_reference_matches_torch():
 def test_tensor_parallel_mlp_matches_torch(group, runtime):
     """Megatron's MLP split over the ranks: every rank's output and input gradient are the whole
     model's, and its weight and bias gradients are its slices of the whole model's (torch's)."""
-    w, res, _ = group
-    if runtime not in RUNTIMES or w != 2:
-        pytest.skip("run in the group of 2 (and on c once its runtime cuts programs at EXTERN nodes)")
+    w, res = _group_of_2(group, runtime)
     rng = np.random.default_rng(0)
     net = torch.nn.Sequential(torch.nn.Linear(*W.DIMS[:2]), torch.nn.Tanh(), torch.nn.Linear(*W.DIMS[1:]))
     net.load_state_dict({k: torch.tensor(rng.standard_normal(v.shape).astype(np.float32) * 0.5)
@@ -284,9 +289,7 @@ def test_tensor_parallel_mlp_matches_torch(group, runtime):
 def test_tensor_parallel_attention_matches_torch(group, runtime):
     """Causal self-attention split by heads: every rank's output and input gradient are the whole
     block's; its q and output-projection gradients are its heads' slices (torch's)."""
-    w, res, _ = group
-    if runtime not in RUNTIMES or w != 2:
-        pytest.skip("run in the group of 2 (and on c once its runtime cuts programs at EXTERN nodes)")
+    w, res = _group_of_2(group, runtime)
     b, s, d, h = W.ATT
     rng = np.random.default_rng(11)
     lins = []
@@ -313,9 +316,7 @@ def test_tensor_parallel_attention_matches_torch(group, runtime):
 def test_mixer_data_parallel_matches_one_process(group, runtime):
     """An MLP-Mixer (LayerNorm, GELU, token and channel mixing) trained 20 jitted steps under
     DistributedDataParallel: the weights of one process on the whole batch."""
-    w, res, _ = group
-    if w != 2 or runtime not in RUNTIMES:
-        pytest.skip("run in the group of 2 (c once its runtime cuts programs at EXTERN nodes)")
+    w, res = _group_of_2(group, runtime)
     net = W.mixer(0, runtime)
     W.train(net, *W.mixer_batch(), runtime, True)
     start = W.mixer(0, runtime).state_dict()

@@ -22,6 +22,7 @@ from caten.distributed.tensor_ops import all_gather, reduce_scatter
 from caten.errors import Error
 from caten.ir import collective
 from caten.tensor.lazy import np_dtype
+from caten.tensor.optim.optimizer import clear_grads
 from caten.tensor.state import enable_grad, no_grad
 from caten.tensor.tensor import Tensor, assign_all
 from caten.tensor.torch_shape import cat
@@ -60,11 +61,7 @@ class ZeroRedundancyOptimizer:
         return self.optim.state
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        for p in self.params_all:
-            if set_to_none:
-                p.grad = None
-            elif p.grad is not None:
-                p.grad = Tensor(np.zeros(p.shape, np_dtype(p.dtype)), runtime=p.runtime)
+        clear_grads(self.params_all, set_to_none)
 
     def _padded(self, ts: list[Tensor], size: int) -> Tensor:
         flat = _flat(ts)

@@ -52,27 +52,24 @@ def row_blocks(nodes: list[Node]) -> list[Node]:
 
 
 def _split_output(o: Node) -> Node:
-    a = _candidate(o)
-    if a is None:
-        raise _Abort
+    a, pos = _candidate(o)
     rows = o.shape[a]
     block = next(b for b in BLOCKS if rows % b == 0 and rows > b)
-    pos = _follow(o, a, rows)
     new: dict[Node, Node] = {}
     for n in toposort([o]):
         new[n] = _rebuild(n, pos.get(n), new, rows, block)
     return B.reshape(new[o], o.shape)  # (one view over the computed value: it is computed into the output)
 
 
-def _candidate(o: Node) -> int | None:
-    """The output axis to block: a static one of MIN_ROWS+ rows, with a block size, that a max
-    reduction over long rows in the cone carries (found by following each axis of the output)."""
+def _candidate(o: Node) -> tuple[int, dict[Node, int]]:
+    """The output axis to block (a static one of MIN_ROWS+ rows, with a block size, that a max
+    reduction over long rows in the cone carries) and where it lies in the cone; else abort."""
     if not o.shape or o.op in _LEAVES:
-        return None
+        raise _Abort
     big = [r for r in toposort([o]) if r.op is Op.REDUCE and r.arg[0] == "max"
            and all(isinstance(d, int) for d in r.src[0].shape)]
     if not big:
-        return None
+        raise _Abort
     for a, rows in enumerate(o.shape):
         if not isinstance(rows, int) or rows < MIN_ROWS or not any(rows % b == 0 and rows > b for b in BLOCKS):
             continue
@@ -88,8 +85,8 @@ def _candidate(o: Node) -> int | None:
             for ax in r.arg[1]:
                 cols *= r.src[0].shape[ax]
             if rows * cols >= MIN_SCORES:
-                return a
-    return None
+                return a, pos
+    raise _Abort
 
 
 def _follow(o: Node, a: int, rows: int) -> dict[Node, int]:

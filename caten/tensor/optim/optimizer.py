@@ -69,11 +69,7 @@ class Optimizer:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Drop every gradient (torch's default), or with set_to_none=False make existing ones zero."""
-        for p in self.params:
-            if set_to_none:
-                p.grad = None
-            elif p.grad is not None:
-                p.grad = Tensor(np.zeros(p.shape, np_dtype(p.dtype)), runtime=p.runtime)
+        clear_grads(self.params, set_to_none)
 
     def _state(self, p: Tensor, *names: str, init: float = 0.0) -> list[Tensor]:
         """State created at a parameter's first step (torch's), zeros or `init`; `step` is i64."""
@@ -144,3 +140,12 @@ def _check_hyper(name: str, g: dict[str, Any]) -> None:
     for b in g.get("betas", ()):
         if not 0 <= b < 1:
             raise Error(f"{name}: invalid beta {b!r} (must lie in [0, 1))")
+
+
+def clear_grads(params: Iterable[Tensor], set_to_none: bool = True) -> None:
+    """`zero_grad` of any optimizer over `params` (a sharded one clears every rank's parameters)."""
+    for p in params:
+        if set_to_none:
+            p.grad = None
+        elif p.grad is not None:
+            p.grad = Tensor(np.zeros(p.shape, np_dtype(p.dtype)), runtime=p.runtime)
