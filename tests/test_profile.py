@@ -200,18 +200,18 @@ def test_a_call_s_time_is_the_plain_build_s(monkeypatch):
 
 def test_profile_s_call_time_agrees_with_a_direct_call():
     """The per-call time `profile` reports against a caller's warm loop over the same compiled
-    call, in one process: medians of hundreds of calls each (a loaded 2-core host deschedules
-    some), the two measured by turns; the least of each over up to four turns must agree within
-    30% (a mean of ten calls, as before, read 2-5x on such a host)."""
+    call, in one process: medians of hundreds of calls each, the two measured back to back in
+    turns. A loaded 2-core host changes speed between turns (CI once read 84 us in one turn and
+    122-150 us in the rest, for both), so each turn's pair is compared, never the least of one
+    against the least of the other; some turn of up to six must agree within 30%."""
     import time
 
     plain = caten.load(str(SOFTMAX), defines={"B": 256, "N": 512}).softmax_rows
     inst = caten.load(str(SOFTMAX), defines={"B": 256, "N": 512}, profile=True).softmax_rows
     x = (np.random.default_rng(0).standard_normal((256, 512)) / np.sqrt(512)).astype(np.float32)
-    profiled, direct = [], []
-    for _ in range(4):
+    pairs = []
+    for _ in range(6):
         prof = profile(inst, [x], 10, plain=plain, seconds=0.1)
-        profiled.append(prof.call_seconds)
         for _ in range(20):
             plain(x)
         walls = []
@@ -219,10 +219,10 @@ def test_profile_s_call_time_agrees_with_a_direct_call():
             t = time.perf_counter()
             plain(x)
             walls.append(time.perf_counter() - t)
-        direct.append(float(np.median(walls)))
-        if 1 / 1.3 < min(profiled) / min(direct) < 1.3:
+        pairs.append((prof.call_seconds, float(np.median(walls))))
+        if 1 / 1.3 < pairs[-1][0] / pairs[-1][1] < 1.3:
             break
-    assert 1 / 1.3 < min(profiled) / min(direct) < 1.3, (profiled, direct)
+    assert any(1 / 1.3 < p / d < 1.3 for p, d in pairs), pairs
 
 
 def test_the_roofline_svg_has_labelled_log_axes():
