@@ -420,7 +420,9 @@ def convert(model: Any, name: str = "model", available: Mapping[str, np.ndarray]
     for vi in graph.input:
         if vi.name not in init_names:
             declare_input(g, vi.name, vi.type, (available or {}).get(vi.name, UNFED))
-    for node in graph.node:
+    from caten.frontends.onnx.qdq import fused
+
+    for node in fused(g, graph.node):  # quantized layers (QDQ) run as integer kernels
         lower_node(g, node)
     outs: list[tuple[str, str]] = []
     layout = [declare_output(g, vo.name, outs) for vo in graph.output]
