@@ -20,7 +20,7 @@ def __getattr__(name: str):
         from caten import api
 
         return getattr(api, name)
-    if name in ("nn", "optim", "functional", "tensor"):  # `caten.nn` without importing it first
+    if name in ("nn", "optim", "functional", "tensor", "fft"):  # `caten.nn` without importing it first
         import importlib
 
         return importlib.import_module(f"caten.{name}")

@@ -16,6 +16,7 @@ from caten.tensor import printing as _printing
 from caten.tensor import (  # noqa: F401 (register)
     torch_create,
     torch_elementwise,
+    torch_fft,
     torch_layout,
     torch_linalg,
     torch_math,
