@@ -81,7 +81,7 @@
           "fft: :norm-exp must be 0 (torch's norm=\"backward\"), 0.5 (\"ortho\") or 1 (\"forward\"), got" p)
   (setf y (fft-last Xr Xi :sign (if inverse 1 -1)))
   (setf e (if inverse (- 1 p) p))
-  (setf s (cond ((= e 0.5) (/ 1.0 (sqrt (cast n f64)))) ((= e 1) (/ 1.0 n)) (true 1)))
+  (setf s (cond ((= e 0.5) (/ 1.0 (sqrt (* 1.0 n)))) ((= e 1) (/ 1.0 n)) (true 1)))
   (setf yr (nth y 0))
   (setf yi (nth y 1))
   (return (fft-from-last (if (= e 0) yr (* yr s)) ax) (fft-from-last (if (= e 0) yi (* yi s)) ax)))

@@ -8,6 +8,7 @@ and imaginary Tensors it was built from, as torch's `x.grad` (d/dre + i d/dim) d
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from typing import Any
 
@@ -243,7 +244,7 @@ def _parts(o: Any, like: ComplexTensor) -> tuple[Any, Any]:
     """An operand's (real, imag): imag None for a real one (no work spent on zeros)."""
     if isinstance(o, ComplexTensor):
         return o.real, o.imag
-    if isinstance(o, complex) or (isinstance(o, np.generic) and np.iscomplexobj(o)):
+    if isinstance(o, builtins.complex) or (isinstance(o, np.generic) and np.iscomplexobj(o)):
         return float(o.real), float(o.imag)
     if isinstance(o, (int, float, bool, np.generic)):
         return o, None
@@ -268,7 +269,7 @@ def as_complex(o: Any, like: ComplexTensor | None = None) -> ComplexTensor:
         part = np.float32 if a.dtype == np.complex64 else np.float64
     else:
         part = np.float64 if a.dtype == np.float64 else np.float32
-    if like is not None and isinstance(o, (int, float, complex)):
+    if like is not None and isinstance(o, (int, float, builtins.complex)):
         part = np.float32 if like.real.dtype == "f32" else np.float64
     return ComplexTensor(Tensor(np.ascontiguousarray(a.real, part), runtime=rt),
                          Tensor(np.ascontiguousarray(np.imag(a), part), runtime=rt))
