@@ -117,8 +117,10 @@ class ComplexTensor:
         return self.conj()
 
     def abs(self) -> Tensor:
-        """|z| = hypot(re, im) (no overflow); its gradient at 0 is 0, as torch's."""
-        return self.real.hypot(self.imag)
+        """|z| = hypot(re, im) (no overflow); its gradient at 0 is 0, as torch's (hypot's own is nan
+        there, so zeros read hypot(1, 0) through a where that passes them no gradient)."""
+        zero = (self.real == 0) & (self.imag == 0)
+        return Tensor.where(zero, 0.0, Tensor.where(zero, 1.0, self.real).hypot(self.imag))
 
     def angle(self) -> Tensor:
         return self.imag.atan2(self.real)
