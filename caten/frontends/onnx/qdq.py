@@ -9,8 +9,10 @@ requantize epilogue, as onnxruntime's fused kernels (QLinearMatMul, QLinearConv,
 - an i32 bias (DequantizeLinear of int32 with scale sx*sw, zero point 0: what quantizers write) is
   added to the i32 sum; the epilogue is f32(sum) * M rounded half to even, plus the output zero point,
   saturated, with M = (sx * sw) / sy in f32 per output channel (MLAS's MlasRequantizeOutput);
-- any other bias (a float tensor, or an int32 one whose scale is not sx*sw) is added in f32 to
-  f32(sum) * (sx * sw), and the sum is quantized by the output's QuantizeLinear;
+- a constant f32 bias (one per output channel) is that i32 bias, round(b / (sx * sw)), as
+  onnxruntime's BiasQuantization transformer makes it before fusing (MatMul + Add become a Gemm);
+- any other bias (a computed one, an int32 one whose scale is not sx*sw) is added
+  in f32 to f32(sum) * (sx * sw), and the sum is quantized by the output's QuantizeLinear;
 - a Relu before the QuantizeLinear is max(q, output zero point): quantizing is monotone and maps 0
   to the zero point, so this is exact.
 
@@ -243,11 +245,17 @@ def _bias(s: _Scan, m: Match, name: str, user: Any) -> bool:
             m.bias, m.int_bias = dq.input[0], True
             m.replaced.append(dq)
             return True
-    if g.dtype(name) != "f32":
+    if g.dtype(name) != "f32" or (m.core.op_type == "Conv" and shape != [nout]):
         return False
-    if m.core.op_type == "Conv":
-        if shape != [nout]:
-            return False
+    b = s.value(name)
+    if b is not None and shape == [nout]:
+        # onnxruntime's BiasQuantization (after it makes MatMul + Add a Gemm): a constant f32 bias
+        # becomes round(b / (sx * sw)) in i32
+        bq = np.round(b.astype(np.float32) / m.sxw)
+        if np.all(np.abs(bq) < 2.0 ** 31):
+            m.bias, m.int_bias = g.synth("qdq_bias"), True
+            g.set_const(m.bias, bq.astype(np.int32))
+            return True
     m.bias = name
     return True
 
