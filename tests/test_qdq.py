@@ -216,7 +216,8 @@ def _with_quantized_outputs(model):
     inits = {i.name: i.data_type for i in m.graph.initializer}
     for node in m.graph.node:
         if node.op_type == "QuantizeLinear" and node.output[0] not in {o.name for o in m.graph.output}:
-            m.graph.output.append(helper.make_tensor_value_info(node.output[0], inits.get(node.input[2], TP.UINT8), None))
+            elem = inits.get(node.input[2], TP.UINT8)
+            m.graph.output.append(helper.make_tensor_value_info(node.output[0], elem, None))
     return m
 
 
