@@ -1,0 +1,163 @@
+"""Quantized models: caten's integer path against caten f32, onnxruntime (QDQ) and torch f32, in ONE run.
+
+    python benchmarks/bench_quant.py [--only mlp,resnet18] [--reps 10] [--reduce-range]
+    python benchmarks/bench_quant.py --small       # small shapes: a smoke run in seconds
+
+Each model (an MLP; torchvision's ResNet-18 at 224x224, batch 1; random weights) is exported by
+torch.onnx and quantized by onnxruntime.quantization.quantize_static in QDQ format (u8 activations,
+s8 weights per channel, calibrated on 4 random batches). caten imports the QDQ model with
+`caten.onnx.load`, which runs each quantized layer as an integer kernel (caten/frontends/onnx/qdq.py).
+Systems, timed in alternating rounds in one process (`timing.rounds`, medians):
+
+  caten-int    the QDQ model in caten (llvm)          caten-f32    the f32 model in caten (llvm)
+  ort-qdq      the QDQ model in onnxruntime (graph optimizations on: its fused integer kernels)
+  torch-f32    the f32 module in torch eager
+
+Ratios are system / caten-int (> 1: caten-int is faster). Before timing, caten-int's output is
+compared with onnxruntime's unfused float graph (optimizations off) and its fused one, in quanta
+of the output's scale: onnxruntime's AVX2 u8 x s8 kernels saturate pairs of products in i16, so
+without --reduce-range (7-bit weights) its fused result may be off by several quanta on machines
+without VNNI; caten's integer path is exact (i32 sums).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from deps import need_or_exit
+from timing import rounds
+
+
+def _mlp(small: bool) -> tuple[Any, tuple[int, ...]]:
+    import torch
+
+    d, h, b = (64, 128, 4) if small else (512, 1024, 32)
+    net = torch.nn.Sequential(torch.nn.Linear(d, h), torch.nn.ReLU(), torch.nn.Linear(h, h), torch.nn.ReLU(),
+                              torch.nn.Linear(h, 10))
+    return net, (b, d)
+
+
+def _resnet18(small: bool) -> tuple[Any, tuple[int, ...]]:
+    import torchvision
+
+    return torchvision.models.resnet18(), (1, 3, 32, 32) if small else (1, 3, 224, 224)
+
+
+MODELS: dict[str, Callable[[bool], tuple[Any, tuple[int, ...]]]] = {"mlp": _mlp, "resnet18": _resnet18}
+
+
+def quantize(net: Any, shape: tuple[int, ...], reduce_range: bool) -> tuple[Any, Any]:
+    """(f32 ONNX model, QDQ ONNX model) of a torch module, calibrated on 4 random batches."""
+    import onnx
+    import torch
+    from onnxruntime import quantization as q
+
+    buf = io.BytesIO()
+    torch.onnx.export(net.eval(), (torch.zeros(shape),), buf, dynamo=False, opset_version=17, input_names=["x"])
+    f32 = onnx.load_from_string(buf.getvalue())
+    rng = np.random.default_rng(0)
+
+    class Calibration(q.CalibrationDataReader):
+        def __init__(self) -> None:
+            self.it = iter([{"x": rng.normal(0, 1, shape).astype(np.float32)} for _ in range(4)])
+
+        def get_next(self) -> dict | None:
+            return next(self.it, None)
+
+    with tempfile.TemporaryDirectory() as d:
+        onnx.save(f32, f"{d}/f32.onnx")
+        q.quantize_static(f"{d}/f32.onnx", f"{d}/q.onnx", Calibration(), quant_format=q.QuantFormat.QDQ,
+                          per_channel=True, reduce_range=reduce_range)
+        return f32, onnx.load(f"{d}/q.onnx")
+
+
+def _out_scale(model: Any) -> float:
+    from onnx import numpy_helper
+
+    last = next(n for n in reversed(model.graph.node) if n.op_type == "DequantizeLinear")
+    return float(numpy_helper.to_array(next(i for i in model.graph.initializer if i.name == last.input[1])))
+
+
+def bench(name: str, small: bool, reps: int, reduce_range: bool) -> dict[str, Any]:
+    import onnxruntime as ort
+    import torch
+
+    import caten.onnx
+
+    torch.manual_seed(0)
+    net, shape = MODELS[name](small)
+    f32, qdq = quantize(net, shape, reduce_range)
+    x = np.random.default_rng(1).normal(0, 1, shape).astype(np.float32)
+    xt = torch.from_numpy(x)
+    off = ort.SessionOptions()
+    off.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(qdq.SerializeToString(), providers=["CPUExecutionProvider"])
+    plain = ort.InferenceSession(qdq.SerializeToString(), off, providers=["CPUExecutionProvider"])
+    unfused = plain.run(None, {"x": x})[0]
+    cint, cf32 = caten.onnx.load(qdq, runtime="llvm"), caten.onnx.load(f32, runtime="llvm")
+    scale = _out_scale(qdq)
+    got, fused = cint(x), sess.run(None, {"x": x})[0]
+    row: dict[str, Any] = {"model": name, "shape": "x".join(map(str, shape)),
+                           "caten-vs-unfused": int(np.rint(np.abs(got - unfused) / scale).max()),
+                           "ort-fused-vs-unfused": int(np.rint(np.abs(fused - unfused) / scale).max())}
+    with torch.no_grad():
+        ref = net(xt).numpy()
+    if not np.allclose(cf32(x), ref, rtol=1e-3, atol=1e-3):
+        row["error"] = "caten-f32 differs from torch"
+        return row
+    if row["caten-vs-unfused"] > 1:
+        row["error"] = f"caten-int is {row['caten-vs-unfused']} quanta from onnxruntime's float graph"
+        return row
+    with torch.no_grad():
+        fns = {"caten-int": lambda: cint(x), "caten-f32": lambda: cf32(x),
+               "ort-qdq": lambda: sess.run(None, {"x": x}), "torch-f32": lambda: net(xt)}
+        row.update(rounds(fns, reps, max_s=60.0, settle=0.05))
+    return row
+
+
+SYSTEMS = ["caten-int", "caten-f32", "ort-qdq", "torch-f32"]
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    out = ["| model | input | caten-int | " + " | ".join(f"{s} (x)" for s in SYSTEMS[1:])
+           + " | caten-int vs ORT unfused (quanta) | ORT fused vs unfused (quanta) |", "|" + "---|" * 8]
+    for r in rows:
+        agree = f"{r.get('caten-vs-unfused', '-')} | {r.get('ort-fused-vs-unfused', '-')}"
+        if "error" in r:
+            out.append(f"| {r['model']} | {r.get('shape', '-')} | {r['error']} | | | | {agree} |")
+            continue
+        cells = [f"{r[s] * 1e3:.2f} ms ({r[s] / r['caten-int']:.2f}x)" for s in SYSTEMS[1:]]
+        out.append(f"| {r['model']} | {r['shape']} | {r['caten-int'] * 1e3:.2f} ms | " + " | ".join(cells)
+                   + f" | {agree} |")
+    return "\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", help="comma-separated model names: " + ",".join(MODELS))
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--small", action="store_true", help="small shapes: a smoke run")
+    ap.add_argument("--reduce-range", action="store_true", help="7-bit weights (onnxruntime's AVX2 kernels exact)")
+    a = ap.parse_args()
+    for mod, extra in (("torch", "torch"), ("torchvision", "oracles"), ("onnx", "onnx"), ("onnxruntime", "oracles")):
+        need_or_exit("bench_quant.py", mod, extra, "building and quantizing the models")
+    os.environ.setdefault("CATEN_CACHE_DIR", os.path.join(tempfile.mkdtemp(prefix="bench-quant-"), "caten"))
+    rows = []
+    for name in [m for m in MODELS if not a.only or m in a.only.split(",")]:
+        print(f"{name} ...", file=sys.stderr, flush=True)
+        try:
+            rows.append(bench(name, a.small, a.reps, a.reduce_range))
+        except Exception as e:  # one model's failure must not hide the others' numbers
+            rows.append({"model": name, "error": f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"})
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()
