@@ -61,7 +61,9 @@ class TileMM:
 
     `rows`/`cols` are ints; the panels hold rows (cols) values per k, so a renderer may keep the
     whole rows x cols tile in vector registers and store only the valid part. `var` prefixes
-    the names of the loop variables of `expand()`."""
+    the names of the loop variables of `expand()`. `pairs` (i32 only): each panel value is a word
+    of two 16-bit integers, k pairs (low half first), and a * b is the sum of the two halves'
+    products (x86's vpmaddwd); kext counts pairs (caten.schedule.pairs)."""
     var: str
     dtype: DType
     rows: int
@@ -77,13 +79,15 @@ class TileMM:
     rvalid: X
     cvalid: X
     beta: X
+    pairs: bool = False
 
     def expand(self) -> list:
         r, c, k, acc = (f"{self.var}_{x}" for x in "rcka")
         rv, cv, kv = var(r), var(c), var(k)
         av = load(self.a, iadd(self.aoff, iadd(imul(kv, const(self.rows)), rv)), self.dtype)
         bv = load(self.b, iadd(self.boff, iadd(imul(kv, const(self.cols)), cv)), self.dtype)
-        upd = alu(Op.ADD, self.dtype, var(acc, self.dtype), alu(Op.MUL, self.dtype, av, bv), arg="acc")
+        prod = pair_dot(av, bv) if self.pairs else alu(Op.MUL, self.dtype, av, bv)
+        upd = alu(Op.ADD, self.dtype, var(acc, self.dtype), prod, arg="acc")
         oidx = iadd(self.ooff, iadd(imul(rv, self.ostride), cv))
         accv = var(acc, self.dtype)
         val = alu(Op.WHERE, self.dtype, self.beta, alu(Op.ADD, self.dtype, load(self.out, oidx, self.dtype), accv),
@@ -91,6 +95,19 @@ class TileMM:
         body = [Acc(acc, self.dtype, const(0.0, self.dtype)), Loop(k, self.kext, [SetAcc(acc, upd)]),
                 Store(self.out, oidx, val)]
         return [Loop(r, self.rvalid, [Loop(c, self.cvalid, body)])]
+
+
+def pair_dot(a: X, b: X) -> X:
+    """lo(a)*lo(b) + hi(a)*hi(b) of two i32 words of two 16-bit integers each, in i32."""
+    def lo(x: X) -> X:
+        return alu(Op.CAST, T.i32, alu(Op.CAST, T.i16, x))
+
+    def hi(x: X) -> X:  # the top half: (x - (x & 0xFFFF)) / 2^16, exactly in f64 (no integer shift op)
+        low = alu(Op.AND, T.i32, x, const(0xFFFF, T.i32))
+        top = alu(Op.CAST, T.f64, alu(Op.ADD, T.i32, x, alu(Op.NEG, T.i32, low)))
+        return alu(Op.CAST, T.i32, alu(Op.MUL, T.f64, top, const(1.0 / 65536, T.f64)))
+
+    return alu(Op.ADD, T.i32, alu(Op.MUL, T.i32, lo(a), lo(b)), alu(Op.MUL, T.i32, hi(a), hi(b)))
 
 
 @dataclass
@@ -118,6 +135,7 @@ class MacroMM:
     mrem: X
     nrem: X
     beta: X
+    pairs: bool = False
 
     def exprs(self) -> tuple[X, ...]:
         return (self.kext, self.aoff, self.boff, self.ooff, self.ostride, self.ni, self.nj, self.mrem, self.nrem,
@@ -131,7 +149,7 @@ class MacroMM:
                       self.b, iadd(self.boff, imul(jt, const(self.bstep))),
                       self.out, iadd(self.ooff, iadd(imul(ib, self.ostride), jb)), self.ostride,
                       imin(const(self.rows), iadd(self.mrem, imul(ib, const(-1)))),
-                      imin(const(self.cols), iadd(self.nrem, imul(jb, const(-1)))), self.beta)
+                      imin(const(self.cols), iadd(self.nrem, imul(jb, const(-1)))), self.beta, self.pairs)
         return [Loop(it.arg, self.ni, [Loop(jt.arg, self.nj, [tile])])]
 
 

@@ -13,7 +13,7 @@ from caten.ir.dims import Dim
 from caten.ir.graph import Node
 from caten.ir.ops import Op
 from caten.loopir import X
-from caten.lower import epilogue
+from caten.lower import epilogue, gemm_pairs
 from caten.lower.empty import zeros_if_empty
 from caten.lower.index import Aff, Coords, contiguous_strides
 from caten.lower.panels import ceil_div, pack_whole, panel_copy, panel_rows, row_runs, strided_panel
@@ -226,7 +226,7 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
         bval = operand(opb, bat)
         row = panel_rows(cc, cz, cv, nr, L.Store(pb, L.iadd(bbase, cc), bval), pad)
     straight = None
-    if len(plan.js) == 1:  # b read from a buffer: one copy statement (caten.lower.panels)
+    if len(plan.js) == 1 and not plan.pairs:  # b read from a buffer: one copy statement (caten.lower.panels)
         straight = panel_copy(kl, opb, coords_at(bat), bval, kk, cc, bat[plan.js[0]], coord, plan, si, dt, nr, pb,
                               L.subst(bbase, kk, L.const(0)), cv, klen)
     pack_b = [L.Loop(jp.arg, npj, straight or [L.Loop(kk.arg, klen, row)])]
@@ -252,7 +252,7 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     i_at = at[plan.i].terms if plan.i is not None else {}
     k_at = coord[plan.red[0]].terms if len(plan.red) == 1 else {}
     rowp = None
-    if len(i_at) == 1 and len(k_at) == 1:
+    if len(i_at) == 1 and len(k_at) == 1 and not plan.pairs:
         rowp = strided_panel(kl, opa, coords_at(at), aval, rr, ka, next(iter(i_at)), next(iter(k_at)))
     if rowp is not None:  # a row-major a: a transposing copy (caten.lower.panels), then the rows past M zeroed
         copy = [L.PackT(f"s{si}pk{kl.nvar}", dt, mr, pa, abase, rowp[0], rowp[1], rowp[2], rv, klen),
@@ -266,6 +266,23 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
         copy = [L.Loop(ka.arg, klen, panel_rows(rr, rz, rv, mr, L.Store(pa, L.iadd(arow, rr), aval),
                                                 L.Store(pa, L.iadd(arow, L.iadd(rv, rz)), zero)))]
     pack_a = [L.Loop(ip.arg, npack, copy)]
+    packed_from = epilogue.read_by(row) | epilogue.loaded(aval)
+    kw = kc // 2 if plan.pairs else kc  # words of a panel's k rows per lane (pairs: two k a word)
+    if plan.pairs:  # (the panels above are not used: words of k pairs instead, caten.lower.gemm_pairs)
+        def b_at(k: X, c: X) -> X:
+            kcoords(k)
+            return operand(opb, split(L.iadd(jb, c), plan.js, plan.N) | no_i)
+
+        def a_at(k: X, r: X) -> X:
+            kcoords(k)
+            return operand(opa, {a: Aff() for a in plan.js} | ({plan.i: exact(L.iadd(ib, r), plan.M)}
+                                                                if plan.i is not None else {}))
+
+        pack_b = [L.Loop(jp.arg, npj, gemm_pairs.panel(var, b_at, pb, L.iadd(poff_b, L.imul(jp, L.const(kw * nr))),
+                                                       nr, cv, klen, "bq", kw))]
+        pack_a = [L.Loop(ip.arg, npack, gemm_pairs.panel(var, a_at, pa, L.iadd(poff_a, L.imul(ip, L.const(kw * mr))),
+                                                         mr, rv, klen, "aq", kw))]
+        packed_from = epilogue.read_by(pack_b + pack_a)
     # micro-tiles of the block at (i0, j0)
 
     def out_offset(i_at: X, j_at: X) -> X:
@@ -304,9 +321,10 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
         final = [L.Loop(var("kany", 1).arg, L.alu(Op.WHERE, L.IDX, L.icmplt(L.const(0), nkc), L.const(1),
                                                    L.const(0)), final)]
     if slab:  # (block ic's panels in the thread's slab)
-        poff_a = L.iadd(poff_a, L.imul(ic, L.const(mc * kc)))
-    tiles = [L.MacroMM(f"s{si}_{kl.nvar}", dt, mr, nr, klen, pa, poff_a, kc * mr, pb, poff_b, kc * nr, target,
-                       ooff, ostride, npi, npj, L.isub(m_hi, i0), L.isub(n_hi, j0), beta)]
+        poff_a = L.iadd(poff_a, L.imul(ic, L.const(mc * kw)))
+    ktiles = L.iadd(gemm_pairs.halves(klen)[0], gemm_pairs.halves(klen)[1]) if plan.pairs else klen
+    tiles = [L.MacroMM(f"s{si}_{kl.nvar}", dt, mr, nr, ktiles, pa, poff_a, kw * mr, pb, poff_b, kw * nr, target,
+                       ooff, ostride, npi, npj, L.isub(m_hi, i0), L.isub(n_hi, j0), beta, plan.pairs)]
     kl.nvar += 1
     # the next stage, when elementwise on this output, over each block once its last K block is in
     epi = epilogue.candidate(kl, n, si, plan) if not ksplit else None
@@ -319,7 +337,7 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
             L.alu(Op.NOT, T.bool_, L.icmplt(kcv, L.isub(kloops, L.const(1))))
         block = epilogue.fuse(kl, n, epi, si, plan, coord, (i0, L.imin(L.const(mc), L.isub(m_hi, i0))),
                               (j0, L.imin(L.const(nc), L.isub(n_hi, j0))), last,
-                              epilogue.read_by(row) | epilogue.loaded(aval), split)
+                              packed_from, split)
         if block is None:
             epi, kloops = None, nkc
         else:

@@ -17,6 +17,7 @@ from caten.ir.graph import Node
 from caten.ir.ops import Op
 from caten.ir.walk import Visit, drive
 from caten.schedule.direct import Direct, analyze
+from caten.schedule.pairs import pair_gemm
 
 LOWP = ("f16", "bf16")
 
@@ -88,6 +89,7 @@ class GemmPlan:
     #              together does not stay in them (direct tiles may stream it past the caches)
     hoisted: str | None = None  # b is a loop body's invariant input: packed whole (b_once) on the first trip
     #                             only, when this dim is 1 (caten.schedule.plan.invariant_inputs)
+    pairs: bool = False  # an i32 sum of 16-bit products: panels of k pairs per word (caten.schedule.pairs)
 
     def __post_init__(self) -> None:
         # the packing writes whole micro-panels: a block that is not a whole number of them
@@ -312,7 +314,7 @@ def gemm_plan(n: Node) -> GemmPlan | None:
     """The GEMM plan of a REDUCE-add of a product whose operands each vary along one kept axis."""
     if _GPU.get():
         return None
-    if n.op is not Op.REDUCE or n.arg[0] != "add" or n.dtype.name not in ("f32", "f64"):
+    if n.op is not Op.REDUCE or n.arg[0] != "add" or not (n.dtype.name in ("f32", "f64") or pair_gemm(n)):
         return None
     t = target.current()
     vbytes, l2, knobs = (t.vector_bytes, t.l2_bytes, t.gemm) if t is not None else (64, 1 << 20, ())
@@ -324,7 +326,7 @@ def gemm_plan(n: Node) -> GemmPlan | None:
     if len(_PLANS) > 4096:
         _PLANS.clear()
     _PLANS[key] = plan = _gemm_plan(n, vbytes, l2, dict(knobs), direct)
-    if plan is not None and inv[1] is not None and plan.direct is None and not plan.batch \
+    if plan is not None and inv[1] is not None and plan.direct is None and not plan.batch and not plan.pairs \
             and _invariant(n.src[0].src[plan.b], inv[0]):
         _PLANS[key] = plan = replace(plan, b_once=True, a_once=False, a_batch_free=False, hoisted=inv[1])
     return plan
@@ -368,6 +370,9 @@ def _gemm_plan(n: Node, vbytes: int, l2: int, knobs: dict[str, int], direct: boo
         return None
     memo: dict = {}
     d0, d1 = axis_deps(src.src[0], memo), axis_deps(src.src[1], memo)
+    pairs = n.dtype.is_int
+    if pairs:
+        direct = False  # (pairs are packed; a direct tile reads b in place)
     j = kept[-1]
     if (j in d0) == (j in d1):
         return None
@@ -429,6 +434,8 @@ def _gemm_plan(n: Node, vbytes: int, l2: int, knobs: dict[str, int], direct: boo
         kc = max(1, K) if K <= kmax * 6 // 5 else -(-K // -(-K // kmax))
     else:
         kc = 256 * kmax // 320
+    if pairs:
+        kc += kc % 2  # (whole pairs a block: only the last block may end in half a pair)
     mc = max(mr, knobs.get("mc", 120) // mr * mr)  # whole micro-panels: the packing fills them entirely
     if isinstance(M, int):
         mc = min(mc, _roundup(M, mr))
@@ -446,12 +453,13 @@ def _gemm_plan(n: Node, vbytes: int, l2: int, knobs: dict[str, int], direct: boo
     # b that no batch axis changes (a linear layer's weights under batch and token loops) is packed
     # whole once, not once per batch index and thread (its packing is K*N of M*N*K work a batch)
     repeats = any(src.shape[x] != 1 for x in batch)
-    b_once = repeats and not (db & set(batch)) and not free
-    a_once = repeats and not (da & set(batch)) and i is not None and not b_once
+    b_once = repeats and not (db & set(batch)) and not free and not pairs
+    a_once = repeats and not (da & set(batch)) and i is not None and not b_once and not pairs
     if dplan is not None:  # a packed whole (once per call, K unblocked), b read in place
         return GemmPlan(i, tuple(js), ai, bi, batch, dplan.red, M, N, K, mr, nr, kc, mc, nc, False, False,
                         not (da & set(batch)), dplan, l2)
-    return GemmPlan(i, tuple(js), ai, bi, batch, axes, M, N, K, mr, nr, kc, mc, nc, free, b_once, a_once)
+    return GemmPlan(i, tuple(js), ai, bi, batch, axes, M, N, K, mr, nr, kc, mc, nc, free, b_once, a_once,
+                    pairs=pairs)
 
 
 def _merges(src: Node, j: int, nr_cols: int) -> bool:

@@ -364,7 +364,7 @@ def expand(stmts: list, tiles: bool = False) -> list:
         if isinstance(s, L.Loop):
             out.append(dataclasses.replace(s, body=expand(s.body, tiles)))  # (a Parallel stays one)
         elif isinstance(s, (L.Store, L.Acc, L.SetAcc)) or (tiles and isinstance(s, L.TileMM)
-                                                            and T.supports(s.dtype)):
+                                                            and T.supports(s.dtype) and (s.pairs or s.dtype.is_float)):
             out.append(s)
         elif hasattr(s, "expand"):
             out += expand(s.expand(), tiles)

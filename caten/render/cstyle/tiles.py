@@ -12,7 +12,7 @@ TILE_PREFIX = "caten_tile_"
 
 
 def tile_name(s: L.TileMM) -> str:
-    return f"{TILE_PREFIX}{s.dtype.name}_{s.rows}x{s.cols}"
+    return f"{TILE_PREFIX}{s.dtype.name}{'p' if s.pairs else ''}_{s.rows}x{s.cols}"
 
 
 def tile_source(name: str) -> str:
@@ -20,6 +20,8 @@ def tile_source(name: str) -> str:
     registers (over 4 for a single-row tile), as the GEMM plan shapes its tiles."""
     dt, shape = name[len(TILE_PREFIX):].split("_")
     rows, cols = map(int, shape.split("x"))
+    if dt == "i32p":
+        return _pairs_source(name, rows, cols)
     item = 4 if dt == "f32" else 8
     w = max(1, cols // (2 if rows > 1 else 4))
     nv = cols // w
@@ -44,6 +46,32 @@ def tile_source(name: str) -> str:
 }}"""
 
 
+def _pairs_source(name: str, rows: int, cols: int) -> str:
+    """The tile of a GEMM over 16-bit pairs (`TileMM.pairs`): each word's halves multiplied and
+    summed, in unsigned arithmetic (an i32 sum that overflows wraps, as the plain sum does; signed
+    overflow is undefined in C). Compilers turn the inner loop into pmaddwd."""
+    return f"""static void {name}(const i32 *restrict a, const i32 *restrict b, i32 *restrict o, i64 kext,
+    i64 os, i64 rv, i64 cv, int beta) {{
+  u32 t[{rows}][{cols}];
+  memset(t, 0, sizeof(t));
+  for (i64 k = 0; k < kext; k++) {{
+    i32 bl[{cols}], bh[{cols}];
+    for (int c = 0; c < {cols}; c++) {{
+      u32 w = (u32)b[k * {cols} + c];
+      bl[c] = (i16)(w & 0xFFFFu);
+      bh[c] = (i16)(w >> 16);
+    }}
+    for (int r = 0; r < {rows}; r++) {{
+      u32 w = (u32)a[k * {rows} + r];
+      i32 al = (i16)(w & 0xFFFFu), ah = (i16)(w >> 16);
+      for (int c = 0; c < {cols}; c++) t[r][c] += (u32)(al * bl[c]) + (u32)(ah * bh[c]);
+    }}
+  }}
+  for (i64 r = 0; r < rv; r++)
+    for (i64 c = 0; c < cv; c++) o[r * os + c] = (i32)((beta ? (u32)o[r * os + c] : 0u) + t[r][c]);
+}}"""
+
+
 def tile_call(f, s: L.TileMM) -> str:
     """The call of the helper for statement s in C-style function f (caten.render.cstyle.fn.Fn)."""
     name = f.helper(tile_name(s))
@@ -53,4 +81,4 @@ def tile_call(f, s: L.TileMM) -> str:
 
 
 def supports(dtype: DType) -> bool:
-    return dtype.name in ("f32", "f64")
+    return dtype.name in ("f32", "f64", "i32")

@@ -21,7 +21,8 @@ def tilemm(g: Emitter, s: L.TileMM) -> None:
     ty, rows, cols = rty(s.dtype), s.rows, s.cols
     vt = f"<{cols} x {ty}>"
     fma = f"llvm.fma.v{cols}{'f64' if ty == 'double' else 'f32'}"
-    g.mod.declare(fma, vt, [vt, vt, vt])
+    if not s.pairs:
+        g.mod.declare(fma, vt, [vt, vt, vt])
     aoff, boff, kext = g.v(s.aoff), g.v(s.boff), g.v(s.kext)
     pre = g.cur
     h, b, e = g.label("th"), g.label("tb"), g.label("te")
@@ -54,12 +55,26 @@ def tilemm(g: Emitter, s: L.TileMM) -> None:
         av = g.ins(f"load {ty}, ptr {pr}, align 4")
         ins = g.ins(f"insertelement {vt} poison, {ty} {av}, i32 0")
         sp = g.ins(f"shufflevector {vt} {ins}, {vt} poison, <{cols} x i32> zeroinitializer")
-        g.emit(f"{news[r]} = call {vt} @{fma}({vt} {sp}, {vt} {bv}, {vt} {accs[r]})")
+        if s.pairs:
+            g.emit(f"{news[r]} = add {vt} {accs[r]}, {pair_dot(g, sp, bv, cols)}")
+        else:
+            g.emit(f"{news[r]} = call {vt} @{fma}({vt} {sp}, {vt} {bv}, {vt} {accs[r]})")
     g.emit(f"{k1} = add nuw nsw i64 {k}, 1")
     g.emit(f"br label %{h}, !llvm.loop {g.mod.unroll_md(4)}")
     g.block(e)
     store_tile(g, [[a] for a in accs], s.dtype, rows, cols, s.out, (s.ooff, s.ostride, s.rvalid, s.cvalid, s.beta),
                s.var)
+
+
+def pair_dot(g: Emitter, a: str, b: str, cols: int) -> str:
+    """lo(a)*lo(b) + hi(a)*hi(b) per lane of two <cols x i32> vectors of 16-bit pairs, in the
+    form x86's instruction selection turns into vpmaddwd (vpdpwssd with the add, on VNNI)."""
+    wide, half = f"<{2 * cols} x i32>", f"<{2 * cols} x i16>"
+    a32, b32 = (g.ins(f"sext {half} {g.ins(f'bitcast <{cols} x i32> {v} to {half}')} to {wide}") for v in (a, b))
+    p = g.ins(f"mul nsw {wide} {a32}, {b32}")
+    lanes = [", ".join(f"i32 {2 * i + o}" for i in range(cols)) for o in (0, 1)]
+    even, odd = (g.ins(f"shufflevector {wide} {p}, {wide} poison, <{cols} x i32> <{ln}>") for ln in lanes)
+    return g.ins(f"add <{cols} x i32> {even}, {odd}")
 
 
 def store_tile(g: Emitter, accs: list[list[str]], dtype: DType, rows: int, cols: int, out: str,
@@ -132,7 +147,8 @@ def _whole_rows(g: Emitter, accs: list[list[str]], ty: str, vt: str, width: int,
         oi = g.ins(f"add i64 {ooff}, {g.ins(f'mul i64 {ostr}, {r}')}")
         for p, a in enumerate(row):
             op = g.ins(f"getelementptr inbounds {ty}, ptr %b_{out}, i64 {g.ins(f'add i64 {oi}, {p * width}')}")
-            val = g.fop("fadd", vt, g.ins(f"load {vt}, ptr {op}, align 4"), a, "") if add else a
+            old = g.ins(f"load {vt}, ptr {op}, align 4")
+            val = (g.ins(f"add {vt} {old}, {a}") if ty.startswith("i") else g.fop("fadd", vt, old, a, "")) if add else a
             g.emit(f"store {vt} {val}, ptr {op}, align {nt}, !nontemporal !{{i32 1}}" if nt else
                    f"store {vt} {val}, ptr {op}, align 4")
         if skip is not None:
@@ -144,14 +160,14 @@ def macromm(g: Emitter, s: L.MacroMM) -> str:
     """The function running a packed block's tiles, defined once per module for each tile
     shape: `(ptr a, ptr b, ptr out, i64 aoff, boff, ooff, ostride, ni, nj, mrem, nrem, kext, i1 beta)`."""
     mod = g.mod
-    name = f"caten_tiles_{s.dtype.name}_{s.rows}x{s.cols}_{s.astep}_{s.bstep}"
+    name = f"caten_tiles_{s.dtype.name}{'p' if s.pairs else ''}_{s.rows}x{s.cols}_{s.astep}_{s.bstep}"
     if name not in mod.shared:
         mod.shared.add(name)
         names = ("kext", "aoff", "boff", "ooff", "ostride", "ni", "nj", "mrem", "nrem")
         v = {n: L.var(n) for n in names}
         gen = L.MacroMM("mm", s.dtype, s.rows, s.cols, v["kext"], "A", v["aoff"], s.astep, "B", v["boff"],
                         s.bstep, "O", v["ooff"], v["ostride"], v["ni"], v["nj"], v["mrem"], v["nrem"],
-                        L.var("beta", T.bool_))
+                        L.var("beta", T.bool_), s.pairs)
         fg = g.new([], {})
         fg.stmts(gen.expand())
         params = [f"ptr noalias %b_{b}" for b in "ABO"] + [f"i64 %v_{n}" for n in names] + ["i1 %v_beta"]
