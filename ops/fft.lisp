@@ -17,6 +17,22 @@
   (return (cast (fft-sinpi (+ (* 4 (cast E i64)) n) (* 2 n)) dt)
           (cast (* sign (fft-sinpi (* 2 (cast E i64)) n)) dt)))
 
+(composite fft-twiddles ((X{T}[...] f m n sign) -> (C{T}[...] S{T}[...]))
+  "the [f, m] twiddles w_n^(k j) (w = exp(sign 2 pi i / n)) in X's dtype; for a long m, j = q B + r and w^(k q B) w^(k r) from two small exact tables, multiplied in f64 (about 1 ulp more, for a sine per B elements rather than per element)"
+  (setf dt (dtype X))
+  (setf B (cond ((< m 4096) 1) ((= (mod m 256) 0) 256) ((= (mod m 64) 0) 64) ((= (mod m 16) 0) 16) (true 1)))
+  (setf Q (idiv m B))
+  (setf w (if (= B 1)
+              (fft-twiddle (* (INDEX [f m] :axis 0) (INDEX [f m] :axis 1)) n dt sign)
+              (fft-twiddle (* (INDEX [f Q 1] :axis 0) (* B (INDEX [f Q 1] :axis 1))) n f64 sign)))
+  (setf v (fft-twiddle (* (INDEX [f 1 B] :axis 0) (INDEX [f 1 B] :axis 2)) n f64 sign))
+  (setf ar (nth w 0))
+  (setf ai (nth w 1))
+  (setf br (nth v 0))
+  (setf bi (nth v 1))
+  (return (if (= B 1) ar (cast (reshape (- (* ar br) (* ai bi)) [f m]) dt))
+          (if (= B 1) ai (cast (reshape (+ (* ar bi) (* ai br)) [f m]) dt))))
+
 ;;; One level: n = f * m, input index j = m j1 + j2, output index k = k1 + f k2. The DFT of size f
 ;;; over j1 is a matmul with the f x f matrix, then the twiddles w_n^(k1 j2), then the DFT of size m
 ;;; over j2 (the recursion), and [k1, k2] read as [k2, k1].
@@ -43,9 +59,9 @@
         (setf ai (reshape Xi (append pre [f m])))
         (setf br (- (matmul Fr ar) (matmul Fi ai)))
         (setf bi (+ (matmul Fr ai) (matmul Fi ar)))
-        (setf W (fft-twiddle (* (INDEX [f m] :axis 0) (INDEX [f m] :axis 1)) L dt sign))
-        (setf Wr (nth W 0))
-        (setf Wi (nth W 1))
+        (setf W (fft-twiddles Xr f m L sign))
+        (setf Wr (COPY (nth W 0)))
+        (setf Wi (COPY (nth W 1)))
         (setf c (fft-last (- (* br Wr) (* bi Wi)) (+ (* br Wi) (* bi Wr)) :sign sign))
         (return (reshape (transpose (nth c 0)) (append pre [L]))
                 (reshape (transpose (nth c 1)) (append pre [L]))))))
