@@ -68,6 +68,15 @@ def test_gradients_of_real_losses():
     _close(B.grad.numpy(), tb.grad)
 
 
+def test_tensor_of_a_complex_array():
+    a = _pair((2, 3), 5, np.float32)
+    z = caten.tensor(a, requires_grad=True)
+    assert isinstance(z, ComplexTensor) and z.dtype == "complex64" and z.requires_grad
+    np.testing.assert_array_equal(z.numpy(), a)
+    (z * z).real.sum().backward()
+    _close(z.grad.numpy(), 2 * a.conj(), 1e-6)
+
+
 def test_abs_gradient_at_zero_is_zero():
     A = from_numpy(np.zeros(3, np.complex64), requires_grad=True)
     A.abs().sum().backward()

@@ -279,6 +279,8 @@ def as_complex(o: Any, like: ComplexTensor | None = None) -> ComplexTensor:
 
 def from_numpy(a: np.ndarray, requires_grad: bool = False, runtime: str | None = None) -> ComplexTensor:
     """`caten.tensor(complex_array)`: its parts as leaves (so `.grad` is the complex gradient)."""
+    if a.dtype not in (np.complex64, np.complex128):
+        raise Error(f"caten has no complex dtype for numpy's {a.dtype}", hint="use complex64 or complex128")
     part = np.float32 if a.dtype == np.complex64 else np.float64
     return ComplexTensor(Tensor(np.ascontiguousarray(a.real, part), requires_grad=requires_grad, runtime=runtime),
                          Tensor(np.ascontiguousarray(a.imag, part), requires_grad=requires_grad, runtime=runtime))

@@ -48,6 +48,10 @@ def _make(op: str, args: list, kw: dict, dtype: Any, requires_grad: bool, runtim
 @torch_name("tensor", "`Tensor(data)`: Python floats f32, ints i64, numpy arrays keep their dtype", "creation",
             kind="function", example="caten.tensor([[1.0, 2.0]])")
 def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False, runtime: Any = None):
+    if isinstance(data, np.ndarray) and data.dtype.kind == "c":  # a planar complex pair (docs/fft.md)
+        from caten.tensor.complex import from_numpy as complex_from_numpy
+
+        return complex_from_numpy(data, requires_grad, runtime_of(device, runtime))
     return Tensor(data, dtype=None if dtype is None else _dt(dtype), requires_grad=requires_grad,
                   runtime=runtime_of(device, runtime))
 
