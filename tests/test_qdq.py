@@ -19,7 +19,7 @@ from caten.frontends.onnx import qdq  # noqa: E402
 from caten.frontends.onnx.translate import convert  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:You are using the legacy TorchScript-based ONNX export",
-                                        "ignore:The feature will be removed")
+                                        "ignore:The feature will be removed", "ignore:Converting a tensor to a Python")
 _NP = {"u8": np.uint8, "i8": np.int8}
 _TP = {"u8": TP.UINT8, "i8": TP.INT8}
 
@@ -221,7 +221,17 @@ def _with_quantized_outputs(model):
     return m
 
 
-def _check_model(model, x: np.ndarray, runtime: str, tmp_path) -> dict:
+def _out_scale(model) -> float:
+    """The scale of the model's last DequantizeLinear (an initializer or a Constant)."""
+    from caten.frontends.onnx.fold import constant_value
+
+    last = next(n for n in reversed(model.graph.node) if n.op_type == "DequantizeLinear")
+    init = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    made = {n.output[0]: constant_value(n) for n in model.graph.node if n.op_type == "Constant"}
+    return float({**init, **made}[last.input[1]])
+
+
+def _check_model(model, x: np.ndarray, runtime: str, tmp_path) -> np.ndarray:
     """Every quantized tensor within one quantum of onnxruntime's float graph, and the model's f32
     output equal to onnxruntime's fused integer kernels (which it must use: extra graph outputs
     would stop its fusion, so that run has none) and within one quantum of its float graph."""
@@ -229,19 +239,18 @@ def _check_model(model, x: np.ndarray, runtime: str, tmp_path) -> dict:
     assert "matmul-int" in convert(m).text
     got = caten.onnx.load(m, runtime=runtime)(x)
     off = _ort(m, {"x": x}, optimize=False)
-    last = next(n for n in reversed(model.graph.node) if n.op_type == "DequantizeLinear")
-    scale = float(numpy_helper.to_array(next(i for i in model.graph.initializer if i.name == last.input[1])))
-    assert np.abs(got[0] - off[0]).max() <= 1.0001 * scale
+    assert np.abs(got[0] - off[0]).max() <= 1.0001 * _out_scale(model)
     assert _ort_fuses(model, tmp_path)
     np.testing.assert_array_equal(got[0], _ort(model, {"x": x}, optimize=True)[0])
     diffs = [_quanta(g, a) for g, a in zip(got[1:], off[1:], strict=True)]
     assert max(d[0] for d in diffs) <= 1, diffs
     elements, off_by_one = sum(g.size for g in got[1:]), sum(d[1] for d in diffs)
     assert off_by_one <= elements // 100, (off_by_one, elements)
-    return {"tensors": len(diffs), "elements": elements, "off_by_one": off_by_one}
+    return got[0]
 
 
-def test_quantized_mlp_matches_onnxruntime(tmp_path):
+def test_quantize_static_mlp_matches_onnxruntime(tmp_path):
+    """An MLP quantized by onnxruntime.quantization (QDQ: MatMul + Add become QGemm in onnxruntime)."""
     torch = pytest.importorskip("torch")
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(24, 64), torch.nn.ReLU(), torch.nn.Linear(64, 48), torch.nn.ReLU(),
@@ -252,13 +261,58 @@ def test_quantized_mlp_matches_onnxruntime(tmp_path):
         _check_model(model, x, runtime, tmp_path)
 
 
-def test_quantized_resnet18_matches_onnxruntime(tmp_path):
-    """torchvision's ResNet-18 (random weights, 32x32 input), static QDQ quantization per channel:
-    all 20 convolutions and the classifier run as integer kernels."""
+def torch_ao_model(net, shape: tuple, fuse: list | None = None):
+    """(converted module, ONNX model): torch.ao eager static quantization (x86 qconfig's weights
+    and 7-bit activations: prepare, calibrate on 4 random batches, convert), exported by the
+    TorchScript exporter (QDQ with Cast)."""
+    import io
+
+    torch = pytest.importorskip("torch")
+    tq = pytest.importorskip("torch.ao.quantization")
+    net = net.eval()
+    if fuse:
+        tq.fuse_modules(net, fuse, inplace=True)
+    x86 = tq.get_default_qconfig("x86")  # its histogram observer takes seconds: a min-max one, as reduced
+    net.qconfig = tq.QConfig(activation=tq.MinMaxObserver.with_args(reduce_range=True), weight=x86.weight)
+    prepared = tq.prepare(net)
+    g = torch.Generator().manual_seed(0)
+    for _ in range(4):
+        prepared(torch.randn(*shape, generator=g))
+    converted = tq.convert(prepared)
+    buf = io.BytesIO()
+    torch.onnx.export(converted, (torch.zeros(shape),), buf, dynamo=False, opset_version=17, input_names=["x"])
+    return converted, onnx.load_from_string(buf.getvalue())
+
+
+def _check_torch_ao(net, shape: tuple, runtime: str, tmp_path, fuse: list | None = None) -> str:
+    """_check_model, and the output within one quantum of torch's quantized module (fbgemm)."""
+    torch = pytest.importorskip("torch")
+    converted, model = torch_ao_model(net, shape, fuse)
+    x = np.random.default_rng(2).normal(0, 1, shape).astype(np.float32)
+    got = _check_model(model, x, runtime, tmp_path)
+    want = converted(torch.from_numpy(x)).numpy()
+    assert np.abs(got - want).max() <= 1.0001 * _out_scale(model)
+    return convert(model).text
+
+
+def test_torch_ao_mlp_matches_onnxruntime_and_torch(tmp_path):
+    torch = pytest.importorskip("torch")
+    tq = pytest.importorskip("torch.ao.quantization")
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(tq.QuantStub(), torch.nn.Linear(24, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10),
+                              tq.DeQuantStub())
+    text = _check_torch_ao(net, (3, 24), "c", tmp_path, fuse=[["1", "2"]])
+    assert text.count("matmul-int") == 2 and text.count("(dequantize") == 1
+
+
+def test_torch_ao_resnet18_matches_onnxruntime_and_torch(tmp_path):
+    """torchvision's quantizable ResNet-18 (random weights, 32x32 input), torch.ao static
+    quantization: all 20 convolutions and the classifier run as integer kernels, equal to
+    onnxruntime's fused kernels, within one quantum of torch's quantized model."""
     torch = pytest.importorskip("torch")
     tv = pytest.importorskip("torchvision")
     torch.manual_seed(0)
-    _, model, _ = quantized_model(tv.models.resnet18(num_classes=10), (1, 3, 32, 32))
-    assert convert(model).text.count("conv2d-int") == 20
-    x = np.random.default_rng(2).normal(0, 1, (1, 3, 32, 32)).astype(np.float32)
-    _check_model(model, x, "numpy", tmp_path)
+    net = tv.models.quantization.resnet18(quantize=False, num_classes=10).eval()
+    net.fuse_model()
+    text = _check_torch_ao(net, (1, 3, 32, 32), "numpy", tmp_path)
+    assert text.count("conv2d-int") == 20 and text.count("matmul-int") == 1

@@ -88,19 +88,26 @@ class _Scan:
                 self.users.setdefault(i, []).append(n)
         self.outputs = {vo.name for vo in g.model.graph.output}
 
-    def value(self, name: str) -> np.ndarray | None:
-        """A constant (initializer or Constant node), else None."""
-        from caten.frontends.onnx.fold import constant_value
+    def value(self, name: str, depth: int = 0) -> np.ndarray | None:
+        """A constant (initializer, Constant node, or folded: torch's exporter makes zero points
+        with ConstantOfShape and Cast), else None."""
+        from caten.frontends.onnx.fold import constant_value, fold_op
 
         if name in self.g.consts:
             return np.asarray(self.g.consts[name])
         p = self.producer.get(name)
-        if p is not None and p.op_type == "Constant" and p.domain in ("", "ai.onnx"):
-            try:
+        if p is None or p.domain not in ("", "ai.onnx") or depth > 8:
+            return None
+        try:
+            if p.op_type == "Constant":
                 return constant_value(p)
-            except ValueError:
+            xs = [self.value(i, depth + 1) if i else None for i in p.input]
+            if any(x is None for x, i in zip(xs, p.input) if i) or any(x.size > 4096 for x in xs if x is not None):
                 return None
-        return None
+            out = fold_op(p.op_type, p, xs)
+        except Exception:  # what numpy cannot fold is no constant here
+            return None
+        return None if out is None else np.asarray(out[list(p.output).index(name)])
 
     def only_user(self, name: str, node: Any) -> bool:
         return name not in self.outputs and [id(u) for u in self.users.get(name, [])] == [id(node)]
