@@ -12,8 +12,9 @@
   (setf r (WHERE (< (* 2 r) (- 0 b)) (- (- 0 b) r) r))
   (SIN (* (cast r f64) (/ 3.141592653589793 b))))
 
-(composite fft-twiddle ((E{U}[...] n dt sign) -> (C{T}[...] S{T}[...]))
-  "exp(sign 2 pi i e / n) for an integer exponent tensor e: its (cos, sin) pair in dtype dt"
+(composite fft-twiddle ((E{U}[...]) -> (C{T}[...] S{T}[...]) &key (n 8) (dtype nil) (sign -1))
+  "exp(sign 2 pi i e / n) for an integer exponent tensor e: its (cos, sin) pair in :dtype (default f64)"
+  (setf dt (if (nil? dtype) f64 dtype))
   (return (cast (fft-sinpi (+ (* 4 (cast E i64)) n) (* 2 n)) dt)
           (cast (* sign (fft-sinpi (* 2 (cast E i64)) n)) dt)))
 
@@ -23,9 +24,9 @@
   (setf B (cond ((< m 4096) 1) ((= (mod m 256) 0) 256) ((= (mod m 64) 0) 64) ((= (mod m 16) 0) 16) (true 1)))
   (setf Q (idiv m B))
   (setf w (if (= B 1)
-              (fft-twiddle (* (INDEX [f m] :axis 0) (INDEX [f m] :axis 1)) n dt sign)
-              (fft-twiddle (* (INDEX [f Q 1] :axis 0) (* B (INDEX [f Q 1] :axis 1))) n f64 sign)))
-  (setf v (fft-twiddle (* (INDEX [f 1 B] :axis 0) (INDEX [f 1 B] :axis 2)) n f64 sign))
+              (fft-twiddle (* (INDEX [f m] :axis 0) (INDEX [f m] :axis 1)) :n n :dtype dt :sign sign)
+              (fft-twiddle (* (INDEX [f Q 1] :axis 0) (* B (INDEX [f Q 1] :axis 1))) :n n :sign sign)))
+  (setf v (fft-twiddle (* (INDEX [f 1 B] :axis 0) (INDEX [f 1 B] :axis 2)) :n n :sign sign))
   (setf ar (nth w 0))
   (setf ai (nth w 1))
   (setf br (nth v 0))
@@ -46,7 +47,7 @@
                 ((= (mod L 11) 0) 11) ((= (mod L 13) 0) 13) (true L)))
   (setf dt (dtype Xr))
   (setf jk (* (INDEX [f f] :axis 0) (INDEX [f f] :axis 1)))
-  (setf F (fft-twiddle jk f dt sign))
+  (setf F (fft-twiddle jk :n f :dtype dt :sign sign))
   (setf Fr (nth F 0))
   (setf Fi (nth F 1))
   (if (= f L)
@@ -66,9 +67,11 @@
         (return (reshape (transpose (nth c 0)) (append pre [L]))
                 (reshape (transpose (nth c 1)) (append pre [L]))))))
 
-(composite fft-to-last ((X{T}[...] ax n) -> (Y{T}[...]))
-  "axis ax moved last, cut or zero-padded to length n there, behind a leading axis of 1 (so the rank is at least 2)"
+(composite fft-to-last ((X{T}[...]) -> (Y{T}[...]) &key (axis -1) (n nil))
+  "axis :axis moved last, cut or zero-padded to length :n there (default: kept), behind a leading axis of 1 (so the rank is at least 2)"
   (setf r (rank X))
+  (setf ax (axis X axis))
+  (setf n (if (nil? n) (dim X ax) n))
   (setf perm [])
   (setf cut [])
   (setf widths [])
@@ -84,15 +87,18 @@
                 (true y)))
   (VIEW y :unsqueeze 0))
 
-(composite fft-from-last ((X{T}[...] ax) -> (Y{T}[...]))
-  "fft-to-last's layout undone: the leading axis of 1 dropped, the last axis moved back to ax"
+(composite fft-from-last ((X{T}[...]) -> (Y{T}[...]) &key (axis -1))
+  "fft-to-last's layout undone: the leading axis of 1 dropped, the last axis moved back to :axis"
   (setf r (- (rank X) 1))
+  (setf ax (axis (VIEW X :squeeze 0) axis))
   (setf inv [])
   (dotimes (i r) (setf inv (append inv [(cond ((< i ax) i) ((= i ax) (- r 1)) (true (- i 1)))])))
   (permute (VIEW X :squeeze 0) inv))
 
-(composite fft-normed ((Xr{T}[...] Xi{T}[...] ax n p inverse) -> (Yr{T}[...] Yi{T}[...]))
-  "fft-last on a pair laid out by fft-to-last, scaled by n**-p (forward) or n**-(1 - p) (inverse) and moved back to ax"
+(composite fft-normed ((Xr{T}[...] Xi{T}[...]) -> (Yr{T}[...] Yi{T}[...]) &key (axis -1) (norm-exp 0) (inverse false))
+  "fft-last on a pair laid out by fft-to-last, scaled by n**-p (forward) or n**-(1 - p) (inverse), p = :norm-exp, and moved back to :axis"
+  (setf p norm-exp)
+  (setf n (dim Xr -1))
   (assert (or (= p 0) (= p 0.5) (= p 1))
           "fft: :norm-exp must be 0 (torch's norm=\"backward\"), 0.5 (\"ortho\") or 1 (\"forward\"), got" p)
   (setf y (fft-last Xr Xi :sign (if inverse 1 -1)))
@@ -100,7 +106,7 @@
   (setf s (cond ((= e 0.5) (/ 1.0 (sqrt (* 1.0 n)))) ((= e 1) (/ 1.0 n)) (true 1)))
   (setf yr (nth y 0))
   (setf yi (nth y 1))
-  (return (fft-from-last (if (= e 0) yr (* yr s)) ax) (fft-from-last (if (= e 0) yi (* yi s)) ax)))
+  (return (fft-from-last (if (= e 0) yr (* yr s)) :axis axis) (fft-from-last (if (= e 0) yi (* yi s)) :axis axis)))
 
 (composite fft ((Re{T}[...] Im{T}[...]) -> (YRe{T}[...] YIm{T}[...]) &key (axis -1) (n nil) (norm-exp 0) (inverse false))
   "torch.fft.fft (torch.fft.ifft with :inverse true) of the complex pair (re, im) along :axis, cut or zero-padded to :n first; :norm-exp p scales the forward transform by n**-p and the inverse by n**-(1 - p): torch's norm \"backward\" is 0, \"ortho\" 0.5, \"forward\" 1"
@@ -110,7 +116,7 @@
   (setf nn (if (nil? n) (dim Re ax) n))
   (assert (known? nn) "fft: the transformed length must be known at compile time")
   (assert (>= nn 1) "fft: invalid number of data points" nn)
-  (setf y (fft-normed (fft-to-last Re ax nn) (fft-to-last Im ax nn) ax nn norm-exp inverse))
+  (setf y (fft-normed (fft-to-last Re :axis ax :n nn) (fft-to-last Im :axis ax :n nn) :axis ax :norm-exp norm-exp :inverse inverse))
   (return (nth y 0) (nth y 1)))
 
 (composite rfft ((X{T}[...]) -> (YRe{T}[...] YIm{T}[...]) &key (axis -1) (n nil) (norm-exp 0))
@@ -121,8 +127,8 @@
   (setf nn (if (nil? n) (dim X ax) n))
   (assert (known? nn) "rfft: the transformed length must be known at compile time")
   (assert (>= nn 1) "rfft: invalid number of data points" nn)
-  (setf xr (fft-to-last X ax nn))
-  (setf y (fft-normed xr (CONST 0 :dtype (dtype X) :shape (shape xr)) ax nn norm-exp false))
+  (setf xr (fft-to-last X :axis ax :n nn))
+  (setf y (fft-normed xr (CONST 0 :dtype (dtype X) :shape (shape xr)) :axis ax :norm-exp norm-exp))
   (setf keep [])
   (dotimes (i (rank X)) (setf keep (append keep [(if (= i ax) [0 (+ (idiv nn 2) 1) 1] [0 (dim X i) 1])])))
   (return (VIEW (nth y 0) :slice keep) (VIEW (nth y 1) :slice keep)))
@@ -136,11 +142,11 @@
   (assert (known? nn) "irfft: the output length must be known at compile time")
   (assert (>= nn 1) "irfft: invalid number of data points" nn "(an input of one bin needs :n)")
   (setf h (+ (idiv nn 2) 1))
-  (setf hr (fft-to-last Re ax h))
-  (setf hi (fft-to-last Im ax h))
+  (setf hr (fft-to-last Re :axis ax :n h))
+  (setf hi (fft-to-last Im :axis ax :n h))
   (setf cut [])
   (dotimes (i (- (rank hr) 1)) (setf cut (append cut [[0 (dim hr i) 1]])))
   (setf spec (append cut [[1 (- nn (idiv nn 2)) 1]]))
   (setf fr (concat hr (VIEW (VIEW hr :slice spec) :flip [-1]) :axis -1))
   (setf fi (concat hi (NEG (VIEW (VIEW hi :slice spec) :flip [-1])) :axis -1))
-  (nth (fft-normed fr fi ax nn norm-exp true) 0))
+  (nth (fft-normed fr fi :axis ax :norm-exp norm-exp :inverse true) 0))

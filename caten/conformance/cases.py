@@ -166,6 +166,13 @@ EXTRA: dict[str, list[tuple[str, tuple[tuple[str, ...], ...], str]]] = {
     # (a strided view reads whatever its size and strides reach: only layouts that stay inside the source)
     "strided-view": [("column", (("M", "N"),), ":size [M] :stride [N]"),
                      ("windows", (("M", "N"),), ":size [(- M 1) 2] :stride [N 1] :offset 1")],
+    # (the FFT is unrolled over a length known at compile time: a concrete transformed axis)
+    "fft": [("M x 12", (("M", "12"), ("M", "12")), ""),
+            ("7 x N axis 0 n 5 inverse", (("7", "N"), ("7", "N")), ":axis 0 :n 5 :inverse true :norm-exp 0.5")],
+    "rfft": [("M x 12", (("M", "12"),), ""), ("7 x N axis 0 n 9", (("7", "N"),), ":axis 0 :n 9 :norm-exp 1")],
+    "irfft": [("M x 7", (("M", "7"), ("M", "7")), ""), ("M x 5 n 9", (("M", "5"), ("M", "5")), ":n 9 :norm-exp 0.5")],
+    "fft-last": [("M x 48", (("M", "48"), ("M", "48")), ""), ("M x 7 inverse", (("M", "7"), ("M", "7")), ":sign 1")],
+    "fft-normed": [("1 x M x 12", (("1", "M", "12"), ("1", "M", "12")), "")],
 }
 for _op in ("scatter", "scatter-add", "scatter-max", "scatter-min", "scatter-mul", "scatter-extreme"):
     EXTRA[_op] = [("rows", (("M", "N"), ("K", "N"), ("K", "N")), ""),
