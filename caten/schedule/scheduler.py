@@ -22,6 +22,7 @@ from caten.ir.ops import FREE, HEAVY, TRANSCENDENTAL, Op
 from caten.ir.program import Program
 from caten.schedule import control as CF
 from caten.schedule.arena import plan_arena
+from caten.schedule.dots import outward
 from caten.schedule.layout import orient
 from caten.schedule.model import Buffer, Kernel, Schedule, Stage, Unfusable
 from caten.schedule.plan import gemm_plan, gemm_shaped, invariant_inputs, on_gpu, thread_slots
@@ -281,7 +282,8 @@ def _schedule(program: Program, check: Callable | None, threads: int = 1) -> Sch
     check = getattr(check, "fresh", lambda: check)()  # a checker with state gets its own for this schedule
     outs: list[Node] = []
     seen_out: set[Node] = set()
-    nodes = CF.materialize(orient(list(program.nodes)))  # first: a reoriented output may become a plain reshape
+    # first: a reoriented output may become a plain reshape
+    nodes = CF.materialize(orient(outward(list(program.nodes))))
     if not gpu:
         nodes = row_blocks(nodes)  # a long-row softmax (attention) a block of rows at a time
     for i, n in enumerate(nodes):
