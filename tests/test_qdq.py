@@ -18,8 +18,10 @@ import caten.onnx  # noqa: E402
 from caten.frontends.onnx import qdq  # noqa: E402
 from caten.frontends.onnx.translate import convert  # noqa: E402
 
-pytestmark = pytest.mark.filterwarnings("ignore:You are using the legacy TorchScript-based ONNX export",
-                                        "ignore:The feature will be removed", "ignore:Converting a tensor to a Python")
+pytestmark = pytest.mark.filterwarnings(  # torch.ao's and the TorchScript exporter's deprecation notices
+    "ignore:You are using the legacy TorchScript-based ONNX export", "ignore:The feature will be removed",
+    "ignore:Converting a tensor to a Python", "ignore:`torch.jit.trace", "ignore:torch.quantize_per_tensor",
+    "ignore:Please use quant_min")
 _NP = {"u8": np.uint8, "i8": np.int8}
 _TP = {"u8": TP.UINT8, "i8": TP.INT8}
 
@@ -42,10 +44,14 @@ def _layer(rng, kind: str, act: str, wdt: str, per_channel: bool, bias: str, rel
     scale sx*sw, a constant f32) [-> Relu] -> Q -> DQ. relu "qmin" gives the output the zero point
     quantizers give a Relu's output (its range's least value: onnxruntime then drops the Relu and
     fuses), "mid" one in the middle (onnxruntime keeps the float graph)."""
-    conv = kind == "Conv"
+    conv = kind.startswith("Conv")
     xshape, wshape, nout = ([2, 4, 7, 6], [6, 2, 3, 3], 6) if conv else ([5, 13], [13, 9], 9)
     if kind == "GemmT":
         wshape = [9, 13]
+    if kind == "MatMul3":  # a batch of sequences, as in a transformer's projections
+        xshape = [2, 5, 13]
+    if kind == "Conv1":
+        xshape, wshape, conv_pads = [2, 4, 9], [6, 2, 3], conv_pads[:1] + conv_pads[2:3]
     sx, zx = np.float32(0.05), np.array(7 if act == "u8" else -3, _NP[act])
     lo, hi = (-60, 61) if wdt == "i8" else (70, 190)  # i8 weights small: ORT's AVX2 u8s8 kernel is then exact
     wq = rng.integers(lo, hi, wshape).astype(_NP[wdt])
@@ -59,7 +65,7 @@ def _layer(rng, kind: str, act: str, wdt: str, per_channel: bool, bias: str, rel
     nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
              helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
              helper.make_node("DequantizeLinear", ["wq", "sw", "zw"], ["wd"],
-                              axis=0 if kind in ("Conv", "GemmT") else 1)]
+                              axis=0 if conv or kind == "GemmT" else 1)]
     ins = ["xd", "wd"]
     if bias in ("i32", "i32/2"):  # i32/2: the bias's scale is not sx*sw (added in f32)
         bs = (sx * sw / (2 if bias == "i32/2" else 1)).astype(np.float32)
@@ -67,13 +73,13 @@ def _layer(rng, kind: str, act: str, wdt: str, per_channel: bool, bias: str, rel
         nodes.append(helper.make_node("DequantizeLinear", ["bq", "bs"], ["b"], axis=0))
     elif bias == "f32":
         inits["b"] = rng.normal(0, 2, nout).astype(np.float32)
-    op = {"GemmT": "Gemm"}.get(kind, kind)
+    op = {"GemmT": "Gemm", "MatMul3": "MatMul", "Conv1": "Conv"}.get(kind, kind)
     attrs = {"pads": list(conv_pads), "group": 2} if conv else {"transB": 1} if kind == "GemmT" else {}
-    if bias != "none" and kind != "MatMul":
+    if bias != "none" and op != "MatMul":
         ins.append("b")
     nodes.append(helper.make_node(op, ins, ["h"], **attrs))
     last = "h"
-    if bias != "none" and kind == "MatMul":
+    if bias != "none" and op == "MatMul":
         nodes.append(helper.make_node("Add", ["b", "h"], ["hb"]))
         last = "hb"
     if relu:
@@ -116,6 +122,8 @@ CASES = [  # kind, activation, weight dtype, per-channel, bias, relu, runtime, w
     ("Conv", "u8", "u8", True, "i32/2", "qmin", "numpy", False),
     ("Conv", "u8", "i8", True, "none", "mid", "numpy", False),
     ("Conv", "i8", "i8", True, "none", "", "c", True),
+    ("MatMul3", "u8", "i8", True, "none", "qmin", "numpy", True),
+    ("Conv1", "u8", "i8", True, "i32", "qmin", "numpy", True),
 ]
 
 
@@ -128,7 +136,8 @@ def test_layer_runs_as_an_integer_kernel(case, tmp_path):
     model, feeds, sy = _layer(rng, *args)
     text = convert(model).text
     dequantized = 2 if args[4] == "i32/2" else 1  # the output, and a bias added in f32
-    assert ("conv2d-int" if args[0] == "Conv" else "matmul-int") in text and text.count("dequantize") == dequantized
+    kernel = {"Conv": "conv2d-int", "Conv1": "(conv2d (unsqueeze (- (cast"}.get(args[0], "matmul-int")
+    assert kernel in text and text.count("dequantize") == dequantized
     got = caten.onnx.load(model, runtime=runtime)(feeds["x"])
     (off,) = _ort(model, feeds, optimize=False)
     assert got.dtype == off.dtype and got.shape == off.shape

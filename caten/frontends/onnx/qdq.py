@@ -316,8 +316,9 @@ def _acc(g: Any, m: Match) -> str:
     from caten.frontends.onnx.quant import conv
 
     x, w, core = g.tensor(m.xq), g.tensor(m.wq), m.core
-    zx, zw = _zp(g, m.zx), _zp(g, m.zw)
+    zx = _zp(g, m.zx)
     if core.op_type in ("MatMul", "Gemm"):
+        zw = _zp(g, m.zw)
         if _attr(core, "transB", 0):
             w = f"(transpose {w})"
         keys = (f" :a-zero-point {zx}" if zx else "") + (f" :b-zero-point {zw}" if zw else "")
@@ -328,13 +329,14 @@ def _acc(g: Any, m: Match) -> str:
     strides, dil = list(_attr(core, "strides", [1] * k)), list(_attr(core, "dilations", [1] * k))
     pads = _conv_pads(n, s[2:], ws[2:], strides, dil)
     if k == 2 and pads[:2] == pads[2:]:
+        zw = _zp(g, m.zw)
         keys = (f" :x-zero-point {zx}" if zx else "") + (f" :w-zero-point {zw}" if zw else "")
         return g.emit(f"(conv2d-int {x} {w}{keys} :stride [{strides[0]} {strides[1]}] :padding [{pads[0]} {pads[1]}] "
                       f":dilation [{dil[0]} {dil[1]}] :groups {_attr(core, 'group', 1)})")
     xc = f"(- (cast {x} i32) (cast {zx} i32))" if zx else f"(cast {x} i32)"
     wc = f"(cast {w} i32)"
-    if zw:
-        wc = f"(- {wc} (cast {zw if m.zw.ndim == 0 else _const(g, m.zw.reshape([-1] + [1] * (len(ws) - 1)))} i32))"
+    if np.any(m.zw):
+        wc = f"(- {wc} (cast {_const(g, m.zw.reshape([-1] + [1] * (len(ws) - 1)) if m.zw.ndim else m.zw)} i32))"
     return conv(n, {0: (s, xc), 1: (ws, wc)}, "i32")
 
 
