@@ -54,6 +54,7 @@ class Match:
     int_bias: bool = False  # an i32 bias of scale sx*sw (added to the i32 sum), else an f32 one
     relu: bool = False
     replaced: list = field(default_factory=list)  # nodes whose only use is this layer
+    dequantized: list = field(default_factory=list)  # the input's and weight's DequantizeLinear
 
 
 def fused(g: Any, nodes: Iterable[Any]) -> Iterator[Any]:
@@ -63,8 +64,13 @@ def fused(g: Any, nodes: Iterable[Any]) -> Iterator[Any]:
     if not FUSE:
         yield from nodes
         return
-    matches = _find(g, nodes)
+    scan = _Scan(g, nodes)
+    matches = _find(scan, nodes)
     skip = {id(n) for m in matches.values() for n in m.replaced}
+    for m in matches.values():  # a DequantizeLinear whose every user is fused (a residual's input feeds two)
+        for d in m.dequantized:
+            if d.output[0] not in scan.outputs and all(id(u) in skip for u in scan.users.get(d.output[0], [])):
+                skip.add(id(d))
     for node in nodes:
         m = matches.get(id(node))
         if m is not None:
@@ -226,10 +232,7 @@ def _match(s: _Scan, q: Any) -> Match | None:
               replaced=replaced + [core])
     if bias is not None and not _bias(s, m, bias, bias_user):
         return None
-    for d in (x[0], w[0]):
-        if all(id(u) in {id(r) for r in m.replaced} for u in s.users.get(d.output[0], [])) \
-                and d.output[0] not in s.outputs:
-            m.replaced.append(d)
+    m.dequantized = [x[0], w[0]]
     return m
 
 
@@ -267,8 +270,8 @@ def _bias(s: _Scan, m: Match, name: str, user: Any) -> bool:
     return True
 
 
-def _find(g: Any, nodes: list[Any]) -> dict[int, Match]:
-    s = _Scan(g, nodes)
+def _find(s: _Scan, nodes: list[Any]) -> dict[int, Match]:
+    """The fusable layers, by the id of their QuantizeLinear."""
     found = {}
     for node in nodes:
         if node.op_type == "QuantizeLinear" and node.domain in ("", "ai.onnx"):
