@@ -266,8 +266,7 @@ def test_quantize_static_mlp_matches_onnxruntime(tmp_path):
                               torch.nn.Linear(48, 10))
     _, model, _ = quantized_model(net, (3, 24))
     x = np.random.default_rng(1).normal(0, 1, (3, 24)).astype(np.float32)
-    for runtime in ("numpy", "llvm"):
-        _check_model(model, x, runtime, tmp_path)
+    _check_model(model, x, "llvm", tmp_path)
 
 
 def torch_ao_model(net, shape: tuple, fuse: list | None = None):
@@ -315,7 +314,7 @@ def test_torch_ao_mlp_matches_onnxruntime_and_torch(tmp_path):
 
 
 def test_torch_ao_resnet18_matches_onnxruntime_and_torch(tmp_path):
-    """torchvision's quantizable ResNet-18 (random weights, 32x32 input), torch.ao static
+    """torchvision's quantizable ResNet-18 (random weights, 16x16 input), torch.ao static
     quantization: all 20 convolutions and the classifier run as integer kernels, equal to
     onnxruntime's fused kernels, within one quantum of torch's quantized model."""
     torch = pytest.importorskip("torch")
@@ -323,5 +322,5 @@ def test_torch_ao_resnet18_matches_onnxruntime_and_torch(tmp_path):
     torch.manual_seed(0)
     net = tv.models.quantization.resnet18(quantize=False, num_classes=10).eval()
     net.fuse_model()
-    text = _check_torch_ao(net, (1, 3, 32, 32), "numpy", tmp_path)
+    text = _check_torch_ao(net, (1, 3, 16, 16), "numpy", tmp_path)
     assert text.count("conv2d-int") == 20 and text.count("matmul-int") == 1
