@@ -21,6 +21,10 @@ from caten.cli.main import cli
 SRC = """
 (composite vm ((X{T}[B 1 K]) (W{T}[K N]) -> (Y{T}[B 1 N])) (matmul X W))
 (composite vmt ((X{T}[1 K]) (W{T}[N K]) -> (Y{T}[1 N])) (matmul X (transpose W)))
+(composite chain ((X{T}[1 K]) (W{T}[K K]) (V{T}[K K]) -> (Y{T}[1 K]) (Z{T}[1 K]))
+  (setf h (matmul X W))
+  (setf y (matmul (tanh h) V))
+  (return y (matmul (+ y h) W)))
 """
 
 
@@ -41,6 +45,42 @@ def test_the_sum_runs_along_the_stored_columns(tmp_path):
 def test_a_transposed_matrix_keeps_its_dot_products(tmp_path):
     out = _schedule(tmp_path, "T=f32", "K=768", "N=300", entry="vmt")
     assert re.search(r"REDUCE f32 \[1 300 1\]", out), out
+
+
+def test_a_chain_of_products_is_computed_once(tmp_path):
+    """Each product feeds the next: a rewritten one is rebuilt on its rewritten operands (a
+    rebuild from the old ones kept the old cone alive as well: every product twice, and a
+    decoder's in-place cache update written to a temporary, refused as a compiler bug)."""
+    out = _schedule(tmp_path, "T=f32", "K=64", entry="chain")
+    assert len(re.findall(r"REDUCE f32", out)) == 3, out
+    mod = caten.loads(SRC, defines={"T": "f32", "K": 64}, runtime="llvm")
+    rng = np.random.default_rng(1)
+    x, w, v = (rng.standard_normal(s).astype(np.float32) / 8 for s in ((1, 64), (64, 64), (64, 64)))
+    h = x @ w
+    y = np.tanh(h) @ v
+    got = mod.chain(x, w, v)
+    np.testing.assert_allclose(got[0], y, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got[1], (y + h) @ w, rtol=1e-5, atol=1e-6)
+
+
+def test_a_two_layer_decoder_keeps_its_caches_in_place():
+    """The decoding benchmark's model (two layers, small): its cache updates stay in place."""
+    torch = pytest.importorskip("torch")
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from bench_decode import model
+
+    m = model(2, 16, width=64, heads=2, vocab=50)
+    ref = model(2, 16, width=64, heads=2, vocab=50)
+    cm = caten.from_torch(m, (torch.tensor([[0]]), torch.tensor([0])))
+    tok = torch.tensor([[0]])
+    for p in range(4):
+        got = cm(tok.numpy(), np.array([p]))
+        with torch.no_grad():
+            want = ref(tok, torch.tensor([p]))
+        np.testing.assert_array_equal(np.asarray(got).reshape(1, 1), want.numpy())
+        tok = want
 
 
 @pytest.mark.parametrize("runtime", ["numpy", "llvm", "c"])
