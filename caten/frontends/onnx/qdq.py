@@ -164,7 +164,12 @@ def _dq_input(s: _Scan, name: str) -> tuple[Any, str, np.ndarray, np.ndarray] | 
     if dq is None:
         return None
     qp = _qparams(s, dq, dq.input[0])
-    return None if qp is None else (dq, dq.input[0], *qp)
+    if qp is None:
+        return None
+    q, cast = dq.input[0], s.made_by(dq.input[0], "Cast")
+    if cast is not None and s.g.dtype(cast.input[0]) == s.g.dtype(q) and cast.input[0] not in s.g.narrow:
+        q = cast.input[0]  # torch's exporter casts each quantized value to its own dtype
+    return (dq, q, *qp)
 
 
 def _core(s: _Scan, core: Any) -> tuple[int, int] | None:
