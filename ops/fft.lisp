@@ -6,6 +6,7 @@
 
 (composite fft-sinpi ((A{U}[...] b) -> (S{f64}[...]))
   "sin(pi a / b) in f64 for integer tensors a and a positive integer b, the reduction done in integers (sin(k pi) is exactly 0)"
+  (assert (int? A) "fft-sinpi needs an integer tensor, got" (dtype A))
   (setf r (mod (cast A i64) (* 2 b)))
   (setf r (WHERE (> r b) (- r (* 2 b)) r))
   (setf r (WHERE (> (* 2 r) b) (- b r) r))
@@ -14,6 +15,7 @@
 
 (composite fft-twiddle ((E{U}[...]) -> (C{T}[...] S{T}[...]) &key (n 8) (dtype nil) (sign -1))
   "exp(sign 2 pi i e / n) for an integer exponent tensor e: its (cos, sin) pair in :dtype (default f64)"
+  (assert (int? E) "fft-twiddle needs an integer exponent tensor, got" (dtype E))
   (setf dt (if (nil? dtype) f64 dtype))
   (return (cast (fft-sinpi (+ (* 4 (cast E i64)) n) (* 2 n)) dt)
           (cast (* sign (fft-sinpi (* 2 (cast E i64)) n)) dt)))

@@ -169,10 +169,14 @@ EXTRA: dict[str, list[tuple[str, tuple[tuple[str, ...], ...], str]]] = {
     # (the FFT is unrolled over a length known at compile time: a concrete transformed axis)
     "fft": [("M x 12", (("M", "12"), ("M", "12")), ""),
             ("7 x N axis 0 n 5 inverse", (("7", "N"), ("7", "N")), ":axis 0 :n 5 :inverse true :norm-exp 0.5")],
-    "rfft": [("M x 12", (("M", "12"),), ""), ("7 x N axis 0 n 9", (("7", "N"),), ":axis 0 :n 9 :norm-exp 1")],
-    "irfft": [("M x 7", (("M", "7"), ("M", "7")), ""), ("M x 5 n 9", (("M", "5"), ("M", "5")), ":n 9 :norm-exp 0.5")],
+    "rfft": [("M x 12", (("M", "12"),), ""), ("7 x N axis 0 n 9", (("7", "N"),), ":axis 0 :n 9 :norm-exp 1"),
+             ("M x 64 ortho", (("M", "64"),), ":norm-exp 0.5")],
+    "irfft": [("M x 7", (("M", "7"), ("M", "7")), ""), ("M x 5 n 9", (("M", "5"), ("M", "5")), ":n 9 :norm-exp 0.5"),
+              ("M x 33", (("M", "33"), ("M", "33")), "")],
     "fft-last": [("M x 48", (("M", "48"), ("M", "48")), ""), ("M x 7 inverse", (("M", "7"), ("M", "7")), ":sign 1")],
     "fft-normed": [("1 x M x 12", (("1", "M", "12"), ("1", "M", "12")), "")],
+    "fft-real-packed": [("M x 64", (("M", "64"),), ""), ("M x 34 scaled", (("M", "34"),), ":scale 0.5")],
+    "fft-real-unpacked": [("M x 33", (("M", "33"), ("M", "33")), ""), ("M x 18", (("M", "18"), ("M", "18")), "")],
 }
 for _op in ("scatter", "scatter-add", "scatter-max", "scatter-min", "scatter-mul", "scatter-extreme"):
     EXTRA[_op] = [("rows", (("M", "N"), ("K", "N"), ("K", "N")), ""),
