@@ -176,6 +176,21 @@ def test_unfusable_patterns_stay_float():
     np.testing.assert_array_equal(got, _ort(model, feeds, optimize=False)[0])
 
 
+def test_a_value_a_subgraph_reads_is_not_fused_away():
+    """The MatMul's f32 result, read also inside an If's branch, stays computed: no fusion."""
+    rng = np.random.default_rng(6)
+    model, feeds, _ = _layer(rng, "MatMul", "u8", "i8", True, "none", "")
+    branch = helper.make_graph([helper.make_node("Neg", ["h"], ["nh"])], "then", [],
+                               [helper.make_tensor_value_info("nh", TP.FLOAT, None)])
+    model.graph.initializer.append(numpy_helper.from_array(np.array(True), "cond"))
+    model.graph.node.append(helper.make_node("If", ["cond"], ["z"], then_branch=branch, else_branch=branch))
+    model.graph.output.append(helper.make_tensor_value_info("z", TP.FLOAT, None))
+    assert "matmul-int" not in convert(model).text
+    (y, z), (want_y, want_z) = caten.onnx.load(model, runtime="numpy")(feeds["x"]), _ort(model, feeds, False)
+    np.testing.assert_array_equal(y, want_y)
+    np.testing.assert_allclose(z, want_z, rtol=1e-5, atol=1e-5)  # (f32 sums in another order)
+
+
 def test_switching_fusion_off_runs_the_float_graph(monkeypatch):
     rng = np.random.default_rng(5)
     model, feeds, _ = _layer(rng, "Gemm", "u8", "i8", True, "i32", "qmin")

@@ -90,7 +90,7 @@ class _Scan:
         self.producer = {o: n for n in nodes for o in n.output if o}
         self.users: dict[str, list[Any]] = {}
         for n in nodes:
-            for i in n.input:
+            for i in dict.fromkeys(list(n.input) + _captured(n)):
                 self.users.setdefault(i, []).append(n)
         self.outputs = {vo.name for vo in g.model.graph.output}
 
@@ -121,6 +121,16 @@ class _Scan:
     def made_by(self, name: str, op: str) -> Any:
         p = self.producer.get(name)
         return p if p is not None and p.op_type == op and p.domain in ("", "ai.onnx") else None
+
+
+def _captured(node: Any) -> list[str]:
+    """The names a node's subgraphs (If, Loop, Scan bodies) read, outer values among them."""
+    names: list[str] = []
+    for a in node.attribute:
+        for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+            for inner in sub.node:
+                names += list(inner.input) + _captured(inner)
+    return names
 
 
 def _attr(node: Any, name: str, default: Any = None) -> Any:
