@@ -22,8 +22,8 @@ pytestmark = pytest.mark.filterwarnings(  # torch.ao's and the TorchScript expor
     "ignore:You are using the legacy TorchScript-based ONNX export", "ignore:The feature will be removed",
     "ignore:Converting a tensor to a Python", "ignore:`torch.jit.trace", "ignore:torch.quantize_per_tensor",
     "ignore:Please use quant_min")
-_NP = {"u8": np.uint8, "i8": np.int8}
-_TP = {"u8": TP.UINT8, "i8": TP.INT8}
+_NP = {"u8": np.uint8, "i8": np.int8, "u16": np.uint16}
+_TP = {"u8": TP.UINT8, "i8": TP.INT8, "u16": TP.UINT16}
 
 
 def _ort(model, feeds: dict, optimize: bool) -> list[np.ndarray]:
@@ -52,14 +52,14 @@ def _layer(rng, kind: str, act: str, wdt: str, per_channel: bool, bias: str, rel
         xshape = [2, 5, 13]
     if kind == "Conv1":
         xshape, wshape, conv_pads = [2, 4, 9], [6, 2, 3], conv_pads[:1] + conv_pads[2:3]
-    sx, zx = np.float32(0.05), np.array(7 if act == "u8" else -3, _NP[act])
+    sx, zx = np.float32(0.05), np.array(-3 if act == "i8" else 7, _NP[act])
     lo, hi = (-60, 61) if wdt == "i8" else (70, 190)  # i8 weights small: ORT's AVX2 u8s8 kernel is then exact
     wq = rng.integers(lo, hi, wshape).astype(_NP[wdt])
     zw = rng.integers(-4, 5, nout).astype(np.int8) if wdt == "i8" else rng.integers(120, 136, nout).astype(np.uint8)
     sw = rng.uniform(0.002, 0.02, nout).astype(np.float32)
     if not per_channel:
         zw, sw = zw[:1].reshape(()), sw[:1].reshape(())
-    zy = {"qmin": {"u8": 0, "i8": -128}[act], "mid": 100 if act == "u8" else 5, "": 100 if act == "u8" else 5}[relu]
+    zy = {"qmin": {"u8": 0, "i8": -128}.get(act), "mid": 5 if act == "i8" else 100, "": 5 if act == "i8" else 100}[relu]
     sy, zy = np.float32(0.3 if relu == "qmin" else 0.6), np.array(zy, _NP[act])
     inits = {"sx": sx, "zx": zx, "wq": wq, "sw": sw, "zw": zw, "sy": sy, "zy": zy}
     nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
@@ -161,9 +161,13 @@ def test_asymmetric_conv_pads_fuse_through_the_general_convolution(tmp_path):
 
 
 def test_unfusable_patterns_stay_float():
-    """A MatMul weight quantized per channel along K (not the output channel) is no integer kernel:
-    the float graph runs, equal to onnxruntime's unfused result."""
+    """A MatMul weight quantized per channel along K (not the output channel), 16-bit activations:
+    no integer kernel, the float graph runs, equal to onnxruntime's unfused result."""
     rng = np.random.default_rng(4)
+    model, feeds, _ = _layer(rng, "MatMul", "u16", "i8", True, "none", "")
+    assert "matmul-int" not in convert(model).text
+    np.testing.assert_array_equal(caten.onnx.load(model, runtime="numpy")(feeds["x"]),
+                                  _ort(model, feeds, optimize=False)[0])
     model, feeds, _ = _layer(rng, "MatMul", "u8", "i8", True, "none", "")
     wdq = next(n for n in model.graph.node if n.input[0] == "wq")
     inits = {i.name: i for i in model.graph.initializer}
