@@ -229,6 +229,77 @@ def test_from_torch_decomposed_quantize_ops():
         np.testing.assert_array_equal(g, w.numpy())
 
 
+def _pt2e_layers():
+    """What PT2E's convert leaves around linear and conv2d layers (quantized_decomposed ops, weights
+    as int8/uint8 constants): per-channel and per-tensor weights, with and without bias and relu,
+    u8 and i8 activations, and a weight quantized along its input axis (no integer kernel)."""
+    import torch
+
+    Q = torch.ops.quantized_decomposed
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            g = torch.Generator().manual_seed(0)
+            self.w1 = torch.randint(-127, 128, (16, 8), dtype=torch.int8, generator=g)
+            self.s1 = torch.rand(16, generator=g) * 0.01 + 0.001
+            self.z1 = torch.zeros(16, dtype=torch.int64)
+            self.b1 = torch.randn(16, generator=g)
+            self.w2 = torch.randint(0, 255, (10, 16), dtype=torch.uint8, generator=g)
+            self.k = torch.rand(16, generator=g) * 0.01 + 0.001  # per input feature of w3
+            self.w3 = torch.randint(-127, 128, (4, 16), dtype=torch.int8, generator=g)
+            self.c1 = torch.randint(-127, 128, (6, 3, 3, 3), dtype=torch.int8, generator=g)
+            self.cs = torch.rand(6, generator=g) * 0.02 + 0.001
+            self.cz = torch.randint(-3, 3, (6,), generator=g)
+            self.cb = torch.randn(6, generator=g)
+            self.c2 = torch.randint(-127, 128, (4, 6, 3, 3), dtype=torch.int8, generator=g)
+
+        def forward(self, x, img):
+            xd = Q.dequantize_per_tensor.default(Q.quantize_per_tensor.default(x, 0.05, 3, 0, 255, torch.uint8),
+                                                 0.05, 3, 0, 255, torch.uint8)
+            wd = Q.dequantize_per_channel.default(self.w1, self.s1, self.z1, 0, -127, 127, torch.int8)
+            hq = Q.quantize_per_tensor.default(torch.nn.functional.linear(xd, wd, self.b1).relu(),
+                                               0.1, 0, 0, 255, torch.uint8)
+            hd = Q.dequantize_per_tensor.default(hq, 0.1, 0, 0, 255, torch.uint8)
+            w2 = Q.dequantize_per_tensor.default(self.w2, 0.004, 128, 0, 255, torch.uint8)
+            yq = Q.quantize_per_tensor.default(torch.nn.functional.linear(hd, w2), 0.07, -5, -128, 127, torch.int8)
+            w3 = Q.dequantize_per_channel.default(self.w3, self.k, None, 1, -127, 127, torch.int8)
+            zq = Q.quantize_per_tensor.default(torch.nn.functional.linear(hd, w3), 0.07, 0, -128, 127, torch.int8)
+            iq = Q.quantize_per_tensor.default(img, 0.04, -2, -128, 127, torch.int8)
+            idq = Q.dequantize_per_tensor.default(iq, 0.04, -2, -128, 127, torch.int8)
+            cw = Q.dequantize_per_channel.default(self.c1, self.cs, self.cz, 0, -128, 127, torch.int8)
+            fq = Q.quantize_per_tensor.default(torch.nn.functional.conv2d(idq, cw, self.cb, padding=1).relu(),
+                                               0.15, -128, -128, 127, torch.int8)
+            fd = Q.dequantize_per_tensor.default(fq, 0.15, -128, -128, 127, torch.int8)
+            c2 = Q.dequantize_per_tensor.default(self.c2, 0.01, 0, -128, 127, torch.int8)
+            oq = Q.quantize_per_tensor.default(torch.nn.functional.conv2d(fd, c2, stride=2), 0.3, 10, -128, 127,
+                                               torch.int8)
+            return hq, yq, zq, fq, oq
+
+    return Net()
+
+
+def test_from_torch_pt2e_layers_run_as_integer_kernels():
+    """PT2E's quantized linear and conv2d layers run as matmul-int / conv2d-int (the weight
+    quantized along the input axis stays float) and match torch's decomposed float graph within
+    one quantum (here: exactly)."""
+    import importlib
+
+    torch = pytest.importorskip("torch")
+    importlib.import_module("torch.ao.quantization.fx._decomposed")
+    g = torch.Generator().manual_seed(1)
+    args = (torch.randn(5, 8, generator=g) * 2, torch.randn(2, 3, 9, 7, generator=g) * 2)
+    model = _pt2e_layers()
+    m = caten.from_torch(model, args, runtime="numpy")
+    assert m.source.count("matmul-int") == 2 and m.source.count("conv2d-int") == 2
+    off_by_one = 0
+    for got, want in zip(m(*args), model(*args), strict=True):
+        d = np.abs(got.astype(np.int32) - want.numpy().astype(np.int32))
+        assert got.dtype == want.numpy().dtype and d.max() <= 1
+        off_by_one += int(np.count_nonzero(d))
+    assert off_by_one == 0
+
+
 NODE_MODULES = ("qlinearmatmul", "qlinearconv", "matmulinteger", "convinteger", "quantizelinear",
                 "dequantizelinear", "dynamicquantizelinear")
 

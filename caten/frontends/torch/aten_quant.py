@@ -59,6 +59,9 @@ def _quantize_per_tensor(c: Ctx, n: Any) -> str:
     meets an f32 tensor as f32."""
     x, scale, zp, qmin, qmax, dt = n.args[:6]
     out = _qdtype(n, dt)
+    fused = _fused_layer(c, n)
+    if fused is not None:
+        return fused
     xv = _f32_input(c, n, x)
     if isinstance(scale, (int, float)):
         inv = float_text(float(np.float32(1.0 / float(scale))))
@@ -125,3 +128,98 @@ def _dequantize_per_channel(c: Ctx, n: Any) -> str:
         d = f"(- {d} (cast {_per_channel(c, n, zps, axis, rank)} i64))"
     y = f"(* (cast {d} {sdt}) {_per_channel(c, n, scales, axis, rank)})"
     return y if out == sdt else f"(cast {y} {out})"
+
+
+# ---- PT2E layers as integer kernels ----------------------------------------------------------------
+# dequantize_per_tensor(x_q) , dequantize_per_channel(w_q, axis 0) or _per_tensor -> linear (addmm/mm of
+# the transposed weight) or conv2d (convolution) [-> relu] -> quantize_per_tensor (numbers as scale and
+# zero point), what PT2E's convert leaves, runs as `matmul-int` / `conv2d-int` summed in i32, then
+# f32(sum) * (sx * sw) (+ the f32 bias) quantized as torch does (times 1 / sy, rounded half to even,
+# plus the zero point, clamped); relu is max with the clamped zero point (quantizing is monotone and
+# maps 0 to it). The float layer differs from this by rounding only: within one quantum. The float
+# nodes the layer replaces are left unused (and dropped by the compiler).
+
+_DQ_T = "quantized_decomposed.dequantize_per_tensor.default"
+_DQ_C = "quantized_decomposed.dequantize_per_channel.default"
+
+
+def _op(node: Any, *names: str) -> bool:
+    return getattr(node, "op", None) == "call_function" and str(node.target) in names
+
+
+def _only_user(node: Any, user: Any) -> bool:
+    return list(node.users) == [user]
+
+
+def _quantized_input(c: Ctx, d: Any) -> tuple[str, float, int] | None:
+    """(x_q, scale, zero point) of a per-tensor dequantize of u8/i8 with numbers as parameters."""
+    if not _op(d, _DQ_T) or not isinstance(d.args[1], (int, float)) or not isinstance(d.args[2], int):
+        return None
+    if dtype_of(meta(d.args[0]).dtype) not in ("u8", "i8") or not _f32_out(d):
+        return None
+    return c.arg(d.args[0]), d.args[1], d.args[2]
+
+
+def _f32_out(d: Any) -> bool:
+    return str(d.kwargs.get("out_dtype")) in ("None", "torch.float32")
+
+
+def _quantized_weight(c: Ctx, d: Any) -> tuple[str, str, str | None, bool] | None:
+    """(w_q, its scale as f32 text, its zero point as text or None, whether these are per output
+    channel) of the weight's dequantize: per tensor (numbers) or per output channel (axis 0, f32)."""
+    if _op(d, _DQ_T):
+        w = _quantized_input(c, d)
+        return None if w is None else (w[0], float_text(float(np.float32(w[1]))), f"(full [] {w[2]} :dtype i32)", False)
+    if not _op(d, _DQ_C) or d.args[3] % meta(d.args[0]).dim() != 0 or not _f32_out(d):
+        return None
+    if dtype_of(meta(d.args[0]).dtype) not in ("u8", "i8") or dtype_of(meta(d.args[1]).dtype) != "f32":
+        return None
+    return c.arg(d.args[0]), c.arg(d.args[1]), None if d.args[2] is None else c.arg(d.args[2]), True
+
+
+def _fused_layer(c: Ctx, n: Any) -> str | None:
+    """The integer kernel of the layer this quantize_per_tensor ends, or None if it ends none."""
+    y, sy, zy, qmin, qmax, dt = n.args[:6]
+    if not isinstance(sy, (int, float)) or not isinstance(zy, int) or _qdtype(n, dt) not in ("u8", "i8"):
+        return None
+    relu = y if _op(y, "aten.relu.default") and _only_user(y, n) else None
+    if relu is not None:
+        y = relu.args[0]
+    if not _only_user(y, relu or n):
+        return None
+    conv = _op(y, "aten.convolution.default")
+    if conv:
+        xd, wd, b, stride, padding, dilation, transposed, _, groups = y.args
+        if transposed or meta(xd).dim() != 4:
+            return None
+    elif _op(y, "aten.addmm.default", "aten.mm.default") and y.kwargs.get("beta", 1) == 1 \
+            and y.kwargs.get("alpha", 1) == 1:
+        b, xd, wt = y.args[:3] if len(y.args) == 3 else (None, *y.args[:2])
+        if not (_op(wt, "aten.permute.default") and list(wt.args[1]) == [1, 0] and _only_user(wt, y)
+                and meta(xd).dim() == 2):
+            return None
+        wd = wt.args[0]
+    else:
+        return None
+    x, w = _quantized_input(c, xd), _quantized_weight(c, wd)
+    if x is None or w is None or (b is not None and dtype_of(meta(b).dtype) != "f32"):
+        return None
+    (xq, sx, zx), (wq, sw, zw, channels) = x, w
+    zx_t = f"(full [] {zx} :dtype i32)"
+    if conv:
+        keys = f" :x-zero-point {zx_t}" + (f" :w-zero-point {zw}" if zw else "")
+        acc = (f"(conv2d-int {xq} {wq}{keys} :stride {lst(stride)} :padding {lst(padding)} "
+               f":dilation {lst(dilation)} :groups {groups})")
+        per_channel = lambda t: f"(reshape {t} [{meta(wd).shape[0]} 1 1])"  # noqa: E731
+    else:
+        acc = f"(matmul-int {xq} (transpose {wq}) :a-zero-point {zx_t}" + (f" :b-zero-point {zw})" if zw else ")")
+        per_channel = lambda t: t  # noqa: E731
+    sxw = f"(* {float_text(float(np.float32(sx)))} {per_channel(sw) if channels else sw})"
+    yf = f"(* (cast {c.emit(n.name + '_acc', acc)} f32) {sxw})"
+    if b is not None:
+        yf = f"(+ {yf} {per_channel(c.arg(b))})"
+    inv = float_text(float(np.float32(1.0 / float(sy))))
+    q = _clamped(f"(* {yf} {inv})", float_text(float(zy)), qmin, qmax, dtype_of(dt))
+    if relu is None:
+        return q
+    return f"(max {c.emit(n.name + '_q', q)} (full [] {min(max(zy, qmin), qmax)} :dtype {dtype_of(dt)}))"
