@@ -59,8 +59,9 @@ def _layer(rng, kind: str, act: str, wdt: str, per_channel: bool, bias: str, rel
     sw = rng.uniform(0.002, 0.02, nout).astype(np.float32)
     if not per_channel:
         zw, sw = zw[:1].reshape(()), sw[:1].reshape(())
-    zy = {"qmin": {"u8": 0, "i8": -128}.get(act), "mid": 5 if act == "i8" else 100, "": 5 if act == "i8" else 100}[relu]
-    sy, zy = np.float32(0.3 if relu == "qmin" else 0.6), np.array(zy, _NP[act])
+    # qmin, clip: the least value's zero point; relu6: also a scale that makes the range [0, 6]
+    zy = {"u8": 0, "i8": -128}.get(act) if relu in ("qmin", "clip", "relu6") else 5 if act == "i8" else 100
+    sy, zy = np.float32({"qmin": 0.3, "clip": 0.05, "relu6": 6 / 255}.get(relu, 0.6)), np.array(zy, _NP[act])
     inits = {"sx": sx, "zx": zx, "wq": wq, "sw": sw, "zw": zw, "sy": sy, "zy": zy}
     nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
              helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
@@ -82,7 +83,11 @@ def _layer(rng, kind: str, act: str, wdt: str, per_channel: bool, bias: str, rel
     if bias != "none" and op == "MatMul":
         nodes.append(helper.make_node("Add", ["b", "h"], ["hb"]))
         last = "hb"
-    if relu:
+    if relu in ("clip", "relu6"):  # ReLU6 as exporters write it
+        inits.update(lo=np.float32(0.0), hi=np.float32(6.0))
+        nodes.append(helper.make_node("Clip", [last, "lo", "hi"], ["r"]))
+        last = "r"
+    elif relu:
         nodes.append(helper.make_node("Relu", [last], ["r"]))
         last = "r"
     nodes += [helper.make_node("QuantizeLinear", [last, "sy", "zy"], ["yq"]),
@@ -124,6 +129,9 @@ CASES = [  # kind, activation, weight dtype, per-channel, bias, relu, runtime, w
     ("Conv", "i8", "i8", True, "none", "", "c", True),
     ("MatMul3", "u8", "i8", True, "none", "qmin", "numpy", True),
     ("Conv1", "u8", "i8", True, "i32", "qmin", "numpy", True),
+    ("Conv", "u8", "i8", True, "i32", "clip", "numpy", False),  # clamps at 6 / 0.05: onnxruntime keeps it float
+    ("Conv", "u8", "i8", True, "i32", "relu6", "numpy", True),  # the output's range is [0, 6]: it drops the Clip
+    ("GemmT", "i8", "i8", True, "f32", "clip", "llvm", False),
 ]
 
 

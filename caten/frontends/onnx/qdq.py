@@ -1,7 +1,7 @@
 """QDQ fusion: what exporters and onnxruntime's quantizer write for a quantized layer,
 
-    DequantizeLinear(x_q) , DequantizeLinear(w_q) [, bias] -> MatMul | Gemm | Conv [-> Add bias] [-> Relu]
-    -> QuantizeLinear
+    DequantizeLinear(x_q) , DequantizeLinear(w_q) [, bias] -> MatMul | Gemm | Conv [-> Add bias]
+    [-> Relu | Clip] -> QuantizeLinear
 
 runs as an integer kernel: `matmul-int` / `conv2d-int` of the quantized tensors summed in i32, then a
 requantize epilogue, as onnxruntime's fused kernels (QLinearMatMul, QLinearConv, QGemm) compute it:
@@ -13,8 +13,9 @@ requantize epilogue, as onnxruntime's fused kernels (QLinearMatMul, QLinearConv,
   onnxruntime's BiasQuantization transformer makes it before fusing (MatMul + Add become a Gemm);
 - any other bias (a computed one, an int32 one whose scale is not sx*sw) is added
   in f32 to f32(sum) * (sx * sw), and the sum is quantized by the output's QuantizeLinear;
-- a Relu before the QuantizeLinear is max(q, output zero point): quantizing is monotone and maps 0
-  to the zero point, so this is exact.
+- a Relu or Clip (constant bounds: ReLU6) before the QuantizeLinear clamps the quantized result to
+  its bounds quantized (a Relu's lower bound is the zero point): quantizing is monotone, so this
+  is exact.
 
 The float graph's semantics (dequantize, f32 matmul, quantize) round differently: results differ
 from it by at most one quantum, where the f32 sum of products is not exact. A pattern the integer
@@ -52,7 +53,7 @@ class Match:
     nout: int  # output channels
     bias: str | None = None  # ONNX name of the bias
     int_bias: bool = False  # an i32 bias of scale sx*sw (added to the i32 sum), else an f32 one
-    relu: bool = False
+    clamp: tuple = (None, None)  # a Relu's or Clip's bounds, quantized (None: none)
     replaced: list = field(default_factory=list)  # nodes whose only use is this layer
     dequantized: list = field(default_factory=list)  # the input's and weight's DequantizeLinear
 
@@ -208,12 +209,15 @@ def _match(s: _Scan, q: Any) -> Match | None:
     sy, zy = out[0].reshape(()), out[1].reshape(())
     replaced: list[Any] = []
     v, node = q.input[0], None
-    relu = s.made_by(v, "Relu")
-    if relu is not None and s.only_user(v, q):
-        replaced.append(relu)
-        v, node = relu.input[0], relu
-    else:
-        relu = None
+    clamp: tuple = (None, None)
+    act = s.producer.get(v)
+    if act is not None and act.op_type in ("Relu", "Clip") and act.domain in ("", "ai.onnx") and s.only_user(v, q):
+        bounds = _bounds(s, act)
+        if bounds is None:
+            return None
+        clamp = tuple(None if b is None else _quantized(b, sy, zy) for b in bounds)
+        replaced.append(act)
+        v, node = act.input[0], act
     nxt = node or q
     add, bias, bias_user = s.made_by(v, "Add"), None, None
     if add is not None and s.only_user(v, nxt):
@@ -243,12 +247,40 @@ def _match(s: _Scan, q: Any) -> Match | None:
         return None
     sx = x[2].reshape(())
     sxw = (sx * sw).astype(np.float32)  # f32 product, as onnxruntime's kernels
-    m = Match(q, core, x[1], w[1], x[3].reshape(()), zw, sxw, sy, zy, nout, relu=relu is not None,
+    m = Match(q, core, x[1], w[1], x[3].reshape(()), zw, sxw, sy, zy, nout, clamp=clamp,
               replaced=replaced + [core])
     if bias is not None and not _bias(s, m, bias, bias_user):
         return None
     m.dequantized = [x[0], w[0]]
     return m
+
+
+def _bounds(s: _Scan, act: Any) -> tuple | None:
+    """A Relu's or Clip's (min, max) as f32 numbers (None: unbounded), or None if not constants."""
+    if act.op_type == "Relu":
+        return np.float32(0), None
+    if s.g.dtype(act.input[0]) != "f32":
+        return None
+    if s.g.opset < 11:
+        lo, hi = _attr(act, "min"), _attr(act, "max")  # (defaults: the f32 range, i.e. none)
+        return None if lo is None else np.float32(lo), None if hi is None else np.float32(hi)
+    out = []
+    for i in (1, 2):
+        if len(act.input) <= i or not act.input[i]:
+            out.append(None)
+            continue
+        v = s.value(act.input[i])
+        if v is None or v.size != 1 or np.isnan(v).any():
+            return None
+        out.append(np.float32(v.reshape(())))
+    return tuple(out)
+
+
+def _quantized(b: np.float32, sy: np.ndarray, zy: np.ndarray) -> np.ndarray:
+    """QuantizeLinear of one f32 number: rint(b / sy) (in f32) + zy, saturated, in zy's dtype."""
+    info = np.iinfo(zy.dtype)
+    q = float(np.rint(np.float32(b) / np.float32(sy))) + int(zy)
+    return np.array(min(max(q, info.min), info.max), zy.dtype)
 
 
 def _bias(s: _Scan, m: Match, name: str, user: Any) -> bool:
@@ -371,6 +403,9 @@ def _emit(g: Any, m: Match) -> None:
     else:
         y = f"(+ (* (cast {acc} f32) {_channels(g, m, m.sxw)}) {_bias_text(g, m)})"
         q = f"(quantize {y} {_const(g, m.sy)} :zero-point {zy})"
-    if m.relu:
-        q = f"(max {g.emit(q)} {zy})"
+    lo, hi = m.clamp  # Relu/Clip: quantizing is monotone, so clamping the quantized result is exact
+    if lo is not None:
+        q = f"(max {g.emit(q)} {_const(g, lo)})"
+    if hi is not None:
+        q = f"(min {g.emit(q)} {_const(g, hi)})"
     g.emit(q, m.q.output[0])
