@@ -52,6 +52,8 @@ def _layer(rng, kind: str, act: str, wdt: str, per_channel: bool, bias: str, rel
         xshape = [2, 5, 13]
     if kind == "Conv1":
         xshape, wshape, conv_pads = [2, 4, 9], [6, 2, 3], conv_pads[:1] + conv_pads[2:3]
+    if kind == "Conv3":
+        xshape, wshape, conv_pads = [1, 4, 5, 4, 3], [6, 2, 3, 3, 3], (1, 0, 1, 1, 1, 0)
     sx, zx = np.float32(0.05), np.array(-3 if act == "i8" else 7, _NP[act])
     lo, hi = (-60, 61) if wdt == "i8" else (70, 190)  # i8 weights small: ORT's AVX2 u8s8 kernel is then exact
     wq = rng.integers(lo, hi, wshape).astype(_NP[wdt])
@@ -74,7 +76,7 @@ def _layer(rng, kind: str, act: str, wdt: str, per_channel: bool, bias: str, rel
         nodes.append(helper.make_node("DequantizeLinear", ["bq", "bs"], ["b"], axis=0))
     elif bias == "f32":
         inits["b"] = rng.normal(0, 2, nout).astype(np.float32)
-    op = {"GemmT": "Gemm", "MatMul3": "MatMul", "Conv1": "Conv"}.get(kind, kind)
+    op = {"GemmT": "Gemm", "MatMul3": "MatMul", "Conv1": "Conv", "Conv3": "Conv"}.get(kind, kind)
     attrs = {"pads": list(conv_pads), "group": 2} if conv else {"transB": 1} if kind == "GemmT" else {}
     if bias != "none" and op != "MatMul":
         ins.append("b")
@@ -130,7 +132,8 @@ CASES = [  # kind, activation, weight dtype, per-channel, bias, relu, runtime, w
     ("MatMul3", "u8", "i8", True, "none", "qmin", "numpy", True),
     ("Conv1", "u8", "i8", True, "i32", "qmin", "numpy", True),
     ("Conv", "u8", "i8", True, "i32", "clip", "numpy", False),  # clamps at 6 / 0.05: onnxruntime keeps it float
-    ("Conv", "u8", "i8", True, "i32", "relu6", "numpy", True),  # the output's range is [0, 6]: it drops the Clip
+    ("Conv", "u8", "i8", True, "i32", "relu6", "numpy", True),
+    ("Conv3", "u8", "i8", True, "i32", "qmin", "numpy", True),  # the output's range is [0, 6]: it drops the Clip
     ("GemmT", "i8", "i8", True, "f32", "clip", "llvm", False),
 ]
 
@@ -144,7 +147,8 @@ def test_layer_runs_as_an_integer_kernel(case, tmp_path):
     model, feeds, sy = _layer(rng, *args)
     text = convert(model).text
     dequantized = 2 if args[4] == "i32/2" else 1  # the output, and a bias added in f32
-    kernel = {"Conv": "conv2d-int", "Conv1": "(conv2d (unsqueeze (- (cast"}.get(args[0], "matmul-int")
+    kernel = {"Conv": "conv2d-int", "Conv1": "(squeeze (conv2d-int (unsqueeze", "Conv3": "(- (cast"}.get(args[0],
+                                                                                                 "matmul-int")
     assert kernel in text and text.count("dequantize") == dequantized
     got = caten.onnx.load(model, runtime=runtime)(feeds["x"])
     (off,) = _ort(model, feeds, optimize=False)
@@ -156,13 +160,13 @@ def test_layer_runs_as_an_integer_kernel(case, tmp_path):
         np.testing.assert_array_equal(got, _ort(model, feeds, optimize=True)[0])
 
 
-def test_asymmetric_conv_pads_fuse_through_the_general_convolution(tmp_path):
-    """Pads that differ at both ends take Conv's own lowering on the centered i32 operands (the
-    padding still reads the zero point); onnxruntime's fused kernel is the oracle."""
+def test_asymmetric_conv_pads_fuse(tmp_path):
+    """Pads that differ at both ends are a pad with the zero point before conv2d-int (so they read
+    as 0); onnxruntime's fused kernel is the oracle."""
     rng = np.random.default_rng(3)
     model, feeds, sy = _layer(rng, "Conv", "u8", "u8", True, "i32", "qmin", conv_pads=(0, 1, 2, 1))
     text = convert(model).text
-    assert "conv2d-int" not in text and text.count("dequantize") == 1 and _ort_fuses(model, tmp_path)
+    assert "(conv2d-int (pad" in text and text.count("dequantize") == 1 and _ort_fuses(model, tmp_path)
     got = caten.onnx.load(model, runtime="numpy")(feeds["x"])
     np.testing.assert_array_equal(got, _ort(model, feeds, optimize=True)[0])
     assert np.abs(got - _ort(model, feeds, optimize=False)[0]).max() <= 1.0001 * sy

@@ -378,11 +378,18 @@ def _acc(g: Any, m: Match) -> str:
     k = len(s) - 2
     strides, dil = list(_attr(core, "strides", [1] * k)), list(_attr(core, "dilations", [1] * k))
     pads = _conv_pads(n, s[2:], ws[2:], strides, dil)
-    if k == 2 and pads[:2] == pads[2:]:
+    if k in (1, 2):
+        if k == 1:  # as 2-D over a unit height
+            x, w = f"(unsqueeze {x} 2)", f"(unsqueeze {w} 2)"
+            strides, dil, pads = [1] + strides, [1] + dil, [0, pads[0], 0, pads[1]]
+        if pads[:2] != pads[2:]:  # unequal ends: padded here with the zero point, which reads as 0
+            x = f"(pad {x} [[0 0] [0 0] [{pads[0]} {pads[2]}] [{pads[1]} {pads[3]}]] :value {int(m.zx)})"
+            pads = [0, 0, 0, 0]
         zw = _zp(g, m.zw)
         keys = (f" :x-zero-point {zx}" if zx else "") + (f" :w-zero-point {zw}" if zw else "")
-        return g.emit(f"(conv2d-int {x} {w}{keys} :stride [{strides[0]} {strides[1]}] :padding [{pads[0]} {pads[1]}] "
-                      f":dilation [{dil[0]} {dil[1]}] :groups {_attr(core, 'group', 1)})")
+        y = (f"(conv2d-int {x} {w}{keys} :stride [{strides[0]} {strides[1]}] :padding [{pads[0]} {pads[1]}] "
+             f":dilation [{dil[0]} {dil[1]}] :groups {_attr(core, 'group', 1)})")
+        return g.emit(f"(squeeze {y} 2)" if k == 1 else y)
     xc = f"(- (cast {x} i32) (cast {zx} i32))" if zx else f"(cast {x} i32)"
     wc = f"(cast {w} i32)"
     if np.any(m.zw):
