@@ -178,6 +178,16 @@ def test_stft_istft_match_torch(center, hop, win_length):
         ty = torch.istft(ts.detach(), 16, hop, win_length=win_length, window=tw, center=True, length=length)
         _close(y.numpy(), ty, "f64")
         _close(y.numpy(), x[:, :length], "f64")
+        z0 = x[:, :9] + 0.5j * x[:, 9:18]
+        Z, tz = caten.tensor(z0, requires_grad=True), torch.tensor(z0, requires_grad=True)
+        zc = Z.reshape(2, 9, 1).expand(2, 9, 7)  # 7 frames of one spectrum (a tensor of its own)
+        tzc = tz.reshape(2, 9, 1).expand(2, 9, 7)
+        y = caten.istft(zc, 16, hop, win_length=win_length, window=w, center=True)
+        ty = torch.istft(tzc, 16, hop, win_length=win_length, window=tw, center=True)
+        (y * y).sum().backward()
+        (ty * ty).sum().backward()
+        _close(y.numpy(), ty, "f64")
+        _close(Z.grad.numpy(), tz.grad, "f64")
 
 
 def test_stft_options():
