@@ -233,7 +233,8 @@ def test_from_torch_decomposed_quantize_ops():
 def _pt2e_layers():
     """What PT2E's convert leaves around linear and conv2d layers (quantized_decomposed ops, weights
     as int8/uint8 constants): per-channel and per-tensor weights, with and without bias and relu,
-    u8 and i8 activations, and a weight quantized along its input axis (no integer kernel)."""
+    u8 and i8 activations, a linear over [batch, length, features], and a weight quantized along its
+    input axis (no integer kernel)."""
     import torch
 
     Q = torch.ops.quantized_decomposed
@@ -255,7 +256,7 @@ def _pt2e_layers():
             self.cb = torch.randn(6, generator=g)
             self.c2 = torch.randint(-127, 128, (4, 6, 3, 3), dtype=torch.int8, generator=g)
 
-        def forward(self, x, img):
+        def forward(self, x, img, seq):
             xd = Q.dequantize_per_tensor.default(Q.quantize_per_tensor.default(x, 0.05, 3, 0, 255, torch.uint8),
                                                  0.05, 3, 0, 255, torch.uint8)
             wd = Q.dequantize_per_channel.default(self.w1, self.s1, self.z1, 0, -127, 127, torch.int8)
@@ -266,6 +267,9 @@ def _pt2e_layers():
             yq = Q.quantize_per_tensor.default(torch.nn.functional.linear(hd, w2), 0.07, -5, -128, 127, torch.int8)
             w3 = Q.dequantize_per_channel.default(self.w3, self.k, None, 1, -127, 127, torch.int8)
             zq = Q.quantize_per_tensor.default(torch.nn.functional.linear(hd, w3), 0.07, 0, -128, 127, torch.int8)
+            sd = Q.dequantize_per_tensor.default(Q.quantize_per_tensor.default(seq, 0.05, 3, 0, 255, torch.uint8),
+                                                 0.05, 3, 0, 255, torch.uint8)  # [batch, length, features]
+            sq = Q.quantize_per_tensor.default(torch.nn.functional.linear(sd, wd, self.b1), 0.1, 7, 0, 255, torch.uint8)
             iq = Q.quantize_per_tensor.default(img, 0.04, -2, -128, 127, torch.int8)
             idq = Q.dequantize_per_tensor.default(iq, 0.04, -2, -128, 127, torch.int8)
             cw = Q.dequantize_per_channel.default(self.c1, self.cs, self.cz, 0, -128, 127, torch.int8)
@@ -275,7 +279,7 @@ def _pt2e_layers():
             c2 = Q.dequantize_per_tensor.default(self.c2, 0.01, 0, -128, 127, torch.int8)
             oq = Q.quantize_per_tensor.default(torch.nn.functional.conv2d(fd, c2, stride=2), 0.3, 10, -128, 127,
                                                torch.int8)
-            return hq, yq, zq, fq, oq
+            return hq, yq, zq, fq, oq, sq
 
     return Net()
 
@@ -289,10 +293,11 @@ def test_from_torch_pt2e_layers_run_as_integer_kernels():
     torch = pytest.importorskip("torch")
     importlib.import_module("torch.ao.quantization.fx._decomposed")
     g = torch.Generator().manual_seed(1)
-    args = (torch.randn(5, 8, generator=g) * 2, torch.randn(2, 3, 9, 7, generator=g) * 2)
+    args = (torch.randn(5, 8, generator=g) * 2, torch.randn(2, 3, 9, 7, generator=g) * 2,
+            torch.randn(2, 3, 8, generator=g) * 2)
     model = _pt2e_layers()
     m = caten.from_torch(model, args, runtime="numpy")
-    assert m.source.count("matmul-int") == 2 and m.source.count("conv2d-int") == 2
+    assert m.source.count("matmul-int") == 3 and m.source.count("conv2d-int") == 2
     off_by_one = 0
     for got, want in zip(m(*args), model(*args), strict=True):
         d = np.abs(got.astype(np.int32) - want.numpy().astype(np.int32))

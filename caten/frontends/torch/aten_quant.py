@@ -187,6 +187,10 @@ def _fused_layer(c: Ctx, n: Any) -> str | None:
         y = relu.args[0]
     if not _only_user(y, relu or n):
         return None
+    flat = None  # a linear over [..., K]: view to 2-D, addmm, view back
+    if _op(y, "aten.view.default") and _op(y.args[0], "aten.addmm.default", "aten.mm.default") \
+            and _only_user(y.args[0], y):
+        flat, y = y, y.args[0]
     conv = _op(y, "aten.convolution.default")
     if conv:
         xd, wd, b, stride, padding, dilation, transposed, _, groups = y.args
@@ -195,10 +199,18 @@ def _fused_layer(c: Ctx, n: Any) -> str | None:
     elif _op(y, "aten.addmm.default", "aten.mm.default") and y.kwargs.get("beta", 1) == 1 \
             and y.kwargs.get("alpha", 1) == 1:
         b, xd, wt = y.args[:3] if len(y.args) == 3 else (None, *y.args[:2])
-        if not (_op(wt, "aten.permute.default") and list(wt.args[1]) == [1, 0] and _only_user(wt, y)
-                and meta(xd).dim() == 2):
+        if not (_op(wt, "aten.permute.default") and list(wt.args[1]) == [1, 0] and _only_user(wt, y)):
             return None
         wd = wt.args[0]
+        if flat is not None:  # the input's own [..., K] and the result's [..., N] must be the views'
+            if not _op(xd, "aten.view.default"):
+                return None
+            xd = xd.args[0]
+            xs, ys, ws = (list(meta(v).shape) for v in (xd, flat, wd))
+            if not all(isinstance(d, int) for d in xs + ys) or ys != xs[:-1] + ws[:1] or xs[-1:] != ws[1:]:
+                return None
+        elif meta(xd).dim() != 2:
+            return None
     else:
         return None
     x, w = _quantized_input(c, xd), _quantized_weight(c, wd)
