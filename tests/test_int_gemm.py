@@ -116,3 +116,52 @@ def test_the_micro_kernel_uses_the_isa_s_pair_instruction(tmp_path, cpu, want):
     if cpu != "x86-64":
         reg = "%zmm" if "avx512" in cpu or cpu.startswith("icelake") else "%ymm"
         assert any(reg in line for line in asm.splitlines() if want in line), cpu
+
+
+def _conv_ref(x, w, stride, pad, dil, groups):
+    """int64 convolution with dilation (NCHW, OIHW): the dilated kernel spread with zeros."""
+    o, cg, kh, kw = w.shape
+    wd = np.zeros((o, cg, (kh - 1) * dil + 1, (kw - 1) * dil + 1), np.int64)
+    wd[:, :, ::dil, ::dil] = w
+    x = np.pad(x.astype(np.int64), [(0, 0), (0, 0), (pad, pad), (pad, pad)])
+    n, c, h, wdt = x.shape
+    oh, ow = (h - wd.shape[2]) // stride + 1, (wdt - wd.shape[3]) // stride + 1
+    og = o // groups
+    y = np.zeros((n, o, oh, ow), np.int64)
+    for oc in range(o):
+        g = oc // og
+        for i in range(oh):
+            for j in range(ow):
+                r, q = i * stride, j * stride
+                patch = x[:, g * cg:(g + 1) * cg, r:r + wd.shape[2], q:q + wd.shape[3]]
+                y[:, oc, i, j] = (patch * wd[oc]).sum(axis=(1, 2, 3))
+    return y
+
+
+@pytest.mark.parametrize("runtime", ["numpy", "llvm", "c"])
+def test_conv2d_int_im2col_path(runtime):
+    """8-bit data runs as an i16 im2col matrix times the weights over 16-bit pairs: dilation,
+    stride, groups, a zero point per tensor and per output channel, an empty batch; 16-bit data
+    keeps the convolution of the centered i32 values."""
+    rng = np.random.default_rng(8)
+    for (n, c, h, wd), (o, kh, kw), stride, pad, dil, groups in [((2, 4, 9, 8), (6, 3, 3), 1, 2, 2, 2),
+                                                                  ((1, 3, 7, 7), (5, 1, 1), 2, 0, 1, 1),
+                                                                  ((0, 2, 5, 5), (3, 3, 3), 1, 1, 1, 1)]:
+        x = rng.integers(0, 256, (n, c, h, wd)).astype(np.uint8)
+        w = rng.integers(-128, 128, (o, c // groups, kh, kw)).astype(np.int8)
+        xz, wz = np.uint8(rng.integers(0, 256)), rng.integers(-128, 128, o).astype(np.int8)
+        oh = (h + 2 * pad - dil * (kh - 1) - 1) // stride + 1
+        ow = (wd + 2 * pad - dil * (kw - 1) - 1) // stride + 1
+        src = (f"(composite f ((A{{u8}}[{n}, {c}, {h}, {wd}]) (B{{i8}}[{o}, {c // groups}, {kh}, {kw}]) (C{{u8}}[]) "
+               f"(D{{i8}}[{o}]) -> (Y{{i32}}[{n}, {o}, {oh}, {ow}])) (conv2d-int A B :x-zero-point C "
+               f":w-zero-point D :stride {stride} :padding {pad} :dilation {dil} :groups {groups}))")
+        got = caten.loads(src, runtime=runtime).f(x, w, np.array(xz), wz)
+        want = _conv_ref(x.astype(np.int64) - int(xz), w.astype(np.int64) - wz.reshape(-1, 1, 1, 1).astype(np.int64),
+                         stride, pad, dil, groups)
+        np.testing.assert_array_equal(got, want.astype(np.int32), err_msg=str((n, c, h, wd, o, groups)))
+    x = rng.integers(0, 65536, (1, 2, 5, 5)).astype(np.uint16)
+    w = rng.integers(0, 65536, (3, 2, 3, 3)).astype(np.uint16)
+    src = ("(composite f ((A{u16}[1, 2, 5, 5]) (B{u16}[3, 2, 3, 3]) -> (Y{i32}[1, 3, 5, 5])) "
+           "(conv2d-int A B :padding 1))")
+    got = caten.loads(src, runtime=runtime).f(x, w)
+    np.testing.assert_array_equal(got, _conv_ref(x, w.astype(np.int64), 1, 1, 1, 1).astype(np.int32))

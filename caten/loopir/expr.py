@@ -98,7 +98,58 @@ def iadd(a: X, b: X) -> X:
         return a
     if a.op == "const" and b.op == "const":
         return const(a.arg + b.arg)
+    if _splits(a) or _splits(b):
+        return _rejoin(a, b)
     return alu(Op.ADD, IDX, a, b)
+
+
+def _splits(x: X) -> bool:
+    return x.op in ("imod", "idiv") or (x.op is Op.MUL and any(s.op in ("imod", "idiv") for s in x.src))
+
+
+def _terms(x: X, out: list[X]) -> None:
+    if x.op is Op.ADD and x.dtype == IDX and len(out) < 32:
+        _terms(x.src[0], out)
+        _terms(x.src[1], out)
+    else:
+        out.append(x)
+
+
+def _scaled(t: X) -> tuple[int, X]:
+    """Term t as (k, base) with t = k * base, k a constant (1 when t is no such product)."""
+    if t.op is Op.MUL:
+        for base, k in (t.src, t.src[::-1]):
+            if k.op == "const" and isinstance(k.arg, int):
+                return k.arg, base
+    return 1, t
+
+
+def _rejoin(a: X, b: X) -> X:
+    """a + b, where each pair of terms k*c * (idiv x c) and k * (imod x c) is k * x again: an index
+    split into a reshape's coordinates and flattened back (a reshaped buffer read at its own flat
+    index, where the split cost two divisions per element in a GEMM's packing)."""
+    flat: list[X] = []
+    _terms(a, flat)
+    _terms(b, flat)
+    terms = [_scaled(t) for t in flat]
+    merged = True
+    while merged:
+        merged = False
+        for i, (k, t) in enumerate(terms):
+            if t.op != "imod" or t.src[1].op != "const" or not isinstance(t.src[1].arg, int):
+                continue
+            x, c = t.src[0], t.src[1].arg
+            j = next((j for j, (kq, q) in enumerate(terms) if j != i and q.op == "idiv" and q.src[0] is x
+                      and q.src[1].op == "const" and q.src[1].arg == c and kq == k * c), None)
+            if j is not None:
+                terms = [p for n, p in enumerate(terms) if n not in (i, j)] + [(k, x)]
+                merged = True
+                break
+    out = None
+    for k, t in terms:
+        term = t if k == 1 else alu(Op.MUL, IDX, t, const(k))
+        out = term if out is None else alu(Op.ADD, IDX, out, term)
+    return out if out is not None else const(0)
 
 
 def imul(a: X, b: X) -> X:
