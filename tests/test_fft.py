@@ -83,6 +83,21 @@ def test_axis_n_and_batch():
     np.testing.assert_array_equal(cfft.rfftfreq(8).numpy(), torch.fft.rfftfreq(8).numpy())
 
 
+def test_prime_lengths_bluestein():
+    """Lengths with a prime factor past 128 go through Bluestein's chirp-z convolution."""
+    x, y = _data((2, 131), "f32"), _data((2, 262), "f64")
+    X, Y = Tensor(x, requires_grad=True, runtime="numpy"), Tensor(y, runtime="numpy")
+    got = _run("numpy", cfft.fft(X), cfft.ifft(caten.complex(Y, Y * 0.5), norm="ortho"), cfft.rfft(Y, n=257))
+    ty = torch.tensor(y)
+    for g, r, dt in zip(got, [torch.fft.fft(torch.tensor(x)), torch.fft.ifft(torch.complex(ty, ty * 0.5), norm="ortho"),
+                              torch.fft.rfft(ty, n=257)], ["f32", "f64", "f64"]):
+        _close(g, r, dt)
+    tx = torch.tensor(x, requires_grad=True)
+    (cfft.fft(X).abs() ** 3).sum().backward()
+    (torch.fft.fft(tx).abs() ** 3).sum().backward()
+    _close(X.grad.numpy(), tx.grad, "f32")
+
+
 def test_empty_batch_dim():
     x = np.zeros((0, 8), np.float32)
     z, r = _run("numpy", cfft.fft(Tensor(x, runtime="numpy")), cfft.rfft(Tensor(x, runtime="numpy")))
