@@ -9,7 +9,6 @@ and imaginary Tensors it was built from, as torch's `x.grad` (d/dre + i d/dim) d
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -323,12 +322,3 @@ def imag(z: Any) -> Tensor:
     if not isinstance(z, ComplexTensor):
         raise Error("imag is not implemented for tensors with non-complex dtypes")
     return z.imag
-
-
-def is_complex(z: Any) -> bool:
-    return isinstance(z, ComplexTensor)
-
-
-def stack_parts(zs: Sequence[ComplexTensor], dim: int = 0) -> ComplexTensor:
-    return ComplexTensor(Tensor.stack([z.real for z in zs], dim), Tensor.stack([z.imag for z in zs], dim))
-
