@@ -14,7 +14,7 @@ from caten.ir import dims as D
 from caten.ir.graph import Node, toposort
 from caten.ir.ops import Op
 from caten.ir.view import View
-from caten.schedule.layout import _moved_reduce
+from caten.schedule.layout import _moved_reduce, replace_nodes
 from caten.schedule.plan import LOWP, gemm_plan
 from caten.schedule.reduce_plan import tiled
 
@@ -71,15 +71,4 @@ def outward(outputs: list[Node]) -> list[Node]:
         if not tiled(moved):
             continue
         todo[n] = Node.make(Op.VIEW, n.dtype, n.shape, (moved,), View.of(moved.shape).permute(perm))
-    if not todo:
-        return outputs
-    # a replacement is built from old nodes, which an earlier one may replace: walk with each
-    # replaced REDUCE leading to its replacement, so that those are rebuilt too (caten.schedule.
-    # layout.orient: a kept old operand keeps its whole old cone alive, computed twice)
-    new: dict[Node, Node] = {}
-    for n in toposort(outputs, lambda x: (todo[x],) if x in todo else x.src):
-        if n in todo:
-            new[n] = new.get(todo[n], todo[n])
-        elif any(s in new for s in n.src):
-            new[n] = Node.make(n.op, n.dtype, n.shape, [new.get(s, s) for s in n.src], n.arg)
-    return [new.get(o, o) for o in outputs]
+    return replace_nodes(outputs, todo)

@@ -166,11 +166,16 @@ def orient(outputs: list[Node]) -> list[Node]:
             continue
         if _gain(e, perm, users):
             todo[n] = _push(e, perm, users)
+    return replace_nodes(outputs, todo)
+
+
+def replace_nodes(outputs: list[Node], todo: dict[Node, Node]) -> list[Node]:
+    """`outputs` with each node of `todo` replaced by its value there, and every node above one
+    rebuilt. A replacement is built from the old nodes below it, which other replacements may
+    replace: the walk leads each replaced node to its replacement, so those are rebuilt too (a
+    replacement that kept an old operand kept its whole old cone alive: computed twice)."""
     if not todo:
         return outputs
-    # a rewrite is built from the old nodes above it, which other rewrites may replace: walk the
-    # graph with each rewritten view leading to its replacement, so those are rebuilt too (a
-    # replacement that kept an old operand kept its whole old cone alive: computed twice)
     new: dict[Node, Node] = {}
     for n in toposort(outputs, lambda x: (todo[x],) if x in todo else x.src):
         if n in todo:
