@@ -136,7 +136,7 @@ def render_stmt(s: Stmt, ts: list[Ty]) -> str:  # noqa: C901 - one case per op
     elif s.op == "concat":
         e = f"(concat {a[0]} {a[1]} :axis {p['axis']})"
     elif s.op == "matmul":
-        e = f"(matmul {a[0]} {a[1]})"
+        e = f"(matmul {a[0]} {a[1]})" if is_float(t.dtype) else f"(matmul-int {a[0]} {a[1]})"
     elif s.op == "dotimes":
         i = f"(cast i {t.dtype})" if t.dtype != "i64" else "i"
         return f"(setf {s.name} {x})\n  (dotimes (i {p['n']}) (setf {s.name} ({p['f']} {s.name} {i})))"

@@ -265,12 +265,13 @@ def infer_stmt(s: Stmt, ts: list[Ty]) -> Ty:  # noqa: C901 - one case per op, ke
         k = None if a.keys[ax] is None or b.keys[ax] is None else D.add(a.keys[ax], b.keys[ax])
         return Ty(a.dtype, a.shape[:ax] + (a.shape[ax] + b.shape[ax],) + a.shape[ax + 1:],
                   a.keys[:ax] + (k,) + a.keys[ax + 1:])
-    if s.op == "matmul":
+    if s.op == "matmul":  # (integers: matmul-int, products summed in i32; the GEMM over 16-bit pairs for i8/u8)
         a, b = ts
-        if not is_float(a.dtype) or a.dtype != b.dtype or len(a.shape) != 2 or len(b.shape) != 2 or \
+        ints = is_int(a.dtype) and is_int(b.dtype)
+        if not (ints or (is_float(a.dtype) and a.dtype == b.dtype)) or len(a.shape) != 2 or len(b.shape) != 2 or \
                 a.keys[1] is None or D._key(a.keys[1]) != D._key(b.keys[0]):
             raise Invalid("matmul shapes")
-        return Ty(a.dtype, (a.shape[0], b.shape[1]), (a.keys[0], b.keys[1]))
+        return Ty("i32" if ints else a.dtype, (a.shape[0], b.shape[1]), (a.keys[0], b.keys[1]))
     if s.op == "dotimes":
         if t.dtype == "bool" or p["f"] not in ("+", "*", "max", "-"):
             raise Invalid("dotimes dtype")
