@@ -40,7 +40,7 @@ DTYPES = ("f32",) * 5 + ("f64", "i32", "i32", "i64", "i8", "u8", "bool")
 BITS_TO = {"i8": ("u8",), "u8": ("i8",), "bool": ("u8", "i8")}
 OPS = {"un": 6, "bin": 10, "where": 2, "cast": 2, "red": 6, "perm": 3, "merge": 2, "unsq": 2, "squeeze": 1,
        "split": 2, "expand": 3, "slice": 4, "flip": 3, "pad": 3, "concat": 3, "matmul": 1, "dotimes": 1,
-       "copy": 1, "gather": 2, "scatter": 2, "sort": 1, "loop": 3, "if": 1, "window": 2}
+       "copy": 1, "gather": 2, "scatter": 2, "sort": 1, "loop": 3, "if": 1, "window": 2, "rfft": 1}
 LOOPS = ("fori", "while", "scan", "nested")
 
 
@@ -129,6 +129,8 @@ def render_stmt(s: Stmt, ts: list[Ty]) -> str:  # noqa: C901 - one case per op
                                       for i, (b, e2, st) in enumerate(p["bounds"])) + ")"
     elif s.op == "flip":
         e = f"(flip {x} :axis {p['axis']})"
+    elif s.op == "rfft":  # the real or imaginary part of the FFT of the last axis (ops/fft.lisp)
+        e = f"(nth (rfft {x} :axis -1 :norm-exp {p['norm']}) {p['part']})"
     elif s.op == "window":  # a sliding window of the last axis, padded: a pooling's or a conv's taps
         e = _window(x, t, p)
     elif s.op == "pad":
@@ -324,6 +326,10 @@ class _Gen:
             if r == 0:
                 return None
             p["axis"] = rng.randrange(r)
+        elif op == "rfft":
+            if r == 0 or not is_float(t.dtype):
+                return None
+            p["part"], p["norm"] = rng.randrange(2), rng.choice((0, 0.5, 1))
         elif op == "split":
             if r == 0:
                 return None
@@ -401,7 +407,8 @@ class _Gen:
             env.pop(name, None)
             return None
         if is_float(env[name].dtype) and (any(a in self.inexact for a in args)
-                                          or op in ("red", "matmul", "dotimes", "scatter", "loop", "if", "window")):
+                                          or op in ("red", "matmul", "dotimes", "scatter", "loop", "if", "window",
+                                                    "rfft")):
             self.inexact.add(name)
         return s
 

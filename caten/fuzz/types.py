@@ -243,6 +243,11 @@ def infer_stmt(s: Stmt, ts: list[Ty]) -> Ty:  # noqa: C901 - one case per op, ke
     if s.op == "flip":
         _axis(p["axis"], r)
         return t
+    if s.op == "rfft":  # n // 2 + 1 frequencies of a float's static last axis
+        if r == 0 or not is_float(t.dtype) or not isinstance(t.keys[-1], int) or t.shape[-1] < 1:
+            raise Invalid("rfft operand")
+        m = t.shape[-1] // 2 + 1
+        return Ty(t.dtype, t.shape[:-1] + (m,), t.keys[:-1] + (m,))
     if s.op == "window":
         if r == 0 or kind(t.dtype) == "bool" or not all(isinstance(k, int) for k in t.keys):
             raise Invalid("window operand")
