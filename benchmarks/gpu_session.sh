@@ -2,7 +2,8 @@
 # One call on a lent GPU machine (no network there): caten importable from this checkout without
 # pip (lark from a carried wheel in .whl/), then the CUDA runtime's tests, the benchmark against
 # torch and the op-coverage suite, each under its own time limit. Logs go to $OUT.
-#   bash benchmarks/gpu_session.sh [TESTS_S BENCH_S SUITE_S] [bench_cuda.py args...]
+#   [MODELS_S=N MODELS=resnet18,...] bash benchmarks/gpu_session.sh [TESTS_S BENCH_S SUITE_S] [bench_cuda.py args...]
+# MODELS_S > 0 adds bench_models_gpu.py (real models against torch on the same GPU) before the suite.
 set -u
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-/tmp/gpu_out}
@@ -27,6 +28,11 @@ timeout "$T_TESTS" python3 -m pytest -q -p no:cacheprovider --timeout 60 -rs "$R
   "$REPO/tests/test_device_host.py" "$REPO/tests/test_backends.py" -k "cuda" 2>&1 | tee "$OUT/tests.log" | tail -25
 echo "== bench_cuda (${T_BENCH}s)"
 timeout "$T_BENCH" python3 "$REPO/benchmarks/bench_cuda.py" --json "$OUT/bench.json" "$@" 2>&1 | tee "$OUT/bench.log"
+if [ "${MODELS_S:-0}" -gt 0 ]; then
+  echo "== bench_models_gpu (${MODELS_S}s)"
+  timeout "$MODELS_S" python3 "$REPO/benchmarks/bench_models_gpu.py" --budget-s $(( MODELS_S * 3 / 5 )) \
+    ${MODELS:+--only "$MODELS"} --json "$OUT/models.json" 2>&1 | tee "$OUT/models.log"
+fi
 echo "== test-runtime -r cuda, forward cases (${T_SUITE}s)"
 timeout "$T_SUITE" python3 -m caten test-runtime -r cuda --no-gradients -j 8 -o "$OUT/cuda.md" > "$OUT/suite.log" 2>&1
 echo "suite exit $?"; tail -15 "$OUT/suite.log"
