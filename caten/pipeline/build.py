@@ -32,36 +32,41 @@ def compile(runtime: Runtime, program: Program, options: Options | None = None, 
     if not runtime.renders:
         return runtime.compile(program, options)
     t = target.resolve(options.target)
-    if runtime.capabilities(t).extern_split:
-        from caten.pipeline.extern import ExternSplit, has_extern
-
-        if has_extern(program):
-            return ExternSplit(program, lambda p: compile(runtime, p, options))
     target.check_runnable(t)
     t = tuned(runtime, t, program, options)
     key = (program.key(), tuple(program.dims), tuple(program.derived), t.key(), runtime.capabilities(t),
            options.opt_level, options.check_bounds, options.profile)
     with _memo_lock:
         memo = runtime.__dict__.setdefault("_pipeline_memo", {})
-        if key not in memo:
-            with verify_checking(options.debug):
-                memo[key] = _executable(runtime, program, t, options, timings or Timings())
-        return memo[key]
+        if key in memo:
+            return memo[key]
+        with verify_checking(options.debug):
+            exe, keep = _executable(runtime, program, t, options, timings or Timings())
+        if keep:  # (a program cut at its host kernels is cut afresh each time)
+            memo[key] = exe
+        return exe
 
 
 def _executable(runtime: Runtime, program: Program, t: Target, options: Options, tm: Timings):
-    """From the program-level cache where it has the program, else built by the back end (which
-    fills that cache)."""
+    """(the executable, whether `compile` keeps it): from the program-level cache where it has
+    the program, else cut at its host kernels (not kept), else built by the back end (which fills
+    that cache). The cache is asked first: a program it holds calls no host kernel (such a
+    program is never built whole), so a warm load skips the scan of its graph for them."""
     store = default_cache() if options.use_cache else None
     back_key = None
     if store and getattr(runtime, "restores", False) and not options.profile:
         back_key = restore.back_key(code_parts(runtime, t, options), program, runtime.capabilities(t))
         exe = _restored(runtime, store, back_key, program, t, options, tm)
         if exe is not None:
-            return exe
+            return exe, True
+    if runtime.capabilities(t).extern_split:
+        from caten.pipeline.extern import ExternSplit, has_extern
+
+        if has_extern(program):
+            return ExternSplit(program, lambda p: compile(runtime, p, options)), False
     from caten.pipeline import back
 
-    return back.build(runtime, program, t, options, tm, back_key)
+    return back.build(runtime, program, t, options, tm, back_key), True
 
 
 def _restored(runtime: Runtime, store, back_key: str, program: Program, t: Target, options: Options, tm: Timings):

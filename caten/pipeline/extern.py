@@ -25,12 +25,14 @@ from caten.ir.program import Program, TensorSpec
 
 def has_extern(program: Program) -> bool:
     """Whether the program calls a host kernel, at its top level or inside a loop or branch body."""
-    return any(n.op is Op.EXTERN for n in toposort(program.nodes)) or _nested_extern(program) is not None
+    nodes = toposort(program.nodes)  # (once: a large program's graph takes milliseconds to walk)
+    return any(n.op is Op.EXTERN for n in nodes) or _nested_extern(program, nodes) is not None
 
 
-def _nested_extern(program: Program) -> str | None:
-    """The name of a host kernel called inside a loop or branch body (bodies are not cut), if any."""
-    stack = [n for n in toposort(program.nodes) if n.op in (Op.LOOP, Op.IF)]
+def _nested_extern(program: Program, nodes: list[Node] | None = None) -> str | None:
+    """The name of a host kernel called inside a loop or branch body (bodies are not cut), if any;
+    `nodes`: the program's, in topological order, where the caller has them."""
+    stack = [n for n in (nodes if nodes is not None else toposort(program.nodes)) if n.op in (Op.LOOP, Op.IF)]
     seen: set[int] = set()
     while stack:
         spec = stack.pop().arg[0]
