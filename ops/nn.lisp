@@ -1,8 +1,10 @@
 ;;; Neural-network composites.
 
 (composite matmul ((A{T}[...] B{T}[...]) -> (C{T}[...]))
-  "matrix product with numpy's rules: batched, broadcast batch axes, 1-D operands"
+  "matrix product with numpy's rules: batched, broadcast batch axes, 1-D operands (float8: products and sums in f32, the result cast to T)"
   (assert (and (> (rank A) 0) (> (rank B) 0)) "matmul needs operands of rank >= 1")
+  (if (and (float? A) (= (bits A) 8))
+    (cast (matmul (cast A f32) (cast B f32)) (dtype A))
   (if (and (= (rank A) 1) (= (rank B) 1))
       (progn                                             ; 1-D . 1-D: the inner product, a scalar
         (assert (same-dim? (dim A 0) (dim B 0))          ; sizes 1 and 4 must not broadcast
@@ -16,7 +18,7 @@
             (assert (same-dim? (dim A -1) (dim B -2))
                     "matmul: inner dimensions differ:" (dim A -1) "vs" (dim B -2))
             ;; [..., M, 1, K] * [..., 1, N, K] summed over K
-            (sum (MUL (VIEW A :unsqueeze -2) (VIEW (transpose B) :unsqueeze -3)) :axis -1))))))
+            (sum (MUL (VIEW A :unsqueeze -2) (VIEW (transpose B) :unsqueeze -3)) :axis -1)))))))
 
 (composite linear ((X{T}[...] W{T}[...] b{T}[...]) -> (Y{T}[...])) "x @ W + b" (ADD (matmul X W) b))
 

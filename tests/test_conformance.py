@@ -21,6 +21,7 @@ from caten.read.reader import read
 
 PLUGINS = Path(__file__).parent / "plugins"
 INTS = ["i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"]
+FLOATS = ["f16", "bf16", "f32", "f64", "f8e4m3", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz"]
 
 
 def _load(md: Path) -> dict:
@@ -51,14 +52,14 @@ def test_numpy_subset_writes_both_files(tmp_path):
     data = _load(md)
     assert set(data) == {"runtime", "device", "results", "gradients"} and data["runtime"] == "numpy"
     got = {r["dtype"]: r for r in data["results"] if r["op"] == "ADD"}
-    assert set(got) == set(INTS + ["f16", "bf16", "f32", "f64"])  # ADD needs numbers: no bool
+    assert set(got) == set(INTS + FLOATS)  # ADD needs numbers: no bool
     for r in data["results"]:
         assert set(r) == {"op", "dtype", "status", "max_abs_err", "max_rel_err"}
         assert r["status"] == "pass"
     text = md.read_text()
-    assert "| `ADD` |" in text and "12 passed, 0 failed, 0 unsupported" in text
+    assert "| `ADD` |" in text and "16 passed, 0 failed, 0 unsupported" in text
     readme = (tmp_path / "reports" / "README.md").read_text()
-    assert "[numpy](numpy.md) | 12 | 0 | 0 |" in readme
+    assert "[numpy](numpy.md) | 16 | 0 | 0 |" in readme
 
 
 def test_integer_and_bool_columns_where_they_apply(tmp_path):
@@ -68,7 +69,7 @@ def test_integer_and_bool_columns_where_they_apply(tmp_path):
     assert run_conformance("numpy", str(md), False, "[ac][abno][dsts]*", None, gradients=False) == 0
     res = {(r["op"], r["dtype"]): r["status"] for r in _load(md)["results"]}
     assert res[("and", "bool")] == "pass" and res[("and", "u16")] == "pass" and ("and", "f32") not in res
-    assert all(res[("cast", d)] == "pass" for d in ["bool", *INTS, "f16", "bf16", "f32", "f64"])
+    assert all(res[("cast", d)] == "pass" for d in ["bool", *INTS, *FLOATS])
     assert ("cos", "i32") not in res and res[("cos", "bf16")] == "pass"
     assert res[("abs", "i8")] == "pass"
     assert not (tmp_path / "README.md").exists()  # only a reports/ folder gets the summary page
@@ -78,7 +79,7 @@ def test_cli_exit_status_and_summary(tmp_path):
     out = tmp_path / "n.md"
     r = CliRunner().invoke(cli, ["test-runtime", "-r", "numpy", "--ops", "CMP*", "-o", str(out)])
     assert r.exit_code == 0, r.output
-    assert "26 passed, 0 failed, 0 unsupported" in r.output
+    assert "34 passed, 0 failed, 0 unsupported" in r.output
     statuses = {(x["op"], x["dtype"]) for x in _load(out)["results"]}
     assert ("CMPLT", "bool") in statuses and ("CMPNE", "u64") in statuses
 
@@ -96,7 +97,7 @@ def test_broken_plugin_fails_with_footnotes(tmp_path):
     assert "FAIL[^1]" in text and "\n[^1]: `" in text and "expected" in text
     r = CliRunner().invoke(cli, ["test-runtime", "-r", "broken-add", "--plugin", str(PLUGINS / "broken_add.py"),
                                  "--ops", "ADD", "-o", str(tmp_path / "b2.md")])
-    assert r.exit_code == 1 and "0 passed, 12 failed" in r.output
+    assert r.exit_code == 1 and "0 passed, 16 failed" in r.output
 
 
 def test_jobs_give_the_same_report(tmp_path):
@@ -124,7 +125,7 @@ def test_declared_unsupported_and_compile_only(tmp_path):
     md = tmp_path / "u.md"
     assert run_conformance("no-f16", str(md), False, "sqrt", str(plugin)) == 0
     st = {r["dtype"]: r["status"] for r in _load(md)["results"]}
-    assert st == {"f16": "unsupported", "bf16": "pass", "f32": "pass", "f64": "pass"}
+    assert st == {"f16": "unsupported", **{d: "pass" for d in FLOATS if d != "f16"}}
     assert "| `sqrt` |" in md.read_text() and " - |" in md.read_text()
     assert run_conformance("no-f16", str(md), True, "NEG", None) == 0
     st = {r["dtype"]: r["status"] for r in _load(md)["results"]}
@@ -143,7 +144,7 @@ def test_a_new_composite_adds_a_row(monkeypatch, tmp_path):
     md = tmp_path / "x.md"
     assert run_conformance("numpy", str(md), False, "cube-plus-one", None) == 0
     st = {r["dtype"]: r["status"] for r in _load(md)["results"]}
-    assert set(st) == set(INTS + ["f16", "bf16", "f32", "f64"]) and set(st.values()) == {"pass"}
+    assert set(st) == set(INTS + FLOATS) and set(st.values()) == {"pass"}
     assert "| `cube-plus-one` |" in md.read_text()
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
+from caten.ir import dtypes as T
 from caten.ir.dtypes import DType
 
 # value profiles: the call that runs at size 1 and the large call use ordinary values (so
@@ -22,7 +23,7 @@ EDGES_PRODUCT = "edges-product"  # edges where a product's accumulation order de
 
 
 def finfo(dt: DType):
-    return ml_dtypes.finfo(dt.np) if dt.name == "bf16" else np.finfo(dt.np)
+    return ml_dtypes.finfo(dt.np) if dt.name == "bf16" or dt in T.FLOAT8 else np.finfo(dt.np)
 
 
 def seed_of(*parts: object) -> int:
@@ -31,7 +32,8 @@ def seed_of(*parts: object) -> int:
 
 def _float_specials(dt: DType) -> np.ndarray:
     fi = finfo(dt)
-    big = {"f16": 3.0e4, "bf16": 1.0e30, "f32": 1.0e30, "f64": 1.0e200}[dt.name]
+    big = {"f16": 3.0e4, "bf16": 1.0e30, "f32": 1.0e30, "f64": 1.0e200, "f8e4m3": 320.0, "f8e5m2": 4.0e4,
+           "f8e4m3fnuz": 160.0, "f8e5m2fnuz": 4.0e4}[dt.name]
     return np.array([0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.5, big, -big, float(fi.tiny), -float(fi.tiny),
                      float(fi.smallest_subnormal), float(fi.max), -float(fi.max), np.inf, -np.inf, np.nan],
                     dtype=np.float64)
@@ -102,6 +104,8 @@ ULPS: dict[str, dict[str, float]] = {
     "math": {"f16": 8, "bf16": 8, "f32": 64, "f64": 64},
     "reduce": {"f16": 16, "bf16": 16, "f32": 64, "f64": 64},
 }
+for _k in ULPS:  # float8 (3 or 2 mantissa bits): as the other narrow floats
+    ULPS[_k].update({d.name: ULPS[_k]["bf16"] for d in T.FLOAT8})
 
 
 @dataclass

@@ -1,7 +1,9 @@
 """The dtypes of LANGUAGE.md section 3, with their numpy counterparts.
 
-bf16 has no numpy dtype of its own; `ml_dtypes` supplies one so that the reference
-runtime computes bf16 the way an accelerator would (round after every op).
+bf16 and the float8 formats have no numpy dtype of their own; `ml_dtypes` supplies them so that
+the reference runtime computes them the way an accelerator would (in f32, rounded after every op).
+The float8 formats' bit layouts (`MINIFLOAT`) are what the renderers' conversions and the
+decompose pass's rounding are written from; `saturate` is the reference of a CAST to one.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import numpy as np
 
 @dataclass(frozen=True, eq=False)
 class DType:
-    """One of the 13 dtypes. Each exists once, so identity is equality (and hashing is cheap:
+    """One of the 17 dtypes. Each exists once, so identity is equality (and hashing is cheap:
     graph nodes are hash-consed on keys that hold a dtype)."""
 
     name: str
@@ -53,9 +55,45 @@ i8, i16, i32, i64 = (DType(f"i{b}", "int", b) for b in (8, 16, 32, 64))
 u8, u16, u32, u64 = (DType(f"u{b}", "uint", b) for b in (8, 16, 32, 64))
 f16, bf16 = DType("f16", "float", 16), DType("bf16", "float", 16)
 f32, f64 = DType("f32", "float", 32), DType("f64", "float", 64)
+f8e4m3, f8e5m2 = DType("f8e4m3", "float", 8), DType("f8e5m2", "float", 8)
+f8e4m3fnuz, f8e5m2fnuz = DType("f8e4m3fnuz", "float", 8), DType("f8e5m2fnuz", "float", 8)
+FLOAT8: tuple[DType, ...] = (f8e4m3, f8e5m2, f8e4m3fnuz, f8e5m2fnuz)
+# floats stored narrower than f32, whose values live in f32 registers and are rounded after every op
+NARROW: tuple[DType, ...] = (f16, bf16) + FLOAT8
 
-ALL: tuple[DType, ...] = (bool_, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64)
+ALL: tuple[DType, ...] = (bool_, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64) + FLOAT8
 BY_NAME: dict[str, DType] = {d.name: d for d in ALL}
+
+
+@dataclass(frozen=True)
+class Minifloat:
+    """The layout of an 8-bit float: sign, `exp` exponent bits (bias `bias`), `man` mantissa bits.
+    `inf`: the top exponent holds +-inf (mantissa 0) and nans (e5m2, IEEE-style); otherwise only
+    S.1111.111 is nan (e4m3fn). `fnuz`: no -0 and no inf, the one nan is 0x80 (the byte of -0)."""
+
+    exp: int
+    man: int
+    bias: int
+    inf: bool = False
+    fnuz: bool = False
+
+    @property
+    def max(self) -> float:
+        """The largest finite value."""
+        top = (1 << self.exp) - (2 if self.inf else 1)  # e5m2's top exponent is inf/nan
+        frac = (1 << self.man) - (2 if not (self.inf or self.fnuz) else 1)  # e4m3fn: 1.111 is nan
+        return 2.0 ** (top - self.bias) * (1 + frac / (1 << self.man))
+
+    @property
+    def tiny(self) -> float:
+        """The smallest positive subnormal."""
+        return 2.0 ** (1 - self.bias - self.man)
+
+
+MINIFLOAT: dict[DType, Minifloat] = {
+    f8e4m3: Minifloat(4, 3, 7), f8e5m2: Minifloat(5, 2, 15, inf=True),
+    f8e4m3fnuz: Minifloat(4, 3, 8, fnuz=True), f8e5m2fnuz: Minifloat(5, 2, 16, fnuz=True),
+}
 
 _NP: dict[str, np.dtype] = {
     "bool": np.dtype(np.bool_), "i8": np.dtype(np.int8), "i16": np.dtype(np.int16),
@@ -63,6 +101,8 @@ _NP: dict[str, np.dtype] = {
     "u16": np.dtype(np.uint16), "u32": np.dtype(np.uint32), "u64": np.dtype(np.uint64),
     "f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16),
     "f32": np.dtype(np.float32), "f64": np.dtype(np.float64),
+    "f8e4m3": np.dtype(ml_dtypes.float8_e4m3fn), "f8e5m2": np.dtype(ml_dtypes.float8_e5m2),
+    "f8e4m3fnuz": np.dtype(ml_dtypes.float8_e4m3fnuz), "f8e5m2fnuz": np.dtype(ml_dtypes.float8_e5m2fnuz),
 }
 _FROM_NP = {v: BY_NAME[k] for k, v in _NP.items()}
 
@@ -78,3 +118,18 @@ def lookup(name: str) -> DType | None:
 
 class DTypeError(Exception):
     """An operand dtype the op does not accept; the elaborator adds the source location."""
+
+
+def is_np_float(dt: np.dtype) -> bool:
+    """Whether a numpy dtype is a float, numpy's own or one of ml_dtypes' (kind "V" for some)."""
+    return dt.kind == "f" or (dt in _FROM_NP and _FROM_NP[dt].is_float)
+
+
+def saturate(x: np.ndarray, dt: DType) -> np.ndarray:
+    """x (any float dtype) as float8 dtype dt by a CAST: ONNX Cast's saturate=1. Rounding is to
+    nearest, ties to even (an f64 first to f32, as the renderers do); a finite value beyond the
+    format's range and +-inf become +-max; nan stays nan; fnuz formats turn -0 into 0."""
+    m = MINIFLOAT[dt].max
+    x = np.asarray(x).astype(np.float32)
+    with np.errstate(invalid="ignore"):  # (nan compares and converts quietly)
+        return np.where(x > m, np.float32(m), np.where(x < -m, np.float32(-m), x)).astype(dt.np)

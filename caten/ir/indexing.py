@@ -16,13 +16,13 @@ from caten.ir.dtypes import DType, DTypeError
 def _bitcast_dtype(ins: Sequence[DType], arg: Any) -> DType:
     """Same width only; a bool is a byte 0/1 (so it reinterprets as u8/i8, nothing reinterprets as it),
     and the 16-bit floats are refused: caten's registers may hold them widened (their bits are not
-    the stored bits on every runtime)."""
+    the stored bits on every runtime), and so are the float8 ones."""
     src, dst = ins[0], arg
     if src == dst:
         return dst
     for d in (src, dst):
-        if d.is_float and d.bits == 16:
-            raise DTypeError(f"BITCAST of {d.name} is not supported (16-bit floats may be held widened)")
+        if d in T.NARROW:
+            raise DTypeError(f"BITCAST of {d.name} is not supported (floats narrower than f32 may be held widened)")
     if dst.is_bool and not src.is_bool:
         raise DTypeError("BITCAST to bool is not supported (a byte other than 0 or 1 is not a bool)")
     if max(src.bits, 8) != max(dst.bits, 8):
@@ -95,7 +95,7 @@ def _sort_ref(ctx: Any, x: np.ndarray) -> np.ndarray:
     ax, descending = ctx.arg
     if x.ndim == 0:
         return np.zeros((), np.int64)
-    if x.dtype.kind == "f" or x.dtype == T.bf16.np:
+    if T.is_np_float(x.dtype):
         v = x.astype(np.float64)
         nan = np.isnan(v)
         v = np.where(nan, 0.0, v)

@@ -61,10 +61,10 @@ ALL = T.ALL
 
 
 def _lowp(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
-    """Compute f16/bf16 math in f32 and round once, as accelerators do."""
+    """Compute f16/bf16/float8 math in f32 and round once, as accelerators do."""
     def ref(*xs: np.ndarray) -> np.ndarray:
         dt = xs[0].dtype
-        if dt.itemsize == 2 and dt.kind not in "iub":
+        if dt.itemsize <= 2 and dt.kind not in "iub":
             return fn(*(x.astype(np.float32) for x in xs)).astype(dt)
         return fn(*xs).astype(dt, copy=False)
     return ref
@@ -125,12 +125,12 @@ def _not(x: np.ndarray) -> np.ndarray:
 
 
 def _cast(x: np.ndarray, dt: DType) -> np.ndarray:
-    if x.dtype.kind == "f" and dt.is_int:
+    if T.is_np_float(x.dtype) and dt.is_int:  # (bf16 and float8 widen exactly)
         # truncation toward zero; out-of-range and nan give an unspecified (here: wrapped) result
         x = np.nan_to_num(np.trunc(x.astype(np.float64)), nan=0.0, posinf=0.0, neginf=0.0)
         return x.astype(np.int64 if dt.kind == "int" else np.uint64).astype(dt.np)
-    if x.dtype == T.bf16.np and dt.is_int:
-        return _cast(x.astype(np.float32), dt)
+    if dt in T.FLOAT8 and x.dtype != dt.np:
+        return T.saturate(x, dt)  # ONNX Cast's saturate=1
     return x.astype(dt.np)
 
 
@@ -140,11 +140,14 @@ def _reduce_ref(x: np.ndarray, arg: tuple) -> np.ndarray:
     if not axes:
         return x.copy()
     if op == "max":
-        return np.max(x, axis=axes, keepdims=True, initial=_lowest(x.dtype)) if x.size else \
-            np.full([1 if i in axes else n for i, n in enumerate(x.shape)], _lowest(x.dtype), x.dtype)
+        dt = x.dtype
+        if dt.itemsize == 1 and dt.kind not in "iub":  # float8: in f32, where -inf exists (e4m3fn has none)
+            x = x.astype(np.float32)
+        return (np.max(x, axis=axes, keepdims=True, initial=_lowest(x.dtype)) if x.size else
+                np.full([1 if i in axes else n for i, n in enumerate(x.shape)], _lowest(x.dtype), x.dtype)).astype(dt)
     acc = x.dtype
-    if x.dtype.itemsize == 2 and x.dtype.kind not in "iub":
-        acc = np.float32  # f16/bf16 accumulate in f32, as accelerators do
+    if x.dtype.itemsize <= 2 and x.dtype.kind not in "iub":
+        acc = np.float32  # f16/bf16/float8 accumulate in f32, as accelerators do
     elif op == "add" and x.dtype.kind == "f":
         acc = np.float64  # sums: the oracle accumulates wide, then rounds once
     # products accumulate in their own dtype, as numpy's prod does (an overflow midway is an overflow)

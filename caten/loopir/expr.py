@@ -16,8 +16,8 @@ IDX = T.i64
 
 
 def register(dt: DType) -> DType:
-    """The dtype of dt's register: f16/bf16 values live in f32 ones (a `bitcast` reads its bits)."""
-    return T.f32 if dt in (T.f16, T.bf16) else dt
+    """The dtype of dt's register: f16/bf16/float8 values live in f32 ones (a `bitcast` reads its bits)."""
+    return T.f32 if dt in T.NARROW else dt
 
 
 def _argkey(a: Any) -> Any:

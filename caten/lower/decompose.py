@@ -12,10 +12,10 @@ e.g. `(Op.IDIV, "int")` for a target whose integer division already floors. MAX 
 device grid mapping read it) and gets its value in primitives as its one source.
 
 A second walk writes caten's conversions (caten.lower.numerics_narrow): every op that can leave
-the f16/bf16 grid is computed in f32 and rounded by the pass, unless the target rounds to that
+the f16/bf16/float8 grid is computed in f32 and rounded by the pass, unless the target rounds to that
 dtype natively (`("round", "f16")`: LLVM's `fptrunc` to half), and every float->int CAST
-saturates in primitives. So a renderer spells f16/bf16 only as storage (load and store) and
-float->int only as `ftoi` of a value in range. EXP2/LOG2/SIN of f16/bf16 are computed in f32 (LOG2
+saturates in primitives. So a renderer spells f16/bf16/float8 only as storage (load and store) and
+float->int only as `ftoi` of a value in range. EXP2/LOG2/SIN of f16/bf16/float8 are computed in f32 (LOG2
 of f32 and narrower in f64) and rounded once at the end.
 
 Loop IR is a hash-consed DAG: each distinct expression is rewritten once (memo), with an

@@ -2,7 +2,7 @@
 
 A second implementation of every expression op, independent of any renderer and compiler:
 IEEE f32/f64 arithmetic rounded once per op (`fma` exactly: round-to-odd in f64 for f32, exact
-integers for f64), f16/bf16 computed in f32 and rounded after each op, integers wrapping. It
+integers for f64), f16/bf16/float8 computed in f32 and rounded after each op, integers wrapping. It
 lets the decompose pass be checked bit for bit against a runtime and the op table's reference
 without compiling anything. Ops that the pass rewrites (EXP2, IDIV, `rand`, ...) evaluate by the
 op table's numpy reference, so a tree before the pass gives the reference answer.
@@ -71,8 +71,10 @@ def fma(a: Arr, b: Arr, d: Arr) -> Arr:
 
 
 def _cast(x: Arr, dt: DType) -> Arr:
-    """CAST as the renderers do it: float->int truncates and saturates (nan and inf give 0)."""
-    if x.dtype.kind == "f" or x.dtype == T.bf16.np:
+    """CAST as the renderers do it: float->int truncates and saturates (nan and inf give 0); to a
+    narrow float it rounds (float8: overflowing as ml_dtypes, the program's saturation being
+    explicit in the loop IR: caten.lower.numerics_narrow.saturating)."""
+    if T.is_np_float(x.dtype):
         if dt.is_int:
             f = np.nan_to_num(np.trunc(x.astype(np.float64)), nan=0.0, posinf=0.0, neginf=0.0)
             s = np.clip(f, -2.0 ** 63, 2.0 ** 63 - 1024).astype(np.int64)
@@ -83,12 +85,14 @@ def _cast(x: Arr, dt: DType) -> Arr:
                 s = np.where(f < 0, s.view(np.uint64), u)
             return s.astype(dt.np)
         if dt.bits < 32 and x.dtype == np.float64:
-            x = x.astype(np.float32)  # f64 -> f16/bf16 rounds through f32, as the renderers do
+            x = x.astype(np.float32)  # f64 -> f16/bf16/float8 rounds through f32, as the renderers do
+    elif dt in T.FLOAT8:
+        x = x.astype(np.float32)  # int -> float8 too
     return x.astype(dt.np)
 
 
 def _lowp(fn: Callable[..., Arr]) -> Callable[..., Arr]:
-    """fn computed in f32 for f16/bf16 operands, then rounded to their dtype."""
+    """fn computed in f32 for f16/bf16/float8 operands, then rounded to their dtype."""
     def run(*a: Arr) -> Arr:
         dt = a[0].dtype
         if dt.kind in "iub" or dt.itemsize >= 4:
@@ -169,7 +173,7 @@ def _one(x: X, a: list[Arr], env: Mapping[str, Arr], buffers: Mapping[str, Arr])
     if op == "ftoi":  # callers keep the value in range
         return np.trunc(a[0]).astype(dt.np)
     if op == "bitcast":
-        if dt.is_float and dt.bits == 16:  # u32 bits of an f16/bf16 register (an f32), exact
+        if dt in T.NARROW:  # u32 bits of an f16/bf16/float8 register (an f32), exact
             return a[0].astype(np.uint32).view(np.float32).astype(dt.np)
         return a[0].copy().view(dt.np)
     if op == "lut":

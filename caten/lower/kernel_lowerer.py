@@ -27,6 +27,7 @@ from caten.lower.gemm import gemm, tiled
 from caten.lower.index import Aff, Coords, flatten
 from caten.lower.loadsplit import split_loads
 from caten.lower.masksplit import split_masks
+from caten.lower.numerics_narrow import saturating
 from caten.lower.reduce import Blocked, identity
 from caten.lower.scatter import scatter_stage
 from caten.lower.sort import sort_stage
@@ -232,7 +233,7 @@ class KernelLowerer:
         for s in n.src:
             srcs.append((yield self._visit(s, c)))
         if op is Op.CAST:
-            return srcs[0] if n.src[0].dtype == n.dtype else L.alu(Op.CAST, n.dtype, srcs[0])
+            return srcs[0] if n.src[0].dtype == n.dtype else saturating(srcs[0], n.dtype)  # (float8: ONNX's)
         if op is Op.BITCAST:  # a bool's byte is its value 0/1: a cast says it on every runtime
             cast = n.src[0].dtype.is_bool or n.src[0].dtype == n.dtype
             return L.alu(Op.CAST, n.dtype, srcs[0]) if cast else X.make("bitcast", n.dtype, (srcs[0],))

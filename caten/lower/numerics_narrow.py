@@ -1,12 +1,16 @@
-"""Conversions with caten's semantics, written once in primitives: rounding to f16/bf16 and the
-saturating float->int cast.
+"""Conversions with caten's semantics, written once in primitives: rounding to f16/bf16/float8
+and the saturating float->int cast.
 
-Values of f16/bf16 live in f32 registers and are rounded to their dtype after every op that can
-leave the dtype's grid (caten.loopir). Rounding is to nearest, ties to even, on the f32
+Values of f16/bf16/float8 live in f32 registers and are rounded to their dtype after every op
+that can leave the dtype's grid (caten.loopir). Rounding is to nearest, ties to even, on the f32
 register's bits: bf16 keeps the top 16 bits; f16 keeps 10 mantissa bits in its normal range,
 multiples of 2^-24 below it (a scale by 2^24, `rint`, and back: each step exact), and overflows to
-inf from 65520 on. A NaN stays a quiet NaN. The result is a `bitcast` of u32 bits to the narrow
-dtype: the bits of its f32 register.
+inf from 65520 on. A float8 format (caten.ir.dtypes.MINIFLOAT) is rounded the same way, and a
+value that rounds past its largest finite value overflows as ml_dtypes does: to +-inf in e5m2, to
+nan in the formats without inf; the fnuz formats have no -0 (a zero is +0). A CAST to float8 in
+the program (`saturating`, which the kernel lowering calls) is ONNX Cast's saturate=1 instead:
+beyond the range, +-inf included, it gives +-max. A NaN stays a quiet NaN. The result is a
+`bitcast` of u32 bits to the narrow dtype: the bits of its f32 register.
 
 Float->int: truncation toward zero; NaN and +-inf give 0; finite values beyond the 64-bit range
 saturate (to i64 for signed dtypes; unsigned dtypes take a negative value's saturated i64 bits and
@@ -16,25 +20,29 @@ saturate at 2^64 - 1 above); narrower integers then wrap, as an int->int CAST do
 
 from __future__ import annotations
 
+import numpy as np
+
 from caten import loopir as L
 from caten.ir import dtypes as T
 from caten.ir.dtypes import DType
 from caten.loopir import X
 from caten.lower import xops as O
 
-NARROW = (T.f16, T.bf16)
+NARROW = T.NARROW
 _U = T.u32
 
 
 def register(v: X) -> X:
-    """v typed as its register (an f16/bf16 value as the f32 it already is)."""
+    """v typed as its register (an f16/bf16/float8 value as the f32 it already is)."""
     return O.cast(v, L.register(v.dtype))
 
 
 def round_to(v: X, dt: DType) -> X:
-    """f32 value v rounded to f16 or bf16 (to nearest, ties to even)."""
+    """f32 value v rounded to f16, bf16 or a float8 dtype (to nearest, ties to even)."""
     v = register(v)
     b = O.bitcast(v, _U)
+    if dt in T.MINIFLOAT:
+        return _round_f8(b, dt)
     if dt == T.bf16:
         lsb = O.and_(O.shr(b, 16), 1)
         r = O.and_(O.add(b, O.add(lsb, 0x7FFF)), 0xFFFF0000)
@@ -48,6 +56,38 @@ def round_to(v: X, dt: DType) -> X:
     r = O.where(O.lt(r, 0x47800000), r, 0x7F800000)  # 65520 and up (inf too) round to inf
     r = O.where(O.gt(a, 0x7F800000), O.or_(a, 0x400000), r)  # NaN
     return O.bitcast(O.or_(r, sign), dt)
+
+
+def _f32_bits(v: float) -> int:
+    return int(np.array(v, np.float32).view(np.uint32))
+
+
+def _round_f8(b: X, dt: DType) -> X:
+    """The module docstring's float8 rounding, on the f32 bits b of a value."""
+    f = T.MINIFLOAT[dt]
+    sh = 23 - f.man  # the f32 mantissa bits the format drops
+    sign = O.and_(b, 0x80000000)
+    a = O.xor(b, sign)  # |v|'s bits
+    normal = O.and_(O.add(a, O.add(O.and_(O.shr(a, sh), 1), (1 << (sh - 1)) - 1)), 0xFFFFFFFF ^ ((1 << sh) - 1))
+    lo = f.bias + f.man - 1  # below the smallest normal: multiples of 2^-lo, by a scale, `rint`, and back
+    tiny = O.bitcast(O.mul(O.rint(O.mul(O.bitcast(a, T.f32), 2.0 ** lo)), 2.0 ** -lo), _U)
+    r = O.where(O.lt(a, _f32_bits(2.0 ** (1 - f.bias))), tiny, normal)
+    r = O.where(O.gt(r, _f32_bits(f.max)), 0x7F800000 if f.inf else 0x7FC00000, r)  # past the largest finite
+    r = O.where(O.gt(a, 0x7F800000), 0x7FC00000, r)  # NaN
+    if f.fnuz:  # no -0; the one nan has no sign either
+        sign = O.where(O.eq(r, 0), 0, O.where(O.eq(r, 0x7FC00000), 0, sign))
+    return O.bitcast(O.or_(r, sign), dt)
+
+
+def saturating(x: X, dt: DType) -> X:
+    """A program's CAST of x to dt: for a float8 dt, ONNX Cast's saturate=1 (x through f32,
+    clamped to +-max, inf too, then the CAST's rounding, which no longer overflows); otherwise
+    the loop IR's CAST, whose narrow rounding the decompose pass writes."""
+    f = T.MINIFLOAT.get(dt)
+    if f is None or x.dtype == dt:
+        return O.cast(x, dt)
+    v = O.cast(x, T.f32)
+    return O.cast(O.where(O.gt(v, f.max), f.max, O.where(O.lt(v, -f.max), -f.max, v)), dt)
 
 
 def float_to_int(x: X, dt: DType) -> X:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from caten import target
 from caten.ir import dims as D
+from caten.ir import dtypes as T
 from caten.ir.dims import Dim
 from caten.ir.graph import Node
 from caten.ir.ops import Op
@@ -19,7 +20,7 @@ from caten.ir.walk import Visit, drive
 from caten.schedule.direct import Direct, analyze
 from caten.schedule.pairs import pair_gemm
 
-LOWP = ("f16", "bf16")
+LOWP = tuple(d.name for d in T.NARROW)  # accumulate in f32: caten.ir.dtypes
 
 
 def axis_deps(n: Node, memo: dict | None = None) -> frozenset:

@@ -88,11 +88,15 @@ def text(v: Any) -> str:
 _NP = {"f32": "float32", "f64": "float64", "f16": "float16", "i8": "int8", "i16": "int16", "i32": "int32",
        "i64": "int64", "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64", "bool": "bool"}
 _FROM_NP = {v: k for k, v in _NP.items()}
+# the dtypes ml_dtypes supplies, by caten name: its names for them
+_ML = {"bf16": "bfloat16", "f8e4m3": "float8_e4m3fn", "f8e5m2": "float8_e5m2", "f8e4m3fnuz": "float8_e4m3fnuz",
+       "f8e5m2fnuz": "float8_e5m2fnuz"}
+_ML_NAMES = {v: k for k, v in _ML.items()}
 
 
 def dtype_name(d: Any) -> str | None:
     """The caten name of a dtype given as a caten name, a numpy dtype or a numpy scalar type."""
-    if isinstance(d, str) and (d in _NP or d == "bf16"):
+    if isinstance(d, str) and (d in _NP or d in _ML):
         return d
     if isinstance(d, np.dtype):  # the common case (every realized array): one dict lookup
         hit = _BY_NP.get(d)
@@ -110,16 +114,16 @@ def _np_name(d: Any) -> str:
         nd = np.dtype(d)
     except TypeError:
         return ""
-    if nd.name == "bfloat16":
-        return "bf16"
+    if nd.name in _ML_NAMES:
+        return _ML_NAMES[nd.name]
     return _FROM_NP.get(nd.name, "")
 
 
 def np_dtype(d: str) -> np.dtype:
-    if d == "bf16":
+    if d in _ML:
         import ml_dtypes
 
-        return np.dtype(ml_dtypes.bfloat16)
+        return np.dtype(getattr(ml_dtypes, _ML[d]))
     return np.dtype(_NP[d])
 
 

@@ -101,7 +101,7 @@ def text(t: Tensor) -> str:
             v = t.numpy()
         except Error as e:  # a placeholder of a trace read after it: say so, a repr must not raise
             return f"tensor(<{t.dtype}{list(t.shape)}: {e.message}>)"
-        if t.dtype in ("f16", "bf16"):
+        if t.dtype in ("f16", "bf16") or t.dtype.startswith("f8"):
             v = v.astype(np.float32)
         summarize = v.size > THRESHOLD
         f = _Formatter(_summary(v) if summarize else v, t.dtype in FLOATS)

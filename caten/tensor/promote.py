@@ -19,9 +19,13 @@ def _category(dt: str) -> int:
 def promote_types(a: str, b: str) -> str:
     """torch.promote_types on caten's dtypes: a float meets an integer or bool at the float;
     f16 and bf16 meet at f32; otherwise numpy's common type (integers of mixed signedness
-    widen, as torch's u8 + i8 -> i16; torch has no rule for the wider unsigned types)."""
+    widen, as torch's u8 + i8 -> i16; torch has no rule for the wider unsigned types). A float8
+    meets no other dtype, as in torch (which refuses to promote float8 types)."""
     if a == b:
         return a
+    if a.startswith("f8") or b.startswith("f8"):
+        raise Error(f"no common dtype of {a} and {b}: float8 dtypes promote with nothing",
+                    hint="cast one of them first (.cast(dtype))")
     ca, cb = _category(a), _category(b)
     if ca != cb:
         return a if ca > cb else b

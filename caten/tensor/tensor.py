@@ -20,7 +20,7 @@ from caten.tensor import state
 from caten.tensor.lazy import DETACH, INPUT, NTH, Node, dtype_name, infer, leaf, np_dtype
 from caten.tensor.realize import realize
 
-FLOATS = ("f16", "bf16", "f32", "f64")
+FLOATS = ("f16", "bf16", "f32", "f64", "f8e4m3", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz")
 
 
 def _dt(d: Any) -> str:
@@ -32,7 +32,8 @@ def _dt(d: Any) -> str:
     if name is None:
         from caten.tensor.torchnames import ArgError  # torch: a TypeError (dtype must be a torch.dtype)
 
-        raise ArgError(f"caten has no dtype {d!r}", hint="use f16 bf16 f32 f64 i8..i64 u8..u64 bool")
+        raise ArgError(f"caten has no dtype {d!r}",
+                       hint="use f16 bf16 f32 f64 f8e4m3 f8e5m2 f8e4m3fnuz f8e5m2fnuz i8..i64 u8..u64 bool")
     return name
 
 

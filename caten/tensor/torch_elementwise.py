@@ -13,7 +13,8 @@ from caten.tensor.promote import _promote
 from caten.tensor.tensor import FLOATS, Tensor, apply
 from caten.tensor.torchnames import torch_name
 
-_MAX = {"f16": 65504.0, "bf16": 3.3895313892515355e38, "f32": 3.4028234663852886e38, "f64": 1.7976931348623157e308}
+_MAX = {"f16": 65504.0, "bf16": 3.3895313892515355e38, "f32": 3.4028234663852886e38, "f64": 1.7976931348623157e308,
+        "f8e4m3": 448.0, "f8e5m2": 57344.0, "f8e4m3fnuz": 240.0, "f8e5m2fnuz": 57344.0}
 
 
 def _floaty(t: Tensor) -> Tensor:

@@ -16,7 +16,7 @@ from caten.tensor.tensor import FLOATS, Tensor, _dt, apply
 from caten.tensor.torch_elementwise import pair
 from caten.tensor.torch_reduce import axes
 from caten.tensor.torch_shape import _dim
-from caten.tensor.torchnames import ArgError, torch_name
+from caten.tensor.torchnames import DTYPES, ArgError, torch_name
 
 _CASTS = {"float": "f32", "double": "f64", "half": "f16", "bfloat16": "bf16", "int": "i32", "long": "i64",
           "short": "i16", "char": "i8", "byte": "u8", "bool": "bool"}
@@ -63,6 +63,8 @@ def to(self: Tensor, *args: Any, dtype: Any = None, device: Any = None, copy: bo
 
 
 def _dtype_or_none(a: Any) -> Any:
+    if type(a).__module__ == "torch":  # torch.float32, torch.float8_e4m3fn: by name, as Tensor(dtype=) takes them
+        a = DTYPES.get(str(a).removeprefix("torch."), a)
     return dtype_name(a) if not isinstance(a, Tensor) else None
 
 

@@ -1,5 +1,5 @@
 """Fn: one C-style function body from loop IR. Values are C expressions over named temporaries;
-casts and ALU ops carry caten's semantics (saturating float->int, f16/bf16 computed in f32 and
+casts and ALU ops carry caten's semantics (saturating float->int, f16/bf16/float8 computed in f32 and
 rounded after every op); EXP2/LOG2/SIN, IDIV/MOD, NaN-propagating MAX and `rand` arrive
 decomposed into primitives (caten.render.cstyle.prims). Plain C renders a kernel as one serial `Fn`."""
 
@@ -94,6 +94,9 @@ class Fn:
                 v = float(np.float16(v))
             elif dt.name == "bf16":
                 v = float(ml_dtypes.bfloat16(v))
+            elif dt.bits == 8:  # float8: as ml_dtypes rounds a literal (past the range: nan, or inf in e5m2)
+                with np.errstate(invalid="ignore"):
+                    v = float(np.array(v).astype(dt.np).astype(np.float64))
             elif dt.bits == 32:
                 v = float(np.float32(v))
         if dt.bits == 64:
@@ -182,6 +185,8 @@ class Fn:
             return f"{self.helper('caten_h2f')}({r})"
         if dt.name == "bf16":
             return f"{self.helper('caten_bf2f')}({r})"
+        if dt.is_float and dt.bits == 8:
+            return f"{self.helper(f'caten_{dt.name}_u2f')}({r})"
         return r
 
     def store(self, buf: str, idx: str, val: str, dt: DType) -> None:
@@ -191,6 +196,8 @@ class Fn:
             val = f"{self.helper('caten_f2h')}({val})"
         elif dt.name == "bf16":
             val = f"{self.helper('caten_f2bf')}({val})"
+        elif dt.is_float and dt.bits == 8:
+            val = f"{self.helper(f'caten_{dt.name}_f2u')}({val})"
         self.emit(f"{self.ref(buf, idx)} = {val};")
 
     def cast(self, v: str, src: DType, dst: DType) -> str:

@@ -1,11 +1,14 @@
-"""The C helper functions a rendered kernel may call (f16/bf16 storage: a value's 16 bits to and
-from its f32 register) and the constant tables of `lut`, per target, emitted only when used. The
+"""The C helper functions a rendered kernel may call (f16/bf16/float8 storage: a value's 16 or 8
+bits to and from its f32 register) and the constant tables of `lut`, per target, emitted only when used. The
 numerics of EXP2/LOG2/SIN, IDIV/MOD (of values and of dims), MAX, `rand`, f16/bf16 rounding and
 float->int casts are not here: the decompose pass (caten.lower.decompose) writes them in
 primitives (cstyle.prims)."""
 
 from __future__ import annotations
 
+import numpy as np
+
+from caten.ir import dtypes as T
 from caten.render.cstyle.prims import LUT_PREFIX, lut_source
 from caten.render.cstyle.targets import Target
 from caten.render.cstyle.tiles import TILE_PREFIX, tile_source
@@ -36,7 +39,43 @@ def _helpers(t: Target) -> dict[str, tuple[tuple[str, ...], str]]:
         "caten_bf2f": ((), f"{fn} f32 caten_bf2f(u16 b) {{ return {u2f}(((u32)b) << 16); }}"),
         "caten_f2bf": ((), f"{fn} u16 caten_f2bf(f32 f) {{ return (u16)({f2u}(f) >> 16); }}"),
     }
+    for dt in T.FLOAT8:
+        h |= _float8(t, dt)
     return h
+
+
+def _float8(t: Target, dt: T.DType) -> dict[str, tuple[tuple[str, ...], str]]:
+    """caten_NAME_u2f / caten_NAME_f2u: a float8 byte to its f32 register and back, exact (the
+    decompose pass rounds a value to the grid before any store), in integer bit arithmetic; a
+    subnormal is its mantissa times a power of two (caten.render.llvm.float8 says the same in IR)."""
+    f2u, u2f = t.bits[:2]
+    f, n = T.MINIFLOAT[dt], dt.name
+    top = 0x7F ^ ((1 << f.man) - 1)  # e5m2: the inf/nan exponent
+    if f.fnuz:
+        load_special, store_tail = "  if (w == 128U) r = 0x7fc00000U;\n", \
+            "  if (a >= 0x7f800000U) return (u8)128U;\n  return (u8)(c == 0U ? 0U : (c | s));"
+    elif f.inf:
+        load_special = f"  if (mag >= {top}U) r = mag == {top}U ? 0x7f800000U : 0x7fc00000U;\n"
+        store_tail = (f"  if (a == 0x7f800000U) c = {top}U;\n  else if (a > 0x7f800000U) c = 0x7eU;\n"
+                      "  return (u8)(c | s);")
+    else:
+        load_special = "  if (mag == 127U) r = 0x7fc00000U;\n"
+        store_tail = "  if (a >= 0x7f800000U) c = 0x7fU;\n  return (u8)(c | s);"
+    tiny = int(np.array(2.0 ** (1 - f.bias), np.float32).view(np.uint32))
+    return {
+        f"caten_{n}_u2f": ((), f"""{t.func} f32 caten_{n}_u2f(u8 b) {{
+  u32 w = (u32)b, mag = w & 127U, r;
+  if (mag < {1 << f.man}U) r = {f2u}((f32)mag * {(2.0 ** (1 - f.bias - f.man)).hex()}f);
+  else r = (mag << {23 - f.man}) + {(127 - f.bias) << 23}U;
+{load_special}  return {u2f}(r | ((w & 128U) << 24));
+}}"""),
+        f"caten_{n}_f2u": ((), f"""{t.func} u8 caten_{n}_f2u(f32 v) {{
+  u32 b = {f2u}(v), s = (b >> 24) & 128U, a = b & 0x7fffffffU, c;
+  if (a < {tiny}U) c = (u32)({u2f}(a) * {(2.0 ** (f.bias + f.man - 1)).hex()}f);
+  else c = (a >> {23 - f.man}) - {(127 - f.bias) << f.man}U;
+{store_tail}
+}}"""),
+    }
 
 
 _HELPER_CACHE: dict[str, dict] = {}

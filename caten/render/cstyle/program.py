@@ -142,7 +142,7 @@ def manifest(dps: Sequence[DeviceProgram], runtime: str, source_name: str, extra
     out = {"format": "caten-device-manifest/1", "runtime": runtime, "source": source_name,
            "notes": "sizes are Python expressions over the dims; launch kernels in order (a program with "
                     "loops or branches: its `steps`); "
-                    "f16/bf16 buffers hold their 16-bit patterns, bool buffers one byte per element",
+                    "f16/bf16 buffers hold their 16-bit patterns, float8 and bool buffers one byte per element",
            "programs": [dp.manifest() for dp in dps]}
     out.update(extra or {})
     return out

@@ -90,7 +90,7 @@ def kernel_head(t: Target, local: int) -> str:
 
 
 def ctype(dt: DType) -> str:
-    """The register type of a dtype (f16/bf16 live in f32)."""
+    """The register type of a dtype (f16/bf16/float8 live in f32)."""
     if dt.is_bool:
         return "bool"
     if dt.is_float:
@@ -99,8 +99,8 @@ def ctype(dt: DType) -> str:
 
 
 def stype(dt: DType) -> str:
-    """The storage type of a dtype (bool as u8, f16/bf16 as their u16 bits)."""
-    if dt.is_bool:
+    """The storage type of a dtype (bool as u8, f16/bf16 as their u16 bits, float8 as u8 bits)."""
+    if dt.is_bool or (dt.is_float and dt.bits == 8):
         return "u8"
     if dt.name in ("f16", "bf16"):
         return "u16"

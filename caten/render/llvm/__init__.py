@@ -2,7 +2,7 @@
 
 Text rather than llvmlite.ir because kernels need fast-math flags on reduction updates and
 string function attributes ("prefer-vector-width"="512"), which llvmlite.ir cannot spell.
-EXP2/LOG2/SIN are inline polynomials (vectorizable; no libm call in a loop). f16/bf16 are
+EXP2/LOG2/SIN are inline polynomials (vectorizable; no libm call in a loop). f16/bf16/float8 are
 computed in f32 and rounded after every op. Integer division by zero gives 0, never UB.
 
 The modules: `values` (type names, constants), `emit` (the instruction plumbing), `fn` (one

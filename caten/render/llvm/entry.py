@@ -212,7 +212,7 @@ def c_type(dt: DType) -> str:
         return "bool"
     if dt.is_int:
         return f"{'u' if dt.kind == 'uint' else ''}int{dt.bits}_t"
-    return {"f16": "uint16_t", "bf16": "uint16_t", "f32": "float", "f64": "double"}[dt.name]
+    return {"f16": "uint16_t", "bf16": "uint16_t", "f32": "float", "f64": "double"}.get(dt.name, "uint8_t")  # (float8)
 
 
 def c_header(progs, names: Sequence[str], library: str | None = None,
@@ -235,7 +235,8 @@ def c_header(progs, names: Sequence[str], library: str | None = None,
                         f" {s.name}_out: memory apart from {s.name}; copy it into {s.name} after the call."
                         for i, s in enumerate(prog.outputs) if i in aliased)
         lines.append(f"/* {prog.name}: {' '.join(map(str, prog.inputs))} -> {' '.join(map(str, prog.outputs))}"
-                     " (f16/bf16 as uint16_t bits). Returns 0, 1 if a where-constraint fails, 2 if its scratch memory"
+                     " (f16/bf16 as uint16_t bits, float8 as uint8_t). Returns 0, 1 if a where-constraint fails,"
+                     " 2 if its scratch memory"
                      f" cannot be allocated.{notes} */")
         lines.append(f"int32_t {name}({', '.join(args) or 'void'});")
     lines += ["#ifdef __cplusplus", "}", "#endif", f"#endif /* {guard} */", ""]

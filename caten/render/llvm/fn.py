@@ -6,12 +6,13 @@ renders values, memory, casts, the ALU and loops, and dispatches."""
 from __future__ import annotations
 
 from caten import loopir as L
+from caten.ir import dtypes as T
 from caten.ir.dtypes import DType
 from caten.ir.ops import Op
 from caten.ir.walk import Visit, drive
 from caten.loopir import X
 from caten.lower.dimx import bare, dim_leaf
-from caten.render.llvm import direct, gemm, pack, threads
+from caten.render.llvm import direct, float8, gemm, pack, threads
 from caten.render.llvm.emit import Emitter
 from caten.render.llvm.prims import PRIMS
 from caten.render.llvm.values import const_str, mty, rty
@@ -75,7 +76,7 @@ class FnGen(Emitter):
             return PRIMS[op](self, x, srcs)
         if op is Op.CAST:
             return self.cast((yield self._vis(x.src[0])), x.src[0].dtype, x.dtype)
-        if x.arg == "acc" and op is Op.ADD and x.dtype.is_float and x.dtype.name not in ("f16", "bf16") \
+        if x.arg == "acc" and op is Op.ADD and x.dtype.is_float and x.dtype not in T.NARROW \
                 and x.src[1].op is Op.MUL and not any(x.src[1] in sc for sc in self.scopes):
             # a product feeding a reduction may fuse into an FMA (elementwise ops never contract)
             m = x.src[1]
@@ -132,6 +133,8 @@ class FnGen(Emitter):
         if dt.name == "bf16":
             w = self.conv("zext", "i16", raw, "i32")
             return self.conv("bitcast", "i32", self.ins(f"shl i32 {w}, 16"), "float")
+        if dt in T.FLOAT8:
+            return float8.load(self, raw, dt)
         return raw
 
     def store(self, buf: str, idx: str, val: str, dt: DType) -> None:
@@ -142,13 +145,15 @@ class FnGen(Emitter):
         elif dt.name == "bf16":
             b = self.conv("bitcast", "float", val, "i32")
             val = self.conv("trunc", "i32", self.ins(f"lshr i32 {b}, 16"), "i16")
+        elif dt in T.FLOAT8:
+            val = float8.store(self, val, dt)
         p = self.ptr(buf, idx, dt)
         self.emit(f"store {mty(dt)} {val}, ptr {p}, align {dt.itemsize}")
 
     # rounding and casts -----------------------------------------------------------------------
     def round(self, dt: DType, v: str) -> str:
         """f32 value v rounded to f16 (this target's native rounding: `fptrunc` to half and back).
-        The decompose pass writes every other rounding to a narrow float in primitives: a bf16 op
+        The decompose pass writes every other rounding to a narrow float in primitives: a bf16 or float8 op
         that reaches the renderer is one whose result is exact (NEG, MAX)."""
         if dt.name == "f16":
             return self.conv("fpext", "half", self.conv("fptrunc", "float", v, "half"), "float")
@@ -176,7 +181,7 @@ class FnGen(Emitter):
         if src.is_int and dst.is_float:
             r = self.conv("sitofp" if src.kind == "int" else "uitofp", fs, v, ts)
             return self.round(dst, r)
-        if (src.is_float and dst.is_int) or dst.name == "bf16":
+        if (src.is_float and dst.is_int) or (dst in T.NARROW and dst != T.f16):
             raise NotImplementedError(f"CAST {src} -> {dst} reaches the LLVM renderer undecomposed")
         # float -> float
         if fs == "float" and ts == "double":

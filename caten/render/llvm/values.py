@@ -1,5 +1,6 @@
 """LLVM type names and constant literals of caten dtypes: the spellings every other module
-of the renderer shares (f16 is stored as `half`, bf16 as raw `i16` bits, bool as `i8`)."""
+of the renderer shares (f16 is stored as `half`, bf16 as raw `i16` bits, float8 as `i8` bits
+(caten.render.llvm.float8), bool as `i8`)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ def mty(dt: DType) -> str:
         return "half"
     if dt.name == "bf16":
         return "i16"
+    if dt.bits == 8 and dt.is_float:
+        return "i8"
     return rty(dt)
 
 
@@ -53,4 +56,7 @@ def const_str(v, dt: DType) -> str:
             v = float(np.float16(v))
     elif dt.name == "bf16":
         v = float(ml_dtypes.bfloat16(v))
+    elif dt.bits == 8:  # float8: as ml_dtypes rounds a literal (past the range: nan, or inf in e5m2)
+        with np.errstate(over="ignore", invalid="ignore"):
+            v = float(np.array(v).astype(dt.np).astype(np.float64))
     return fhex(v, rty(dt))
