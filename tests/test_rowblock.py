@@ -138,10 +138,10 @@ def test_short_rows_keep_their_schedule():
 
     m = caten.loads(CAUSAL, runtime="numpy", defines={"T": "f32", "H": 12, "S": 512})
     prog = m.att.elaborate(dict(m.att.module.types))
-    assert row_blocks(list(prog.nodes))[0] is prog.nodes[0]
+    assert row_blocks(list(prog.nodes))[0][0] is prog.nodes[0]
     m = caten.loads(CAUSAL, runtime="numpy", defines={"T": "f32", "H": 12, "S": 2048})
     prog = m.att.elaborate(dict(m.att.module.types))
-    out = row_blocks(list(prog.nodes))[0]
+    out = row_blocks(list(prog.nodes))[0][0]
     assert out is not prog.nodes[0] and any(len(n.shape) == 4 and n.shape[1:3] == (16, 128) for n in toposort([out]))
 
 

@@ -100,6 +100,13 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     kl.bufs[buf] = dt
     mr, nr, kc, mc, nc = plan.mr, plan.nr, plan.kc, plan.mc, plan.nc
     M, N, K = L.dim(plan.M), L.dim(plan.N), L.dim(plan.K)
+    cut = kl.cuts.get(n)
+    if cut is not None:  # a causal cut (caten.schedule.causal): the keys are the columns or the sum
+        assert plan.js == (cut.axis,) or plan.red == (cut.axis,), (plan, cut)
+        if plan.js == (cut.axis,):
+            N = kl.key_end(cut)
+        else:
+            K = kl.key_end(cut)
     coord, loops, baxes = batch_loops(kl, si, plan, src)
 
     def var(hint: str, ext: Dim) -> X:
@@ -128,7 +135,7 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
         and (not isinstance(plan.N, int) or plan.N >= 2 * nr * T_)
     # a long K over an M and N too short to share: the threads take the K blocks (GemmPlan.splits_k)
     # (not when an outer split may run: its threads would share the partials)
-    ksplit = tid is not None and plan.splits_k(T_, bool(loops)) and kl.outer_on is None
+    ksplit = tid is not None and plan.splits_k(T_, bool(loops)) and kl.outer_on is None and cut is None
     if tid is not None:
         work = L.imul(L.imul(M, N), K)
         for _, e in loops:

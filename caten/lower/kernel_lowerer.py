@@ -31,6 +31,7 @@ from caten.lower.numerics_narrow import saturating
 from caten.lower.reduce import Blocked, identity
 from caten.lower.scatter import scatter_stage
 from caten.lower.sort import sort_stage
+from caten.schedule.causal import Cut
 from caten.schedule.model import Schedule, Unfusable
 from caten.schedule.plan import LOWP, on_gpu
 from caten.schedule.reduce_plan import ReducePlan
@@ -66,8 +67,9 @@ class KernelLowerer:
                  bufname: Callable[[Node], str | None], plan: Callable[[Node], ReducePlan],
                  local: set[Node] | None = None, scratch: dict[Node, tuple] | None = None, threads: int = 1,
                  split: tuple[int, Dim] = (1, 0), stagewise: bool = False, either: bool = False,
-                 outputs: frozenset[str] = frozenset()):
+                 outputs: frozenset[str] = frozenset(), cuts: dict[Node, Cut] | None = None):
         self.name, self.members, self.p, self.realized = name, members, outer, realized
+        self.cuts = cuts or {}  # causal cuts of stages (caten.schedule.causal): their key loops stop early
         self.outputs = outputs  # the program's output buffers (what the caller reads)
         self.threads = threads
         self.scratch = scratch or {}
@@ -300,10 +302,21 @@ class KernelLowerer:
         vs = [self.newvar(f"{hint}{a}", shape[a]) for a in axes]
         return vs, vs
 
-    def nest(self, vs: list[X], shape_of: list[Dim], body: list) -> list:
+    def nest(self, vs: list[X], shape_of: list[Dim | X], body: list) -> list:
         for v, d in reversed(list(zip(vs, shape_of))):
-            body = [L.Loop(v.arg, L.dim(d), body)]
+            body = [L.Loop(v.arg, d if isinstance(d, X) else L.dim(d), body)]
         return body
+
+    def extents(self, n: Node, shape: Sequence[Dim], axes: Sequence[int]) -> list[Dim | X]:
+        """The loop extents of `axes` of n's stage shape: a causally cut stage's key axis runs to
+        its block's last key (caten.schedule.causal), the others whole."""
+        c = self.cuts.get(n)
+        return [self.key_end(c) if c is not None and a == c.axis else shape[a] for a in axes]
+
+    def key_end(self, c: Cut) -> X:
+        """J = min(size, (nb + 1) * block + reach) of the cut c, nb the block's outer loop."""
+        end = L.iadd(L.imul(self.outer_vars[c.outer], L.const(c.block)), L.const(c.block + c.reach))
+        return L.imin(L.const(c.size), end)
 
     def taps(self, vs: list[X], extents: list[Dim], upd: X, acc: X, keep: bool) -> list:
         """A reduction over a few static positions (a convolution's or a pooling's window) as one
@@ -331,9 +344,11 @@ class KernelLowerer:
         if n.op is not Op.REDUCE:
             inner = list(range(p, n.rank))
             shapes = [n.shape[a] for a in inner]
+            ends = self.extents(n, n.shape, inner)
             ch = None
             if self.stage_threads > 1 and inner and shapes[0] != 1 and not self.reads_scalars(n):
-                ch = chunk(self.newvar(f"s{si}tid", self.stage_threads), L.dim(shapes[0]),
+                first = ends[0] if isinstance(ends[0], X) else L.dim(shapes[0])
+                ch = chunk(self.newvar(f"s{si}tid", self.stage_threads), first,
                            self.inner(threads_for(D.prod(shapes), self.stage_threads)))
                 u = self.newvar(f"s{si}a{p}u", shapes[0])
             vs = [self.newvar(f"s{si}a{a}", n.shape[a]) for a in inner[bool(ch):]]
@@ -346,8 +361,8 @@ class KernelLowerer:
             self.done.add(n)
             store = [L.Store(buf, self.index(n, c), val)]
             if ch:
-                return ch.wrap(u, self.nest(vs[1:], shapes[1:], store), self.stage_threads)
-            return self.nest(vs, shapes, store)
+                return ch.wrap(u, self.nest(vs[1:], ends[1:], store), self.stage_threads)
+            return self.nest(vs, ends, store)
         src = n.src[0]
         rop, axes = n.arg
         plan = self.plan(n)
@@ -378,13 +393,14 @@ class KernelLowerer:
             upd = L.alu(alu, n.dtype, L.load(buf, idx, n.dtype), v, arg="acc")
             self.bufs[buf] = n.dtype
             self.done.add(n)
-            return init + self.nest(vs, [src.shape[a] for a in range(p, src.rank)], [L.Store(buf, idx, upd)])
+            return init + self.nest(vs, self.extents(n, src.shape, range(p, src.rank)), [L.Store(buf, idx, upd)])
         keep = [a for a in range(p, src.rank) if a not in axes]
         red = [a for a in range(p, src.rank) if a in axes]
         kvs = [self.newvar(f"s{si}k{a}", src.shape[a]) for a in keep]
         cut = plan.block
         part = self.scratch.get(n, (None,))[0]  # the thread partials of a split full sum
-        blocked = Blocked(self, si, red, [src.shape[a] for a in red], cut, part) if cut else None
+        blocked = Blocked(self, si, red, [src.shape[a] for a in red], cut, part,
+                          self.extents(n, src.shape, red)) if cut else None
         rvs = blocked.vars if blocked else [self.newvar(f"s{si}r{a}", src.shape[a]) for a in red]
         vmap = dict(zip(range(p), self.outer_vars)) | dict(zip(keep, kvs)) | \
             (blocked.coords if blocked else dict(zip(red, rvs)))
@@ -399,7 +415,7 @@ class KernelLowerer:
             body, res = blocked.body(acc, acc_dt, identity(rop, acc_dt), upd)
         else:
             body = [L.Acc(acc, acc_dt, identity(rop, acc_dt))]
-            body += self.taps(rvs, [src.shape[a] for a in red], upd, L.var(acc, acc_dt), bool(keep))
+            body += self.taps(rvs, self.extents(n, src.shape, red), upd, L.var(acc, acc_dt), bool(keep))
             res = L.var(acc, acc_dt)
         if res.dtype != n.dtype:
             res = L.alu(Op.CAST, n.dtype, res)
@@ -411,7 +427,7 @@ class KernelLowerer:
             self.scalars[n] = res
         else:
             self.done.add(n)
-        return self.nest(kvs, [src.shape[a] for a in keep], body)
+        return self.nest(kvs, self.extents(n, src.shape, keep), body)
 
     def lower(self) -> list:
         body: list = []
@@ -443,7 +459,7 @@ def lower(sched: Schedule) -> list[L.Kernel]:
         kl = KernelLowerer(k.name, [s.node for s in k.stages], k.outer, realized,
                            lambda n: sched.node_buf.get(n), plans.__getitem__, local, scratch,
                            sched.threads, (k.split, work(k)), stagewise(k, sched.threads),
-                           outer_either(k, sched.threads), outputs)
+                           outer_either(k, sched.threads), outputs, {s.node: s.cut for s in k.stages if s.cut})
         body = split_masks(kl.lower())
         if not on_gpu():  # (a device maps the output loops to its grid: a work-item masks its own loads)
             body = split_loads(body)

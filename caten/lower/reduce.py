@@ -43,9 +43,10 @@ class Blocked:
     reduced axis to its index (the cut axis q to b*c + r, known to lie in [0, d))."""
 
     def __init__(self, kl: KernelLowerer, si: int, red: Sequence[int], extents: Sequence[Dim], plan: tuple[int, int],
-                 part: str | None = None):
+                 part: str | None = None, ends: Sequence[Dim | X] | None = None):
         self.q, self.c = plan
         self.extents = list(extents)
+        self.ends = list(ends) if ends is not None else list(extents)  # the loops' run-time ends (a causal cut's)
         self.vars = [kl.newvar(f"s{si}r{a}", d) for a, d in zip(red, extents)]
         dq = extents[self.q]
         self.nb = D.floordiv(D.add(dq, self.c - 1), self.c)
@@ -70,9 +71,13 @@ class Blocked:
         """Statements summing `upd` (an update of `acc`) over the reduced loops, and the sum."""
         kl, q, w = self.kl, self.q, wide(acc_dt)
         outer = f"{acc}w"
-        inner = kl.nest(self.vars[q + 1:], self.extents[q + 1:], [L.SetAcc(acc, upd)])
-        dq = self.extents[q]
-        if isinstance(dq, int) and dq % self.c == 0:
+        inner = kl.nest(self.vars[q + 1:], self.ends[q + 1:], [L.SetAcc(acc, upd)])
+        dq, end = self.extents[q], self.ends[q]
+        nb: Dim | X = self.nb
+        if isinstance(end, X):  # (a cut key loop: blocks up to its end)
+            ext = L.imin(L.const(self.c), L.iadd(end, L.imul(self.block, L.const(-self.c))))
+            nb = X.make("idiv", L.IDX, (L.iadd(end, L.const(self.c - 1)), L.const(self.c)))
+        elif isinstance(dq, int) and dq % self.c == 0:
             ext = L.const(self.c)
         else:
             ext = L.imin(L.const(self.c), L.iadd(L.dim(dq), L.imul(self.block, L.const(-self.c))))
@@ -82,7 +87,7 @@ class Blocked:
                  L.SetAcc(wsum, L.alu(Op.ADD, w, L.var(wsum, w), part if w == acc_dt else L.alu(Op.CAST, w, part),
                                       arg="acc"))]
         if self.part is None:
-            loops = kl.nest(self.vars[:q] + [self.b], self.extents[:q] + [self.nb], block)
+            loops = kl.nest(self.vars[:q] + [self.b], self.ends[:q] + [nb], block)
             return [L.Acc(outer, w, L.const(0.0, w))] + loops, L.var(outer, w)
         kl.bufs[self.part] = w
         t = kl.newvar(f"{acc}t", kl.threads)

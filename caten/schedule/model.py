@@ -47,6 +47,7 @@ class Stage:
     plan: ReducePlan | None = None  # reduce: how it runs (caten.schedule.plan), read by the lowering
     scratch: tuple[str, ...] = ()  # tiled contraction: packed-panel buffers (A, B) in the arena
     control: object = None  # a loop's or branch's ControlPlan (caten.schedule.control), on its first stage
+    cut: object = None  # a causal Cut (caten.schedule.causal): its loop over the keys stops at the block's last
 
     @property
     def mode(self) -> str:
@@ -96,6 +97,9 @@ class Schedule:
                 what = f"reduce-{n.arg[0]} axes {list(n.arg[1])} ({mode})" if s.kind == "reduce" else s.kind
                 if s.scratch and s.kind != "control":
                     what += f" {'packed via' if s.mode == 'tiled' else 'thread partials in'} {' '.join(s.scratch)}"
+                if s.cut is not None:
+                    c = s.cut
+                    what += f" keys [0, min({c.size}, (o{c.outer} + 1) * {c.block} + {c.reach}))"
                 lines.append(f"  {what} {n.op.value} {n.dtype} [{' '.join(map(str, n.shape))}] -> "
                              f"{s.buffer or 'register'}")
                 if s.control is not None:

@@ -22,11 +22,16 @@ outer slice (a softmax over long rows): a plain GEMM keeps its schedule.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from caten.ir import build as B
 from caten.ir import dims as D
+from caten.ir import dtypes as T
 from caten.ir.graph import Node, toposort
 from caten.ir.ops import Op
 from caten.ir.view import View, contiguous_strides
+from caten.schedule import causal
+from caten.schedule.causal import Cut
 
 MIN_SCORES = 1 << 19  # elements of one head's [i, j] scores from which rows are blocked (2 MB of f32)
 MIN_ROWS = 256  # rows below which there is nothing to block
@@ -35,30 +40,56 @@ _LEAVES = (Op.BUFFER, Op.CONST, Op.INDEX)
 _ELEMENTWISE = ("unary", "binary", "ternary")
 
 
+_CALLER = Node.make(Op.CONST, T.bool_, (), (), "caller")  # stands for the program's caller among the readers
+
+
 class _Abort(Exception):
     """The cone holds something the split cannot follow: keep the graph."""
 
 
-def row_blocks(nodes: list[Node]) -> list[Node]:
+def row_blocks(nodes: list[Node]) -> tuple[list[Node], dict[Node, Cut]]:
     """`nodes` (a program's outputs) with each output whose cone is a long-row softmax split into
-    row blocks (see the module docstring); the others as they are."""
-    out = []
+    row blocks (see the module docstring); the others as they are. Also the causal cuts of the
+    blocked stages (caten.schedule.causal), which the scheduler applies or drops together."""
+    users: dict[Node, list[Node]] = {}
+    for n in toposort(nodes):
+        for s in n.src:
+            users.setdefault(s, []).append(n)
+    for n in nodes:  # (the caller reads every output: a reader outside any cone)
+        users.setdefault(n, []).append(_CALLER)
+    out, cuts = [], {}
     for n in nodes:
         try:
-            out.append(_split_output(n))
+            o, c = _split_output(n, lambda m: users.get(m, []))
+            out.append(o)
+            cuts.update(c)
         except _Abort:
             out.append(n)
-    return out
+    return out, cuts
 
 
-def _split_output(o: Node) -> Node:
+def _split_output(o: Node, users: Callable[[Node], list[Node]]) -> tuple[Node, dict[Node, Cut]]:
     a, pos = _candidate(o)
     rows = o.shape[a]
     block = next(b for b in BLOCKS if rows % b == 0 and rows > b)
+    cp = causal.plan(o, pos, rows, block, users)
     new: dict[Node, Node] = {}
+    cuts: dict[Node, Cut] = {}
     for n in toposort([o]):
         new[n] = _rebuild(n, pos.get(n), new, rows, block)
-    return B.reshape(new[o], o.shape)  # (one view over the computed value: it is computed into the output)
+        if cp is not None and n in cp.cut:
+            cuts[new[n]] = _cut(n, cp, pos[n], block)
+        if cp is not None and n in cp.guard:
+            v = cp.guard[n]
+            new[n] = causal.guard(n, v, new[n], pos[n], pos[v], cp.jpos[v], block, cp.reach)
+    return B.reshape(new[o], o.shape), cuts  # (one view over the computed value: it is computed into the output)
+
+
+def _cut(n: Node, cp: causal.Plan, i: int, block: int) -> Cut:
+    """n's cut in the split shapes: its stage's key axis (after the row axis i became (nb, B))."""
+    j = cp.jpos[n.src[0] if n.op is Op.REDUCE else n]
+    size = (n.src[0] if n.op is Op.REDUCE else n).shape[j]
+    return Cut(j + (j > i), i, block, cp.reach, size)
 
 
 def _candidate(o: Node) -> tuple[int, dict[Node, int]]:

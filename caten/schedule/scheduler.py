@@ -20,6 +20,7 @@ from caten.ir.dims import Dim
 from caten.ir.graph import Node, toposort
 from caten.ir.ops import FREE, HEAVY, TRANSCENDENTAL, Op
 from caten.ir.program import Program
+from caten.schedule import causal
 from caten.schedule import control as CF
 from caten.schedule.arena import plan_arena
 from caten.schedule.dots import outward
@@ -284,8 +285,9 @@ def _schedule(program: Program, check: Callable | None, threads: int = 1) -> Sch
     seen_out: set[Node] = set()
     # first: a reoriented output may become a plain reshape
     nodes = CF.materialize(orient(outward(list(program.nodes))))
+    cuts: dict = {}
     if not gpu:
-        nodes = row_blocks(nodes)  # a long-row softmax (attention) a block of rows at a time
+        nodes, cuts = row_blocks(nodes)  # a long-row softmax (attention) a block of rows at a time
     for i, n in enumerate(nodes):
         if n.op is Op.BUFFER or n in seen_out:
             n = Node.make(Op.COPY, n.dtype, n.shape, (n,), ("out", i))
@@ -484,6 +486,8 @@ def _schedule(program: Program, check: Callable | None, threads: int = 1) -> Sch
             buf.last = max(buf.last, gi)
         for b in k.reads:
             buffers[b].last = max(buffers[b].last, gi)
+    if cuts:
+        causal.apply(kernels, cuts, threads)  # a causal attention's blocks stop at their last key
     for k in kernels:
         if k.outer > 0 and not gpu:  # (a GPU's grid takes the outer loops)
             k.split = outer_split(k, threads)
