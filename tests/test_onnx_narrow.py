@@ -11,10 +11,13 @@ import pytest
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
 import caten  # noqa: E402
-from caten.frontends.onnx.narrow import NARROW, cast_to  # noqa: E402
+from caten.frontends.onnx.narrow import NARROW, cast_float8, cast_to  # noqa: E402
+from caten.frontends.onnx.types import DTYPES, FLOAT8  # noqa: E402
 
 RUNTIMES = ["numpy", "llvm", "c"]
-MINIFLOATS = [c for c, f in NARROW.items() if f.minifloat is not None]
+# float8 (caten's own dtypes, cast by cast_float8) and float4 (carried in f32, cast by cast_to)
+MINIFLOATS = [*FLOAT8, *(c for c, f in NARROW.items() if f.minifloat is not None)]
+ML_NAME = {17: "float8_e4m3fn", 18: "float8_e4m3fnuz", 19: "float8_e5m2", 20: "float8_e5m2fnuz", 23: "float4_e2m1fn"}
 INTS = [c for c, f in NARROW.items() if f.modulus]
 
 
@@ -33,7 +36,7 @@ def _probe_f32() -> np.ndarray:
         if code == 23:
             v = np.array([0, .5, 1, 1.5, 2, 3, 4, 6], np.float32)
         else:
-            v = vals.view(getattr(ml_dtypes, NARROW[code].name)).astype(np.float32)
+            v = vals.view(getattr(ml_dtypes, ML_NAME[code])).astype(np.float32)
         v = np.unique(np.abs(v[np.isfinite(v)]))
         mid = (v[:-1] + v[1:]) / 2
         top = v[-1] + (v[-1] - v[-2]) * np.array([0.5, 1, 1.5], np.float32)
@@ -64,14 +67,14 @@ def test_minifloat_rounding_matches_ml_dtypes(rt: str) -> None:
     x = _probe_f32()
     cases, oracles = [], []
     for code in MINIFLOATS:
-        fmt = NARROW[code]
-        dt = getattr(ml_dtypes, fmt.name)
-        for sat in ([True] if fmt.saturates else [True, False]):
-            cases.append((cast_to("X", "f32", fmt, sat), "f32"))
+        dt = getattr(ml_dtypes, ML_NAME[code])
+        for sat in ([True] if code == 23 else [True, False]):  # (float4 always saturates)
+            cases.append((cast_float8("X", "f32", DTYPES[code], sat), DTYPES[code]) if code in FLOAT8 else
+                         (cast_to("X", "f32", NARROW[code], sat), "f32"))
             mx = float(ml_dtypes.finfo(dt).max)
             src = np.clip(x, -mx, mx) if sat else x  # ONNX's saturate: clip, then convert
             with np.errstate(invalid="ignore"):  # inf/nan into a format without them: ml_dtypes' defined value
-                oracles.append((f"{fmt.name} saturate={sat}", src.astype(dt).astype(np.float32)))
+                oracles.append((f"{ML_NAME[code]} saturate={sat}", src.astype(dt).astype(np.float32)))
     outs = caten.loads(_program(cases, "f32"), runtime=rt).narrow(x)
     # float4 has no nan: ml_dtypes gives -0 for a nan with the sign bit clear (ONNX's test data) and +0
     # for one with it set; caten's ops cannot observe a nan's sign, so every nan gives -0
@@ -88,16 +91,14 @@ def test_minifloat_rounding_from_f16_and_f64(rt: str) -> None:
     """Narrower sources widen exactly first; f64 sources go through f32 as ONNX's reference (ml_dtypes)
     does, so an f64 just off a float8 midpoint rounds onto the midpoint, then to even."""
     x16 = np.arange(65536, dtype=np.uint16).view(np.float16)
-    fmt = NARROW[19]
-    got = caten.loads(_program([(cast_to("X", "f16", fmt, False), "f32")], "f16"), runtime=rt).narrow(x16)
+    got = caten.loads(_program([(cast_float8("X", "f16", "f8e5m2", False), "f8e5m2")], "f16"), runtime=rt).narrow(x16)
     with np.errstate(invalid="ignore"):  # the nan payloads' conversion, as in the test above
         want = x16.astype(ml_dtypes.float8_e5m2).astype(np.float32)
     _check(np.asarray(got), want, x16, "f16 -> float8_e5m2")
     # f64 values just off a float8 midpoint that f32 rounds onto the midpoint
     v = np.array([1.0625, 1.1875, 17.0, 0.5 + 2.0 ** -5], np.float64)
     x64 = np.concatenate([v + 2.0 ** -40, v - 2.0 ** -40, -(v + 2.0 ** -40)])
-    fmt = NARROW[17]
-    got = caten.loads(_program([(cast_to("X", "f64", fmt, False), "f32")], "f64"), runtime=rt).narrow(x64)
+    got = caten.loads(_program([(cast_float8("X", "f64", "f8e4m3", False), "f8e4m3")], "f64"), runtime=rt).narrow(x64)
     _check(np.asarray(got), x64.astype(ml_dtypes.float8_e4m3fn).astype(np.float32), x64, "f64 -> float8_e4m3fn")
 
 
@@ -128,7 +129,7 @@ def test_e8m0_matches_onnx_reference(rt: str) -> None:
 
 
 def test_backend_carries_narrow_types_across_the_boundary() -> None:
-    """A float8 graph input arrives as its carrier and a narrow output leaves as its ml_dtypes type."""
+    """A float8 graph input arrives as itself (a caten dtype) and a narrow output leaves as its ml_dtypes type."""
     onnx = pytest.importorskip("onnx")
     from onnx import TensorProto, helper
 
@@ -180,7 +181,7 @@ def test_quantize_linear_to_narrow_saturates_to_the_format(to: str) -> None:
     from caten.onnx import backend
 
     code = getattr(TensorProto, to)
-    zp_dt = getattr(ml_dtypes, NARROW[code].name)
+    zp_dt = helper.tensor_dtype_to_np_dtype(code)
     node = helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], output_dtype=code)
     g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [9]),
                                         helper.make_tensor_value_info("s", TensorProto.FLOAT, []),

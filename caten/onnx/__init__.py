@@ -43,7 +43,8 @@ class OnnxModule:
             raise Error(f"the ONNX graph takes {len(names)} input(s) ({', '.join(names)}), got {len(args)}")
         from caten.frontends.onnx.narrow import to_carrier
 
-        # narrow ONNX types (float8, int4 ...) in and out as their carrier arrays (docs/import.md)
+        # narrow ONNX types caten has no dtype for (int4, float4 ...) in and out as their carrier arrays
+        # (docs/import.md); float8 arrays are caten's own dtypes
         return self._fn(*[to_carrier(np.asarray(a))[0] for a in args], *self.converted.weights.values())
 
 

@@ -3,8 +3,9 @@
 `prepare` keeps the model; each `run` converts it for the inputs' shapes, treating inputs that
 decide shapes (a Reshape's target, a Slice's bounds ...) as compile-time constants, compiles
 it (once per distinct specialization; the compile cache keeps the code) and runs it. Tensors of
-ONNX's narrow types (float8, float4, int4, int2) cross as their carrier (caten.frontends.onnx.narrow) and outputs
-declared narrow come back as ml_dtypes arrays.
+ONNX's narrow types caten has no dtype for (FLOAT8E8M0, float4, int4, int2) cross as their carrier
+(caten.frontends.onnx.narrow) and outputs declared narrow come back as ml_dtypes arrays; the four
+float8 formats caten has are passed as they are.
 """
 
 from __future__ import annotations

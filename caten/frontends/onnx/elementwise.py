@@ -7,7 +7,7 @@ from collections.abc import Callable
 import numpy as np
 
 from caten.frontends.onnx.node import HANDLERS, N, handler
-from caten.frontends.onnx.types import DTYPES
+from caten.frontends.onnx.types import DTYPES, FLOAT8
 from caten.frontends.text import lit
 
 _BIN = {"Add": "+", "Sub": "-", "Mul": "*", "Equal": "=", "Less": "<", "Greater": ">", "LessOrEqual": "<=",
@@ -104,10 +104,12 @@ def _clip(n: N) -> str:
 
 @handler("Cast", "CastLike")
 def _cast(n: N) -> str:
-    from caten.frontends.onnx.narrow import NARROW, cast_to
+    from caten.frontends.onnx.narrow import NARROW, cast_float8, cast_to
 
     code = n.a("to") if n.op == "Cast" else n.g.code(n.node.input[1])
     src = n.dt()
+    if code in FLOAT8:  # caten's own dtypes: `cast` is ONNX's saturate=1
+        return cast_float8(n.x(0), src, DTYPES[code], bool(n.a("saturate", 1)))
     if code in NARROW:
         try:
             return cast_to(n.x(0), src, NARROW[code], bool(n.a("saturate", 1)), n.a("round_mode", "up"))
@@ -122,7 +124,7 @@ def _cast(n: N) -> str:
 
 
 _WIDTH = {"bool": 8, "i8": 8, "u8": 8, "i16": 16, "u16": 16, "f16": 16, "bf16": 16, "i32": 32, "u32": 32,
-          "f32": 32, "i64": 64, "u64": 64, "f64": 64}
+          "f32": 32, "i64": 64, "u64": 64, "f64": 64, "f8e4m3": 8, "f8e5m2": 8, "f8e4m3fnuz": 8, "f8e5m2fnuz": 8}
 
 
 @handler("BitCast")
@@ -135,8 +137,8 @@ def _bitcast(n: N) -> str:
         raise n.fail(f"{src} and {to} differ in width")
     if src == to:
         return f"(contiguous {n.x(0)})"
-    if "f16" in (src, to) or "bf16" in (src, to):
-        raise n.fail("16-bit floats are not reinterpreted (caten may hold them widened)")
+    if {src, to} & {"f16", "bf16", "f8e4m3", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz"}:
+        raise n.fail("16- and 8-bit floats are not reinterpreted (caten may hold them widened)")
     if to == "bool":
         raise n.fail("a byte other than 0 or 1 is not a bool, so nothing is reinterpreted as bool")
     return f"(bitcast {n.x(0)} {to})"

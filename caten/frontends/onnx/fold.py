@@ -147,6 +147,7 @@ def try_fold(g: Any, node: Any) -> bool:
 
 def _narrow_target(g: Any, node: Any) -> bool:
     from caten.frontends.onnx.narrow import NARROW
+    from caten.frontends.onnx.types import FLOAT8
 
     code = _attr(node, "to", None) if node.op_type == "Cast" else g.code(node.input[1])
-    return code in NARROW
+    return code in NARROW or code in FLOAT8

@@ -1,7 +1,8 @@
-"""ONNX's narrow element types (float8, float4, int4, int2), which caten has no dtype for.
+"""ONNX's narrow element types that caten has no dtype for (FLOAT8E8M0, float4, int4, int2), and
+casts to the float8 formats caten has (FLOAT8E4M3FN etc.: native dtypes, `cast_float8`).
 
 Carrier rule: inside a caten program a narrow tensor is carried in a wider caten dtype that holds
-every value of the format exactly -- f32 for the float8/float4 formats, i8 (signed) or u8 (unsigned)
+every value of the format exactly -- f32 for FLOAT8E8M0/FLOAT4E2M1, i8 (signed) or u8 (unsigned)
 for int4/uint4/int2/uint2. A Cast *to* a narrow type rounds to the format with the library
 composites `round-to-minifloat` / `wrap-int` (ops/narrow.lisp); a Cast *from* one is a plain
 widening cast. At the boundary (caten.onnx.backend) narrow numpy arrays (ml_dtypes) become their
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from caten.frontends.onnx.types import DTYPES, np_dtype
+from caten.ir import dtypes as T
 
 
 @dataclass(frozen=True)
@@ -33,10 +35,6 @@ class Narrow:
 
 # step = smallest subnormal, tiny = smallest normal, maxv = largest finite (OCP / ONNX spec values)
 NARROW: dict[int, Narrow] = {
-    17: Narrow("float8_e4m3fn", "f32", (2.0 ** -9, 2.0 ** -6, 448.0, "nan", "nan", True)),
-    18: Narrow("float8_e4m3fnuz", "f32", (2.0 ** -10, 2.0 ** -7, 240.0, "nan", "nan", False)),
-    19: Narrow("float8_e5m2", "f32", (2.0 ** -16, 2.0 ** -14, 57344.0, "inf", "nan", True)),
-    20: Narrow("float8_e5m2fnuz", "f32", (2.0 ** -17, 2.0 ** -15, 57344.0, "nan", "nan", False)),
     # float4 has neither inf nor nan: overflow saturates and nan becomes -0 (ml_dtypes, ONNX's reference)
     23: Narrow("float4_e2m1fn", "f32", (0.5, 1.0, 6.0, "6.0", "-0.0", True), saturates=True),
     24: Narrow("float8_e8m0fnu", "f32", e8m0=True),
@@ -72,6 +70,22 @@ def cast_to(x: str, src: str, fmt: Narrow, saturate: bool, round_mode: str = "up
     expr = (f"(round-to-minifloat {xw} :step {_num(step)} :tiny {_num(tiny)} :maxv {_num(maxv)} "
             f":over {over} :nanval {nanval} :negzero {'true' if negzero else 'false'})")
     return expr
+
+
+def cast_float8(x: str, src: str, dst: str, saturate: bool) -> str:
+    """caten text casting `x` (caten dtype `src`) to the float8 dtype `dst` as ONNX's Cast does.
+    saturate=1 is caten's own `cast`; saturate=0 rounds in f32 with `round-to-minifloat`
+    (overflow: inf in e5m2, nan in the others) and casts the result, exact but for an infinity,
+    which the cast would saturate: it is made again by doubling the largest value."""
+    if saturate or src == dst:
+        return f"(cast {x} {dst})" if src != dst else f"(contiguous {x})"
+    f = T.MINIFLOAT[T.BY_NAME[dst]]
+    xw = x if src == "f32" else f"(cast {x} f32)"
+    r = (f"(round-to-minifloat {xw} :step {_num(f.tiny)} :tiny {_num(2.0 ** (1 - f.bias))} :maxv {_num(f.max)} "
+         f":over {'inf' if f.inf else 'nan'} :nanval nan :negzero {'false' if f.fnuz else 'true'})")
+    if not f.inf:
+        return f"(cast {r} {dst})"
+    return f"(let ((f8r {r}) (f8c (cast f8r {dst}))) (where (< (abs f8r) inf) f8c (* f8c 2.0)))"
 
 
 def carrier_dtype(code: int) -> str | None:

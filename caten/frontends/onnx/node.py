@@ -113,7 +113,7 @@ class N:
         return self.g.opset < v
 
     def is_float(self, i: int = 0) -> bool:
-        return self.dt(i) in ("f16", "bf16", "f32", "f64")
+        return self.dt(i) in ("f16", "bf16", "f32", "f64", "f8e4m3", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz")
 
 
 def ax_list(axes: list[int]) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from caten.frontends.onnx.node import N, dims, handler
+from caten.frontends.onnx.types import DTYPES, FLOAT8
 
 _PROMOTE = {frozenset({"f16", "bf16"}): "f32"}
 
@@ -29,13 +30,14 @@ def _dequantize(n: N) -> str:
     float8/float4 input ignores its zero point (which must be 0), as the reference does."""
     from caten.frontends.onnx.narrow import NARROW
 
-    fmt = NARROW.get(n.g.code(n.node.input[0]))
+    code = n.g.code(n.node.input[0])
+    fmt = NARROW.get(code)
     sdt = n.dt(1)
     out = n.out_dt() or sdt
     s = n.x(1)
     if out != sdt and sdt in ("f16", "bf16"):  # the reference's f32 product, not rounded to the scale's dtype
         s, sdt = f"(cast {s} f32)", "f32"
-    zp = f" :zero-point {n.x(2)}" if n.has(2) and (fmt is None or fmt.modulus) else ""
+    zp = f" :zero-point {n.x(2)}" if n.has(2) and code not in FLOAT8 and (fmt is None or fmt.modulus) else ""
     y = f"(dequantize {n.x(0)} {s}{zp} {_keys(n)})"
     return y if out == sdt else f"(cast {y} {out})"
 
@@ -44,10 +46,11 @@ def _dequantize(n: N) -> str:
 def _quantize(n: N) -> str:
     """The library's `quantize` (x / scale rounded half to even, plus the zero point, saturated); a
     float8/float4 output rounds x / scale to the format instead."""
-    from caten.frontends.onnx.narrow import NARROW, cast_to
+    from caten.frontends.onnx.narrow import NARROW, cast_float8, cast_to
 
     out = n.out_dt()
-    fmt = NARROW.get(n.g.code(n.node.output[0]))
+    code = n.g.code(n.node.output[0])
+    fmt = NARROW.get(code)
     dt = _common_float(n.dt(0), n.dt(1))
     prec = n.a("precision", 0)
     if prec:
@@ -57,9 +60,10 @@ def _quantize(n: N) -> str:
     x, s = n.x(0), n.x(1)
     x = x if n.dt(0) == dt else f"(cast {x} {dt})"
     s = s if n.dt(1) == dt else f"(cast {s} {dt})"
-    if fmt is not None and fmt.minifloat is not None:  # float8/float4: x / scale (+ zero point), rounded to it
+    if code in FLOAT8:  # x / scale cast to it (onnx's reference ignores a float8 zero point: spec 0)
+        return cast_float8(f"(/ {x} (quant-param {s} {x} {_keys(n)}))", dt, DTYPES[code], bool(n.a("saturate", 1)))
+    if fmt is not None and fmt.minifloat is not None:  # float4: x / scale (+ zero point), rounded to it
         q = n.let(f"(/ {x} (quant-param {s} {x} {_keys(n)}))")
-        # onnx's reference adds the zero point for float4 only; float8 zero points are ignored (spec: 0)
         zp = f"(+ {q} (cast (quant-param {n.x(2)} {x} {_keys(n)}) {dt}))" if n.has(2) and fmt.saturates else q
         return cast_to(zp, dt, fmt, bool(n.a("saturate", 1)))
     rng = ""

@@ -10,9 +10,12 @@ import numpy as np
 
 from caten.errors import Error
 
-# ONNX TensorProto element types caten has
+# ONNX TensorProto element types caten has (FLOAT8E4M3FN, FLOAT8E4M3FNUZ, FLOAT8E5M2, FLOAT8E5M2FNUZ too)
 DTYPES = {1: "f32", 2: "u8", 3: "i8", 4: "u16", 5: "i16", 6: "i32", 7: "i64", 9: "bool", 10: "f16",
-          11: "f64", 12: "u32", 13: "u64", 16: "bf16"}
+          11: "f64", 12: "u32", 13: "u64", 16: "bf16", 17: "f8e4m3", 18: "f8e4m3fnuz", 19: "f8e5m2", 20: "f8e5m2fnuz"}
+FLOAT8 = (17, 18, 19, 20)
+_ML = {"bf16": "bfloat16", "f8e4m3": "float8_e4m3fn", "f8e4m3fnuz": "float8_e4m3fnuz", "f8e5m2": "float8_e5m2",
+       "f8e5m2fnuz": "float8_e5m2fnuz"}  # the dtypes ml_dtypes supplies
 NP = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i8": np.int8, "i16": np.int16, "i32": np.int32,
       "i64": np.int64, "u8": np.uint8, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64, "bool": np.bool_}
 
@@ -22,10 +25,10 @@ class Unsupported(Error):
 
 
 def np_dtype(dt: str) -> Any:
-    if dt == "bf16":
+    if dt in _ML:
         import ml_dtypes
 
-        return ml_dtypes.bfloat16
+        return getattr(ml_dtypes, _ML[dt])
     return NP[dt]
 
 
@@ -34,4 +37,5 @@ def caten_dtype(arr_dtype: Any) -> str | None:
     for k, v in NP.items():
         if np.dtype(arr_dtype) == np.dtype(v):
             return k
-    return "bf16" if np.dtype(arr_dtype).name == "bfloat16" else None
+    name = np.dtype(arr_dtype).name
+    return next((k for k, v in _ML.items() if v == name), None)
