@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from importlib import resources
 
 from caten.read.program import CompositeDef, RuleDef, parse_forms
@@ -40,14 +41,17 @@ def _parse(sources: list[tuple[str, str]]) -> tuple[dict[str, list[CompositeDef]
 
 
 @functools.lru_cache(maxsize=1)
-def _load() -> tuple[dict[str, list[CompositeDef]], dict[str, list[RuleDef]]]:
+def _load() -> tuple[Mapping[str, list[CompositeDef]], dict[str, list[RuleDef]]]:
     """The parsed library, from the compile cache when its sources are unchanged."""
     from caten.cache import codec, default_cache, key_of
+    from caten.cache.fingerprint import fingerprint
     from caten.version import __version__
 
     sources = library_sources()
-    key = key_of("library", __version__, *(part for s in sources for part in s))
     store = default_cache()
+    # the code that wrote the entry decodes it: each composite decodes on first use (codec.Lazy)
+    code = fingerprint(("caten.read.program", "caten.cache.codec"), store)
+    key = key_of("library", __version__, code, *(part for s in sources for part in s))
     blob = store.get(key, "lib")
     if blob is not None:
         try:
@@ -57,13 +61,13 @@ def _load() -> tuple[dict[str, list[CompositeDef]], dict[str, list[RuleDef]]]:
             pass
     parsed = _parse(sources)
     try:
-        store.put(key, "lib", codec.dumps(parsed))
+        store.put(key, "lib", codec.dumps((codec.Lazy(parsed[0]), parsed[1])))
     except codec.CodecError:  # something the cache cannot hold: parse again next time
         pass
     return parsed
 
 
-def composites() -> dict[str, list[CompositeDef]]:
+def composites() -> Mapping[str, list[CompositeDef]]:
     """Library composites by name; a name may have overloads of different arity."""
     return _load()[0]
 
