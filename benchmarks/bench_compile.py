@@ -25,8 +25,10 @@ layers on 512 tokens, random weights): each is captured once by torch.export her
 torch's own, is reported apart), and its caten text is compiled in fresh processes with the
 library cached: cold (no parsed text, compiled program or unit in the cache) and warm (a second
 process with that cache filled: what loading a compiled model costs; caten.pipeline.restore).
-The machine may be shared: `cpu` is the process's CPU time for read+elaborate+compile (the LLVM
-workers' is not in it), a steadier number than the wall clock under load.
+The machine may be shared: `cpu` is the process's CPU time for read+elaborate+compile and
+`workers` the LLVM worker processes' (caten.compile.jobs; Linux: read from /proc), steadier
+numbers than the wall clock under load: cpu + workers is all the work of a cold compile, and on
+an idle machine of two cores its wall clock is at least the larger of cpu and half that sum.
 
     python benchmarks/bench_compile.py --chain [--runs 3]
 
@@ -96,7 +98,7 @@ print(json.dumps({"compile": t2 - t1, "call": ts["caten"], "numpy": ts["numpy"],
 
 
 MODEL_CHILD = r"""
-import json, sys, time
+import json, os, sys, time
 t0 = time.perf_counter()
 import numpy
 import caten
@@ -106,8 +108,17 @@ m = caten.loads(open(sys.argv[1]).read(), runtime="llvm")
 t2 = time.perf_counter()
 m.forward.program({})
 t3 = time.perf_counter()
+workers = 0.0
+try:
+    from caten.compile import jobs
+    for w in jobs._workers:  # (alive until this process exits)
+        with open(f"/proc/{w.proc.pid}/stat") as f:
+            st = f.read().rsplit(")", 1)[1].split()
+        workers += (int(st[11]) + int(st[12])) / os.sysconf("SC_CLK_TCK")
+except (OSError, ImportError, ValueError, IndexError):
+    pass
 print(json.dumps({"import": t1 - t0, "read+elaborate": t2 - t1, "compile": t3 - t2, "total": t3 - t0,
-                  "cpu": time.process_time() - c1}))
+                  "cpu": time.process_time() - c1, "workers": workers}))
 """
 
 
@@ -150,7 +161,7 @@ def _export(name: str, root: str) -> tuple[str, float]:
 
 def run_models(root: str, lib_only: str, runs: int) -> None:
     """Cold and warm compile of real models (see the module docstring)."""
-    phases = ["import", "read+elaborate", "compile", "total", "cpu"]
+    phases = ["import", "read+elaborate", "compile", "total", "cpu", "workers"]
     print("| model | torch.export | setting | " + " | ".join(phases) + " |")
     print("|---" * (len(phases) + 3) + "|")
     for name in ("resnet18", "gpt2_small"):
