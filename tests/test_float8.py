@@ -288,3 +288,19 @@ def test_tensor_api_takes_torch_names_and_matches_torch_conversion():
     got = caten.Tensor(x).to(torch.float8_e4m3fn).numpy().view(np.uint8)
     keep = ~np.isnan(x)
     assert np.array_equal(got[keep], want[keep])
+
+
+@pytest.mark.parametrize("dt", list(F8), ids=str)
+def test_opencl_agrees_with_numpy_on_every_pair_and_every_cast(dt):
+    """The C-style renderer's other target (PoCL on the host): the same helpers, as OpenCL C."""
+    ok, why = R.get("opencl").available()
+    if not ok:
+        pytest.skip(f"opencl unavailable: {why}")
+    a, b = (v.reshape(-1).view(F8[dt]) for v in np.meshgrid(ALL_BYTES, ALL_BYTES))
+    x = _f32_inputs(dt)[:30_000]
+    ref, ocl = _mod("numpy", False, dt), caten.loads(SRC, runtime="opencl", defines={"T": dt.name})
+    for j, (g, w) in enumerate(zip(ocl.arith(a, b), ref.arith(a, b))):
+        _check(g, w, f"{dt} arith output {j} on opencl", zero_sign=j != 4)
+    _check(ocl.from32(x), ref.from32(x), f"f32 -> {dt} on opencl", [x])
+    for g, w in zip(ocl.unary(a[:256]), ref.unary(a[:256])):
+        _check(g, w, f"{dt} unary on opencl")
