@@ -304,3 +304,20 @@ def test_opencl_agrees_with_numpy_on_every_pair_and_every_cast(dt):
     _check(ocl.from32(x), ref.from32(x), f"f32 -> {dt} on opencl", [x])
     for g, w in zip(ocl.unary(a[:256]), ref.unary(a[:256])):
         _check(g, w, f"{dt} unary on opencl")
+
+
+@pytest.mark.parametrize("runtime", ["llvm", "c"])
+def test_a_round_trip_through_a_wider_float_is_folded_only_where_it_is_exact(runtime):
+    """The cast-cast rule drops (cast (cast x f32) T) only where every x survives: not e5m2's inf,
+    which the saturating cast back turns into 57344 (as the numpy reference, which no rule touches)."""
+    src = ("(composite f ((A{T}[N]) -> (B{T}[N]) (C{f8e4m3}[N]))"
+           " (return (cast (cast A f32) T) (cast (cast A f16) f8e4m3)))")
+    for dt in F8:
+        a = ALL_BYTES.view(F8[dt])
+        want = caten.loads(src, runtime="numpy", defines={"T": dt.name}).f(a)
+        got = caten.loads(src, runtime=runtime, defines={"T": dt.name}).f(a)
+        for g, w in zip(got, want):
+            _check(g, w, f"{dt} round trip on {runtime}")
+    inf = np.array([np.inf, -np.inf], np.float32).astype(ml_dtypes.float8_e5m2)
+    got = caten.loads(src, runtime=runtime, defines={"T": "f8e5m2"}).f(inf)[0]
+    assert _f32(got).tolist() == [57344.0, -57344.0]
