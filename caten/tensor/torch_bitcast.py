@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from caten.errors import Error
+from caten.ir import dtypes as T
 from caten.tensor.tensor import Tensor, _dt, apply
 
 _NAMES = {"f16": "Half", "bf16": "BFloat16", "f32": "Float", "f64": "Double", "i8": "Char", "i16": "Short",
@@ -24,7 +25,7 @@ def is_dtype(arg: Any) -> bool:
 
 
 def _bits(dt: str) -> int:
-    return 8 if dt == "bool" else int("".join(c for c in dt if c.isdigit()))
+    return T.BY_NAME[dt].bits
 
 
 def _cast_bits(x: Tensor, dt: str) -> Tensor:
@@ -40,9 +41,9 @@ def view_dtype(x: Tensor, dtype: Any) -> Tensor:
     if x.ndim == 0:
         raise Error(f"self.dim() cannot be 0 {what}")
     for d in (src, dst):
-        if d in ("f16", "bf16", "bool"):
+        if d in ("f16", "bf16", "bool") or d.startswith("f8"):
             raise Error(f"view({dst}) of a {src} tensor: a {d} of another width is not supported",
-                        hint="caten's registers may hold 16-bit floats widened, and a bool is 0 or 1")
+                        hint="caten's registers may hold 16- and 8-bit floats widened, and a bool is 0 or 1")
     shape, last = list(x.shape), int(x.shape[-1])
     u = _cast_bits(x, f"u{sb}")
     if db < sb:  # each element into sb // db pieces, the least significant first
