@@ -321,3 +321,19 @@ def test_a_round_trip_through_a_wider_float_is_folded_only_where_it_is_exact(run
     inf = np.array([np.inf, -np.inf], np.float32).astype(ml_dtypes.float8_e5m2)
     got = caten.loads(src, runtime=runtime, defines={"T": "f8e5m2"}).f(inf)[0]
     assert _f32(got).tolist() == [57344.0, -57344.0]
+
+
+def test_torch_export_casts_to_float8_as_torch():
+    """A module exported from torch (caten.frontends.torch) that rounds through each float8 type."""
+    torch = pytest.importorskip("torch")
+    from caten.frontends.torch.export import from_torch
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return [x.to(d).to(torch.float32) * 2 for d in (torch.float8_e4m3fn, torch.float8_e5m2,
+                                                            torch.float8_e4m3fnuz, torch.float8_e5m2fnuz)]
+
+    x = torch.from_numpy(_f32_inputs(T.f8e4m3)[:5000])
+    got = from_torch(M(), (x,), runtime="llvm")(x.numpy())
+    for g, w in zip(got, M()(x)):
+        _check(np.asarray(g), w.numpy(), "torch.export float8 round trip", [x.numpy()])

@@ -310,7 +310,7 @@ def allclose(self: Tensor, other: Any, rtol: float = 1e-05, atol: float = 1e-08,
     return bool(apply("min", [isclose(self, other, rtol, atol, equal_nan)], {}).item())
 
 
-@torch_name("is_floating_point", "whether the dtype is f16, bf16, f32 or f64", "elementwise")
+@torch_name("is_floating_point", "whether the dtype is f16, bf16, f32, f64 or a float8", "elementwise")
 def is_floating_point(self: Tensor) -> bool:
     return self.dtype in FLOATS
 

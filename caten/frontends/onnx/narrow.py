@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from caten.frontends.onnx.types import DTYPES, np_dtype
-from caten.ir import dtypes as T
+from caten.frontends.text import cast_float8  # noqa: F401 (the float8 casts, shared with the torch importer)
 
 
 @dataclass(frozen=True)
@@ -70,22 +70,6 @@ def cast_to(x: str, src: str, fmt: Narrow, saturate: bool, round_mode: str = "up
     expr = (f"(round-to-minifloat {xw} :step {_num(step)} :tiny {_num(tiny)} :maxv {_num(maxv)} "
             f":over {over} :nanval {nanval} :negzero {'true' if negzero else 'false'})")
     return expr
-
-
-def cast_float8(x: str, src: str, dst: str, saturate: bool) -> str:
-    """caten text casting `x` (caten dtype `src`) to the float8 dtype `dst` as ONNX's Cast does.
-    saturate=1 is caten's own `cast`; saturate=0 rounds in f32 with `round-to-minifloat`
-    (overflow: inf in e5m2, nan in the others) and casts the result, exact but for an infinity,
-    which the cast would saturate: it is made again by doubling the largest value."""
-    if saturate or src == dst:
-        return f"(cast {x} {dst})" if src != dst else f"(contiguous {x})"
-    f = T.MINIFLOAT[T.BY_NAME[dst]]
-    xw = x if src == "f32" else f"(cast {x} f32)"
-    r = (f"(round-to-minifloat {xw} :step {_num(f.tiny)} :tiny {_num(2.0 ** (1 - f.bias))} :maxv {_num(f.max)} "
-         f":over {'inf' if f.inf else 'nan'} :nanval nan :negzero {'false' if f.fnuz else 'true'})")
-    if not f.inf:
-        return f"(cast {r} {dst})"
-    return f"(let ((f8r {r}) (f8c (cast f8r {dst}))) (where (< (abs f8r) inf) f8c (* f8c 2.0)))"
 
 
 def carrier_dtype(code: int) -> str | None:

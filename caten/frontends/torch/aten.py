@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from caten.errors import Error
-from caten.frontends.text import lit
+from caten.frontends.text import cast_float8, lit
 from caten.frontends.torch.context import Ctx, affine, aten, dtype_of, lst, meta
 
 _BIN = {"add": "+", "sub": "-", "mul": "*", "div": "/", "eq": "=", "ne": "!=", "lt": "<", "le": "<=", "gt": ">",
@@ -302,6 +302,8 @@ def _arange(c: Ctx, n: Any) -> str:
 def _to_copy(c: Ctx, n: Any) -> str:
     src, dst = dtype_of(meta(n.args[0]).dtype), dtype_of(meta(n).dtype)
     x = c.arg(n.args[0])
+    if dst.startswith("f8"):  # torch saturates to e4m3fn only; the others overflow as ml_dtypes does
+        return cast_float8(x, src, dst, dst == "f8e4m3")
     return f"(contiguous {x})" if src == dst else f"(cast {x} {dst})"
 
 
