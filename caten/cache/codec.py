@@ -296,8 +296,7 @@ class Lazy(Mapping):
             raise
         except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError, ImportError) as e:
             raise CodecError(f"unreadable cache payload: {e}") from e
-        self._done[key] = value
-        return value
+        return self._done.setdefault(key, value)  # (two threads decoding one key: both get the first's)
 
     def __contains__(self, key: object) -> bool:
         return key in self._done or key in self._raw
