@@ -337,3 +337,24 @@ def test_torch_export_casts_to_float8_as_torch():
     got = from_torch(M(), (x,), runtime="llvm")(x.numpy())
     for g, w in zip(got, M()(x)):
         _check(np.asarray(g), w.numpy(), "torch.export float8 round trip", [x.numpy()])
+
+
+@pytest.mark.parametrize("dt", list(F8), ids=str)
+@pytest.mark.parametrize("runtime,bounds", RUNS)
+def test_scatter_add_and_argsort(dt, runtime, bounds):
+    """scatter-add rounds after each update (numpy in f32, one update at a time); argsort orders
+    the f32 values stably, nan last (numpy's)."""
+    src = """(composite f ((X{T}[N]) (I{i64}[K]) (S{T}[K]) -> (Y{T}[N]) (O{i64}[N]))
+      (return (scatter-add X I S) (argsort X)))"""
+    rng = np.random.default_rng(12)
+    x, s = _grid_values(dt, (37,), rng, True), _grid_values(dt, (50,), rng, False)
+    i = rng.integers(0, 37, 50)
+    ok, why = R.get(runtime).available()
+    if not ok:
+        pytest.skip(why)
+    y, order = caten.loads(src, runtime=runtime, check_bounds=bounds, defines={"T": dt.name}).f(x, i, s)
+    want = x.copy()
+    for k, j in enumerate(i):
+        want[j] = (_f32(want[j]) + _f32(s[k])).astype(F8[dt])
+    _check(y, want, f"{dt} scatter-add")
+    assert np.array_equal(order, np.argsort(_f32(x), kind="stable")), f"{dt} argsort"
