@@ -69,6 +69,32 @@ def test_interior_has_no_mask():
     assert [x for s, roots in L.walk_stmts(split[0].body) for x in L.nodes(*roots) if x.op == "masked"]
 
 
+def _where_max(ext: L.X, r: L.X, bound: L.X) -> list:
+    """out[0] = max over v < ext of where(v + r <= bound, src[v], -inf), the `<=` written as
+    (a < b) or not (a != b), as a causal mask's `j <= i` lowers."""
+    v = L.var("v")
+    at = L.iadd(v, r)
+    le = L.alu(Op.OR, T.bool_, L.icmplt(at, bound), L.alu(Op.NOT, T.bool_, L.alu(Op.CMPNE, T.bool_, at, bound)))
+    x = L.alu(Op.WHERE, T.f32, le, L.load("src", v, T.f32), L.const(float("-inf"), T.f32))
+    body = [L.SetAcc("acc", L.alu(Op.MAX, T.f32, L.var("acc", T.f32), x, arg="acc"))]
+    return [L.Acc("acc", T.f32, L.const(float("-inf"), T.f32)), L.Loop("v", ext, body),
+            L.Store("out", L.const(0), L.var("acc", T.f32))]
+
+
+@settings(max_examples=60, deadline=None)
+@given(ext=st.integers(0, 60), r=st.integers(-5, 5), bound=st.integers(-8, 70), symbolic=st.booleans())
+def test_an_index_condition_of_a_where_splits_like_a_mask(ext, r, bound, symbolic):
+    """A where's `v + r <= bound` splits the loop as a masked load's bound does: the middle loop
+    selects no more, and the result (a max reduction here) is bit for bit the one loop's."""
+    env = {"E": ext, "R": r, "B": bound}
+    e, rr, b = (L.var("E"), L.var("R"), L.var("B")) if symbolic else (L.const(ext), L.const(r), L.const(bound))
+    one = _where_max(e, rr, b)
+    split = split_loads(one)
+    assert [s.var for s in split if isinstance(s, L.Loop)] == ["v_lo", "v_in", "v_hi"]
+    assert not [x for _, roots in L.walk_stmts(split[2].body) for x in L.nodes(*roots) if x.op is Op.WHERE]
+    np.testing.assert_array_equal(_run(split, env), _run(one, env))
+
+
 def test_bounds_on_inner_variables_are_not_split():
     """A bound that reads a variable of the body (an inner loop's counter) differs per
     iteration of that loop: the outer loop is left whole."""

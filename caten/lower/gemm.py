@@ -299,11 +299,11 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     ostride = out_stride(kl, n, plan)
     beta = L.const(False, T.bool_) if nkc.op == "const" and nkc.arg == 1 else L.icmplt(L.const(0), kcv)
     if once:  # the block's panels in the whole packed b: [K block][column panel][k][nr]
-        poff_b = L.imul(L.iadd(L.imul(kcv, ceil_div(N, nr)), X.make("idiv", L.IDX, (j0, L.const(nr)))),
-                        L.const(kc * nr))
+        poff_b = L.imul(L.iadd(L.imul(kcv, ceil_div(L.dim(plan.N), nr)), X.make("idiv", L.IDX, (j0, L.const(nr)))),
+                        L.const(kc * nr))  # (the whole pack's layout: every column, a causal cut's too)
         pack_b = []
     if a_once:  # likewise a: [K block][row panel][k][mr]
-        poff_a = L.imul(L.iadd(L.imul(kcv, ceil_div(M, mr)), X.make("idiv", L.IDX, (i0, L.const(mr)))),
+        poff_a = L.imul(L.iadd(L.imul(kcv, ceil_div(L.dim(plan.M), mr)), X.make("idiv", L.IDX, (i0, L.const(mr)))),
                         L.const(kc * mr))
         pack_a = []
     target, final = buf, []

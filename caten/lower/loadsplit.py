@@ -1,7 +1,8 @@
-"""Index-set splitting of masked loads: a loop whose body reads through `masked(cond, load)`,
-where cond bounds the loop variable by limits free of the body's own variables (a padded
-window's `0 <= h*s + kh - p < H` with the window position unrolled: a convolution's or a
-pooling's border), runs as three loops in turn: the iterations before the range where every
+"""Index-set splitting of masked loads and index conditions: a loop whose body reads through
+`masked(cond, load)` or selects by `where(cond, a, b)`, where cond bounds the loop variable by
+limits free of the body's own variables (a padded window's `0 <= h*s + kh - p < H` with the
+window position unrolled: a convolution's or a pooling's border; a causal mask's `j <= i`), runs
+as three loops in turn: the iterations before the range where every
 such bound holds, that range with those bounds taken as true, and the ones after it. The middle
 loop, nearly all of a convolution's image, has no branch per element, so the renderers
 vectorize it; the borders keep their masks. Loops nest: a window's rows split around its
@@ -48,7 +49,7 @@ def _split(loop: L.Loop) -> list:
         return [loop]
     terms: dict[X, tuple[str, X]] = {}
     for x in nodes:
-        if x.op != "masked":
+        if x.op != "masked" and x.op is not Op.WHERE:
             continue
         for t in _conj(x.src[0]):
             b = _bound(t, v)
@@ -154,6 +155,9 @@ def _bound(term: X, v: X) -> tuple[str, X] | None:
     positive constant multiple of v plus a rest free of it, compared with a bound free of v)."""
     neg = term.op is Op.NOT
     t = term.src[0] if neg else term
+    le = _at_most(term)
+    if le is not None:  # a <= b, as a < b + 1
+        neg, t = False, X.make(Op.CMPLT, T.bool_, (le[0], L.iadd(le[1], L.const(1))))
     if t.op is not Op.CMPLT or t.src[0].dtype != L.IDX:
         return None
     a, b = t.src
@@ -164,6 +168,18 @@ def _bound(term: X, v: X) -> tuple[str, X] | None:
     if fb is not None and fa is None and not _uses(a, v):  # a < k*v + r: k*v + r >= a + 1
         k, r = fb
         return ("hi" if neg else "lo"), _ceil(L.isub(L.iadd(a, L.const(1)), r), k)
+    return None
+
+
+def _at_most(term: X) -> tuple[X, X] | None:
+    """(a, b) when term is a <= b of indices written as (a < b) or not (a != b), else None."""
+    if term.op is not Op.OR or term.dtype != T.bool_:
+        return None
+    for lt, eq in (term.src, term.src[::-1]):
+        if lt.op is Op.CMPLT and eq.op is Op.NOT and eq.src[0].op is Op.CMPNE and lt.src[0].dtype == L.IDX:
+            a, b = lt.src
+            if set(map(id, eq.src[0].src)) == {id(a), id(b)}:
+                return a, b
     return None
 
 

@@ -28,6 +28,7 @@ row-block kernel (caten.schedule.scheduler); the guard is exact either way.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -39,6 +40,7 @@ from caten.ir.graph import Node, toposort
 from caten.ir.ops import Op, info
 from caten.ir.view import View, contiguous_strides
 
+APART: weakref.WeakSet[Node] = weakref.WeakSet()  # the guards' passes over V: the scheduler keeps each apart
 MAX_PLANE = 1 << 28  # elements of a mask's (i, j) plane evaluated at compile time (16k x 16k)
 NEGINF, ZERO, POS, FIN, ANY = "neginf", "zero", "pos", "fin", "any"  # a value past J(nb)
 _ELEMENTWISE = ("unary", "binary", "ternary")
@@ -349,16 +351,11 @@ def guard(r: Node, v: Node, r_split: Node, pos_r: int, pos_v: int, jv: int, bloc
     if v.op is not Op.VIEW or v.arg.strides[pos_v] != 0:
         raise _No
     one = B.shrink(v, [(0, 1) if k == pos_v else (0, d) for k, d in enumerate(v.shape)])
-    # (its unit row axis first: no loop prefix in common with the row blocks, so the scheduler
-    # gives it a kernel of its own, before them, rather than shrinking their shared loops)
-    perm = [pos_v] + [k for k in range(v.rank) if k != pos_v]
-    one = B.permute(one, perm)
-    jf = perm.index(jv)
     diff = B.alu(Op.ADD, one, B.alu(Op.NEG, one))
     bad = B.alu(Op.CMPNE, diff, diff)
-    keys = B.index(one.shape, jf)
-    last = B.reduce(B.alu(Op.WHERE, bad, keys, B.const(-1, T.i64, one.shape)), "max", (jf,))
-    last = B.permute(last, [perm.index(k) for k in range(v.rank)])
+    keys = B.index(one.shape, jv)
+    last = B.reduce(B.alu(Op.WHERE, bad, keys, B.const(-1, T.i64, one.shape)), "max", (jv,))
+    APART.add(last)  # (a kernel of its own, before the row blocks: it must not shrink their shared loops)
     # last: r's shape with the row axis 1; split it as r is: (nb, B) -> (1, 1)
     last = B.reshape(last, last.shape[:pos_r] + (1, 1) + last.shape[pos_r + 1:])
     last = B.expand(last, r_split.shape)
@@ -373,7 +370,7 @@ def apply(kernels: list, cuts: dict[Node, Cut], threads: int) -> None:
     """Set each cut stage's `cut`, or none at all: every realized cut node must be a stage
     whose kernel loops over the block number and whose loops the lowering can bound (a store,
     a register or memory reduction, a packed GEMM with the keys as its one column or summed
-    axis, its operands packed per block)."""
+    axis)."""
     chosen = []
     for k in kernels:
         for st in k.stages:
@@ -384,7 +381,7 @@ def apply(kernels: list, cuts: dict[Node, Cut], threads: int) -> None:
                 return
             if st.mode == "tiled":
                 g = st.plan.gemm
-                if g is None or g.direct is not None or g.a_once or g.b_once or g.pairs \
+                if g is None or g.direct is not None or g.pairs \
                         or g.splits_k(threads, any(a >= k.outer and st.node.src[0].shape[a] != 1 for a in g.batch)):
                     return
                 if not (g.js == (c.axis,) or g.red == (c.axis,)):

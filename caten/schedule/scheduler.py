@@ -314,6 +314,10 @@ def _schedule(program: Program, check: Callable | None, threads: int = 1) -> Sch
                 groups[gi][0].append(n)
             body = BODY_MAX + 1  # nothing fuses after it
             continue
+        if n in causal.APART:  # a causal guard's pass over V: before the row blocks, not among them
+            groups.append(([n], max_outer(n)))
+            body = BODY_MAX + 1
+            continue
         placed = False
         if groups:
             members, p = groups[-1]
