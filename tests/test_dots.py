@@ -85,6 +85,7 @@ def test_a_two_layer_decoder_keeps_its_caches_in_place():
         tok = want
 
 
+@pytest.mark.ci_slice(3)
 @pytest.mark.parametrize("runtime", ["numpy", "llvm", "c"])
 @pytest.mark.parametrize("dt", ["f32", "f64", "i32"])
 def test_values_match_numpy(runtime, dt):

@@ -41,6 +41,7 @@ def _data(shape, dt, seed=0):
     return np.random.default_rng(seed).standard_normal(shape).astype(NP[dt])
 
 
+@pytest.mark.ci_slice(2)
 @pytest.mark.parametrize("n", [1, 2, 7, 64, 1000, 4096])
 @pytest.mark.parametrize("dt", ["f32", "f64"])
 def test_transforms_match_torch(n, dt):

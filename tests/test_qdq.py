@@ -138,6 +138,7 @@ CASES = [  # kind, activation, weight dtype, per-channel, bias, relu, runtime, w
 ]
 
 
+@pytest.mark.ci_slice(2)
 @pytest.mark.parametrize("case", CASES, ids=["-".join(map(str, c[:7])) for c in CASES])
 def test_layer_runs_as_an_integer_kernel(case, tmp_path):
     """Each layer fuses (the integer composite is in the text, no dequantize), is within one quantum
