@@ -136,3 +136,19 @@ def test_a_random_mask_of_indices_cuts_only_what_it_masks() -> None:
         got = caten.loads(src, runtime="llvm", defines={"S": S, "H": H}).att
         xs = _inputs(int(rng.integers(1 << 30)), bad=bool(rng.integers(2)))
         _check(got(*xs), ref(*xs))
+
+
+def test_the_gradient_of_a_causal_attention() -> None:
+    """Its backward pass (row blocks over dQ; a softmax gradient's sums over the keys of P * dP,
+    where dP is no broadcast a guard could check per head) compiles and equals the interpreter."""
+    src = _source("(<= j i)") + """
+(composite att-grad ((Q{f32}[H, S, 64]) (K{f32}[H, S, 64]) (V{f32}[H, S, 64]) (G{f32}[H, S, 64])
+                     -> (dQ{f32}[H, S, 64]) (dK{f32}[H, S, 64]) (dV{f32}[H, S, 64]))
+  (setf g (vjp att Q K V :wrt [Q K V] :cotangent G))
+  (return (nth g 0) (nth g 1) (nth g 2)))
+"""
+    ref = caten.loads(src, runtime="numpy", defines={"S": S, "H": H}).att_grad
+    got = caten.loads(src, runtime="llvm", defines={"S": S, "H": H}).att_grad
+    xs = _inputs(5) + [np.random.default_rng(6).standard_normal((H, S, 64)).astype(np.float32)]
+    for g, w in zip(got(*xs), ref(*xs)):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)

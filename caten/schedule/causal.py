@@ -113,7 +113,7 @@ def _plan(o: Node, pos: dict[Node, int], rows: int, block: int, users: Callable[
             c = cls[n.src[0]]
             if n.arg[0] == "max" and c[0] == NEGINF or n.arg[0] == "add" and c[0] == ZERO:
                 pass
-            elif n.arg[0] == "add" and c[0] == "zmul":
+            elif n.arg[0] == "add" and c[0] == "zmul" and _guardable(c[1], pos):
                 guard[n] = c[1]
             else:
                 raise _No
@@ -123,6 +123,12 @@ def _plan(o: Node, pos: dict[Node, int], rows: int, block: int, users: Callable[
                 raise _No  # another output reads the keys this cone would leave out
             cut.add(n)
     return Plan(jpos, cut, guard, reach)
+
+
+def _guardable(v: Node, pos: dict[Node, int]) -> bool:
+    """v (the factor of a zero) is read the same by every query row: a view broadcasting it along
+    the row axis, which `guard` checks once per head rather than once per row."""
+    return v.op is Op.VIEW and pos.get(v) is not None and v.arg.strides[pos[v]] == 0
 
 
 def _leaf_view(n: Node) -> bool:
@@ -348,8 +354,7 @@ def _sum_of(y: Node, x: Node, jpos: dict[Node, int]) -> bool:
 def guard(r: Node, v: Node, r_split: Node, pos_r: int, pos_v: int, jv: int, block: int, reach: int) -> Node:
     """r_split (the split sum r of P * v) plus +0, or nan where v holds a non-finite value at a
     key the cut leaves out (for each column of v): the exact value of the uncut sum there."""
-    if v.op is not Op.VIEW or v.arg.strides[pos_v] != 0:
-        raise _No
+    assert v.op is Op.VIEW and v.arg.strides[pos_v] == 0, v  # (_guardable)
     one = B.shrink(v, [(0, 1) if k == pos_v else (0, d) for k, d in enumerate(v.shape)])
     diff = B.alu(Op.ADD, one, B.alu(Op.NEG, one))
     bad = B.alu(Op.CMPNE, diff, diff)
