@@ -63,6 +63,15 @@ def _small_value(n: Node) -> bool:
     return isinstance(size, int) and size <= BROADCAST_MAX_ELEMS
 
 
+def _of_indices(n: Node) -> bool:
+    """n computes from indices and constants alone, cheaply (a causal mask of `<=` on aranges):
+    recomputed where read, its compares become loop bounds (caten.lower.loadsplit) rather than
+    loads of a stored mask."""
+    cone = toposort([n])
+    return len(cone) <= 16 and all(m.op in (Op.INDEX, Op.CONST, Op.VIEW) or
+                                   m.op in (Op.CMPLT, Op.CMPNE, Op.NOT, Op.AND, Op.OR, Op.ADD, Op.MUL) for m in cone)
+
+
 def _copies(n: Node) -> int:
     """How many times an expanding view reads each element of its source (symbolic: many)."""
     out = 1
@@ -167,7 +176,7 @@ def realize_set(outputs: list[Node]) -> tuple[list[Node], set[Node]]:
         elif n in operands and (heavy[n] or cost[n] >= OPERAND_MAX):
             realized.add(n)  # packing loops run scalar: a costly operand is computed in a (vector) loop of its own
         elif cost[n] >= BROADCAST_MIN and any(_copies(v) >= BROADCAST_FACTOR for v in vus) \
-                and _small_value(n):
+                and _small_value(n) and not _of_indices(n):
             realized.add(n)  # computed once, not once per copy (a mask of [S, S] read by each head; not
             #                  at 16k tokens: 256 MB of mask, where recomputing it is a compare)
         elif cost[n] >= OVERLAP_MIN and any(_overlaps(v) for v in vus):
