@@ -208,7 +208,7 @@ def test_bitcast(rt):
         assert np.array_equal(g.view(np.uint8), r.view(np.uint8))
 
 
-@pytest.mark.parametrize("a,b,why", [(TP.FLOAT16, TP.INT16, "16-bit floats"), (TP.UINT8, TP.BOOL, "bool")])
+@pytest.mark.parametrize("a,b,why", [(TP.FLOAT16, TP.INT16, "16- and 8-bit floats"), (TP.UINT8, TP.BOOL, "bool")])
 def test_bitcast_refusals(a, b, why):
     m = _model([oh.make_node("BitCast", ["x"], ["y"], to=b)], [oh.make_tensor_value_info("x", a, [2])],
                [oh.make_tensor_value_info("y", b, [2])], opset=26)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from caten.ir import dims as D
@@ -303,7 +304,11 @@ def _one(dt: DType) -> Any:
 
 
 def _lowest_of(dt: DType) -> Any:
-    """The identity of max: the dtype's lowest value (-inf for floats, False for bool)."""
+    """The identity of max: the dtype's lowest value (-inf for floats, False for bool; a float8
+    format without an infinity: its lowest finite value, -inf being nan there)."""
+    f = T.MINIFLOAT.get(dt)
+    if f is not None and not f.inf:
+        return -float(ml_dtypes.finfo(dt.np).max)
     v = _lowest(np.dtype(dt.np))
     return v if isinstance(v, bool) else float(v) if dt.is_float else int(v)
 
