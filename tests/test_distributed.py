@@ -427,3 +427,17 @@ def test_diagnostics():
         caten.loads(loop, runtime="llvm").f(x)
     with pytest.raises(caten.Error, match="sums or averages"):
         caten.distributed.grad_all_reduce(caten.Tensor(np.ones(2, np.float32)), "max")
+
+
+def test_the_group_caten_started_ends_before_interpreter_teardown():
+    """Regression: `caten run` under torchrun aborted now and then at exit ("terminate called without
+    an active exception": gloo's threads destroyed while joinable). The group init() started is
+    destroyed by an exit hook, before the interpreter tears down its modules."""
+    code = ("import atexit, torch.distributed as d\n"
+            "atexit.register(lambda: print('at exit, group alive:', d.is_initialized()))\n"
+            "import caten.distributed as cd\n"
+            "cd.init(rank=0, world_size=1)\n"
+            "print('started:', d.is_initialized())\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "started: True" in r.stdout and "at exit, group alive: False" in r.stdout, r.stdout

@@ -3,6 +3,7 @@ or by the user (`torch.distributed.init_process_group`); caten only reads it."""
 
 from __future__ import annotations
 
+import atexit
 import datetime
 import os
 import socket
@@ -59,6 +60,9 @@ def init(backend: str | None = None, timeout: float = 300.0, rank: int | None = 
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise Error(f"starting the process group (rank {r} of {w}, {addr}:{port}) failed: {first[:300]}",
                     hint="every process must start within the timeout with the same MASTER_ADDR and MASTER_PORT") from e
+    # a group left to the interpreter's teardown can abort the process ("terminate called without an
+    # active exception": gloo's threads destroyed while joinable), so the group caten started ends first
+    atexit.register(shutdown)
 
 
 def shutdown() -> None:
