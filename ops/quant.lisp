@@ -108,3 +108,77 @@
               (y (matmul (cast Wm i32) (cast P i32))))
           (VIEW y :reshape [N O OH OW]))
         (conv2d xc wc :stride stride :padding padding :dilation dilation :groups groups))))
+
+;;; Weight-only 4-bit matmul, onnxruntime's com.microsoft MatMulNBits. The codes stay packed: one
+;;; kernel reads each byte once and multiplies both nibbles by contiguous activations (A split into
+;;; its even and odd k, a copy of M*K elements), a block's scale and zero point applied in registers.
+;;; The sum runs with L lanes of each block kept apart (a [M N L] register tile over the blocks),
+;;; then the lanes are added: summing a 16-code block alone cost a horizontal add per block.
+
+(composite nbits-zero-point ((Z{U}[...] N KB) -> (Y{U}[...]))
+  "MatMulNBits' 4-bit zero points [N*ceil(KB/2)] u8 (two blocks a byte, the even block in the low nibble) as [N KB]"
+  (let ((h (idiv (+ KB 1) 2))
+        (ok (assert (same-dim? (count Z) (* N h))
+                    "matmul-nbits: packed zero points need N*ceil(blocks/2) =" (* N h) "bytes, got" (count Z)))
+        (zb (expand (VIEW Z :reshape [N h 1]) [N h 2]))
+        (d (cast (+ 1 (* 15 (INDEX [N h 2] :axis 2 :dtype i32))) (dtype Z))))
+    ;; each byte seen twice, divided by 1 then 16: elementwise, so it fuses into its reader
+    (VIEW (mod (idiv zb d) 16) :reshape [N (* 2 h)] :shrink [[0 N] [0 KB]])))
+
+(composite matmul-nbits ((A{T}[...] B{u8}[...] S{V}[...]) -> (Y{T}[...])
+                         &key (zero-point nil) (bias nil) (bits 4))
+  "onnxruntime's MatMulNBits: A [..., K] @ W^T (+ :bias [N]), W [N K] in blocks of bs along K, code q of B u8 [N, ceil(K/bs), bs/2] (the even k in the low nibble) as (q - z) * S, S [N*blocks]; z: :zero-point packed u8 nibbles [N*ceil(blocks/2)], a float [N*blocks], or 8; summed in f32 (f64 for f64 A)"
+  :vjp ((dY) nil)
+  (assert (= bits 4) "matmul-nbits: only 4-bit codes are supported, got bits" bits)
+  (assert (float? A) "matmul-nbits: A must be a float tensor, got" (dtype A))
+  (assert (= (rank B) 3) "matmul-nbits: B is [N, blocks, block_size/2], got rank" (rank B))
+  (assert (float? S) "matmul-nbits: the scales must be floats, got" (dtype S))
+  (setf N (dim B 0))
+  (setf KB (dim B 1))
+  (setf J (dim B 2))
+  (setf K (dim A -1))
+  (assert (and (known? J) (known? KB) (known? K)) "matmul-nbits: K and B's block sizes must be static, got" K KB J)
+  (assert (and (>= J 8) (= (mod J 8) 0) (= (mod J (if (< J 16) J 16)) 0))
+          "matmul-nbits: the block size must be 16, 32, 64, ... (B's last dim 8, 16, 32, ...), got" (* 2 J))
+  (assert (= KB (idiv (+ K (- (* 2 J) 1)) (* 2 J)))
+          "matmul-nbits: B has" KB "blocks of" (* 2 J) "codes for K =" K)
+  (assert (same-dim? (count S) (* N KB)) "matmul-nbits: N*blocks =" (* N KB) "scales needed, got" (count S))
+  (setf C (if (= (bits A) 64) f64 f32))
+  (setf L (if (< J 16) J 16))
+  (setf J2 (idiv J L))
+  (setf r (rank A))
+  (setf pre [])
+  (dotimes (i (- r 1)) (setf pre (append pre [(dim A i)])))
+  (setf M (count A (range 0 (- r 1))))
+  ;; A as [2 M KB J] (its even and odd k, zero past K), contiguous: each byte's two codes meet
+  ;; activations of the same offset
+  (setf ad (contiguous (VIEW (cast (VIEW A :reshape [M K]) C) :pad [[0 0] [0 (- (* KB 2 J) K)]]
+                             :reshape [M KB J 2] :permute [3 0 1 2])))
+  (setf ae (VIEW ad :shrink [[0 1] [0 M] [0 KB] [0 J]] :reshape [M 1 KB J2 L]))
+  (setf ao (VIEW ad :shrink [[1 2] [0 M] [0 KB] [0 J]] :reshape [M 1 KB J2 L]))
+  (setf b (VIEW B :reshape [1 N KB J2 L]))
+  (setf s (VIEW (cast S C) :reshape [1 N KB 1 1]))
+  ;; integer zero points are subtracted in i8 (codes and zero points are 0..15), before widening
+  (setf lo nil)
+  (setf hi nil)
+  (if (and (not (nil? zero-point)) (float? zero-point))
+      (progn
+        (assert (same-dim? (count zero-point) (* N KB))
+                "matmul-nbits: float zero points need N*blocks =" (* N KB) "entries, got" (count zero-point))
+        (setf zf (VIEW (cast zero-point C) :reshape [1 N KB 1 1]))
+        (setf lo (- (cast (mod b 16) C) zf))
+        (setf hi (- (cast (idiv b 16) C) zf)))
+      (progn
+        (setf zi (if (nil? zero-point) (full [] 8 :dtype i8)
+                     (progn
+                       (assert (and (int? zero-point) (= (bits zero-point) 8))
+                               "matmul-nbits: zero points are packed bytes or floats, got" (dtype zero-point))
+                       (VIEW (cast (nbits-zero-point (cast zero-point u8) N KB) i8) :reshape [1 N KB 1 1]))))
+        (setf lo (cast (- (cast (mod b 16) i8) zi) C))
+        (setf hi (cast (- (cast (idiv b 16) i8) zi) C))))
+  (setf y (sum (sum (* (+ (* ae lo) (* ao hi)) s) :axis [2 3]) :axis 2))
+  (if (not (nil? bias))
+      (progn
+        (assert (same-dim? (count bias) N) "matmul-nbits: the bias needs N =" N "entries, got" (count bias))
+        (setf y (+ y (VIEW (cast bias C) :reshape [N])))))
+  (VIEW (cast y (dtype A)) :reshape (append pre [N])))

@@ -16,6 +16,7 @@ from caten.frontends.onnx import (  # noqa: F401  (each family registers its han
     matmul,
     ml,
     movement,
+    nbits,
     nms,
     norm,
     place,

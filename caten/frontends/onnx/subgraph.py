@@ -97,9 +97,11 @@ def _lower(g: Any, node: Any) -> None:
     """One body node as translate.lower_node lowers one of the top level (the converter sits above
     the op families, which may not import it): folded, or emitted by its registered handler."""
     from caten.frontends.onnx import fold
+    from caten.frontends.onnx.nbits import MICROSOFT
     from caten.frontends.onnx.node import HANDLERS, N
 
-    if node.domain not in ("", "ai.onnx", "ai.onnx.preview.training"):
+    if node.domain not in ("", "ai.onnx", "ai.onnx.preview.training") and \
+            not (node.domain == "com.microsoft" and node.op_type in MICROSOFT):
         raise Unsupported(f"node `{node.name or node.output[0]}`: op domain `{node.domain}` is not supported")
     g.infer_node(node)
     if fold.try_fold(g, node):

@@ -386,9 +386,10 @@ def _rename(node: Any, ren: Mapping[str, str]) -> None:
 
 def lower_node(g: Graph, node: Any) -> None:
     """Emit one node: folded when it is shape arithmetic on constants, else through its handler."""
-    from caten.frontends.onnx import fold, handlers
+    from caten.frontends.onnx import fold, handlers, nbits
 
-    if node.domain not in ("", "ai.onnx", "ai.onnx.preview.training", "ai.onnx.ml"):
+    if node.domain not in ("", "ai.onnx", "ai.onnx.preview.training", "ai.onnx.ml") and \
+            not (node.domain == "com.microsoft" and node.op_type in nbits.MICROSOFT):
         raise Unsupported(f"node `{node.name or node.output[0]}`: op domain `{node.domain}` is not supported")
     g.infer_node(node)
     if fold.try_fold(g, node):

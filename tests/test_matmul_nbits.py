@@ -1,0 +1,260 @@
+"""`matmul-nbits` (ops/quant.lisp) and the import of onnxruntime's com.microsoft MatMulNBits
+(caten/frontends/onnx/nbits.py): 4-bit codes packed two a byte, a scale (and zero point) per block
+of K. Two oracles: an f64 numpy dequantize + matmul written here from the op's spec, and
+onnxruntime's own CPU kernel on a one-node model. Errors are measured against |A| @ |W|^T (the sum
+of the magnitudes of the products: f32 summation in another order may differ by a few f32 steps of
+it), on numpy, llvm and c, the compiled ones with bounds checks."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import caten
+
+EPS32 = float(np.finfo(np.float32).eps)
+
+
+def unpack(B: np.ndarray) -> np.ndarray:
+    """The codes of B [N, KB, BS/2] as [N, KB, BS]: the low nibble holds the even k."""
+    q = np.empty(B.shape[:2] + (2 * B.shape[2],), np.int64)
+    q[..., 0::2], q[..., 1::2] = B & 15, B >> 4
+    return q
+
+
+def dequantized(B: np.ndarray, S: np.ndarray, K: int, zp: np.ndarray | None) -> np.ndarray:
+    """W [N, K] in f64: (code - zero point) * scale per block, the last block cut at K."""
+    N, KB, _ = B.shape
+    if zp is None:
+        z = np.full((N, KB), 8.0)
+    elif zp.dtype == np.uint8:  # [N * ceil(KB/2)], the even block in the low nibble
+        zz = zp.reshape(N, -1).astype(np.int64)
+        z = np.stack([zz & 15, zz >> 4], -1).reshape(N, -1)[:, :KB].astype(np.float64)
+    else:
+        z = zp.reshape(N, KB).astype(np.float64)
+    w = (unpack(B) - z[..., None]) * S.reshape(N, KB, 1).astype(np.float64)
+    return w.reshape(N, -1)[:, :K]
+
+
+def oracle(A, B, S, K, zp=None, bias=None) -> tuple[np.ndarray, np.ndarray]:
+    """(A @ W^T + bias in f64, |A| @ |W|^T: the scale of a summation's rounding)."""
+    W = dequantized(B, S, K, zp)
+    a = A.astype(np.float64)
+    y = a @ W.T + (0.0 if bias is None else bias.astype(np.float64))
+    return y, np.abs(a) @ np.abs(W).T
+
+
+def nbits_model(shape_a, N: int, K: int, bs: int, B, S, zp=None, bias=None, dtype="f32", attrs=None):
+    """A one-node ONNX model of com.microsoft MatMulNBits, its weights initializers."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    code = TensorProto.FLOAT16 if dtype == "f16" else TensorProto.FLOAT
+    ins = ["A", "B", "S", "Z" if zp is not None else "", "", "bias" if bias is not None else ""]
+    while ins[-1] == "":
+        ins.pop()
+    kw = {"K": K, "N": N, "bits": 4, "block_size": bs, **(attrs or {})}
+    node = helper.make_node("MatMulNBits", ins, ["Y"], domain="com.microsoft", **kw)
+    inits = [numpy_helper.from_array(B, "B"), numpy_helper.from_array(S, "S")]
+    inits += [numpy_helper.from_array(zp, "Z")] if zp is not None else []
+    inits += [numpy_helper.from_array(bias, "bias")] if bias is not None else []
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("A", code, list(shape_a))],
+                          [helper.make_tensor_value_info("Y", code, list(shape_a[:-1]) + [N])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 10
+    return m
+
+
+def ort_run(model, A: np.ndarray) -> np.ndarray:
+    ort = pytest.importorskip("onnxruntime")
+    s = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return s.run(None, {"A": A})[0]
+
+
+def case(lead, N, K, bs, zp_kind, with_bias, dtype="f32", seed=0):
+    """Random A [*lead, K], packed B, scales, zero points ("u8" packed, "f" floats, None) and bias."""
+    rng = np.random.default_rng(seed)
+    npdt = np.float16 if dtype == "f16" else np.float32
+    KB = -(-K // bs)
+    A = rng.standard_normal(tuple(lead) + (K,)).astype(npdt)
+    B = rng.integers(0, 256, (N, KB, bs // 2), dtype=np.uint8)
+    S = (rng.random(N * KB) * 0.2 + 0.01).astype(npdt)
+    zp = None
+    if zp_kind == "u8":
+        zp = rng.integers(0, 256, N * ((KB + 1) // 2), dtype=np.uint8)
+    elif zp_kind == "f":
+        zp = (rng.random(N * KB) * 15).astype(npdt)
+    bias = rng.standard_normal(N).astype(npdt) if with_bias else None
+    return A, B, S, zp, bias
+
+
+def source(A, B, S, zp, bias) -> str:
+    """A composite calling matmul-nbits on arguments of these shapes and dtypes."""
+    dt = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16", np.dtype(np.uint8): "u8"}
+
+    def p(name, x):
+        return f"{name}{{{dt[x.dtype]}}}[{', '.join(map(str, x.shape))}]"
+
+    params = [p("A", A), p("B", B), p("S", S)] + ([p("Z", zp)] if zp is not None else [])
+    params += [p("b", bias)] if bias is not None else []
+    out = list(A.shape[:-1]) + [B.shape[0]]
+    keys = (" :zero-point Z" if zp is not None else "") + (" :bias b" if bias is not None else "")
+    return (f"(composite f (({' '.join(params)}) -> (Y{{{dt[A.dtype]}}}[{', '.join(map(str, out))}]))"
+            f" (matmul-nbits A B S{keys}))")
+
+
+def assert_close(y: np.ndarray, want: np.ndarray, mag: np.ndarray, f16: bool = False) -> None:
+    """|y - want| within 8 f32 steps of the products' magnitude sum (plus an f16 rounding of the
+    result for f16 outputs)."""
+    y = np.asarray(y, np.float64)
+    tol = 8 * EPS32 * mag + (2.0 ** -10 * np.abs(want) if f16 else 0.0) + 1e-30
+    assert y.shape == want.shape
+    bad = np.abs(y - want) > tol
+    assert not bad.any(), f"{bad.sum()} of {bad.size} off, worst {np.max(np.abs(y - want) - tol)}"
+
+
+CASES = [  # lead dims of A, N, K, block size, zero points, bias
+    ((1,), 96, 700, 32, None, False),      # K not a multiple of the block: the last one padded
+    ((3,), 40, 77, 16, "u8", True),        # 5 blocks: the last zero-point byte half used
+    ((2,), 17, 300, 128, "f", True),       # float zero points
+    ((2, 3), 24, 64, 32, "u8", False),     # batch dims on A, K a multiple of the block
+    ((0,), 8, 40, 16, None, True),         # an empty M
+    ((), 33, 129, 16, "u8", True),         # A a vector: Y [N]
+    ((1,), 5, 1, 32, None, False),         # K = 1
+]
+
+
+@pytest.mark.parametrize("runtime", ["numpy", "llvm", "c"])
+@pytest.mark.parametrize("lead,N,K,bs,zp_kind,with_bias", CASES)
+def test_composite_matches_the_oracle(runtime, lead, N, K, bs, zp_kind, with_bias):
+    A, B, S, zp, bias = case(lead, N, K, bs, zp_kind, with_bias)
+    args = [x for x in (A, B, S, zp, bias) if x is not None]
+    mod = caten.loads(source(A, B, S, zp, bias), runtime=runtime, check_bounds=runtime != "numpy")
+    y = np.asarray(mod.f(*args))
+    want, mag = oracle(A, B, S, K, zp, bias)
+    assert_close(y, want, mag)
+
+
+@pytest.mark.parametrize("lead,N,K,bs,zp_kind,with_bias", [c for c in CASES if len(c[0]) >= 1 and c[0][0] != 0])
+def test_onnxruntime_agrees_with_the_oracle(lead, N, K, bs, zp_kind, with_bias):
+    """The oracle is onnxruntime's semantics (a check of this file's reading of the op)."""
+    A, B, S, zp, bias = case(lead, N, K, bs, zp_kind, with_bias)
+    want, mag = oracle(A, B, S, K, zp, bias)
+    assert_close(ort_run(nbits_model(A.shape, N, K, bs, B, S, zp, bias), A), want, mag)
+
+
+IMPORT_CASES = [  # lead, N, K, bs, zero points, bias, dtype, runtime
+    ((1,), 96, 700, 32, None, False, "f32", "llvm"),
+    ((3,), 40, 77, 16, "u8", True, "f32", "c"),
+    ((2,), 17, 300, 128, "f", True, "f32", "numpy"),
+    ((2, 3), 24, 64, 32, "u8", True, "f32", "llvm"),
+    ((0,), 8, 40, 16, "u8", True, "f32", "llvm"),
+    ((2,), 24, 100, 32, "u8", True, "f16", "llvm"),
+    ((1,), 16, 64, 16, None, False, "f16", "c"),
+]
+
+
+@pytest.mark.parametrize("lead,N,K,bs,zp_kind,with_bias,dtype,runtime", IMPORT_CASES)
+def test_import_matches_onnxruntime_and_the_oracle(lead, N, K, bs, zp_kind, with_bias, dtype, runtime):
+    pytest.importorskip("onnx")
+    import caten.onnx
+
+    A, B, S, zp, bias = case(lead, N, K, bs, zp_kind, with_bias, dtype)
+    model = nbits_model(A.shape, N, K, bs, B, S, zp, bias, dtype)
+    mod = caten.onnx.load(model, runtime=runtime, check_bounds=runtime != "numpy")
+    y = np.asarray(mod(A))
+    assert y.dtype == A.dtype
+    want, mag = oracle(A, B, S, K, zp, bias)
+    assert_close(y, want, mag, f16=dtype == "f16")
+    if A.size:
+        ref = ort_run(model, A)
+        assert_close(y, ref.astype(np.float64), mag + np.abs(ref), f16=dtype == "f16")
+
+
+def test_import_feeds_a_following_node():
+    """The op's output type is known to the nodes after it (onnx has no schema to infer it)."""
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    import caten.onnx
+
+    A, B, S, zp, bias = case((2,), 12, 50, 16, "u8", True)
+    m = nbits_model(A.shape, 12, 50, 16, B, S, zp, bias)
+    g = m.graph
+    g.node[0].output[0] = "h"
+    g.node.append(helper.make_node("Relu", ["h"], ["Y"]))
+    del g.output[:]
+    g.output.append(helper.make_tensor_value_info("Y", TensorProto.FLOAT, None))
+    y = np.asarray(caten.onnx.load(m, runtime="llvm")(A))
+    want, mag = oracle(A, B, S, 50, zp, bias)
+    assert_close(y, np.maximum(want, 0), mag)
+
+
+@pytest.mark.parametrize("attrs,inputs,msg", [
+    ({"bits": 8}, None, "bits=8"),
+    ({"accuracy_level": 4}, None, "accuracy_level=4"),
+    ({"block_size": 24}, None, "power of 2"),
+    ({"K": 65}, None, "K=65"),
+    ({}, "g_idx", "g_idx"),
+])
+def test_import_refuses_what_it_cannot_match(attrs, inputs, msg):
+    pytest.importorskip("onnx")
+    from onnx import numpy_helper
+
+    import caten.onnx
+
+    A, B, S, zp, bias = case((1,), 8, 64, 16, None, False)
+    m = nbits_model(A.shape, 8, 64, 16, B, S, attrs=attrs)
+    if inputs == "g_idx":
+        m.graph.node[0].input.extend(["", "g"])
+        m.graph.initializer.append(numpy_helper.from_array(np.arange(64, dtype=np.int32) // 16, "g"))
+    with pytest.raises(caten.Error, match=re.escape(msg)):
+        caten.onnx.load(m, runtime="numpy")(A)
+
+
+def test_other_com_microsoft_ops_stay_refused():
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    import caten.onnx
+
+    node = helper.make_node("Gelu", ["A"], ["Y"], domain="com.microsoft")
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("A", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
+    with pytest.raises(caten.Error, match="com.microsoft"):
+        caten.onnx.load(m, runtime="numpy")(np.ones(2, np.float32))
+
+
+@pytest.mark.parametrize("src,msg", [
+    ("(composite f ((A{f32}[1, 64] B{u8}[8, 4, 8] S{f32}[31]) -> (Y{f32}[1, 8])) (matmul-nbits A B S))", "scales"),
+    ("(composite f ((A{f32}[1, 64] B{u8}[8, 3, 8] S{f32}[24]) -> (Y{f32}[1, 8])) (matmul-nbits A B S))", "blocks"),
+    ("(composite f ((A{f32}[1, 60] B{u8}[8, 5, 6] S{f32}[40]) -> (Y{f32}[1, 8])) (matmul-nbits A B S))", "block size"),
+    ("(composite f ((A{f32}[1, 64] B{u8}[8, 4, 8] S{f32}[32]) -> (Y{f32}[1, 8])) (matmul-nbits A B S :bits 8))",
+     "4-bit"),
+    ("(composite f ((A{f32}[1, 64] B{u8}[8, 4, 8] S{f32}[32] Z{u8}[8]) -> (Y{f32}[1, 8]))"
+     " (matmul-nbits A B S :zero-point Z))", "zero points"),
+])
+def test_composite_refuses_bad_shapes(src, msg):
+    with pytest.raises(caten.Error, match=msg):
+        caten.loads(src, runtime="numpy")
+
+
+def test_one_gemv_kernel_reads_the_packed_codes(tmp_path):
+    """A batch-1 GEMV is a copy of A's even/odd k, the zero points unpacked ([N, blocks] bytes), one
+    kernel over the packed bytes with [N, 16] partial sums, and their sum: no buffer near a
+    dequantized W (N*K f32) is made."""
+    from caten.cli.main import cli
+
+    N, K = 256, 1000
+    A, B, S, zp, bias = case((1,), N, K, 32, "u8", True)
+    file = tmp_path / "nbits.lisp"
+    file.write_text(source(A, B, S, zp, bias))
+    res = CliRunner().invoke(cli, ["-r", "llvm", str(file), "--emit", "schedule"])
+    out = res.output
+    assert res.exit_code == 0 and "4 kernel(s)" in out, out
+    assert int(re.search(r"arena (\d+) bytes", out).group(1)) < N * K // 2, out  # under the packed codes' size
+    main = out.split("kernel f__k2:")[1].split("kernel f__k3")[0]
+    assert "in1" in main and "(tiled) REDUCE f32 [1 256 1 1 16]" in main, out
