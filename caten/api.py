@@ -41,10 +41,12 @@ def loads(text: str, runtime: str = "llvm", rules: Sequence[str] | None = None,
           **kw: Any) -> Module:
     """Like `load`, from source text."""
     from caten.cache import key_of
+    from caten.pipeline.passes import gc_paused
 
     options = Options.of(runtime=runtime, rules=rules, defines=defines, opt_level=opt_level, **kw)
     # read afresh every time: the reader's fast path reads a text about as fast as a cached parse
     # decodes (caten.read.reader), and storing one would cost the first load as much again
-    src = read_text(text, "<string>", yaml)
+    with gc_paused():  # (its forms live as long as the module: see gc_paused)
+        src = read_text(text, "<string>", yaml)
     src.key = key_of("text", str(yaml), text)
     return module(src, options)

@@ -17,7 +17,7 @@ from caten.ir.program import Program
 from caten.ir.verify import checking as verify_checking
 from caten.pipeline import restore
 from caten.pipeline.codekey import code_parts, tuned
-from caten.pipeline.passes import Timings
+from caten.pipeline.passes import Timings, gc_paused
 from caten.plugin import Options, Runtime
 from caten.target import Target
 
@@ -31,34 +31,48 @@ def compile(runtime: Runtime, program: Program, options: Options | None = None, 
     options = options or Options()
     if not runtime.renders:
         return runtime.compile(program, options)
-    t = target.resolve(options.target)
-    target.check_runnable(t)
-    t = tuned(runtime, t, program, options)
-    key = (program.key(), tuple(program.dims), tuple(program.derived), t.key(), runtime.capabilities(t),
-           options.opt_level, options.check_bounds, options.profile)
+    tm = timings or Timings()
     with _memo_lock:
-        memo = runtime.__dict__.setdefault("_pipeline_memo", {})
-        if key in memo:
-            return memo[key]
+        # the warm path (LLVM's bindings imported, the cache's entries decoded and linked) with
+        # the garbage collector paused (caten.pipeline.passes.gc_paused); a miss builds after it
+        with gc_paused():
+            t, key, memo, back_key, exe = _warm(runtime, program, options, tm)
+        if exe is not None:
+            return exe
         with verify_checking(options.debug):
-            exe, keep = _executable(runtime, program, t, options, timings or Timings())
+            exe, keep = _built(runtime, program, t, options, tm, back_key)
         if keep:  # (a program cut at its host kernels is cut afresh each time)
             memo[key] = exe
         return exe
 
 
-def _executable(runtime: Runtime, program: Program, t: Target, options: Options, tm: Timings):
-    """(the executable, whether `compile` keeps it): from the program-level cache where it has
-    the program, else cut at its host kernels (not kept), else built by the back end (which fills
-    that cache). The cache is asked first: a program it holds calls no host kernel (such a
-    program is never built whole), so a warm load skips the scan of its graph for them."""
+def _warm(runtime: Runtime, program: Program, options: Options, tm: Timings):
+    """(the target, the memo's key, the memo, the program-level cache's key (None: not asked), the
+    executable from the memo or that cache, else None)."""
+    t = target.resolve(options.target)
+    target.check_runnable(t)
+    t = tuned(runtime, t, program, options)
+    key = (program.key(), tuple(program.dims), tuple(program.derived), t.key(), runtime.capabilities(t),
+           options.opt_level, options.check_bounds, options.profile)
+    memo = runtime.__dict__.setdefault("_pipeline_memo", {})
+    if key in memo:
+        return t, key, memo, None, memo[key]
+    exe = back_key = None
     store = default_cache() if options.use_cache else None
-    back_key = None
     if store and getattr(runtime, "restores", False) and not options.profile:
         back_key = restore.back_key(code_parts(runtime, t, options), program, runtime.capabilities(t))
-        exe = _restored(runtime, store, back_key, program, t, options, tm)
+        with verify_checking(options.debug):
+            exe = _restored(runtime, store, back_key, program, t, options, tm)
         if exe is not None:
-            return exe, True
+            memo[key] = exe
+    return t, key, memo, back_key, exe
+
+
+def _built(runtime: Runtime, program: Program, t: Target, options: Options, tm: Timings, back_key: str | None):
+    """(the executable, whether `compile` keeps it): cut at its host kernels (not kept), else built
+    by the back end (which fills the program-level cache). The cache was asked first (`_warm`):
+    a program it holds calls no host kernel (such a program is never built whole), so a warm
+    load skips the scan of its graph for them. `back_key`: that cache's key, filled here."""
     if runtime.capabilities(t).extern_split:
         from caten.pipeline.extern import ExternSplit, has_extern
 

@@ -17,7 +17,7 @@ from caten.ir.dtypes import DType
 from caten.ir.empty import add_nonempty_constraints
 from caten.ir.program import Program
 from caten.options import Options
-from caten.pipeline.passes import Timings
+from caten.pipeline.passes import Timings, gc_paused
 from caten.read.program import CompositeDef
 from caten.read.source import Source
 
@@ -46,7 +46,7 @@ def read(path: str, timings: Timings | None = None, cached: bool = False) -> Sou
     from caten.read.cached import read_source_cached
     from caten.read.source import read_source
 
-    with (timings or Timings()).stage("read"):
+    with (timings or Timings()).stage("read"), gc_paused():  # (the forms live on: see gc_paused)
         return read_source_cached(path) if cached else read_source(path)
 
 
@@ -97,7 +97,8 @@ def program(src: Source, cdef: CompositeDef, types: dict[str, DType], dims: dict
 
     key = program_cache_key(src, cdef.name, types, dims, options, runtime)
     store = default_cache()
-    prog = _loads(store.get(key, "prog")) if key else None
+    with gc_paused():  # (a warm load's graph: long-lived, see gc_paused)
+        prog = _loads(store.get(key, "prog")) if key else None
     if prog is None:
         prog = compile_program(src, cdef, types, dims, options, timings)
         blob = _dumps(prog) if key else None
