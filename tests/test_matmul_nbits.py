@@ -76,7 +76,7 @@ def ort_run(model, A: np.ndarray) -> np.ndarray:
 def case(lead, N, K, bs, zp_kind, with_bias, dtype="f32", seed=0):
     """Random A [*lead, K], packed B, scales, zero points ("u8" packed, "f" floats, None) and bias."""
     rng = np.random.default_rng(seed)
-    npdt = np.float16 if dtype == "f16" else np.float32
+    npdt = {"f16": np.float16, "f32": np.float32, "f64": np.float64}[dtype]
     KB = -(-K // bs)
     A = rng.standard_normal(tuple(lead) + (K,)).astype(npdt)
     B = rng.integers(0, 256, (N, KB, bs // 2), dtype=np.uint8)
@@ -92,7 +92,8 @@ def case(lead, N, K, bs, zp_kind, with_bias, dtype="f32", seed=0):
 
 def source(A, B, S, zp, bias) -> str:
     """A composite calling matmul-nbits on arguments of these shapes and dtypes."""
-    dt = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16", np.dtype(np.uint8): "u8"}
+    dt = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16", np.dtype(np.float64): "f64",
+          np.dtype(np.uint8): "u8"}
 
     def p(name, x):
         return f"{name}{{{dt[x.dtype]}}}[{', '.join(map(str, x.shape))}]"
@@ -135,6 +136,22 @@ def test_composite_matches_the_oracle(runtime, lead, N, K, bs, zp_kind, with_bia
     y = np.asarray(mod.f(*args))
     want, mag = oracle(A, B, S, K, zp, bias)
     assert_close(y, want, mag)
+
+
+@pytest.mark.parametrize("runtime", ["numpy", "llvm", "c"])
+@pytest.mark.parametrize("dtype,zp_kind", [("f16", "u8"), ("f16", "f"), ("f64", "u8"), ("f64", "f")])
+def test_composite_in_other_float_dtypes(runtime, dtype, zp_kind):
+    """f16 A and scales (products summed in f32, the result rounded to f16); f64 (summed in f64)."""
+    A, B, S, zp, bias = case((2,), 24, 100, 32, zp_kind, True, dtype)
+    args = [x for x in (A, B, S, zp, bias) if x is not None]
+    mod = caten.loads(source(A, B, S, zp, bias), runtime=runtime, check_bounds=runtime != "numpy")
+    y = np.asarray(mod.f(*args))
+    assert y.dtype == A.dtype
+    want, mag = oracle(A, B, S, 100, zp, bias)
+    if dtype == "f64":
+        assert np.all(np.abs(y - want) <= 64 * np.finfo(np.float64).eps * mag)
+    else:
+        assert_close(y, want, mag, f16=True)
 
 
 @pytest.mark.parametrize("lead,N,K,bs,zp_kind,with_bias", [c for c in CASES if len(c[0]) >= 1 and c[0][0] != 0])
@@ -214,6 +231,15 @@ def test_import_refuses_what_it_cannot_match(attrs, inputs, msg):
         caten.onnx.load(m, runtime="numpy")(A)
 
 
+def test_tensor_entry():
+    """The library composite is a caten.Tensor function too (caten.matmul_nbits)."""
+    A, B, S, zp, bias = case((3,), 20, 70, 16, "u8", True)
+    y = caten.matmul_nbits(caten.tensor(A), caten.tensor(B), caten.tensor(S), zero_point=caten.tensor(zp),
+                           bias=caten.tensor(bias))
+    want, mag = oracle(A, B, S, 70, zp, bias)
+    assert_close(y.numpy(), want, mag)
+
+
 def test_other_com_microsoft_ops_stay_refused():
     pytest.importorskip("onnx")
     from onnx import TensorProto, helper
@@ -244,7 +270,7 @@ def test_composite_refuses_bad_shapes(src, msg):
 
 def test_one_gemv_kernel_reads_the_packed_codes(tmp_path):
     """A batch-1 GEMV is a copy of A's even/odd k, the zero points unpacked ([N, blocks] bytes), one
-    kernel over the packed bytes with [N, 16] partial sums, and their sum: no buffer near a
+    kernel over the packed bytes with [N, 8] partial sums, and their sum: no buffer near a
     dequantized W (N*K f32) is made."""
     from caten.cli.main import cli
 
@@ -257,4 +283,4 @@ def test_one_gemv_kernel_reads_the_packed_codes(tmp_path):
     assert res.exit_code == 0 and "4 kernel(s)" in out, out
     assert int(re.search(r"arena (\d+) bytes", out).group(1)) < N * K // 2, out  # under the packed codes' size
     main = out.split("kernel f__k2:")[1].split("kernel f__k3")[0]
-    assert "in1" in main and "(tiled) REDUCE f32 [1 256 1 1 16]" in main, out
+    assert "in1" in main and "(tiled) REDUCE f32 [256 1 1 1 8]" in main, out

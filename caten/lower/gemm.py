@@ -14,11 +14,12 @@ from caten.ir.graph import Node
 from caten.ir.ops import Op
 from caten.loopir import X
 from caten.lower import epilogue, gemm_pairs
+from caten.lower.chunks import chunk, threads_for
 from caten.lower.empty import zeros_if_empty
 from caten.lower.index import Aff, Coords, contiguous_strides
 from caten.lower.panels import ceil_div, pack_whole, panel_copy, panel_rows, row_runs, strided_panel
 from caten.lower.reduce import identity
-from caten.schedule.plan import GemmPlan, axis_deps, thread_slots
+from caten.schedule.plan import GemmPlan, axis_deps, on_gpu, thread_slots
 from caten.schedule.split import GEMM_THREAD_MIN
 
 if TYPE_CHECKING:
@@ -57,13 +58,22 @@ def tiled(kl: KernelLowerer, n: Node, si: int, alu: Op, buf: str, tile: tuple[in
         rem = D.mod(size, step)
         vt = kl.newvar(f"s{si}r{axis}", rem)
         tail = (None, [], [(vt, rem)], Aff({vt: 1}, D.mul(nmain, step)))
-        return [main, tail]
+        return [p for p, ext in ((main, nmain), (tail, rem)) if ext != 0]  # (not a loop known to be empty)
 
     nj, ni = len(parts(j, nr)), len(parts(i, mr))
     for jk in range(nj):
         for ik in range(ni):
             jp, ip = parts(j, nr)[jk], parts(i, mr)[ik]
             bvs = [kl.newvar(f"s{si}a{a}", src.shape[a]) for a in batch]
+            ch = None
+            if batch and kl.threads > 1 and kl.par is None and not on_gpu():
+                # the first batch loop in chunks over the threads (each its own outputs): a
+                # matrix-vector product of packed codes (matmul-nbits) batches its rows
+                d0 = src.shape[batch[0]]
+                ch = chunk(kl.newvar(f"s{si}tid", kl.threads), L.dim(d0),
+                           kl.inner(threads_for(D.prod(src.shape), kl.threads)))
+                u = kl.newvar(f"s{si}a{batch[0]}u", d0)
+                bvs[0] = kl.at(L.iadd(ch.start, u), d0)
             rvs = [kl.newvar(f"s{si}k{a}", src.shape[a]) for a in axes]
             coord: dict[int, Aff] = {a: Aff.of(v) for a, v in zip(batch, bvs)}
             coord.update({a: Aff.of(v) for a, v in zip(axes, rvs)})
@@ -79,7 +89,10 @@ def tiled(kl: KernelLowerer, n: Node, si: int, alu: Op, buf: str, tile: tuple[in
             body = kl.nest([v for v, _ in inner], [d for _, d in inner], body)
             body = kl.nest(rvs, [src.shape[a] for a in axes], body)
             outer = [(v, d) for v, d in zip(bvs, [src.shape[a] for a in batch])] + jp[1] + ip[1]
-            out += kl.nest([v for v, _ in outer], [d for _, d in outer], body)
+            if ch is not None:
+                out += ch.wrap(u, kl.nest([v for v, _ in outer[1:]], [d for _, d in outer[1:]], body), kl.threads)
+            else:
+                out += kl.nest([v for v, _ in outer], [d for _, d in outer], body)
     kl.done.add(n)
     return out
 
