@@ -11,11 +11,13 @@ one row x [1 K]:
   ort-int4  onnxruntime's com.microsoft MatMulNBits (CPU, accuracy_level 0, as many threads as caten)
 
 The time is the minimum over --reps alternating rounds (`timing.rounds`'s order, min instead of
-median). Ratios: the f32 GEMVs' best time over int4's (> 1: int4 is faster, i.e. more decode
-tokens/s for a model of such layers), and ort-int4 over int4. With --cold a 64 MB buffer is
-swept before every call, so the weights come from DRAM as in a decode step through a model larger
-than the last-level cache (GPT-2 small in f32 is 500 MB); without it the same weights stay cached
-between calls (the f32 ones too when they fit: a lower bound of int4's advantage). Every result is
+median); with --cpu-time every system runs on one thread and is timed by that thread's CPU time,
+which other processes' time slices do not inflate (their cache traffic still does). Ratios: the
+f32 GEMVs' best time over int4's (> 1: int4 is faster, i.e. more decode tokens/s for a model of
+such layers), and ort-int4 over int4. With --cold a 64 MB buffer is swept before every call, so
+the weights come from DRAM as in a decode step through a model larger than the last-level cache
+(GPT-2 small in f32 is 500 MB); without it the same weights stay cached between calls (the f32
+ones too when they fit: a lower bound of int4's advantage). Every result is
 first checked against the f64 dequantized product.
 """
 
@@ -62,7 +64,8 @@ def _dequantized(B: np.ndarray, S: np.ndarray, K: int) -> np.ndarray:
     return ((q - 8.0) * S.reshape(B.shape[0], -1, 1)).reshape(B.shape[0], -1)[:, :K]
 
 
-def _min_rounds(fns: dict[str, Callable[[], object]], reps: int, flush: Callable[[], None] | None) -> dict[str, float]:
+def _min_rounds(fns: dict[str, Callable[[], object]], reps: int, flush: Callable[[], None] | None,
+                clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
     """Minimum seconds of each callable over `reps` rounds, the systems alternating in each."""
     for f in fns.values():
         f()
@@ -71,13 +74,14 @@ def _min_rounds(fns: dict[str, Callable[[], object]], reps: int, flush: Callable
         for k, f in fns.items():
             if flush is not None:
                 flush()
-            t0 = time.perf_counter()
+            t0 = clock()
             f()
-            best[k] = min(best[k], time.perf_counter() - t0)
+            best[k] = min(best[k], clock() - t0)
     return best
 
 
-def _shape(K: int, N: int, reps: int, ort: bool, threads: int, flush: Callable[[], None] | None) -> dict[str, float]:
+def _shape(K: int, N: int, reps: int, ort: bool, threads: int, flush: Callable[[], None] | None,
+           clock: Callable[[], float]) -> dict[str, float]:
     """Best seconds of each system on one K x N weight, after checking each one's result."""
     import caten
 
@@ -100,7 +104,7 @@ def _shape(K: int, N: int, reps: int, ort: bool, threads: int, flush: Callable[[
         y = f()
         err = np.abs(np.asarray(y[0] if isinstance(y, list) else y, np.float64) - want)
         assert (err <= tol).all(), f"{k} {K}x{N}: off by {err.max()}"
-    return _min_rounds(fns, reps, flush)
+    return _min_rounds(fns, reps, flush, clock)
 
 
 def main() -> None:
@@ -109,7 +113,11 @@ def main() -> None:
     ap.add_argument("--cold", action="store_true", help="sweep 64 MB before every call (weights from DRAM)")
     ap.add_argument("--shapes", default=SHAPES, help="K x N pairs, comma separated")
     ap.add_argument("--no-ort", action="store_true")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="one thread each, timed by the thread's CPU time (steadier on a loaded machine)")
     args = ap.parse_args()
+    if args.cpu_time:
+        os.environ["CATEN_NUM_THREADS"] = "1"
     from caten.plugin import threads as caten_threads
 
     threads = caten_threads()
@@ -119,13 +127,15 @@ def main() -> None:
         scratch[::16] += 1.0  # touches every 64-byte line
 
     mode = "cold (64 MB swept before each call)" if args.cold else "hot"
+    mode += ", thread CPU time" if args.cpu_time else ""
     print(f"batch-1 GEMV, block {BLOCK}, {threads} thread(s), {mode}, min of {args.reps} rounds, microseconds")
     cols = ["int4", "f32-nk", "f32-kn"] + ([] if args.no_ort else ["ort-int4"])
     ratios = ["f32/int4"] + ([] if args.no_ort else ["ort/int4"])
     print(f"{'K x N':>11} " + " ".join(f"{c:>9}" for c in cols + ratios))
     for shape in args.shapes.split(","):
         K, N = (int(v) for v in shape.split("x"))
-        t = _shape(K, N, args.reps, not args.no_ort, threads, flush if args.cold else None)
+        t = _shape(K, N, args.reps, not args.no_ort, threads, flush if args.cold else None,
+                   time.thread_time if args.cpu_time else time.perf_counter)
         row = [t[c] * 1e6 for c in cols] + [min(t["f32-nk"], t["f32-kn"]) / t["int4"]]
         row += [] if args.no_ort else [t["ort-int4"] / t["int4"]]
         print(f"{shape:>11} " + " ".join(f"{v:9.1f}" for v in row[:len(cols)])

@@ -283,4 +283,4 @@ def test_one_gemv_kernel_reads_the_packed_codes(tmp_path):
     assert res.exit_code == 0 and "4 kernel(s)" in out, out
     assert int(re.search(r"arena (\d+) bytes", out).group(1)) < N * K // 2, out  # under the packed codes' size
     main = out.split("kernel f__k2:")[1].split("kernel f__k3")[0]
-    assert "in1" in main and "(tiled) REDUCE f32 [256 1 1 1 8]" in main, out
+    assert "in1" in main and "(tiled) REDUCE f32 [256 1 1 8]" in main, out
