@@ -30,8 +30,9 @@ from caten.ir import dtypes as T
 from caten.ir.graph import Node, toposort
 from caten.ir.ops import Op
 from caten.ir.view import View, contiguous_strides
-from caten.schedule import causal
+from caten.schedule import causal, keyblock
 from caten.schedule.causal import Cut
+from caten.schedule.layout import replace_nodes
 
 MIN_SCORES = 1 << 19  # elements of one head's [i, j] scores from which rows are blocked (2 MB of f32)
 MIN_ROWS = 256  # rows below which there is nothing to block
@@ -47,28 +48,40 @@ class _Abort(Exception):
     """The cone holds something the split cannot follow: keep the graph."""
 
 
-def row_blocks(nodes: list[Node]) -> tuple[list[Node], dict[Node, Cut]]:
+def row_blocks(nodes: list[Node]) -> tuple[list[Node], dict[Node, Cut], set[Node]]:
     """`nodes` (a program's outputs) with each output whose cone is a long-row softmax split into
-    row blocks (see the module docstring); the others as they are. Also the causal cuts of the
-    blocked stages (caten.schedule.causal), which the scheduler applies or drops together."""
+    row blocks (see the module docstring), each whose cone sums such rows over the query axis (dK,
+    dV) into key blocks (caten.schedule.keyblock), the others as they are. Also the causal cuts of
+    the row-blocked stages (caten.schedule.causal), which the scheduler applies or drops together,
+    and the key-blocked cones' nodes, which it keeps out of the row blocks' kernels (their block
+    loops look alike, [head, blocks], but walk other axes: a value shared would be whole)."""
     users: dict[Node, list[Node]] = {}
     for n in toposort(nodes):
         for s in n.src:
             users.setdefault(s, []).append(n)
     for n in nodes:  # (the caller reads every output: a reader outside any cone)
         users.setdefault(n, []).append(_CALLER)
-    out, cuts = [], {}
+    out, cuts, rowed, keyed = [], {}, {}, set()
     for n in nodes:
         try:
-            o, c = _split_output(n, lambda m: users.get(m, []))
+            o, c = _split_output(n, lambda m: users.get(m, []), rowed)
             out.append(o)
             cuts.update(c)
         except _Abort:
             out.append(n)
-    return out, cuts
+    for k, n in enumerate(nodes):
+        if out[k] is n:
+            try:
+                out[k] = _key_split(n, rowed, lambda m: users.get(m, []), keyed)
+            except (_Abort, keyblock.Unmovable):
+                pass
+    return out, cuts, keyed
 
 
-def _split_output(o: Node, users: Callable[[Node], list[Node]]) -> tuple[Node, dict[Node, Cut]]:
+def _split_output(o: Node, users: Callable[[Node], list[Node]],
+                  rowed: dict[Node, Node]) -> tuple[Node, dict[Node, Cut]]:
+    """o's cone split into row blocks; `rowed` learns each split reduction's value (in its own
+    shape), which a key-blocked cone reads instead of reducing over the keys itself."""
     a, pos = _candidate(o)
     rows = o.shape[a]
     block = next(b for b in BLOCKS if rows % b == 0 and rows > b)
@@ -76,13 +89,70 @@ def _split_output(o: Node, users: Callable[[Node], list[Node]]) -> tuple[Node, d
     new: dict[Node, Node] = {}
     cuts: dict[Node, Cut] = {}
     for n in toposort([o]):
-        new[n] = _rebuild(n, pos.get(n), new, rows, block)
+        i = pos.get(n)
+        new[n] = _rebuild(n, i, new, rows, block, None, pos)
         if cp is not None and n in cp.cut:
             cuts[new[n]] = _cut(n, cp, pos[n], block)
         if cp is not None and n in cp.guard:
             v = cp.guard[n]
             new[n] = causal.guard(n, v, new[n], pos[n], pos[v], cp.jpos[v], block, cp.reach)
+    for n, m in new.items():
+        if n.op is Op.REDUCE and m is not n:
+            rowed.setdefault(n, B.reshape(m, n.shape))
     return B.reshape(new[o], o.shape), cuts  # (one view over the computed value: it is computed into the output)
+
+
+def _key_split(o: Node, rowed: dict[Node, Node], users: Callable[[Node], list[Node]], keyed: set[Node]) -> Node:
+    """o's cone split into key blocks (caten.schedule.keyblock): o sums long softmax rows over the
+    query axis, carrying the key axis; the row statistics it reads (reductions over the keys) come
+    from their row-blocked values, row-blocked here if no other output's split made them."""
+    for a, rows in enumerate(o.shape):
+        if not isinstance(rows, int) or rows < MIN_ROWS or not any(rows % b == 0 and rows > b for b in BLOCKS):
+            continue
+        try:
+            pos = _follow(o, a, rows)
+        except _Abort:
+            continue
+        heavy = [f for f in _frontier(pos) if _heavy(f, set())]
+        if not heavy or not any(n.op is Op.REDUCE and _heavy(n, set()) for n in pos):
+            continue
+        todo = {}
+        for r in toposort(heavy):  # (the statistics' reductions, inner ones first)
+            if r.op is Op.REDUCE and r not in pos and _big(r):
+                if r not in rowed:
+                    try:
+                        _split_output(r, users, rowed)
+                    except _Abort:
+                        continue
+                todo[r] = rowed[r]
+        o2 = replace_nodes([o], todo)[0]
+        pos = _follow(o2, a, rows)
+        if any(_heavy(f, set(todo.values())) for f in _frontier(pos)):
+            raise _Abort  # (a statistic no row-blocked value stands for)
+        p = min(pos.values())
+        if any(d != 1 for d in o.shape[p:a]):
+            raise _Abort  # (the split output's layout must be the output's own)
+        block = next(b for b in BLOCKS if rows % b == 0 and rows > b)
+        new: dict[Node, Node] = {}
+        for n in toposort([o2]):
+            new[n] = _rebuild(n, pos.get(n), new, rows, block, p, pos)
+        keyed.update(new[n] for n in pos)
+        return B.reshape(new[o2], o.shape)
+    raise _Abort
+
+
+def _frontier(pos: dict[Node, int]) -> set[Node]:
+    """The computed values a split cone reads that do not carry the split axis."""
+    return {s for n in pos if n.op not in _LEAVES for s in n.src if s not in pos and s.op not in _LEAVES}
+
+
+def _big(r: Node) -> bool:
+    return all(isinstance(d, int) for d in r.src[0].shape) and D.prod(r.src[0].shape) >= MIN_SCORES
+
+
+def _heavy(n: Node, done: set[Node]) -> bool:
+    """n reads a reduction over at least MIN_SCORES elements (a softmax's scale) not in `done`."""
+    return any(r.op is Op.REDUCE and _big(r) for r in toposort([n], lambda x: () if x in done else x.src))
 
 
 def _cut(n: Node, cp: causal.Plan, i: int, block: int) -> Cut:
@@ -184,21 +254,24 @@ def _source_axis(v: View, src: Node, a: int, rows: int) -> int | None:
     return b
 
 
-def _rebuild(n: Node, i: int | None, new: dict[Node, Node], rows: int, block: int) -> Node:
+def _rebuild(n: Node, i: int | None, new: dict[Node, Node], rows: int, block: int, p: int | None,
+             pos: dict[Node, int]) -> Node:
+    """n with its axis i split into (rows/block, block): in place (p None: every layout stays), or
+    with the block count at axis p of every split value (keyblock: layouts move, views re-strided)."""
     if i is None:
         return n  # (a reader of a split value that does not carry the axis keeps the unsplit one)
-    shape = n.shape[:i] + (rows // block, block) + n.shape[i + 1:]
+    at = i if p is None else p
+    shape = keyblock.split_shape(n.shape, i, at, rows, block)
     if n.op in _LEAVES:
-        return Node.make(Op.VIEW, n.dtype, shape, (n,), View.of(n.shape).reshape(shape))
+        return Node.make(Op.VIEW, n.dtype, shape, (n,), keyblock.leaf_view(n.shape, i, at, rows, block))
     srcs = tuple(new[s] for s in n.src)
     if n.op is Op.REDUCE:
         op, axes = n.arg
-        return Node.make(Op.REDUCE, n.dtype, shape, srcs, (op, tuple(x + (x > i) for x in axes)))
+        return Node.make(Op.REDUCE, n.dtype, shape, srcs, (op, tuple(keyblock.axis(x, at) for x in axes)))
     if n.op is Op.VIEW:
-        v: View = n.arg
-        st = v.strides[i]
-        mask = None if v.mask is None else v.mask[:i] + ((0, rows // block), (0, block)) + v.mask[i + 1:]
-        nv = View(shape, v.strides[:i] + (D.mul(st, block), st) + v.strides[i + 1:], v.offset, mask)
+        s = n.src[0]
+        b = None if s.op in _LEAVES else pos.get(s)
+        moved = p is not None and b is not None and b > p
+        nv = keyblock.moved_view(n.arg, s.shape, b, i, at, rows, block, moved)
         return Node.make(Op.VIEW, n.dtype, shape, srcs, nv)
     return Node.make(n.op, n.dtype, shape, srcs, n.arg)
-

@@ -295,8 +295,9 @@ def _schedule(program: Program, check: Callable | None, threads: int = 1) -> Sch
     # first: a reoriented output may become a plain reshape
     nodes = CF.materialize(orient(outward(list(program.nodes))))
     cuts: dict = {}
+    keyed: set[Node] = set()
     if not gpu:
-        nodes, cuts = row_blocks(nodes)  # a long-row softmax (attention) a block of rows at a time
+        nodes, cuts, keyed = row_blocks(nodes)  # a long-row softmax (attention) a block of rows at a time
     for i, n in enumerate(nodes):
         if n.op is Op.BUFFER or n in seen_out:
             n = Node.make(Op.COPY, n.dtype, n.shape, (n,), ("out", i))
@@ -339,6 +340,7 @@ def _schedule(program: Program, check: Callable | None, threads: int = 1) -> Sch
             # fused one would run in one work-group per outer iteration)
             alone = gpu and (gemm_shaped(n) or gemm_shaped(members[-1]))
             epi = q == 0 and p == 0 and _epilogue(members[-1], n, realized)
+            alone = alone or any((m in keyed) != (n in keyed) for m in members)  # (key blocks apart)
             if (q >= 1 or epi) and len(members) < MAX_STAGES and body + size <= BODY_MAX and not alone:
                 try:
                     if check is not None:
