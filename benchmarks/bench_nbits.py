@@ -6,6 +6,7 @@ For each weight shape K x N (GPT-2 small's 768x768, 768x3072, 3072x768, and 4096
 one row x [1 K]:
 
   int4      caten `(matmul-nbits x B S)` (ops/quant.lisp), llvm runtime: packed codes, scales
+  int8      the same with 8-bit codes (`:bits 8`)
   f32-nk    caten `(matmul x (transpose W))`, W [N K] (row dot products)
   f32-kn    caten `(matmul x W)`, W [K N]
   ort-int4  onnxruntime's com.microsoft MatMulNBits (CPU, accuracy_level 0, as many threads as caten)
@@ -34,6 +35,7 @@ from deps import need_or_exit
 
 SRC = """
 (composite int4 ((X{f32}[1 K] B{u8}[N KB J] S{f32}[NS]) -> (Y{f32}[1 N])) (matmul-nbits X B S))
+(composite int8 ((X{f32}[1 K] B{u8}[N KB J8] S{f32}[NS]) -> (Y{f32}[1 N])) (matmul-nbits X B S :bits 8))
 (composite f32-nk ((X{f32}[1 K] W{f32}[N K]) -> (Y{f32}[1 N])) (matmul X (transpose W)))
 (composite f32-kn ((X{f32}[1 K] W{f32}[K N]) -> (Y{f32}[1 N])) (matmul X W))
 """
@@ -86,21 +88,26 @@ def _shape(K: int, N: int, reps: int, ort: bool, threads: int, flush: Callable[[
     import caten
 
     KB = -(-K // BLOCK)
-    mod = caten.loads(SRC, runtime="llvm", defines={"K": K, "N": N, "KB": KB, "J": BLOCK // 2, "NS": N * KB})
+    mod = caten.loads(SRC, runtime="llvm",
+                      defines={"K": K, "N": N, "KB": KB, "J": BLOCK // 2, "J8": BLOCK, "NS": N * KB})
     rng = np.random.default_rng(K * 7919 + N)
     x = rng.standard_normal((1, K)).astype(np.float32)
     B = rng.integers(0, 256, (N, KB, BLOCK // 2), dtype=np.uint8)
     S = (rng.random(N * KB) * 0.02).astype(np.float32)
+    B8 = rng.integers(0, 256, (N, KB, BLOCK), dtype=np.uint8)
     W = _dequantized(B, S, K)
     W32 = W.astype(np.float32)
-    fns: dict[str, Callable[[], object]] = {"int4": partial(mod.int4, x, B, S), "f32-nk": partial(mod.f32_nk, x, W32),
+    fns: dict[str, Callable[[], object]] = {"int4": partial(mod.int4, x, B, S), "int8": partial(mod.int8, x, B8, S),
+                                            "f32-nk": partial(mod.f32_nk, x, W32),
                                             "f32-kn": partial(mod.f32_kn, x, np.ascontiguousarray(W32.T))}
     if ort:
         sess = _ort_session(K, N, B, S, threads)
         fns["ort-int4"] = partial(sess.run, None, {"A": x})
-    want = x.astype(np.float64) @ W.T
-    tol = 1e-5 * (np.abs(x.astype(np.float64)) @ np.abs(W).T) + 1e-30
+    W8 = ((B8 - 128.0) * S.reshape(N, KB, 1)).reshape(N, -1)[:, :K]
     for k, f in fns.items():
+        w = W8 if k == "int8" else W
+        want = x.astype(np.float64) @ w.T
+        tol = 1e-5 * (np.abs(x.astype(np.float64)) @ np.abs(w).T) + 1e-30
         y = f()
         err = np.abs(np.asarray(y[0] if isinstance(y, list) else y, np.float64) - want)
         assert (err <= tol).all(), f"{k} {K}x{N}: off by {err.max()}"
@@ -129,7 +136,7 @@ def main() -> None:
     mode = "cold (64 MB swept before each call)" if args.cold else "hot"
     mode += ", thread CPU time" if args.cpu_time else ""
     print(f"batch-1 GEMV, block {BLOCK}, {threads} thread(s), {mode}, min of {args.reps} rounds, microseconds")
-    cols = ["int4", "f32-nk", "f32-kn"] + ([] if args.no_ort else ["ort-int4"])
+    cols = ["int4", "int8", "f32-nk", "f32-kn"] + ([] if args.no_ort else ["ort-int4"])
     ratios = ["f32/int4"] + ([] if args.no_ort else ["ort/int4"])
     print(f"{'K x N':>11} " + " ".join(f"{c:>9}" for c in cols + ratios))
     for shape in args.shapes.split(","):

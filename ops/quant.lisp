@@ -133,59 +133,65 @@
 
 (composite matmul-nbits ((A{T}[...] B{u8}[...] S{V}[...]) -> (Y{T}[...])
                          &key (zero-point nil) (bias nil) (bits 4))
-  "onnxruntime's MatMulNBits: A [..., K] @ W^T (+ :bias [N]), W [N K] in blocks of bs along K, code q of B u8 [N, ceil(K/bs), bs/2] (the even k in the low nibble) as (q - z) * S, S [N*blocks]; z: :zero-point packed u8 nibbles [N*ceil(blocks/2)], a float [N*blocks], or 8; summed in f32 (f64 for f64 A)"
+  "onnxruntime's MatMulNBits: A [..., K] @ W^T (+ :bias [N]), W [N K] in blocks of bs along K, code q of B u8 [N, ceil(K/bs), bs*bits/8] (4 bits: two a byte, the even k in the low nibble) as (q - z) * S, S [N*blocks]; z: :zero-point u8 (4 bits: packed nibbles [N*ceil(blocks/2)]; 8: [N*blocks]), a float [N*blocks], or 8 (128 for 8 bits); summed in f32 (f64 for f64 A)"
   :vjp ((dY) nil)
-  (assert (= bits 4) "matmul-nbits: only 4-bit codes are supported, got bits" bits)
+  (assert (or (= bits 4) (= bits 8)) "matmul-nbits: only 4- and 8-bit codes are supported, got bits" bits)
   (assert (float? A) "matmul-nbits: A must be a float tensor, got" (dtype A))
-  (assert (= (rank B) 3) "matmul-nbits: B is [N, blocks, block_size/2], got rank" (rank B))
+  (assert (= (rank B) 3) "matmul-nbits: B is [N, blocks, block_size*bits/8], got rank" (rank B))
   (assert (float? S) "matmul-nbits: the scales must be floats, got" (dtype S))
   (setf N (dim B 0))
   (setf KB (dim B 1))
-  (setf J (dim B 2))
+  (setf J (dim B 2))  ; bytes a block
   (setf K (dim A -1))
+  (setf per (if (= bits 4) 2 1))  ; codes a byte
+  (setf BS (* per J))
   (assert (and (known? J) (known? KB) (known? K)) "matmul-nbits: K and B's block sizes must be static, got" K KB J)
   (assert (and (>= J 8) (= (mod J 8) 0))
-          "matmul-nbits: the block size must be a multiple of 16 (B's last dim of 8), got" (* 2 J))
-  (assert (= KB (idiv (+ K (- (* 2 J) 1)) (* 2 J)))
-          "matmul-nbits: B has" KB "blocks of" (* 2 J) "codes for K =" K)
+          "matmul-nbits: the block size must be a multiple of" (* 8 per) "(B's last dim of 8), got" BS)
+  (assert (= KB (idiv (+ K (- BS 1)) BS)) "matmul-nbits: B has" KB "blocks of" BS "codes for K =" K)
   (assert (same-dim? (count S) (* N KB)) "matmul-nbits: N*blocks =" (* N KB) "scales needed, got" (count S))
   (setf C (if (= (bits A) 64) f64 f32))
   (setf L 8)  ; (one AVX2 vector of f32)
   (setf J2 (idiv J L))
+  ;; a block's J2 vectors of 8 bytes are one loop with the blocks (KB*J2 steps): its scale and zero
+  ;; point are read at step / J2 (a nested loop of J2 = 2 steps cost a quarter of the instructions)
+  (setf KJ (* KB J2))
   (setf r (rank A))
   (setf pre [])
   (dotimes (i (- r 1)) (setf pre (append pre [(dim A i)])))
   (setf M (count A (range 0 (- r 1))))
-  ;; A as [2 M KB J] (its even and odd k, zero past K), contiguous: each byte's two codes meet
+  ;; A as [per M KB J] (4 bits: its even and odd k), zero past K, contiguous: a byte's codes meet
   ;; activations of the same offset
-  (setf ad (contiguous (VIEW (cast (VIEW A :reshape [M K]) C) :pad [[0 0] [0 (- (* KB 2 J) K)]]
-                             :reshape [M KB J 2] :permute [3 0 1 2])))
-  ;; a block's J2 vectors of 8 codes are one loop with the blocks (KB*J2 steps): its scale and zero
-  ;; point are read at step / J2 (a nested loop of J2 = 2 steps cost a quarter of the instructions)
-  (setf KJ (* KB J2))
-  (setf ae (VIEW ad :shrink [[0 1] [0 M] [0 KB] [0 J]] :reshape [1 M KJ L]))
-  (setf ao (VIEW ad :shrink [[1 2] [0 M] [0 KB] [0 J]] :reshape [1 M KJ L]))
+  (setf ad (contiguous (VIEW (cast (VIEW A :reshape [M K]) C) :pad [[0 0] [0 (- (* KB BS) K)]]
+                             :reshape [M KB J per] :permute [3 0 1 2])))
   (setf b (VIEW B :reshape [N 1 KJ L]))
   (setf s (nbits-per-step (cast S C) N KB J2))
-  ;; integer zero points are subtracted in i8 (codes and zero points are 0..15), before widening
-  (setf lo nil)
-  (setf hi nil)
+  (setf Z (if (= bits 4) i8 i16))  ; holds code - zero point
+  (setf zf nil)
+  (setf zi nil)
   (if (and (not (nil? zero-point)) (float? zero-point))
       (progn
         (assert (same-dim? (count zero-point) (* N KB))
                 "matmul-nbits: float zero points need N*blocks =" (* N KB) "entries, got" (count zero-point))
-        (setf zf (nbits-per-step (cast zero-point C) N KB J2))
-        (setf lo (- (cast (mod b 16) C) zf))
-        (setf hi (- (cast (idiv b 16) C) zf)))
-      (progn
-        (setf zi (if (nil? zero-point) (full [] 8 :dtype i8)
-                     (progn
-                       (assert (and (int? zero-point) (= (bits zero-point) 8))
-                               "matmul-nbits: zero points are packed bytes or floats, got" (dtype zero-point))
-                       (nbits-per-step (cast (nbits-zero-point (cast zero-point u8) N KB) i8) N KB J2))))
-        (setf lo (cast (- (cast (mod b 16) i8) zi) C))
-        (setf hi (cast (- (cast (idiv b 16) i8) zi) C))))
-  (setf y (sum (sum (* (+ (* ae lo) (* ao hi)) s) :axis 2) :axis 2))
+        (setf zf (nbits-per-step (cast zero-point C) N KB J2)))
+      (if (nil? zero-point)
+          (setf zi (full [] (if (= bits 4) 8 128) :dtype Z))
+          (progn
+            (assert (and (int? zero-point) (= (bits zero-point) 8))
+                    "matmul-nbits: zero points are bytes or floats, got" (dtype zero-point))
+            (setf zu (cast zero-point u8))
+            (setf zi (nbits-per-step (cast (if (= bits 4) (nbits-zero-point zu N KB) zu) Z) N KB J2)))))
+  ;; (code - z): integer zero points are subtracted in 8 bits (4-bit codes) or 16, before widening
+  (setf y nil)
+  (if (= bits 4)
+      (let ((ae (VIEW ad :shrink [[0 1] [0 M] [0 KB] [0 J]] :reshape [1 M KJ L]))
+            (ao (VIEW ad :shrink [[1 2] [0 M] [0 KB] [0 J]] :reshape [1 M KJ L]))
+            (lo (if (nil? zf) (cast (- (cast (mod b 16) Z) zi) C) (- (cast (mod b 16) C) zf)))
+            (hi (if (nil? zf) (cast (- (cast (idiv b 16) Z) zi) C) (- (cast (idiv b 16) C) zf))))
+        (setf y (sum (sum (* (+ (* ae lo) (* ao hi)) s) :axis 2) :axis 2)))
+      (let ((a (VIEW ad :reshape [1 M KJ L]))
+            (q (if (nil? zf) (cast (- (cast b Z) zi) C) (- (cast b C) zf))))
+        (setf y (sum (sum (* (* a q) s) :axis 2) :axis 2))))
   (if (not (nil? bias))
       (progn
         (assert (same-dim? (count bias) N) "matmul-nbits: the bias needs N =" N "entries, got" (count bias))
