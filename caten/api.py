@@ -41,12 +41,14 @@ def loads(text: str, runtime: str = "llvm", rules: Sequence[str] | None = None,
           **kw: Any) -> Module:
     """Like `load`, from source text."""
     from caten.cache import key_of
+    from caten.pipeline import lazysource
     from caten.pipeline.passes import gc_paused
 
     options = Options.of(runtime=runtime, rules=rules, defines=defines, opt_level=opt_level, **kw)
-    # read afresh every time: the reader's fast path reads a text about as fast as a cached parse
-    # decodes (caten.read.reader), and storing one would cost the first load as much again
+    key = key_of("text", str(yaml), text)
+    # a cached parse would decode as slowly as the reader reads (caten.read.reader): a text read
+    # before is read again only when a body is needed (caten.pipeline.lazysource)
     with gc_paused():  # (its forms live as long as the module: see gc_paused)
-        src = read_text(text, "<string>", yaml)
-    src.key = key_of("text", str(yaml), text)
+        src = lazysource.read(text, "<string>", yaml, key) if options.use_cache else read_text(text, "<string>", yaml)
+    src.key = key
     return module(src, options)

@@ -11,7 +11,7 @@ import pytest
 
 import caten
 from caten.cache.store import default_cache
-from caten.compile import llvmobj
+from caten.compile import jobs, llvmobj
 from caten.render.llvm import units
 
 pytest.importorskip("llvmlite")
@@ -52,7 +52,8 @@ def test_three_equal_layers_split_into_the_units_of_one_plus_their_entry():
 
 def test_after_one_layer_three_layers_compile_only_their_entry(tmp_path, monkeypatch):
     monkeypatch.setenv("CATEN_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("CATEN_COMPILE_JOBS", "1")  # (every unit compiled here, where it is counted)
+    monkeypatch.setenv("CATEN_COMPILE_JOBS", "1")  # (every unit compiled here, where it is counted:
+    monkeypatch.setattr(jobs, "_workers", [])  # no worker an earlier test started either)
     assert default_cache() is not None
     compiled: list[str] = []
     real = llvmobj.compile_object

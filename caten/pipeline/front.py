@@ -100,7 +100,8 @@ def program(src: Source, cdef: CompositeDef, types: dict[str, DType], dims: dict
     with gc_paused():  # (a warm load's graph: long-lived, see gc_paused)
         prog = _loads(store.get(key, "prog")) if key else None
     if prog is None:
-        prog = compile_program(src, cdef, types, dims, options, timings)
+        definition = getattr(src, "definition", None)  # (a LazySource: the text read now)
+        prog = compile_program(src, definition(cdef) if definition else cdef, types, dims, options, timings)
         blob = _dumps(prog) if key else None
         if blob is not None:
             store.put(key, "prog", blob)

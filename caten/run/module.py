@@ -292,6 +292,10 @@ def _called_names(cdefs: list[CompositeDef]) -> set[str]:
     names = {c.name for c in cdefs}
     out: set[str] = set()
     for c in cdefs:
+        heads = getattr(c, "calls", None)  # (a cached signature: its body is not read, caten.pipeline.lazysource)
+        if heads is not None:
+            out.update(h for h in heads if h in names and h != c.name)
+            continue
         stack = list(c.body)
         while stack:
             f = stack.pop()
