@@ -143,6 +143,17 @@ def test_composite_matches_the_oracle(runtime, lead, N, K, bs, zp_kind, with_bia
     assert_close(y, want, mag)
 
 
+@pytest.mark.parametrize("runtime", ["numpy", "llvm", "c"])
+def test_one_compile_serves_symbolic_leading_dims(runtime):
+    src = ("(composite f ((A{f32}[M, T, 70] B{u8}[12, 5, 8] S{f32}[60] Z{u8}[36]) -> (Y{f32}[M, T, 12]))"
+           " (matmul-nbits A B S :zero-point Z))")
+    mod = caten.loads(src, runtime=runtime, check_bounds=runtime != "numpy")
+    for lead in [(1, 1), (3, 5), (0, 2)]:
+        A, B, S, zp, _ = case(lead, 12, 70, 16, "u8", False)
+        want, mag = oracle(A, B, S, 70, zp)
+        assert_close(np.asarray(mod.f(A, B, S, zp)), want, mag)
+
+
 EIGHT = [  # 8-bit codes: lead dims, N, K, block size, zero points ([N*blocks] bytes), bias
     ((2,), 24, 100, 16, None, True),
     ((3,), 17, 77, 32, "u8", False),
