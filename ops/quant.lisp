@@ -127,14 +127,43 @@
     ;; each byte seen twice, divided by 1 then 16: elementwise, so it fuses into its reader
     (VIEW (mod (idiv zb d) 16) :reshape [N (* 2 h)] :shrink [[0 N] [0 KB]])))
 
-(composite nbits-per-step ((P{T}[...] N KB J2) -> (Y{T}[...]))
-  "a per-block value P [N*KB] as [N 1 KB*J2 1]: each block's entry repeated for its J2 steps"
-  (VIEW (expand (VIEW P :reshape [N 1 KB 1 1]) [N 1 KB J2 1]) :reshape [N 1 (* KB J2) 1]))
+(composite nbits-per-step ((P{T}[...]) -> (Y{T}[...]) &key (n 1) (kb 1) (j2 1))
+  "a per-block value P [n*kb] as [n 1 kb*j2 1]: each block's entry repeated for its j2 steps"
+  (VIEW (expand (VIEW P :reshape [n 1 kb 1 1]) [n 1 kb j2 1]) :reshape [n 1 (* kb j2) 1]))
+
+(composite nbits-codes ((B{u8}[...] Z{C}[...]) -> (Y{C}[...]) &key (zero-point nil) (bits 4))
+  "MatMulNBits' codes minus their zero points, B [N KB J] as [N KB BS] in the dtype of Z (a scalar naming it; its value unused): the dequantized weights before the scales (the gradient's)"
+  (let ((N (dim B 0)) (KB (dim B 1)) (J (dim B 2))
+        (q (if (= bits 4)
+               ;; each byte seen twice, divided by 1 then 16: the even k in the low nibble
+               (VIEW (mod (idiv (expand (VIEW B :reshape [N KB J 1]) [N KB J 2])
+                                (cast (+ 1 (* 15 (INDEX [N KB J 2] :axis 3 :dtype i32))) u8)) 16)
+                     :reshape [N KB (* 2 J)])
+               B))
+        (z (if (nil? zero-point)
+               (full [] (if (= bits 4) 8 128) :dtype (dtype Z))
+               (VIEW (cast (if (float? zero-point) zero-point
+                               (if (= bits 4) (nbits-zero-point (cast zero-point u8) N KB) zero-point))
+                           (dtype Z))
+                     :reshape [N KB 1]))))
+    (- (cast q (dtype Z)) z)))
 
 (composite matmul-nbits ((A{T}[...] B{u8}[...] S{V}[...]) -> (Y{T}[...])
                          &key (zero-point nil) (bias nil) (bits 4))
   "onnxruntime's MatMulNBits: A [..., K] @ W^T (+ :bias [N]), W [N K] in blocks of bs along K, code q of B u8 [N, ceil(K/bs), bs*bits/8] (4 bits: two a byte, the even k in the low nibble) as (q - z) * S, S [N*blocks]; z: :zero-point u8 (4 bits: packed nibbles [N*ceil(blocks/2)]; 8: [N*blocks]), a float [N*blocks], or 8 (128 for 8 bits); summed in f32 (f64 for f64 A)"
-  :vjp ((dY) nil)
+  :vjp ((dY)
+        ;; W = (q - z) * S per block: dA = dY W, dS = per-block sums of (dYᵀ A) (q - z)
+        (let ((C (if (= (bits A) 64) f64 f32))
+              (N (dim B 0)) (KB (dim B 1)) (K (dim A -1))
+              (c (nbits-codes B (full [] 0 :dtype C) :zero-point zero-point :bits bits))
+              (BS (dim c 2))
+              (w (VIEW (* c (VIEW (cast S C) :reshape [N KB 1])) :reshape [N (* KB BS)] :shrink [[0 N] [0 K]]))
+              (a (cast (VIEW A :reshape [(count A (range 0 (- (rank A) 1))) K]) C))
+              (g (cast (VIEW dY :reshape [(dim a 0) N]) C))
+              (ga (VIEW (matmul (transpose g) a) :pad [[0 0] [0 (- (* KB BS) K)]] :reshape [N KB BS])))
+          (return (cast (VIEW (matmul g w) :reshape (shape A)) (dtype A))
+                  nil
+                  (cast (VIEW (sum (* ga c) :axis 2) :reshape (shape S)) (dtype S)))))
   (assert (or (= bits 4) (= bits 8)) "matmul-nbits: only 4- and 8-bit codes are supported, got bits" bits)
   (assert (float? A) "matmul-nbits: A must be a float tensor, got" (dtype A))
   (assert (= (rank B) 3) "matmul-nbits: B is [N, blocks, block_size*bits/8], got rank" (rank B))
@@ -165,7 +194,7 @@
   (setf ad (contiguous (VIEW (cast (VIEW A :reshape [M K]) C) :pad [[0 0] [0 (- (* KB BS) K)]]
                              :reshape [M KB J per] :permute [3 0 1 2])))
   (setf b (VIEW B :reshape [N 1 KJ L]))
-  (setf s (nbits-per-step (cast S C) N KB J2))
+  (setf s (nbits-per-step (cast S C) :n N :kb KB :j2 J2))
   (setf Z (if (= bits 4) i8 i16))  ; holds code - zero point
   (setf zf nil)
   (setf zi nil)
@@ -173,14 +202,14 @@
       (progn
         (assert (same-dim? (count zero-point) (* N KB))
                 "matmul-nbits: float zero points need N*blocks =" (* N KB) "entries, got" (count zero-point))
-        (setf zf (nbits-per-step (cast zero-point C) N KB J2)))
+        (setf zf (nbits-per-step (cast zero-point C) :n N :kb KB :j2 J2)))
       (if (nil? zero-point)
           (setf zi (full [] (if (= bits 4) 8 128) :dtype Z))
           (progn
             (assert (and (int? zero-point) (= (bits zero-point) 8))
                     "matmul-nbits: zero points are bytes or floats, got" (dtype zero-point))
             (setf zu (cast zero-point u8))
-            (setf zi (nbits-per-step (cast (if (= bits 4) (nbits-zero-point zu N KB) zu) Z) N KB J2)))))
+            (setf zi (nbits-per-step (cast (if (= bits 4) (nbits-zero-point zu N KB) zu) Z) :n N :kb KB :j2 J2)))))
   ;; (code - z): integer zero points are subtracted in 8 bits (4-bit codes) or 16, before widening
   (setf y nil)
   (if (= bits 4)

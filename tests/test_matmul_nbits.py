@@ -344,3 +344,33 @@ def test_one_gemv_kernel_reads_the_packed_codes(tmp_path):
     assert int(re.search(r"arena (\d+) bytes", out).group(1)) < N * K // 2, out  # under the packed codes' size
     main = out.split("kernel f__k2:")[1].split("kernel f__k3")[0]
     assert "in1" in main and "(tiled) REDUCE f32 [256 1 1 8]" in main, out
+
+
+@pytest.mark.parametrize("bits,zp_kind,lead,K,bs", [(4, None, (3,), 40, 32), (4, "u8", (2, 3), 50, 16),
+                                                    (4, "f", (5,), 33, 16), (8, "u8", (3,), 40, 16),
+                                                    (8, None, (1,), 16, 16)])
+@pytest.mark.parametrize("runtime", ["numpy", "llvm", "c"])
+def test_gradients_match_torch(runtime, bits, zp_kind, lead, K, bs):
+    """dA = dY W and dS = the per-block sums of (dYᵀ A)(q - z), against torch's autograd through
+    the dequantized weights in f64 (the codes and zero points are constants)."""
+    torch = pytest.importorskip("torch")
+    A, B, S, zp, _ = case(lead, 4, K, bs, zp_kind, False, seed=7, bits=bits)
+    G = np.random.default_rng(8).standard_normal(tuple(lead) + (4,)).astype(np.float32)
+
+    def p(name, x):
+        return f"{name}{{{'u8' if x.dtype == np.uint8 else 'f32'}}}[{', '.join(map(str, x.shape))}]"
+
+    ins = [("A", A), ("B", B), ("S", S)] + ([("Z", zp)] if zp is not None else [])
+    names = " ".join(n for n, _ in ins)
+    src = source(A, B, S, zp, None, bits) + (
+        f"\n(composite g (({' '.join(p(n, x) for n, x in ins)} {p('G', G)}) -> ({p('dA', A)}) ({p('dS', S)}))\n"
+        f"  (setf r (vjp f {names} :wrt [A S] :cotangent G))\n  (return (nth r 0) (nth r 1)))")
+    dA, dS = caten.loads(src, runtime=runtime, check_bounds=runtime != "numpy").g(*[x for _, x in ins], G)
+    N, KB, _ = B.shape
+    ta = torch.tensor(A, dtype=torch.float64, requires_grad=True)
+    ts = torch.tensor(S, dtype=torch.float64, requires_grad=True)
+    c = torch.tensor(dequantized(B, np.ones(N * KB), KB * bs, zp, bits))  # (q - z), every block whole
+    w = (c.reshape(N, KB, bs) * ts.reshape(N, KB, 1)).reshape(N, -1)[:, :K]
+    wa, ws = torch.autograd.grad(ta @ w.T, (ta, ts), torch.tensor(G, dtype=torch.float64))
+    np.testing.assert_allclose(dA, wa.numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(dS, ws.numpy(), rtol=1e-4, atol=1e-3)

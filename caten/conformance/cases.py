@@ -182,6 +182,11 @@ EXTRA: dict[str, list[tuple[str, tuple[tuple[str, ...], ...], str]]] = {
     "fft-twiddle-line": [("long line", (("M", "N"),), ":count 5000 :n 10000 :sign 1")],
     "fft-real-packed": [("M x 64", (("M", "64"),), ""), ("M x 34 scaled", (("M", "34"),), ":scale 0.5")],
     "fft-real-unpacked": [("M x 33", (("M", "33"), ("M", "33")), ""), ("M x 18", (("M", "18"), ("M", "18")), "")],
+    # (K and the blocks static: 40 codes in 2 blocks of 32, the last one padded)
+    "matmul-nbits": [("4-bit", (("M", "40"), ("N", "2", "16"), ("N", "2")), ""),
+                     ("8-bit", (("M", "40"), ("N", "2", "32"), ("N", "2")), ":bits 8")],
+    "nbits-codes": [("4-bit", (("N", "3", "8"), ()), ""), ("8-bit", (("N", "3", "8"), ()), ":bits 8")],
+    "nbits-per-step": [("blocks", (("6",),), ":n 2 :kb 3 :j2 4")],
 }
 for _op in ("scatter", "scatter-add", "scatter-max", "scatter-min", "scatter-mul", "scatter-extreme"):
     EXTRA[_op] = [("rows", (("M", "N"), ("K", "N"), ("K", "N")), ""),
@@ -190,7 +195,7 @@ for _op in ("scatter", "scatter-add", "scatter-max", "scatter-min", "scatter-mul
 # index with every position (O(size^2) memory at the 257x129 size)
 EXTRA_ONLY = {"take", "take-along-axis", "gather", "scatter", "scatter-add", "scatter-max", "scatter-min",
               "scatter-mul", "scatter-extreme", "scatter-count",
-              "scatter-extreme-vjp", "strided-view"}
+              "scatter-extreme-vjp", "strided-view", "matmul-nbits", "nbits-codes", "nbits-per-step"}
 
 
 # principal ops -----------------------------------------------------------------------------
