@@ -261,6 +261,7 @@ def test_cuda_source_compiles_with_nvcc(tmp_path, example):
     assert p.returncode == 0, p.stderr
 
 
+@pytest.mark.ci_slice(2)
 @pytest.mark.parametrize("example", EXAMPLES, ids=[p.name for p in EXAMPLES])
 def test_cuda_ptx_assembles(tmp_path, example):
     ptxas = _need("ptxas")

@@ -8,6 +8,7 @@ signature (those that compile are also run and must give the declared dtype and 
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 
@@ -18,7 +19,9 @@ from hypothesis import strategies as st
 
 import caten
 
-FUZZ = settings(max_examples=1000, deadline=None,
+# CI (CI=true, unless CATEN_FULL_SUITE=1) draws 400 fixed examples a fuzzer, as the slow suites' slices do
+_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes") and os.environ.get("CATEN_FULL_SUITE") != "1"
+FUZZ = settings(max_examples=400 if _CI else 1000, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
                                        HealthCheck.data_too_large, HealthCheck.large_base_example,
                                        HealthCheck.function_scoped_fixture])

@@ -67,6 +67,7 @@ def _torch_grads(q, k, v, b, g, picks, wrt):
     return [w.numpy() for w in want]
 
 
+@pytest.mark.ci_slice(2)
 @pytest.mark.parametrize("seed", range(8))
 def test_random_attention_gradients_with_tiny_key_blocks(seed, monkeypatch):
     """A property test: with the thresholds lowered (blocks of 4), the gradients of random

@@ -132,6 +132,7 @@ CASES = [  # lead dims of A, N, K, block size, zero points, bias
 ]
 
 
+@pytest.mark.ci_slice(2)
 @pytest.mark.parametrize("runtime", ["numpy", "llvm", "c"])
 @pytest.mark.parametrize("lead,N,K,bs,zp_kind,with_bias", CASES)
 def test_composite_matches_the_oracle(runtime, lead, N, K, bs, zp_kind, with_bias):

@@ -267,6 +267,7 @@ def _torch_outputs(variants: list[C.Variant], arrays: dict[str, np.ndarray]) -> 
     return out
 
 
+@pytest.mark.ci_slice(2)
 @pytest.mark.parametrize("name", [r for r in composite_rows() if r not in EXCLUDED])
 def test_composite_through_tensor(name):
     check(name, "llvm")
