@@ -22,7 +22,7 @@ outer slice (a softmax over long rows): a plain GEMM keeps its schedule.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from caten.ir import build as B
 from caten.ir import dims as D
@@ -106,13 +106,7 @@ def _key_split(o: Node, rowed: dict[Node, Node], users: Callable[[Node], list[No
     """o's cone split into key blocks (caten.schedule.keyblock): o sums long softmax rows over the
     query axis, carrying the key axis; the row statistics it reads (reductions over the keys) come
     from their row-blocked values, row-blocked here if no other output's split made them."""
-    for a, rows in enumerate(o.shape):
-        if not isinstance(rows, int) or rows < MIN_ROWS or not any(rows % b == 0 and rows > b for b in BLOCKS):
-            continue
-        try:
-            pos = _follow(o, a, rows)
-        except _Abort:
-            continue
+    for a, rows, pos in _blockable(o):
         heavy = [f for f in _frontier(pos) if _heavy(f, set())]
         if not heavy or not any(n.op is Op.REDUCE and _heavy(n, set()) for n in pos):
             continue
@@ -171,13 +165,7 @@ def _candidate(o: Node) -> tuple[int, dict[Node, int]]:
            and all(isinstance(d, int) for d in r.src[0].shape)]
     if not big:
         raise _Abort
-    for a, rows in enumerate(o.shape):
-        if not isinstance(rows, int) or rows < MIN_ROWS or not any(rows % b == 0 and rows > b for b in BLOCKS):
-            continue
-        try:
-            pos = _follow(o, a, rows)
-        except _Abort:
-            continue
+    for a, rows, pos in _blockable(o):
         for r in big:
             i = pos.get(r)
             if i is None:
@@ -188,6 +176,18 @@ def _candidate(o: Node) -> tuple[int, dict[Node, int]]:
             if rows * cols >= MIN_SCORES:
                 return a, pos
     raise _Abort
+
+
+def _blockable(o: Node) -> Iterator[tuple[int, int, dict[Node, int]]]:
+    """Each output axis that can be blocked (static, MIN_ROWS+ rows, a block size divides it, the
+    cone follows it): the axis, its rows, and where it lies in the cone."""
+    for a, rows in enumerate(o.shape):
+        if not isinstance(rows, int) or rows < MIN_ROWS or not any(rows % b == 0 and rows > b for b in BLOCKS):
+            continue
+        try:
+            yield a, rows, _follow(o, a, rows)
+        except _Abort:
+            continue
 
 
 def _follow(o: Node, a: int, rows: int) -> dict[Node, int]:
