@@ -80,8 +80,8 @@ def row_blocks(nodes: list[Node]) -> tuple[list[Node], dict[Node, Cut], set[Node
 
 def _split_output(o: Node, users: Callable[[Node], list[Node]],
                   rowed: dict[Node, Node]) -> tuple[Node, dict[Node, Cut]]:
-    """o's cone split into row blocks; `rowed` learns each split reduction's value (in its own
-    shape), which a key-blocked cone reads instead of reducing over the keys itself."""
+    """o's cone split into row blocks; `rowed` learns each split reduction's row-blocked value,
+    which a key-blocked cone reads (reshaped back) instead of reducing over the keys itself."""
     a, pos = _candidate(o)
     rows = o.shape[a]
     block = next(b for b in BLOCKS if rows % b == 0 and rows > b)
@@ -98,7 +98,7 @@ def _split_output(o: Node, users: Callable[[Node], list[Node]],
             new[n] = causal.guard(n, v, new[n], pos[n], pos[v], cp.jpos[v], block, cp.reach)
     for n, m in new.items():
         if n.op is Op.REDUCE and m is not n:
-            rowed.setdefault(n, B.reshape(m, n.shape))
+            rowed.setdefault(n, m)
     return B.reshape(new[o], o.shape), cuts  # (one view over the computed value: it is computed into the output)
 
 
@@ -106,9 +106,11 @@ def _key_split(o: Node, rowed: dict[Node, Node], users: Callable[[Node], list[No
     """o's cone split into key blocks (caten.schedule.keyblock): o sums long softmax rows over the
     query axis, carrying the key axis; the row statistics it reads (reductions over the keys) come
     from their row-blocked values, row-blocked here if no other output's split made them."""
+    if not any(r.op is Op.REDUCE and r.arg[0] == "max" and _big(r) for r in toposort([o])):
+        raise _Abort  # (no long-row softmax in the cone: the common case, decided in one walk)
     for a, rows, pos in _blockable(o):
         heavy = [f for f in _frontier(pos) if _heavy(f, set())]
-        if not heavy or not any(n.op is Op.REDUCE and _heavy(n, set()) for n in pos):
+        if not heavy or not any(n.op is Op.REDUCE and _big(n) for n in pos):
             continue
         todo = {}
         for r in toposort(heavy):  # (the statistics' reductions, inner ones first)
@@ -118,7 +120,7 @@ def _key_split(o: Node, rowed: dict[Node, Node], users: Callable[[Node], list[No
                         _split_output(r, users, rowed)
                     except _Abort:
                         continue
-                todo[r] = rowed[r]
+                todo[r] = B.reshape(rowed[r], r.shape)
         o2 = replace_nodes([o], todo)[0]
         pos = _follow(o2, a, rows)
         if any(_heavy(f, set(todo.values())) for f in _frontier(pos)):
