@@ -20,7 +20,7 @@ from caten.ir.dims import Dim
 from caten.ir.graph import Node, toposort
 from caten.ir.ops import FREE, HEAVY, TRANSCENDENTAL, Op
 from caten.ir.program import Program
-from caten.schedule import causal
+from caten.schedule import causal, softnorm
 from caten.schedule import control as CF
 from caten.schedule.arena import plan_arena
 from caten.schedule.dots import outward
@@ -293,7 +293,7 @@ def _schedule(program: Program, check: Callable | None, threads: int = 1) -> Sch
     outs: list[Node] = []
     seen_out: set[Node] = set()
     # first: a reoriented output may become a plain reshape
-    nodes = CF.materialize(orient(outward(list(program.nodes))))
+    nodes = softnorm.defer(CF.materialize(orient(outward(list(program.nodes)))))
     cuts: dict = {}
     keyed: set[Node] = set()
     if not gpu:
