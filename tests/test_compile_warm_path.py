@@ -6,6 +6,7 @@ program is elaborated afresh), never misread."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -114,13 +115,33 @@ def test_an_elaborated_program_round_trips_and_the_old_layout_is_refused():
     back.cached_key = None  # the graph itself hashes alike, not just the stored key
     assert back.key() == prog.key()
     assert all(type(n.shape) is tuple and type(n.src) is tuple for n in _nodes(back))
-    fmt, flat, outs, fields = codec.loads(blob)
-    old = codec.dumps((2, [tuple(r) for r in flat], outs, fields))  # the previous layout's number
+    fmt, graph, fields = codec.loads(blob)
+    flat, outs = graph["flat"], graph["outs"]
+    old = codec.dumps((3, [list(r) for r in flat], outs, fields))  # the previous layout (graph read at once)
     with pytest.raises(ValueError):
         programs.loads(old)
     assert front._loads(old) is None  # a miss: elaborated afresh
-    bad = codec.dumps((programs.FORMAT, [[r[0], r[1], tuple(r[2]), r[3], r[4]] for r in flat], outs, fields))
-    assert front._loads(bad) is None  # a node in another shape than the writer's: refused
+    bad = codec.dumps((programs.FORMAT, codec.Lazy({"flat": [[r[0], r[1], tuple(r[2]), r[3], r[4]] for r in flat],
+                                                    "outs": outs}), fields))
+    lazy = programs.loads(bad)  # the graph is read on first use (a warm load never reads it) ...
+    assert lazy.key() == prog.key() and lazy.inputs == prog.inputs
+    with pytest.raises(codec.CodecError):  # ... and a node in another shape than the writer's refused there
+        _nodes(lazy)
+
+
+def test_a_stored_program_reads_its_graph_only_when_asked(monkeypatch):
+    m = caten.loads(SRC, runtime="llvm", use_cache=False)
+    prog = m.f.elaborate({})
+    calls = []
+    real = programs._graph
+    monkeypatch.setattr(programs, "_graph", lambda g: calls.append(1) or real(g))
+    back = programs.loads(programs.dumps(prog))
+    assert (back.name, back.inputs, back.outputs, back.dims, back.key()) == \
+        (prog.name, prog.inputs, prog.outputs, prog.dims, prog.key()) and calls == []
+    assert back == prog and prog == back and calls == [1]  # (equality reads the graph: once)
+    assert back.nodes is back.nodes and back.nodes[0] is prog.nodes[0]  # hash-consed: the very nodes
+    moved = dataclasses.replace(back, name="g")
+    assert moved.nodes is back.nodes and moved.name == "g" and calls == [1]
 
 
 def _nodes(prog):

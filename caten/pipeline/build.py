@@ -8,13 +8,13 @@ module imports `back` inside a function, which the import closure counts).
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 
 from caten import target
 from caten.cache import default_cache
 from caten.ir.program import Program
-from caten.ir.verify import checking as verify_checking
 from caten.pipeline import restore
 from caten.pipeline.codekey import code_parts, tuned
 from caten.pipeline.passes import Timings, gc_paused
@@ -44,6 +44,16 @@ def compile(runtime: Runtime, program: Program, options: Options | None = None, 
         if keep:  # (a program cut at its host kernels is cut afresh each time)
             memo[key] = exe
         return exe
+
+
+def verify_checking(on: bool) -> contextlib.AbstractContextManager:
+    """caten.ir.verify.checking(on), imported only when `on` (checking(False) changes nothing):
+    a warm load does without the verifier's module."""
+    if not on:
+        return contextlib.nullcontext()
+    from caten.ir.verify import checking
+
+    return checking(True)
 
 
 def _warm(runtime: Runtime, program: Program, options: Options, tm: Timings):

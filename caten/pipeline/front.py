@@ -12,9 +12,7 @@ from __future__ import annotations
 import functools
 
 from caten.errors import Error
-from caten.ir import verify
 from caten.ir.dtypes import DType
-from caten.ir.empty import add_nonempty_constraints
 from caten.ir.program import Program
 from caten.options import Options
 from caten.pipeline.passes import Timings, gc_paused
@@ -60,6 +58,8 @@ def compile_program(src: Source, cdef: CompositeDef, types: dict[str, DType], di
     (`options.rules`) run at every level. Rules with `:runtime R` apply only when
     `options.runtime` is R. `options.explain`, when given (a caten.rewrite.Explain), collects what
     each rule did. `options.debug` checks the graph after each stage (caten.ir.verify)."""
+    from caten.ir import verify  # (here: a cached program's load never imports it)
+
     o = options or Options(runtime="numpy")
     with verify.checking(o.debug):
         return _compile_program(src, cdef, types, dims, o, timings or Timings())
@@ -69,6 +69,7 @@ def _compile_program(src: Source, cdef: CompositeDef, types: dict[str, DType], d
                      o: Options, tm: Timings) -> Program:
     from caten import rewrite
     from caten.elaborate.elaborator import Elaborator  # imported here: a cached program never needs it
+    from caten.ir.empty import add_nonempty_constraints
 
     files = list(o.rules) + ([rewrite.FAST_MATH] if o.fast_math else [])
     user = {k: v for k, v in src.by_name.items()}

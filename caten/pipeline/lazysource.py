@@ -15,7 +15,9 @@ edit to any of them reads afresh.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import threading
+from importlib import resources
 
 from caten.cache import codec, default_cache, key_of
 from caten.cache.fingerprint import fingerprint
@@ -31,11 +33,8 @@ FORMAT = "caten-sigs/1"
 def read(text: str, file: str, yaml: bool, text_key: str) -> Source:
     """The Source of `text` (whose cache key is `text_key`): a LazySource where its signatures are
     cached, else read (and its signatures stored)."""
-    from caten.read.cached import reader_fingerprint
-
     store = default_cache()
-    key = key_of(FORMAT, __version__, fingerprint((__name__,), store), reader_fingerprint(), file, str(yaml),
-                 text_key)
+    key = key_of(FORMAT, __version__, fingerprint((__name__,), store), _grammar(), file, str(yaml), text_key)
     blob = store.get(key, KIND)
     src = _lazy(blob, text, file, yaml) if blob is not None else None
     if src is None:
@@ -49,6 +48,14 @@ def read(text: str, file: str, yaml: bool, text_key: str) -> Source:
         except codec.CodecError:  # something the cache cannot hold: read it every time
             pass
     return src
+
+
+@functools.cache
+def _grammar() -> bytes:
+    """The grammar the reader parses with. The reader's code is in this module's fingerprint (its
+    import closure holds caten.read.source and what `read_text` imports): a warm load need not
+    import the reader (caten.read.cached.reader_fingerprint would) to key its text."""
+    return resources.files("caten.grammar").joinpath("caten.lark").read_bytes()
 
 
 def calls(c: CompositeDef) -> set[str]:
