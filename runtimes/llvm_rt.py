@@ -170,7 +170,8 @@ class LLVMRuntime(Runtime):
 
     def capabilities(self, t: Target) -> Capabilities:
         return Capabilities(vector_bits=t.vector_bits, threads=threads(), extern_split=True, direct_conv=True,
-                            native=frozenset({("round", "f16")}))  # fptrunc to half: F16C, one instruction
+                            # fptrunc to half: F16C, one instruction; LLVM's i4 type wraps i4/u4 itself
+                            native=frozenset({("round", "f16"), ("wrap", "i4"), ("wrap", "u4")}))
 
     def toolchain(self, t: Target) -> str:
         return f"{_llvm_version()} {BUNDLE.decode().strip()}"

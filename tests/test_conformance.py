@@ -20,7 +20,7 @@ from caten.read.program import parse_forms
 from caten.read.reader import read
 
 PLUGINS = Path(__file__).parent / "plugins"
-INTS = ["i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"]
+INTS = ["i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "i4", "u4"]
 FLOATS = ["f16", "bf16", "f32", "f64", "f8e4m3", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz"]
 
 
@@ -57,9 +57,9 @@ def test_numpy_subset_writes_both_files(tmp_path):
         assert set(r) == {"op", "dtype", "status", "max_abs_err", "max_rel_err"}
         assert r["status"] == "pass"
     text = md.read_text()
-    assert "| `ADD` |" in text and "16 passed, 0 failed, 0 unsupported" in text
+    assert "| `ADD` |" in text and "18 passed, 0 failed, 0 unsupported" in text
     readme = (tmp_path / "reports" / "README.md").read_text()
-    assert "[numpy](numpy.md) | 16 | 0 | 0 |" in readme
+    assert "[numpy](numpy.md) | 18 | 0 | 0 |" in readme
 
 
 def test_integer_and_bool_columns_where_they_apply(tmp_path):
@@ -79,7 +79,7 @@ def test_cli_exit_status_and_summary(tmp_path):
     out = tmp_path / "n.md"
     r = CliRunner().invoke(cli, ["test-runtime", "-r", "numpy", "--ops", "CMP*", "-o", str(out)])
     assert r.exit_code == 0, r.output
-    assert "34 passed, 0 failed, 0 unsupported" in r.output
+    assert "38 passed, 0 failed, 0 unsupported" in r.output
     statuses = {(x["op"], x["dtype"]) for x in _load(out)["results"]}
     assert ("CMPLT", "bool") in statuses and ("CMPNE", "u64") in statuses
 
@@ -97,7 +97,7 @@ def test_broken_plugin_fails_with_footnotes(tmp_path):
     assert "FAIL[^1]" in text and "\n[^1]: `" in text and "expected" in text
     r = CliRunner().invoke(cli, ["test-runtime", "-r", "broken-add", "--plugin", str(PLUGINS / "broken_add.py"),
                                  "--ops", "ADD", "-o", str(tmp_path / "b2.md")])
-    assert r.exit_code == 1 and "0 passed, 16 failed" in r.output
+    assert r.exit_code == 1 and "0 passed, 18 failed" in r.output
 
 
 def test_jobs_give_the_same_report(tmp_path):

@@ -18,13 +18,13 @@ def test_it_says_what_where_and_how_long_then_shows_progress(tmp_path):
     r = CliRunner().invoke(cli, ["test-runtime", "-r", "numpy", "--ops", "CMP*", "-o", str(out)])
     assert r.exit_code == 0, r.output
     err = r.stderr.splitlines()
-    assert err[0].startswith("caten test-runtime: compiles and runs 2 ops and composites x 17 dtypes, and each "
+    assert err[0].startswith("caten test-runtime: compiles and runs 2 ops and composites x 19 dtypes, and each "
                              "one's gradients on 'numpy' (about 1 min;"), err
     assert err[1] == f"caten test-runtime: writes {out} and {tmp_path / 'n.json'}"  # not the default: no warning
     counts = [tuple(map(int, m.groups())) for m in (re.search(r"numpy (\d+)/(\d+) cells", ln) for ln in err) if m]
-    assert counts and counts[-1] == (36, 36) and [d for d, _ in counts] == sorted(d for d, _ in counts)
+    assert counts and counts[-1] == (40, 40) and [d for d, _ in counts] == sorted(d for d, _ in counts)
     assert len(counts) <= 11  # a line a tenth, not one a cell
-    assert "34 passed, 0 failed, 0 unsupported" in r.stdout and "cells" not in r.stdout  # stdout as before
+    assert "38 passed, 0 failed, 0 unsupported" in r.stdout and "cells" not in r.stdout  # stdout as before
     seconds, device = _last_seconds(str(out))  # the time the next run announces, read back from this report
     assert seconds >= 0 and device.startswith("host CPU")
 

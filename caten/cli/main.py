@@ -276,15 +276,18 @@ def tune_cmd(file: str, inputs: tuple[str, ...], runtime: str, defines: tuple[st
               help="forward rows run on this many worker processes at once")
 @click.option("--slice", "part", metavar="K/N",
               help="only the rows whose name hashes to K mod N (a fixed third with 0/3: CI's sample)")
+@click.option("--dtypes", metavar="LIST", help="only these dtype columns, comma-separated (e.g. i4,u4)")
+@click.option("--merge", is_flag=True, help="replace only the cells run in the existing report (no gradients)")
 @diagnostics
 def test_runtime_cmd(runtime: str, output: str | None, compile_only: bool, pattern: str | None,
-                     plugin: str | None, no_gradients: bool, jobs: int, part: str | None) -> None:
+                     plugin: str | None, no_gradients: bool, jobs: int, part: str | None, dtypes: str | None,
+                     merge: bool) -> None:
     """Run the op-coverage conformance suite (forward and gradient cases) and write
     reports/RUNTIME.md and .json."""
     from caten.cli.testrt import run_conformance
 
     sys.exit(run_conformance(runtime, output, compile_only, pattern, plugin, gradients=not no_gradients, jobs=jobs,
-                             part=part))
+                             part=part, dtypes=dtypes, merge=merge))
 
 
 @cli.command("fuzz")

@@ -18,10 +18,14 @@ from caten.errors import Error
 
 
 def run_conformance(runtime: str, output: str | None, compile_only: bool, pattern: str | None,
-                    plugin: str | None, gradients: bool = True, jobs: int = 1, part: str | None = None) -> int:
+                    plugin: str | None, gradients: bool = True, jobs: int = 1, part: str | None = None,
+                    dtypes: str | None = None, merge: bool = False) -> int:
     """Run the suite, write reports/RUNTIME.md and .json (or OUTPUT and its .json), print the
     summary line; 0 if no case failed, else 1. `gradients` False skips the gradient cases; `jobs`:
-    forward rows on that many worker processes at once; `part` "K/N": only that slice of the rows."""
+    forward rows on that many worker processes at once; `part` "K/N": only that slice of the rows;
+    `dtypes` "i4,u4": only those columns. `merge`: the forward cells run replace theirs in the
+    existing report, which keeps every other cell (a new dtype's columns without an hour-long
+    full run); no gradient case runs."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -44,11 +48,13 @@ def run_conformance(runtime: str, output: str | None, compile_only: bool, patter
     if not rows:
         raise Error(f"no op matches '{pattern}'" + (f" in slice {part}" if part else ""),
                     hint="see `caten ops` for the names")
+    dts = _dtypes(dtypes)
+    gradients = gradients and not merge
     md = output or os.path.join("reports", f"{rt.name}.md")
     # each row makes a cell per dtype, and one gradient step (caten.conformance.gradrun)
-    total = len(rows) * (len(C.DTYPES) + (1 if gradients else 0))
-    click.echo(_plan(rt.name, len(rows), len(C.DTYPES), gradients, compile_only, jobs, md, output is None,
-                     _last_seconds(md) if pattern is None and part is None else None), err=True)
+    total = len(rows) * (len(dts) + (1 if gradients else 0))
+    click.echo(_plan(rt.name, len(rows), len(dts), gradients, compile_only, jobs, md, output is None and not merge,
+                     _last_seconds(md) if pattern is None and part is None and dtypes is None else None), err=True)
     console = Console(stderr=True)
     lines = _Lines(rt.name, total) if not console.is_terminal else None
     with Progress(TextColumn("[bold]{task.description:<14}"), BarColumn(), MofNCompleteColumn(),
@@ -62,8 +68,13 @@ def run_conformance(runtime: str, output: str | None, compile_only: bool, patter
                 lines.advance(n)
 
         res = run_suite(rt, compile_only=compile_only, progress=progress, rows=rows,
-                        plugins=[plugin] if plugin else [], grads=gradients, jobs=jobs)
-    md_path, js_path = report.write(res, md)
+                        plugins=[plugin] if plugin else [], grads=gradients, jobs=jobs, dtypes=dts)
+    grad_text = None
+    if merge:
+        ran = res
+        res, grad_text = report.merge(res, md, {d.name for d in dts})
+        click.echo(f"{rt.name}: this run: {ran.summary()}; merged into {md}", err=True)
+    md_path, js_path = report.write(res, md, grad_text)
     grads = f"; gradients: {res.summary(grads=True)}" if gradients else ""
     click.echo(f"{rt.name}: {res.summary()}{grads} ({res.seconds:.0f} s) -> {md_path}, {js_path}")
     for c in res.cells:
@@ -74,6 +85,20 @@ def run_conformance(runtime: str, output: str | None, compile_only: bool, patter
             click.echo(f"  FAIL gradient {c.op} {c.dtype}: {c.reason}", err=True)
     sys.stdout.flush()
     return 1 if res.counts()["fail"] or res.counts(grads=True)["fail"] else 0
+
+
+def _dtypes(names: str | None) -> tuple:
+    """The dtypes of `--dtypes a,b` in the suite's column order (all of them without it)."""
+    from caten.conformance import cases as C
+
+    if not names:
+        return C.DTYPES
+    want = [n.strip() for n in names.split(",") if n.strip()]
+    bad = [n for n in want if n not in {d.name for d in C.DTYPES}]
+    if bad or not want:
+        raise Error(f"--dtypes: unknown dtype {', '.join(bad) or '(none given)'}",
+                    hint="dtypes: " + " ".join(d.name for d in C.DTYPES))
+    return tuple(d for d in C.DTYPES if d.name in want)
 
 
 def _plan(name: str, rows: int, dtypes: int, gradients: bool, compile_only: bool, jobs: int, md: str,

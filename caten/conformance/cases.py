@@ -42,7 +42,7 @@ from caten.ir.ops import EXTERNS, TABLE
 DTYPES: tuple[DType, ...] = T.ALL
 # the order in which a variant's output shape is probed (any dtype it elaborates for will do)
 _PROBE_ORDER = ("f32", "i32", "bool", "f64", "i64", "u32", "f16", "bf16", "i8", "u8", "i16", "u16", "u64", "f8e4m3",
-                "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz")
+                "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz", "i4", "u4")
 
 # dimension sizes of the three calls of every compiled case: all ones, odd, large
 SIZES: tuple[dict[str, int], ...] = (

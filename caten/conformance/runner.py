@@ -351,13 +351,16 @@ def run_cell(rr: RowRunner, dt: DType, compile_only: bool, target: Worker | None
 
 def run_suite(rt: Runtime, pattern: str | None = None, compile_only: bool = False, isolate: bool | None = None,
               progress: Callable[[str, int], None] | None = None, rows: list[C.Row] | None = None,
-              plugins: list[str] | None = None, grads: bool = True, jobs: int = 1) -> Result:
+              plugins: list[str] | None = None, grads: bool = True, jobs: int = 1,
+              dtypes: tuple[DType, ...] | None = None) -> Result:
     """Run every row matching `pattern` on rt; `progress(row_name, cells_done)` after each cell.
     `isolate` (default: every runtime but numpy; CATEN_CONFORMANCE_ISOLATE=0 turns it off) runs
     the runtime in a worker process; `plugins` are the plugin files that worker loads. `grads`
     also runs the gradient cases of the rows (gradrun.py). `jobs` > 1 (isolated only): the
-    forward rows run on that many workers at once (the report is the same, in row order)."""
+    forward rows run on that many workers at once (the report is the same, in row order). `dtypes`:
+    only those columns (default every dtype)."""
     t0 = time.perf_counter()
+    dts = dtypes or C.DTYPES
     if isolate is None:
         isolate = rt.name != "numpy" and os.environ.get("CATEN_CONFORMANCE_ISOLATE", "1") != "0"
     if isolate:
@@ -371,9 +374,9 @@ def run_suite(rt: Runtime, pattern: str | None = None, compile_only: bool = Fals
     res = Result(rt.name, device_of(rt), rows)
     try:
         if isolate and jobs > 1:
-            _run_rows_parallel(rt, rows, res, compile_only, lambda: Worker(worker.plugins), jobs, progress)
+            _run_rows_parallel(rt, rows, res, compile_only, lambda: Worker(worker.plugins), jobs, progress, dts)
         else:
-            _run_rows(rt, rows, res, compile_only, worker, progress)
+            _run_rows(rt, rows, res, compile_only, worker, progress, dts)
         if grads:
             from caten.conformance.gradrun import run_grads
 
@@ -389,30 +392,30 @@ def run_suite(rt: Runtime, pattern: str | None = None, compile_only: bool = Fals
 
 
 def _run_rows(rt: Runtime, rows: list[C.Row], res: Result, compile_only: bool, worker: Worker | None,
-              progress: Callable[[str, int], None] | None) -> None:
+              progress: Callable[[str, int], None] | None, dtypes: tuple[DType, ...] = C.DTYPES) -> None:
     for row in rows:
-        res.cells += _row_cells(rt, row, compile_only, worker, progress)
+        res.cells += _row_cells(rt, row, compile_only, worker, progress, dtypes)
 
 
 def _row_cells(rt: Runtime, row: C.Row, compile_only: bool, worker: Worker | None,
-               progress: Callable[[str, int], None] | None) -> list[Cell]:
+               progress: Callable[[str, int], None] | None, dtypes: tuple[DType, ...] = C.DTYPES) -> list[Cell]:
     """The cells of one row, dtype by dtype."""
     C.build(row)
     if progress:
         progress(row.name, 0)
     if not row.variants:
         if progress:
-            progress(row.name, len(C.DTYPES))
+            progress(row.name, len(dtypes))
         return []
     try:
         rr = RowRunner(row, rt)
     except Exception as e:  # noqa: BLE001 - a broken case source is a bug here, reported as such
         row.note = f"the generated case does not load: {_short(e)}"
         if progress:
-            progress(row.name, len(C.DTYPES))
+            progress(row.name, len(dtypes))
         return []
     cells = []
-    for dt in C.DTYPES:
+    for dt in dtypes:
         cell = run_cell(rr, dt, compile_only, worker)
         if cell is not None:
             cells.append(cell)
@@ -423,7 +426,7 @@ def _row_cells(rt: Runtime, row: C.Row, compile_only: bool, worker: Worker | Non
 
 def _run_rows_parallel(rt: Runtime, rows: list[C.Row], res: Result, compile_only: bool,
                        new_worker: Callable[[], Worker], jobs: int,
-                       progress: Callable[[str, int], None] | None) -> None:
+                       progress: Callable[[str, int], None] | None, dtypes: tuple[DType, ...] = C.DTYPES) -> None:
     """The rows on `jobs` threads, each with a worker process of its own (the runtime's compiles
     and runs go on in the workers at once; the references, in this process, take turns)."""
     import queue
@@ -443,7 +446,7 @@ def _run_rows_parallel(rt: Runtime, rows: list[C.Row], res: Result, compile_only
     def one(row: C.Row) -> list[Cell]:
         w = free.get()
         try:
-            return _row_cells(rt, row, compile_only, w, locked if progress else None)
+            return _row_cells(rt, row, compile_only, w, locked if progress else None, dtypes)
         finally:
             free.put(w)
     try:

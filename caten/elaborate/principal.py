@@ -50,7 +50,7 @@ def to_tensor(v: Any, span: Span, dtype: DType | None = None) -> Tensor:
     if v.kind in ("int", "dim") and dt.is_bool and v.value not in (0, 1):
         raise Error(f"the integer literal {v.value} meets a bool tensor", span, "use true or false")
     if v.concrete and dt.is_int and v.kind in ("int", "dim"):
-        info = np.iinfo(dt.np)
+        info = T.iinfo(dt)
         if not info.min <= int(v.value) <= info.max:
             raise Error(f"the literal {v.value} does not fit {dt} ({info.min}..{info.max})", span)
     return Tensor(B.const(v.value, dt))

@@ -2,13 +2,18 @@
 
 bf16 and the float8 formats have no numpy dtype of their own; `ml_dtypes` supplies them so that
 the reference runtime computes them the way an accelerator would (in f32, rounded after every op).
+So does it i4/u4 (`INT4`): one element per byte, the 4-bit value in the low nibble (ml_dtypes'
+layout, so numpy I/O is zero-copy and no two elements share a byte), computed in i32 and wrapped
+to 4 bits after every op (`wrap4`), as i8 wraps at 8.
 The float8 formats' bit layouts (`MINIFLOAT`) are what the renderers' conversions and the
 decompose pass's rounding are written from; `saturate` is the reference of a CAST to one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -16,7 +21,7 @@ import numpy as np
 
 @dataclass(frozen=True, eq=False)
 class DType:
-    """One of the 17 dtypes. Each exists once, so identity is equality (and hashing is cheap:
+    """One of the 19 dtypes. Each exists once, so identity is equality (and hashing is cheap:
     graph nodes are hash-consed on keys that hold a dtype)."""
 
     name: str
@@ -58,10 +63,12 @@ f32, f64 = DType("f32", "float", 32), DType("f64", "float", 64)
 f8e4m3, f8e5m2 = DType("f8e4m3", "float", 8), DType("f8e5m2", "float", 8)
 f8e4m3fnuz, f8e5m2fnuz = DType("f8e4m3fnuz", "float", 8), DType("f8e5m2fnuz", "float", 8)
 FLOAT8: tuple[DType, ...] = (f8e4m3, f8e5m2, f8e4m3fnuz, f8e5m2fnuz)
+i4, u4 = DType("i4", "int", 4), DType("u4", "uint", 4)
+INT4: tuple[DType, ...] = (i4, u4)  # stored one per byte, computed in i32 registers
 # floats stored narrower than f32, whose values live in f32 registers and are rounded after every op
 NARROW: tuple[DType, ...] = (f16, bf16) + FLOAT8
 
-ALL: tuple[DType, ...] = (bool_, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64) + FLOAT8
+ALL: tuple[DType, ...] = (bool_, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64) + FLOAT8 + INT4
 BY_NAME: dict[str, DType] = {d.name: d for d in ALL}
 
 
@@ -103,7 +110,9 @@ _NP: dict[str, np.dtype] = {
     "f32": np.dtype(np.float32), "f64": np.dtype(np.float64),
     "f8e4m3": np.dtype(ml_dtypes.float8_e4m3fn), "f8e5m2": np.dtype(ml_dtypes.float8_e5m2),
     "f8e4m3fnuz": np.dtype(ml_dtypes.float8_e4m3fnuz), "f8e5m2fnuz": np.dtype(ml_dtypes.float8_e5m2fnuz),
+    "i4": np.dtype(ml_dtypes.int4), "u4": np.dtype(ml_dtypes.uint4),
 }
+_NP_INT4 = (_NP["i4"], _NP["u4"])
 _FROM_NP = {v: BY_NAME[k] for k, v in _NP.items()}
 
 
@@ -118,6 +127,44 @@ def lookup(name: str) -> DType | None:
 
 class DTypeError(Exception):
     """An operand dtype the op does not accept; the elaborator adds the source location."""
+
+
+def iinfo(dt: DType | np.dtype):
+    """The range of an integer dtype (numpy's iinfo knows no int4: ml_dtypes' does, and numpy's too)."""
+    return ml_dtypes.iinfo(dt.np if isinstance(dt, DType) else np.dtype(dt))
+
+
+def is_np_int4(dt: np.dtype) -> bool:
+    return dt in _NP_INT4
+
+
+def wrap4(x: np.ndarray, dt: DType) -> np.ndarray:
+    """Integer (or bool) array x wrapped to i4/u4 dt, two's complement modulo 16, as i8 wraps at 8
+    bits (ml_dtypes' astype of an int4 to uint4 is missing, so the wrap is spelled here)."""
+    x = np.asarray(x)
+    if is_np_int4(x.dtype):
+        x = x.astype(np.int8)
+    low = (x.astype(np.uint64) if x.dtype.kind == "u" else x.astype(np.int64)).astype(np.int64) & 15
+    return (low - 16 * (low >= 8) if dt.kind == "int" else low).astype(dt.np)
+
+
+def widen4(x: np.ndarray) -> np.ndarray:
+    """An i4/u4 array as int32, the dtype its values are computed in; other arrays as they are."""
+    return x.astype(np.int32) if is_np_int4(np.asarray(x).dtype) else x
+
+
+def int4_ref(ref: Callable[..., np.ndarray], reduce: bool) -> Callable[..., np.ndarray]:
+    """An op table reference `ref(ctx, *xs)` that computes i4/u4 operands in i32 and wraps an i4/u4
+    result to 4 bits (ml_dtypes' own int4 ufuncs return int8 for some ops and do not wrap).
+    `reduce`: a REDUCE, whose max over nothing is the dtype's lowest value."""
+    def run(ctx: Any, *xs: np.ndarray) -> np.ndarray:
+        if ctx.dtype not in INT4 and not any(is_np_int4(np.asarray(x).dtype) for x in xs):
+            return ref(ctx, *xs)
+        out = np.asarray(ref(ctx, *(widen4(np.asarray(x)) for x in xs)))
+        if reduce and ctx.arg[0] == "max" and xs[0].size == 0:
+            out = np.full(out.shape, iinfo(ctx.dtype).min)
+        return wrap4(out, ctx.dtype) if ctx.dtype in INT4 else out
+    return run
 
 
 def is_np_float(dt: np.dtype) -> bool:

@@ -23,6 +23,8 @@ def _bitcast_dtype(ins: Sequence[DType], arg: Any) -> DType:
     for d in (src, dst):
         if d in T.NARROW:
             raise DTypeError(f"BITCAST of {d.name} is not supported (floats narrower than f32 may be held widened)")
+        if d in T.INT4:
+            raise DTypeError(f"BITCAST of {d.name} is not supported (a 4-bit integer is held widened to i32)")
     if dst.is_bool and not src.is_bool:
         raise DTypeError("BITCAST to bool is not supported (a byte other than 0 or 1 is not a bool)")
     if max(src.bits, 8) != max(dst.bits, 8):

@@ -14,7 +14,7 @@ conformance suite derives its cases from `dtypes`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
@@ -159,8 +159,8 @@ def _reduce_ref(x: np.ndarray, arg: tuple) -> np.ndarray:
 def _lowest(dt: np.dtype) -> Any:
     if dt == np.bool_:
         return False
-    if dt.kind in "iu":
-        return np.iinfo(dt).min
+    if dt.kind in "iu" or T.is_np_int4(dt):
+        return T.iinfo(dt).min
     return -np.inf
 
 
@@ -490,6 +490,9 @@ TABLE: dict[Op, OpInfo] = {i.op: i for i in (
        arg="control", vjp=_vjp_joint),
 )}
 
+
+TABLE.update({o: replace(i, ref=T.int4_ref(i.ref, o is Op.REDUCE)) for o, i in TABLE.items()
+              if o not in (Op.BUFFER, Op.EXTERN, Op.LOOP, Op.IF)})  # i4/u4: computed in i32, wrapped
 ELEMENTWISE = frozenset(o for o, i in TABLE.items() if i.group in ("unary", "binary", "ternary"))
 # REDUCE :op name -> the op that combines it; the combiners are the ops with an identity
 # (OR too: a bool max is lowered as OR)

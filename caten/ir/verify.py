@@ -18,8 +18,6 @@ import contextvars
 import os
 from collections.abc import Callable, Iterable, Iterator
 
-import numpy as np
-
 from caten.errors import Error
 from caten.ir import dims as D
 from caten.ir import dtypes as T
@@ -130,7 +128,7 @@ def _const_problems(n: Node) -> list[str]:
         ok = isinstance(v, bool)
     elif dt.is_int:
         ok = isinstance(v, int) and not isinstance(v, bool)
-        if ok and not int(np.iinfo(dt.np).min) <= v <= int(np.iinfo(dt.np).max):
+        if ok and not int(T.iinfo(dt).min) <= v <= int(T.iinfo(dt).max):
             return [f"the constant {v} does not fit {dt}"]
     else:
         ok = isinstance(v, float)

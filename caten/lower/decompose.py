@@ -14,7 +14,8 @@ device grid mapping read it) and gets its value in primitives as its one source.
 A second walk writes caten's conversions (caten.lower.numerics_narrow): every op that can leave
 the f16/bf16/float8 grid is computed in f32 and rounded by the pass, unless the target rounds to that
 dtype natively (`("round", "f16")`: LLVM's `fptrunc` to half), and every float->int CAST
-saturates in primitives. So a renderer spells f16/bf16/float8 only as storage (load and store) and
+saturates in primitives; an i4/u4 result is wrapped to 4 bits unless the target says
+`("wrap", "i4")` (LLVM's i4 type). So a renderer spells f16/bf16/float8 only as storage (load and store) and
 float->int only as `ftoi` of a value in range. EXP2/LOG2/SIN of f16/bf16/float8 are computed in f32 (LOG2
 of f32 and narrower in f64) and rounded once at the end.
 
@@ -79,6 +80,11 @@ def _native_round(dt: T.DType, native: Collection) -> bool:
 def _narrow(x: X, src: tuple[X, ...], native: Collection, defines: Mapping) -> X | None:
     """x with caten's conversions written in primitives (the second walk), or None to keep it."""
     op, dt = x.op, x.dtype
+    if dt in T.INT4 and ("wrap", dt.name) not in native and op not in nar.KEEPS_INT4:
+        s = src[0] if src else x
+        if op is Op.CAST and s.dtype.is_float:
+            return nar.wrap4(nar.float_to_int(s, dt))
+        return nar.wrap4(X.make(op, dt, src, x.arg))
     if op is Op.CAST:
         s = src[0]
         if dt.is_int and s.dtype.is_float:

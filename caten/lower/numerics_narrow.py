@@ -16,6 +16,10 @@ Float->int: truncation toward zero; NaN and +-inf give 0; finite values beyond t
 saturate (to i64 for signed dtypes; unsigned dtypes take a negative value's saturated i64 bits and
 saturate at 2^64 - 1 above); narrower integers then wrap, as an int->int CAST does. The operand of
 `ftoi` is always in range, so no target sees an undefined conversion.
+
+i4/u4 (`wrap4`): a target without native 4-bit integers (C-style: an i4 lives in an 8-bit register)
+gets every i4/u4 op result wrapped to 4 bits, two's complement, by the pass, as i8 wraps at 8 bits;
+a float->i4 CAST wraps the float->i64 conversion above, as a float->i8 CAST does.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import numpy as np
 from caten import loopir as L
 from caten.ir import dtypes as T
 from caten.ir.dtypes import DType
+from caten.ir.ops import Op
 from caten.loopir import X
 from caten.lower import xops as O
 
@@ -88,6 +93,16 @@ def saturating(x: X, dt: DType) -> X:
         return O.cast(x, dt)
     v = O.cast(x, T.f32)
     return O.cast(O.where(O.gt(v, f.max), f.max, O.where(O.lt(v, -f.max), -f.max, v)), dt)
+
+
+# i4/u4 ops whose result stays in the 4-bit range when their operands are in it
+KEEPS_INT4 = ("load", "const", "var", "masked", Op.WHERE, Op.MAX, Op.AND, Op.OR, Op.XOR)
+
+
+def wrap4(v: X) -> X:
+    """i4/u4 value v (held in a wider register) wrapped to its 4 bits: i4 sign-extends the low
+    nibble ((v << 4) >> 4 in the 8-bit register), u4 keeps it."""
+    return O.shr(O.shl(v, 4), 4) if v.dtype.kind == "int" else O.and_(v, 15)
 
 
 def float_to_int(x: X, dt: DType) -> X:

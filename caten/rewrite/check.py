@@ -110,7 +110,7 @@ def _array(rng: np.random.Generator, dt: DType, shape: tuple[int, ...]) -> np.nd
         pick = rng.random(n) < 0.2
         x[pick] = rng.choice(np.array(_SPECIAL), size=int(pick.sum()))
         return x.reshape(shape).astype(dt.np)
-    info = np.iinfo(dt.np)
+    info = T.iinfo(dt)
     lo, hi = (max(info.min, -40), min(info.max, 40))
     x = rng.integers(lo, hi + 1, size=n, dtype=np.int64)
     pick = rng.random(n) < 0.1
@@ -124,7 +124,7 @@ def _scalar(rng: np.random.Generator, dt: DType) -> Any:
     if rng.random() < 0.5 and not dt.is_bool:
         if dt.is_float:
             return float(np.array(rng.choice(np.array(_SPECIAL))).astype(dt.np))
-        info = np.iinfo(dt.np)
+        info = T.iinfo(dt)
         return int(rng.choice(np.array([info.min, info.max, 0, 1], dtype=object)))
     v = _array(rng, dt, (1,))[0]
     return bool(v) if dt.is_bool else int(v) if dt.is_int else float(v)

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from caten.elaborate import principal as P
 from caten.elaborate.values import Lit, Tensor
 from caten.ir import build as B
@@ -79,7 +77,7 @@ def _alu(op: Op, vals: list, sp: Any) -> Any:
 
 
 def _fits(x: int, dt: Any) -> bool:
-    info = np.iinfo(dt.np)
+    info = T.iinfo(dt)
     return int(info.min) <= x <= int(info.max)
 
 

@@ -187,6 +187,10 @@ class Fn:
             return f"{self.helper('caten_bf2f')}({r})"
         if dt.is_float and dt.bits == 8:
             return f"{self.helper(f'caten_{dt.name}_u2f')}({r})"
+        if dt.name == "i4":  # the low nibble sign-extended (ml_dtypes' layout: -1 is 0x0F)
+            return f"((i4)((i4)((u32){r} << 4) >> 4))"
+        if dt.name == "u4":
+            return f"((u4)({r} & 15))"
         return r
 
     def store(self, buf: str, idx: str, val: str, dt: DType) -> None:
@@ -198,6 +202,8 @@ class Fn:
             val = f"{self.helper('caten_f2bf')}({val})"
         elif dt.is_float and dt.bits == 8:
             val = f"{self.helper(f'caten_{dt.name}_f2u')}({val})"
+        elif dt.bits == 4:  # the high nibble 0 (ml_dtypes' layout)
+            val = f"(({dt.name})({val} & 15))"
         self.emit(f"{self.ref(buf, idx)} = {val};")
 
     def cast(self, v: str, src: DType, dst: DType) -> str:

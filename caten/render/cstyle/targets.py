@@ -11,7 +11,7 @@ from caten.ir.dims import Dim
 from caten.ir.dtypes import DType
 
 _TYPEDEFS = {"i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t", "u8": "uint8_t",
-             "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t"}
+             "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t", "i4": "int8_t", "u4": "uint8_t"}
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ C = Target(
 OPENCL = Target(
     "opencl",
     "#pragma OPENCL FP_CONTRACT OFF\n"
-    "typedef char i8;\ntypedef short i16;\ntypedef int i32;\ntypedef long i64;\n"
+    "typedef char i8;\ntypedef short i16;\ntypedef int i32;\ntypedef long i64;\ntypedef char i4;\ntypedef uchar u4;\n"
     "typedef uchar u8;\ntypedef ushort u16;\ntypedef uint u32;\ntypedef ulong u64;\ntypedef float f32;\n"
     "#ifdef cl_khr_fp64\n#pragma OPENCL EXTENSION cl_khr_fp64 : enable\ntypedef double f64;\ntypedef double fw;\n"
     "#else\ntypedef float fw;\n#endif\n",
@@ -69,6 +69,7 @@ OPENCL = Target(
 CUDA = Target(
     "cuda",
     "typedef signed char i8;\ntypedef short i16;\ntypedef int i32;\ntypedef long long i64;\n"
+    "typedef signed char i4;\ntypedef unsigned char u4;\n"  # (i4/u4: 8-bit registers, wrapped by the pass)
     "typedef unsigned char u8;\ntypedef unsigned short u16;\ntypedef unsigned int u32;\n"
     "typedef unsigned long long u64;\ntypedef float f32;\ntypedef double f64;\ntypedef double fw;\n"
     # __longlong_as_double takes a signed long long: bits above 2**63 (-inf, negative nans) warned

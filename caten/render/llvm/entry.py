@@ -211,7 +211,7 @@ def c_type(dt: DType) -> str:
     if dt.is_bool:
         return "bool"
     if dt.is_int:
-        return f"{'u' if dt.kind == 'uint' else ''}int{dt.bits}_t"
+        return f"{'u' if dt.kind == 'uint' else ''}int{max(dt.bits, 8)}_t"  # (i4/u4: a byte each)
     return {"f16": "uint16_t", "bf16": "uint16_t", "f32": "float", "f64": "double"}.get(dt.name, "uint8_t")  # (float8)
 
 

@@ -135,6 +135,8 @@ class FnGen(Emitter):
             return self.conv("bitcast", "i32", self.ins(f"shl i32 {w}, 16"), "float")
         if dt in T.FLOAT8:
             return float8.load(self, raw, dt)
+        if dt in T.INT4:  # the low nibble (ml_dtypes' layout)
+            return self.conv("trunc", "i8", raw, "i4")
         return raw
 
     def store(self, buf: str, idx: str, val: str, dt: DType) -> None:
@@ -147,6 +149,8 @@ class FnGen(Emitter):
             val = self.conv("trunc", "i32", self.ins(f"lshr i32 {b}, 16"), "i16")
         elif dt in T.FLOAT8:
             val = float8.store(self, val, dt)
+        elif dt in T.INT4:  # the high nibble 0, -1 as 0x0F (ml_dtypes' layout)
+            val = self.conv("zext", "i4", val, "i8")
         p = self.ptr(buf, idx, dt)
         self.emit(f"store {mty(dt)} {val}, ptr {p}, align {dt.itemsize}")
 

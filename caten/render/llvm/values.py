@@ -1,6 +1,6 @@
 """LLVM type names and constant literals of caten dtypes: the spellings every other module
 of the renderer shares (f16 is stored as `half`, bf16 as raw `i16` bits, float8 as `i8` bits
-(caten.render.llvm.float8), bool as `i8`)."""
+(caten.render.llvm.float8), bool as `i8`, i4/u4 as LLVM's `i4` in the low nibble of an `i8`)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def mty(dt: DType) -> str:
         return "half"
     if dt.name == "bf16":
         return "i16"
-    if dt.bits == 8 and dt.is_float:
+    if (dt.bits == 8 and dt.is_float) or dt.bits == 4:  # float8 bits; i4/u4: one per byte, the low nibble
         return "i8"
     return rty(dt)
 
