@@ -42,6 +42,7 @@ from caten.read.sexpr import Form, Kw, Num, SList, Sym, head, show
 __all__ = ["Elaborator", "Frame", "Ret", "Scope", "SPECIAL", "CallHook"]
 
 CallHook = Callable[[str, list, dict, Any, Span], Any]
+MAX_NESTING = 2000  # composite bodies being expanded at once: past it, a recursion that never ends
 
 
 class Elaborator(Evaluator):
@@ -266,6 +267,9 @@ class Elaborator(Evaluator):
                 raise Error(f"`{cdef.name}` takes no keyword :{k}", kspans.get(k, span),
                             f"did you mean :{guess}?" if guess else
                             (f"it takes {', '.join(':' + x for x in sorted(keys))}" if keys else None))
+        if len(self.frames) >= MAX_NESTING:
+            raise Error(f"`{cdef.name}` nests composite calls more than {MAX_NESTING} deep", span,
+                        "a composite that calls itself needs a compile-time case that ends the recursion")
         self.frames.append(Frame(cdef, cdef.library))
         try:
             for k, default, _ in cdef.keys:
