@@ -4,9 +4,10 @@ their caten source text (`render`).
 A program draws 1-3 inputs (f32 f64 i32 i64 i8 u8 bool, rank 1-4, literal or symbolic dims, at
 times a `where`-defined dim or an empty one), then 2-9 bindings of elementwise ops, comparisons, `where`, casts,
 reductions over one or several axes, every movement op (permute, reshape merges/splits/unit
-axes, expand, slice, flip, pad, concat), matmul, `dotimes`, and loops and branches (fori, while,
-scan, nested foris, if: their bodies with views and reductions); its outputs are the last value
-and at times another one, or a view of an input.
+axes, expand, slice, flip, pad, concat), matmul, weight-only 4/8-bit matmul (`matmul-nbits` of a
+float input against codes, scales and zero points computed in the program), `dotimes`, and
+loops and branches (fori, while, scan, nested foris, if: their bodies with views and reductions);
+its outputs are the last value and at times another one, or a view of an input.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ DTYPES = ("f32",) * 5 + ("f64", "i32", "i32", "i64", "i8", "u8", "bool")
 BITS_TO = {"i8": ("u8",), "u8": ("i8",), "bool": ("u8", "i8")}
 OPS = {"un": 6, "bin": 10, "where": 2, "cast": 2, "red": 6, "perm": 3, "merge": 2, "unsq": 2, "squeeze": 1,
        "split": 2, "expand": 3, "slice": 4, "flip": 3, "pad": 3, "concat": 3, "matmul": 1, "dotimes": 1,
-       "copy": 1, "gather": 2, "scatter": 2, "sort": 1, "loop": 3, "if": 1, "window": 2, "rfft": 1}
+       "copy": 1, "gather": 2, "scatter": 2, "sort": 1, "loop": 3, "if": 1, "window": 2, "rfft": 1,
+       "nbits": 1}
 LOOPS = ("fori", "while", "scan", "nested")
 
 
@@ -139,6 +141,8 @@ def render_stmt(s: Stmt, ts: list[Ty]) -> str:  # noqa: C901 - one case per op
         e = f"(concat {a[0]} {a[1]} :axis {p['axis']})"
     elif s.op == "matmul":
         e = f"(matmul {a[0]} {a[1]})" if is_float(t.dtype) else f"(matmul-int {a[0]} {a[1]})"
+    elif s.op == "nbits":
+        e = _nbits(x, t, p)
     elif s.op == "dotimes":
         i = f"(cast i {t.dtype})" if t.dtype != "i64" else "i"
         return f"(setf {s.name} {x})\n  (dotimes (i {p['n']}) (setf {s.name} ({p['f']} {s.name} {i})))"
@@ -165,6 +169,23 @@ def render_stmt(s: Stmt, ts: list[Ty]) -> str:  # noqa: C901 - one case per op
     else:
         raise Invalid(f"unknown op {s.op}")
     return f"(setf {s.name} {e})"
+
+
+def _nbits(x: str, t: Ty, p: dict) -> str:
+    """(matmul-nbits x B S ...) with B's codes, the scales and the zero points made from aranges
+    (a permuted byte pattern, scales in [0.25, 1.25), zero points of every kind)."""
+    n, bs, bits, K = p["n"], p["bs"], p["bits"], t.shape[-1]
+    kb = -(-K // bs)
+    j = bs * bits // 8
+    codes = f"(cast (reshape (mod (+ (* (arange {n * kb * j}) {p['mul']}) {p['add']}) 256) [{n} {kb} {j}]) u8)"
+    scales = f"(+ 0.25 (* 0.125 (cast (mod (arange {n * kb}) 8) {t.dtype})))"
+    keys = f" :bits {bits}"
+    if p["zp"] == "packed":
+        count = n * (-(-kb // 2)) if bits == 4 else n * kb
+        keys += f" :zero-point (cast (mod (+ (* (arange {count}) 7) 3) 256) u8)"
+    elif p["zp"] == "float":
+        keys += f" :zero-point (- (cast (mod (arange {n * kb}) 5) {t.dtype}) 1.5)"
+    return f"(matmul-nbits {x} {codes} {scales}{keys})"
 
 
 def _step(p: dict, a: str, x: str, t: Ty, counter: str) -> str:
@@ -367,6 +388,13 @@ class _Gen:
             if y is None:
                 return None
             args = [x, y]
+        elif op == "nbits":
+            if not is_float(t.dtype) or r != 2 or not isinstance(t.keys[1], int):
+                return None
+            p.update(n=rng.choice((1, 2, 3, 5, 17)), bs=rng.choice((16, 32)), bits=rng.choice((4, 8)),
+                     zp=rng.choice((None, "packed", "float")), mul=rng.choice((1, 37, 101)), add=rng.randrange(256))
+            if p["bits"] == 8 and p["zp"] == "float":
+                p["zp"] = None  # (onnxruntime's float zero points go with 4-bit codes only)
         elif op in ("gather", "scatter"):
             if r == 0:
                 return None
@@ -408,7 +436,7 @@ class _Gen:
             return None
         if is_float(env[name].dtype) and (any(a in self.inexact for a in args)
                                           or op in ("red", "matmul", "dotimes", "scatter", "loop", "if", "window",
-                                                    "rfft")):
+                                                    "rfft", "nbits")):
             self.inexact.add(name)
         return s
 

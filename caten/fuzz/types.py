@@ -277,6 +277,10 @@ def infer_stmt(s: Stmt, ts: list[Ty]) -> Ty:  # noqa: C901 - one case per op, ke
                 a.keys[1] is None or D._key(a.keys[1]) != D._key(b.keys[0]):
             raise Invalid("matmul shapes")
         return Ty("i32" if ints else a.dtype, (a.shape[0], b.shape[1]), (a.keys[0], b.keys[1]))
+    if s.op == "nbits":  # (matmul-nbits of a float [M K] against p["n"] columns: [M n])
+        if not is_float(t.dtype) or len(t.shape) != 2 or not isinstance(t.keys[1], int):
+            raise Invalid("matmul-nbits input")
+        return Ty(t.dtype, (t.shape[0], p["n"]), (t.keys[0], p["n"]))
     if s.op == "dotimes":
         if t.dtype == "bool" or p["f"] not in ("+", "*", "max", "-"):
             raise Invalid("dotimes dtype")
