@@ -25,6 +25,7 @@ from caten.lower.chunks import Chunk, chunk, threads_for
 from caten.lower.conv import direct
 from caten.lower.gemm import gemm, tiled
 from caten.lower.index import Aff, Coords, flatten
+from caten.lower.kernel_memo import kernel_key, renamed, scan
 from caten.lower.loadsplit import split_loads
 from caten.lower.masksplit import split_masks
 from caten.lower.numerics_narrow import saturating
@@ -445,24 +446,45 @@ class KernelLowerer:
         return pro + self.nest(self.outer_vars[:a], list(self.outer_shape[:a]), body)
 
 
+MEMO = True  # lower each distinct kernel once per program (caten.lower.kernel_memo); tests turn it off
+
+
 def lower(sched: Schedule) -> list[L.Kernel]:
-    """Loop-IR kernels of a schedule, one per scheduled kernel, in execution order."""
+    """Loop-IR kernels of a schedule, one per scheduled kernel, in execution order; a kernel equal
+    to an earlier one but for its buffers is that one's loop IR renamed (caten.lower.kernel_memo)."""
     out: list[L.Kernel] = []
     realized = {s.node for k in sched.kernels for s in k.stages}
     outputs = frozenset(b for b, x in sched.buffers.items() if x.role == "out")
+    # (outputs written into inputs, or a loop body's invariant inputs: lowered by more than the key spells)
+    memo: dict | None = {} if MEMO and not sched.program.aliases and not sched.program.invariant else None
+    spelled: dict = {}
     for k in sched.kernels:
         if k.stages[0].kind == "control":  # a loop or branch: a statement of the entry plan
             continue
         plans = {s.node: s.plan for s in k.stages if s.kind == "reduce"}
         local = {s.node for s in k.stages if s.buffer and sched.buffers[s.buffer].local >= 0}
         scratch = {s.node: s.scratch for s in k.stages if s.scratch}
-        kl = KernelLowerer(k.name, [s.node for s in k.stages], k.outer, realized,
+        members = [s.node for s in k.stages]
+        split = (k.split, work(k)), stagewise(k, sched.threads), outer_either(k, sched.threads)
+        key = kernel_key(sched, k, realized, local, outputs, split, spelled) if memo is not None else None
+        hit = memo.get(key[0]) if key is not None else None  # type: ignore[union-attr]
+        if hit is not None:
+            names = dict(zip(hit[2], key[1]))  # type: ignore[index]
+            body = renamed(hit[0], names, hit[3])
+            params = [dataclasses.replace(p, name=names[p.name]) for p in hit[1]]
+            out.append(L.Kernel(k.name, params, list(sched.program.dims), body))
+            continue
+        kl = KernelLowerer(k.name, members, k.outer, realized,
                            lambda n: sched.node_buf.get(n), plans.__getitem__, local, scratch,
-                           sched.threads, (k.split, work(k)), stagewise(k, sched.threads),
-                           outer_either(k, sched.threads), outputs, {s.node: s.cut for s in k.stages if s.cut})
+                           sched.threads, *split, outputs, {s.node: s.cut for s in k.stages if s.cut})
         body = split_masks(kl.lower())
         if not on_gpu():  # (a device maps the output loops to its grid: a work-item masks its own loads)
             body = split_loads(body)
         params = [L.BufParam(b, sched.buffers[b].dtype, sched.buffers[b].role) for b in kl.bufs if b is not None]
+        if key is not None:
+            reads, names = scan(body, sched.buffers)
+            if names | {p.name for p in params} <= set(key[1]):  # (else a name the key does not map)
+                memo[key[0]] = (body, params, key[1], reads)  # type: ignore[index]
         out.append(L.Kernel(k.name, params, list(sched.program.dims), body))
     return out
+
