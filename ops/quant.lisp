@@ -34,7 +34,7 @@
 
 (composite quantize ((X{T}[...] S{T}[...]) -> (Y{D}[...])
                      &key (zero-point nil) (dtype nil) (axis 1) (block-size 0) (qmin nil) (qmax nil))
-  "saturate(round_half_even(X / S) + zero point) in the zero point's dtype or :dtype (u8, i8, u16, i16; default u8); :qmin/:qmax narrow the range (int4 carried in i8)"
+  "saturate(round_half_even(X / S) + zero point) in the zero point's dtype or :dtype (u8, i8, u16, i16, i4, u4; default u8); :qmin/:qmax narrow the range (int2 carried in i8)"
   :vjp ((dY) nil)
   (assert (float? X) "quantize: X must be a float tensor, got" (dtype X))
   (if (and (not (nil? zero-point)) (not (nil? dtype)))
@@ -44,7 +44,7 @@
   ;; saturates); nan gives the zero point
   (let ((Z (if (nil? zero-point) (zeros [] :dtype (if (nil? dtype) u8 dtype)) zero-point))
         (ok (assert (and (int? Z) (<= (bits Z) 16))
-                    "quantize: the output dtype (the zero point's) is u8, i8, u16 or i16, got" (dtype Z)))
+                    "quantize: the output dtype (the zero point's) is u8, i8, u16, i16, i4 or u4, got" (dtype Z)))
         (q (round (/ X (quant-param S X :axis axis :block-size block-size))))
         (w (if (< (bits X) 32) (cast q f32) q))
         (c (min (max w -1048576.0) 1048576.0))
@@ -52,10 +52,11 @@
         (zi (cast (quant-param Z X :axis axis :block-size block-size) i32))
         (z0 (zeros [] :dtype (dtype Z)))
         (signed (< (- z0 1) z0))
-        (lo (if (nil? qmin) (where signed (full [] (if (= (bits Z) 8) -128 -32768) :dtype i32) (zeros [] :dtype i32))
+        (lo (if (nil? qmin) (where signed (full [] (if (= (bits Z) 4) -8 (if (= (bits Z) 8) -128 -32768)) :dtype i32)
+                                   (zeros [] :dtype i32))
                 (full [] qmin :dtype i32)))
-        (hi (if (nil? qmax) (where signed (full [] (if (= (bits Z) 8) 127 32767) :dtype i32)
-                                   (full [] (if (= (bits Z) 8) 255 65535) :dtype i32))
+        (hi (if (nil? qmax) (where signed (full [] (if (= (bits Z) 4) 7 (if (= (bits Z) 8) 127 32767)) :dtype i32)
+                                   (full [] (if (= (bits Z) 4) 15 (if (= (bits Z) 8) 255 65535)) :dtype i32))
                 (full [] qmax :dtype i32))))
     (cast (min (max (+ qi zi) lo) hi) (dtype Z))))
 

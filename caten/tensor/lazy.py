@@ -90,7 +90,7 @@ _NP = {"f32": "float32", "f64": "float64", "f16": "float16", "i8": "int8", "i16"
 _FROM_NP = {v: k for k, v in _NP.items()}
 # the dtypes ml_dtypes supplies, by caten name: its names for them
 _ML = {"bf16": "bfloat16", "f8e4m3": "float8_e4m3fn", "f8e5m2": "float8_e5m2", "f8e4m3fnuz": "float8_e4m3fnuz",
-       "f8e5m2fnuz": "float8_e5m2fnuz"}
+       "f8e5m2fnuz": "float8_e5m2fnuz", "i4": "int4", "u4": "uint4"}
 _ML_NAMES = {v: k for k, v in _ML.items()}
 
 

@@ -26,6 +26,9 @@ def promote_types(a: str, b: str) -> str:
     if a.startswith("f8") or b.startswith("f8"):
         raise Error(f"no common dtype of {a} and {b}: float8 dtypes promote with nothing",
                     hint="cast one of them first (.cast(dtype))")
+    if {a, b} & {"i4", "u4"} and "bool" not in (a, b) and FLOATS.count(a) + FLOATS.count(b) == 0:
+        raise Error(f"no common dtype of {a} and {b}: 4-bit integers promote with no other integer (torch has "
+                    "no rule for them)", hint="cast one of them first (.cast(dtype))")
     ca, cb = _category(a), _category(b)
     if ca != cb:
         return a if ca > cb else b

@@ -33,7 +33,7 @@ def _dt(d: Any) -> str:
         from caten.tensor.torchnames import ArgError  # torch: a TypeError (dtype must be a torch.dtype)
 
         raise ArgError(f"caten has no dtype {d!r}",
-                       hint="use f16 bf16 f32 f64 f8e4m3 f8e5m2 f8e4m3fnuz f8e5m2fnuz i8..i64 u8..u64 bool")
+                       hint="use f16 bf16 f32 f64 f8e4m3 f8e5m2 f8e4m3fnuz f8e5m2fnuz i4 i8..i64 u4 u8..u64 bool")
     return name
 
 

@@ -24,7 +24,7 @@ ALIASES = {"axis": "dim", "keepdims": "keepdim"}  # the library's keywords, acce
 DTYPES = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16", "int8": "i8", "int16": "i16",
           "int32": "i32", "int64": "i64", "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
           "bool": "bool", "float8_e4m3fn": "f8e4m3", "float8_e5m2": "f8e5m2", "float8_e4m3fnuz": "f8e4m3fnuz",
-          "float8_e5m2fnuz": "f8e5m2fnuz"}
+          "float8_e5m2fnuz": "f8e5m2fnuz", "int4": "i4", "uint4": "u4"}
 DTYPE_ALIASES = {"float": "f32", "double": "f64", "half": "f16", "short": "i16", "int": "i32", "long": "i64"}
 
 

@@ -1,9 +1,11 @@
-"""ONNX's narrow element types that caten has no dtype for (FLOAT8E8M0, float4, int4, int2), and
-casts to the float8 formats caten has (FLOAT8E4M3FN etc.: native dtypes, `cast_float8`).
+"""ONNX's narrow element types that caten has no dtype for (FLOAT8E8M0, float4, int2), and
+casts to the float8 formats caten has (FLOAT8E4M3FN etc.: native dtypes, `cast_float8`; INT4/UINT4
+are caten's i4/u4, whose Cast is caten's `cast`: truncation and wrapping, as onnx's reference
+`astype(ml_dtypes.int4)`).
 
 Carrier rule: inside a caten program a narrow tensor is carried in a wider caten dtype that holds
 every value of the format exactly -- f32 for FLOAT8E8M0/FLOAT4E2M1, i8 (signed) or u8 (unsigned)
-for int4/uint4/int2/uint2. A Cast *to* a narrow type rounds to the format with the library
+for int2/uint2. A Cast *to* a narrow type rounds to the format with the library
 composites `round-to-minifloat` / `wrap-int` (ops/narrow.lisp); a Cast *from* one is a plain
 widening cast. At the boundary (caten.onnx.backend) narrow numpy arrays (ml_dtypes) become their
 carrier and outputs declared narrow are converted back, which is exact.
@@ -38,8 +40,6 @@ NARROW: dict[int, Narrow] = {
     # float4 has neither inf nor nan: overflow saturates and nan becomes -0 (ml_dtypes, ONNX's reference)
     23: Narrow("float4_e2m1fn", "f32", (0.5, 1.0, 6.0, "6.0", "-0.0", True), saturates=True),
     24: Narrow("float8_e8m0fnu", "f32", e8m0=True),
-    21: Narrow("uint4", "u8", modulus=16, signed=False),
-    22: Narrow("int4", "i8", modulus=16),
     25: Narrow("uint2", "u8", modulus=4, signed=False),
     26: Narrow("int2", "i8", modulus=4),
 }

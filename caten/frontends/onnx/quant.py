@@ -67,9 +67,11 @@ def _quantize(n: N) -> str:
         zp = f"(+ {q} (cast (quant-param {n.x(2)} {x} {_keys(n)}) {dt}))" if n.has(2) and fmt.saturates else q
         return cast_to(zp, dt, fmt, bool(n.a("saturate", 1)))
     rng = ""
-    if fmt is not None and fmt.modulus:  # int4/int2: saturated to the format's range, in its carrier
+    if fmt is not None and fmt.modulus:  # int2: saturated to the format's range, in its carrier
         lo = -(fmt.modulus // 2) if fmt.signed else 0
         rng = f" :qmin {lo} :qmax {lo + fmt.modulus - 1}"
+    elif out in ("i4", "u4"):  # caten's own 4-bit dtypes, saturated to their range
+        rng = " :qmin -8 :qmax 7" if out == "i4" else " :qmin 0 :qmax 15"
     elif fmt is not None or out not in ("u8", "i8", "u16", "i16"):
         raise n.fail(f"quantizing to {fmt.name if fmt else out} is not supported")
     if n.has(2):

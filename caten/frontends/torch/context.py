@@ -13,7 +13,8 @@ from caten.frontends.text import lit, sym
 
 _DT = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16", "int8": "i8", "int16": "i16",
        "int32": "i32", "int64": "i64", "uint8": "u8", "bool": "bool", "float8_e4m3fn": "f8e4m3",
-       "float8_e5m2": "f8e5m2", "float8_e4m3fnuz": "f8e4m3fnuz", "float8_e5m2fnuz": "f8e5m2fnuz"}
+       "float8_e5m2": "f8e5m2", "float8_e4m3fnuz": "f8e4m3fnuz", "float8_e5m2fnuz": "f8e5m2fnuz", "int4": "i4",
+       "uint4": "u4"}
 ATEN: dict[str, Callable[[Ctx, Any], Any]] = {}
 
 
