@@ -467,7 +467,7 @@ def lower(sched: Schedule) -> list[L.Kernel]:
         members = [s.node for s in k.stages]
         split = (k.split, work(k)), stagewise(k, sched.threads), outer_either(k, sched.threads)
         key = kernel_key(sched, k, realized, local, outputs, split, spelled) if memo is not None else None
-        hit = memo.get(key[0]) if key is not None else None  # type: ignore[union-attr]
+        hit = _usable(memo.get(key[0]), sched) if key is not None else None  # type: ignore[union-attr]
         if hit is not None:
             names = dict(zip(hit[2], key[1]))  # type: ignore[index]
             body = renamed(hit[0], names, hit[3])
@@ -482,9 +482,16 @@ def lower(sched: Schedule) -> list[L.Kernel]:
             body = split_loads(body)
         params = [L.BufParam(b, sched.buffers[b].dtype, sched.buffers[b].role) for b in kl.bufs if b is not None]
         if key is not None:
-            reads, names = scan(body, sched.buffers)
-            if names | {p.name for p in params} <= set(key[1]):  # (else a name the key does not map)
-                memo[key[0]] = (body, params, key[1], reads)  # type: ignore[index]
+            memo[key[0]] = [body, params, key[1], None]  # type: ignore[index]
         out.append(L.Kernel(k.name, params, list(sched.program.dims), body))
     return out
 
+
+def _usable(entry: list | None, sched: Schedule) -> list | None:
+    """A memo entry [body, params, buffers, reads], `reads` (the expressions that read a buffer:
+    what a copy rebuilds) found on its first hit (most kernels have no copy); None if the body
+    names a buffer the key does not map."""
+    if entry is not None and entry[3] is None:
+        reads, names = scan(entry[0], sched.buffers)
+        entry[3] = reads if names | {p.name for p in entry[1]} <= set(entry[2]) else False
+    return entry if entry is not None and entry[3] is not False else None
