@@ -15,11 +15,8 @@ from caten import target
 from caten.deep import deep
 from caten.ir.ops import Op
 from caten.lower import kernel_memo
-from caten.lower.scatter import in_place
 from caten.lower.text import kernel_text
-from caten.lower.trial import check_group
-from caten.schedule import schedule
-from caten.schedule.plan import direct_tiles, gpu_schedule, invariant_inputs
+from caten.pipeline import Timings, back
 
 pytest.importorskip("llvmlite")
 
@@ -48,40 +45,34 @@ VARIANTS = """
 """
 
 
-def _lower(src: str, memo: bool) -> tuple[list, list]:
-    """The loop-IR kernels of `f` (on the host's target, as caten.pipeline.back lowers them) and
-    the keys the memo computed."""
+def _lower(src: str, memo: bool, gpu: bool = False) -> tuple[list, list]:
+    """The loop-IR kernels of `f` as caten.pipeline.back lowers them (for the host's CPU, or for
+    a GPU: no target, the GPU's schedule) and the keys the memo computed."""
     m = caten.loads(src, runtime="llvm", use_cache=False)
     prog = m.f.elaborate({})
     t = target.resolve(None)
     caps = R.get("llvm").capabilities(t)
     keys: list = []
+    real = kernel_memo.kernel_key
 
-    def run():
-        real = kernel_memo.kernel_key
+    def spy(*a):
+        keys.append(real(*a))
+        return keys[-1]
 
-        def spy(*a):
-            keys.append(real(*a))
-            return keys[-1]
-
-        KL.kernel_key, KL.MEMO = spy, memo
-        try:
-            with target.use(t), direct_tiles(caps.direct_conv), gpu_schedule(False), in_place(frozenset()):
-                sched = schedule(prog, check=check_group, threads=caps.threads)
-                for i, k in enumerate(sched.kernels):
-                    k.name = f"p__k{i}"
-                with invariant_inputs(prog):
-                    return KL.lower(sched)
-        finally:
-            KL.kernel_key, KL.MEMO = real, True
-
-    return deep(run), keys
+    KL.kernel_key, KL.MEMO = spy, memo
+    try:
+        lw = deep(back.lower_program, prog, "p", None if gpu else t, caps.threads, Timings(),
+                  caps.direct_conv and not gpu, gpu)
+    finally:
+        KL.kernel_key, KL.MEMO = real, True
+    return lw.kernels, keys
 
 
+@pytest.mark.parametrize("gpu", [False, True])
 @pytest.mark.parametrize("src", [LAYERS, VARIANTS])
-def test_the_memo_lowers_what_a_fresh_lowering_does(src):
-    fresh, _ = _lower(src, memo=False)
-    memo, keys = _lower(src, memo=True)
+def test_the_memo_lowers_what_a_fresh_lowering_does(src, gpu):
+    fresh, _ = _lower(src, memo=False, gpu=gpu)
+    memo, keys = _lower(src, memo=True, gpu=gpu)
     assert len(memo) == len(fresh) == len(keys) and all(k is not None for k in keys)
     assert memo == fresh  # (data: equal statements, the very same interned expressions)
     assert [kernel_text(k) for k in memo] == [kernel_text(k) for k in fresh]
