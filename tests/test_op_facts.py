@@ -24,7 +24,7 @@ def _values(dt) -> np.ndarray:
     if dt.is_float:
         with np.errstate(over="ignore"):
             return np.array(_SPECIAL, np.float64).astype(dt.np)
-    info = np.iinfo(dt.np)
+    info = T.iinfo(dt)  # (numpy's iinfo knows no int4)
     return np.array(sorted({int(info.min), int(info.max), 0, 1, 2, 7, int(info.max) // 3}), dt.np)
 
 
