@@ -315,8 +315,13 @@ class KernelLowerer:
         return [self.key_end(c) if c is not None and a == c.axis else shape[a] for a in axes]
 
     def key_end(self, c: Cut) -> X:
-        """J = min(size, (nb + 1) * block + reach) of the cut c, nb the block's outer loop."""
+        """J = min(size, (nb + 1) * block + reach) of the cut c, nb the block's outer loop; with a
+        bounds check (caten.schedule.bounds), plus size where it failed: every key."""
         end = L.iadd(L.imul(self.outer_vars[c.outer], L.const(c.block)), L.const(c.block + c.reach))
+        if c.unsafe is not None:
+            buf = self.bufname(c.unsafe)
+            self.bufs[buf] = c.unsafe.dtype
+            end = L.iadd(end, L.imul(L.load(buf, L.const(0), c.unsafe.dtype), L.const(c.size)))
         return L.imin(L.const(c.size), end)
 
     def taps(self, vs: list[X], extents: list[Dim], upd: X, acc: X, keep: bool) -> list:

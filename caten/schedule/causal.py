@@ -21,6 +21,11 @@ That is exact, not an approximation, and this pass proves it before it cuts anyt
 - a sum of P * V with P zero is zero only where V is finite (0 * inf is nan). The cut sum gets a
   guard added: nan where V holds a non-finite value among the cut keys, +0 elsewhere, from one
   pass over V per head (the last non-finite key of each column against J(nb)).
+- a sum of P * F with F computed (the softmax gradient's row dot, F = dP = dO Vᵀ) is zero only
+  where F is finite, which an overflow breaks as well as an inf in dO or V: a magnitude bound of F
+  from its leaves (caten.schedule.bounds) is checked at run time, and where it does not prove F
+  finite the block's loops run over every key (J = size): the uncut computation.
+- a WHERE on the mask's own condition (the gradient's `where(mask, g, 0)`) is its false branch.
 
 The cuts are all or nothing: the scheduler applies them only when every cut stage lands in the
 row-block kernel (caten.schedule.scheduler); the guard is exact either way.
@@ -39,6 +44,7 @@ from caten.ir import dtypes as T
 from caten.ir.graph import Node, toposort
 from caten.ir.ops import Op, info
 from caten.ir.view import View, contiguous_strides
+from caten.schedule import bounds
 
 APART: weakref.WeakSet[Node] = weakref.WeakSet()  # the guards' passes over V: the scheduler keeps each apart
 MAX_PLANE = 1 << 28  # elements of a mask's (i, j) plane evaluated at compile time (16k x 16k)
@@ -56,6 +62,7 @@ class Cut:
     block: int
     reach: int
     size: int
+    unsafe: Node | None = None  # an i64 [1] (caten.schedule.bounds.safe): 1 runs the keys whole
 
 
 class _No(Exception):
@@ -70,6 +77,7 @@ class Plan:
     cut: set[Node]
     guard: dict[Node, Node]
     reach: int
+    unsafe: Node | None  # the run-time check of the bounded factors' finiteness (None: none)
 
 
 def plan(o: Node, pos: dict[Node, int], rows: int, block: int, users: Callable[[Node], list[Node]]) -> Plan | None:
@@ -106,6 +114,7 @@ def _plan(o: Node, pos: dict[Node, int], rows: int, block: int, users: Callable[
             cls[n] = _classify(n, cls, jpos, w, pos)
     cut: set[Node] = set()
     guard: dict[Node, Node] = {}
+    bounded: dict[Node, Node] = {}
     for n in toposort([o]):
         if n.op is Op.REDUCE and n.src[0] in jpos and jpos[n.src[0]] in n.arg[1]:
             if len(n.arg[1]) != 1 or pos.get(n) is None:
@@ -115,14 +124,26 @@ def _plan(o: Node, pos: dict[Node, int], rows: int, block: int, users: Callable[
                 pass
             elif n.arg[0] == "add" and c[0] == "zmul" and _guardable(c[1], pos):
                 guard[n] = c[1]
+            elif n.arg[0] == "add" and c[0] == "zmul" and (c[1] in bounded or _bounded(c[1], bounded)):
+                pass
             else:
                 raise _No
             cut.add(n)
         elif n in jpos and pos.get(n) is not None and n.op not in _LEAVES and not _leaf_view(n):
-            if any(u not in cone for u in users(n)):
-                raise _No  # another output reads the keys this cone would leave out
-            cut.add(n)
-    return Plan(jpos, cut, guard, reach)
+            cut.add(n)  # (another output reading the keys it leaves out: caten.schedule.rowblock drops the plan)
+    unsafe = None
+    if bounded:
+        unsafe = bounds.safe(list(bounded.values()), [f.dtype for f in bounded])
+        APART.add(unsafe)
+    return Plan(jpos, cut, guard, reach, unsafe)
+
+
+def _bounded(f: Node, bounded: dict[Node, Node]) -> bool:
+    """Whether f's magnitude can be bounded at run time (recorded in `bounded`)."""
+    b = bounds.bound(f)
+    if b is not None:
+        bounded[f] = b
+    return b is not None
 
 
 def _guardable(v: Node, pos: dict[Node, int]) -> bool:
@@ -298,7 +319,8 @@ def _classify(n: Node, cls: dict[Node, tuple], jpos: dict[Node, int], mask: Node
 
     if n.op is Op.VIEW:
         return of(n.src[0])
-    if n.op is Op.WHERE and n is mask:
+    if n.op is Op.WHERE and (n is mask or n.src[0] is mask.src[0] and jpos.get(n) == jpos.get(mask)
+                             and pos.get(n) == pos.get(mask)):
         return of(n.src[2])
     if n.op is Op.MUL:
         a, b = of(n.src[0]), of(n.src[1])
@@ -369,6 +391,13 @@ def guard(r: Node, v: Node, r_split: Node, pos_r: int, pos_v: int, jv: int, bloc
     ok = B.alu(Op.CMPLT, last, j_end)
     tail = B.alu(Op.WHERE, ok, B.const(0.0, r.dtype, r_split.shape), B.const(float("nan"), r.dtype, r_split.shape))
     return B.alu(Op.ADD, tail, r_split)  # (tail first: its kernel is scheduled before the row blocks)
+
+
+def pin(x: Node, unsafe: Node) -> Node:
+    """x, read through a select on the bounds check (caten.schedule.bounds): the kernel that
+    computes x then reads the check's buffer, which its cut loops' ends load."""
+    c = B.expand(B.reshape(B.alu(Op.CMPNE, unsafe, B.const(0, T.i64, unsafe.shape)), ()), x.shape)
+    return B.alu(Op.WHERE, c, x, x)
 
 
 def apply(kernels: list, cuts: dict[Node, Cut], threads: int) -> None:

@@ -61,12 +61,12 @@ def row_blocks(nodes: list[Node]) -> tuple[list[Node], dict[Node, Cut], set[Node
             users.setdefault(s, []).append(n)
     for n in nodes:  # (the caller reads every output: a reader outside any cone)
         users.setdefault(n, []).append(_CALLER)
-    out, cuts, rowed, keyed = [], {}, {}, set()
+    out, plans, rowed, keyed = [], [], {}, set()
     for n in nodes:
         try:
-            o, c = _split_output(n, lambda m: users.get(m, []), rowed)
+            o, c, made = _split_output(n, lambda m: users.get(m, []), rowed)
             out.append(o)
-            cuts.update(c)
+            plans.append((c, made))
         except _Abort:
             out.append(n)
     for k, n in enumerate(nodes):
@@ -75,31 +75,58 @@ def row_blocks(nodes: list[Node]) -> tuple[list[Node], dict[Node, Cut], set[Node
                 out[k] = _key_split(n, rowed, lambda m: users.get(m, []), keyed)
             except (_Abort, keyblock.Unmovable):
                 pass
-    return out, cuts, keyed
+    return out, _kept_cuts(out, plans), keyed
+
+
+def _kept_cuts(out: list[Node], plans: list[tuple[dict[Node, Cut], set[Node]]]) -> dict[Node, Cut]:
+    """The cuts of each split output whose partly computed values (those carrying the keys) no
+    other cone reads: a value shared by two outputs' cones (hash-consed alike) would be read whole
+    by the other. A reduction over the cut keys is whole (its left-out terms are zeros), and so is
+    what reads it, anywhere. A plan dropped leaves its guards, exact either way."""
+    readers: dict[Node, list[Node]] = {}
+    for n in toposort(out):
+        for s in n.src:
+            readers.setdefault(s, []).append(n)
+    for o in out:
+        readers.setdefault(o, []).append(_CALLER)
+    kept: dict[Node, Cut] = {}
+    for cuts, made in plans:
+        partial = [m for m, c in cuts.items() if not (m.op is Op.REDUCE and c.axis in m.arg[1])]
+        if all(u in made for m in partial for u in readers.get(m, [])):
+            kept.update(cuts)
+    return kept
 
 
 def _split_output(o: Node, users: Callable[[Node], list[Node]],
-                  rowed: dict[Node, Node]) -> tuple[Node, dict[Node, Cut]]:
-    """o's cone split into row blocks; `rowed` learns each split reduction's row-blocked value,
-    which a key-blocked cone reads (reshaped back) instead of reducing over the keys itself."""
+                  rowed: dict[Node, Node]) -> tuple[Node, dict[Node, Cut], set[Node]]:
+    """o's cone split into row blocks, its causal cuts and the nodes it made; `rowed` learns each
+    split reduction's row-blocked value, which a key-blocked cone reads (reshaped back) instead of
+    reducing over the keys itself."""
     a, pos = _candidate(o)
     rows = o.shape[a]
     block = next(b for b in BLOCKS if rows % b == 0 and rows > b)
     cp = causal.plan(o, pos, rows, block, users)
     new: dict[Node, Node] = {}
     cuts: dict[Node, Cut] = {}
+    pin = None if cp is None or cp.unsafe is None else \
+        min((n for n in cp.cut if n.op is Op.REDUCE), key=lambda n: D.prod(n.shape), default=None)
+    made: set[Node] = set()
     for n in toposort([o]):
         i = pos.get(n)
         new[n] = _rebuild(n, i, new, rows, block, None, pos)
+        made.add(new[n])
         if cp is not None and n in cp.cut:
             cuts[new[n]] = _cut(n, cp, pos[n], block)
+        if n is pin:
+            new[n] = causal.pin(new[n], cp.unsafe)
         if cp is not None and n in cp.guard:
             v = cp.guard[n]
             new[n] = causal.guard(n, v, new[n], pos[n], pos[v], cp.jpos[v], block, cp.reach)
     for n, m in new.items():
         if n.op is Op.REDUCE and m is not n:
             rowed.setdefault(n, m)
-    return B.reshape(new[o], o.shape), cuts  # (one view over the computed value: it is computed into the output)
+    made.update(new.values())
+    return B.reshape(new[o], o.shape), cuts, made  # (one view over the computed value: computed into the output)
 
 
 def _key_split(o: Node, rowed: dict[Node, Node], users: Callable[[Node], list[Node]], keyed: set[Node]) -> Node:
@@ -155,7 +182,7 @@ def _cut(n: Node, cp: causal.Plan, i: int, block: int) -> Cut:
     """n's cut in the split shapes: its stage's key axis (after the row axis i became (nb, B))."""
     j = cp.jpos[n.src[0] if n.op is Op.REDUCE else n]
     size = (n.src[0] if n.op is Op.REDUCE else n).shape[j]
-    return Cut(j + (j > i), i, block, cp.reach, size)
+    return Cut(j + (j > i), i, block, cp.reach, size, cp.unsafe)
 
 
 def _candidate(o: Node) -> tuple[int, dict[Node, int]]:

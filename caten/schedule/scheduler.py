@@ -311,6 +311,10 @@ def _schedule(program: Program, check: Callable | None, threads: int = 1) -> Sch
         outs.append(n)
     order, realized = realize_set(outs)
     rnodes = [n for n in order if n in realized]
+    first_pass: set[Node] = set()
+    if any(n in causal.APART for n in rnodes):  # (the causal guards' and checks' passes: first of all)
+        first_pass = set(toposort([n for n in rnodes if n in causal.APART]))
+        rnodes = [n for n in rnodes if n in first_pass] + [n for n in rnodes if n not in first_pass]
 
     groups: list[tuple[list[Node], int]] = []
     body = 0  # ops in the last group's stages
@@ -324,7 +328,7 @@ def _schedule(program: Program, check: Callable | None, threads: int = 1) -> Sch
                 groups[gi][0].append(n)
             body = BODY_MAX + 1  # nothing fuses after it
             continue
-        if n in causal.APART:  # a causal guard's pass over V: before the row blocks, not among them
+        if n in first_pass:  # a causal guard's or check's pass over V: before the row blocks, not among them
             groups.append(([n], max_outer(n)))
             body = BODY_MAX + 1
             continue
