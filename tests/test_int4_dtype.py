@@ -281,3 +281,34 @@ def test_onnx_quantize_dequantize_int4_round_trip(to: str) -> None:
     assert got[0].dtype == want[0].dtype
     assert np.array_equal(got[0].astype(np.int64), want[0].astype(np.int64)), (got[0], want[0])
     assert np.array_equal(got[1], want[1])
+
+
+def test_test_runtime_merges_only_the_columns_it_runs(tmp_path) -> None:
+    """`caten test-runtime --dtypes i4,u4 --merge`: the i4/u4 cells of the rows run replace theirs in the
+    existing report, every other cell (and the gradient section) stays, the counts are recomputed."""
+    import json
+
+    from caten.cli.testrt import run_conformance
+
+    md = tmp_path / "numpy.md"
+    assert run_conformance("numpy", str(md), False, "[AC][DM][DP]*", None) == 0  # ADD, CMPLT, CMPNE
+    before = json.loads(md.with_suffix(".json").read_text())
+    old = {(r["op"], r["dtype"]): r for r in before["results"]}
+    text = md.read_text()
+    fake = [dict(r, status="fail") if r["dtype"] in ("i4", "u4") or r["op"] == "CMPNE" else r
+            for r in before["results"]]  # what the merge must replace (CMPLT's i4/u4) and keep (CMPNE's)
+    md.with_suffix(".json").write_text(json.dumps(dict(before, results=fake)))
+    # (exit status 1: the merged report still holds the kept failures)
+    assert run_conformance("numpy", str(md), False, "CMPLT", None, dtypes="i4,u4", merge=True) == 1
+    after = json.loads(md.with_suffix(".json").read_text())
+    new = {(r["op"], r["dtype"]): r["status"] for r in after["results"]}
+    assert new.keys() == old.keys() and after["gradients"] == before["gradients"]
+    assert new[("CMPLT", "i4")] == new[("CMPLT", "u4")] == new[("CMPLT", "f32")] == "pass"
+    assert new[("CMPNE", "i8")] == new[("CMPNE", "i4")] == "fail"  # not run: kept as the report had it
+    merged = md.read_text()
+    assert "| op | bool | i8 |" in merged and "| i4 | u4 |" in merged
+    n_fail = sum(s == "fail" for s in new.values())
+    assert f"{len(new) - n_fail} passed, {n_fail} failed" in merged
+    assert merged[merged.index("## Gradients"):].split("\n\n")[1] == text[text.index("## Gradients"):].split("\n\n")[1]
+    with pytest.raises(Error, match="--dtypes"):
+        run_conformance("numpy", str(md), False, "CMPLT", None, dtypes="i5", merge=True)
