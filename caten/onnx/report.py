@@ -153,7 +153,7 @@ def write(results: list[CaseResult], md: Path, runtime: str) -> None:
         f"{s['supported_passed']} of the {s['supported_cases']} cases whose op type caten's importer supports "
         f"({pct(s['supported_passed'], s['supported_cases'])}); "
         f"{s['supported_typed_passed']} of the {s['supported_typed_cases']} of those whose inputs and outputs are "
-        f"tensors of dtypes caten has or carries (float8/float4/int4/int2 in f32/i8/u8: docs/import.md) "
+        f"tensors of dtypes caten has or carries (float4/e8m0/int2 in f32/i8/u8: docs/import.md) "
         f"({pct(s['supported_typed_passed'], s['supported_typed_cases'])}: the rest are string/optional/sequence "
         "cases).** Counting also the op types without a lowering of "
         "their own that onnx defines by a function body (expanded on import: Attention, the losses, ...), "
