@@ -17,7 +17,7 @@ from caten import pipeline
 from caten import plugin as R
 from caten.plugin import Options
 
-S, H = 768, 2
+S, H = 768, 1
 
 SRC = """
 (composite att ((Q{f32}[H, S, 64]) (K{f32}[H, S, 64]) (V{f32}[H, S, 64]) -> (O{f32}[H, S, 64]))
@@ -65,21 +65,21 @@ def test_random_gradients_agree_with_torch_and_the_interpreter():
 
 BAD = {  # what makes some masked dP (or a factor of a masked zero) non-finite
     "inf in V at a late key": lambda q, k, v, g: v.__setitem__((0, S - 3, 5), np.inf),
-    "nan in V": lambda q, k, v, g: v.__setitem__((1, S // 2, 0), np.nan),
+    "nan in V": lambda q, k, v, g: v.__setitem__((0, S // 2, 0), np.nan),
     "inf in dO": lambda q, k, v, g: g.__setitem__((0, 10, 2), np.inf),
-    "inf in K at a late key": lambda q, k, v, g: k.__setitem__((1, S - 2, 1), -np.inf),
+    "inf in K at a late key": lambda q, k, v, g: k.__setitem__((0, S - 2, 1), -np.inf),
     "dP overflows at masked keys": lambda q, k, v, g: (v.__setitem__((0, S - 1), 3e19),
                                                        g.__setitem__((0, 5), 3e19)),
 }
 
 
-@pytest.mark.parametrize("runtime", ["llvm", "c"])
 @pytest.mark.parametrize("case", list(BAD))
-def test_non_finite_and_overflowing_values_stay_as_the_uncut_composite_makes_them(runtime, case):
+def test_non_finite_and_overflowing_values_stay_as_the_uncut_composite_makes_them(case):
     xs = _inputs(2)
     BAD[case](*xs)
     want = caten.loads(SRC, runtime="numpy", defines={"S": S, "H": H}).att_grad(*xs)
-    got = caten.loads(SRC, runtime=runtime, defines={"S": S, "H": H}, check_bounds=True).att_grad(*xs)
     assert any(not np.isfinite(w).all() for w in want)  # (each case changes the result)
-    for g, w in zip(got, want):
-        _check(g, w)
+    for runtime in ("llvm", "c"):
+        got = caten.loads(SRC, runtime=runtime, defines={"S": S, "H": H}, check_bounds=True).att_grad(*xs)
+        for g, w in zip(got, want):
+            _check(g, w)
