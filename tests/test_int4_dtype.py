@@ -312,3 +312,15 @@ def test_test_runtime_merges_only_the_columns_it_runs(tmp_path) -> None:
     assert merged[merged.index("## Gradients"):].split("\n\n")[1] == text[text.index("## Gradients"):].split("\n\n")[1]
     with pytest.raises(Error, match="--dtypes"):
         run_conformance("numpy", str(md), False, "CMPLT", None, dtypes="i5", merge=True)
+
+
+@pytest.mark.parametrize("rt,bounds", RUNS)
+def test_quantize_to_4_bits_saturates(rt: str, bounds: bool) -> None:
+    """`(quantize X S :dtype i4)`: round half to even, then clamped to -8..7 (u4: 0..15), not wrapped."""
+    src = ("(composite q ((X{f32}[N]) (S{f32}[]) -> (Y{i4}[N]) (U{u4}[N]))"
+           " (return (quantize X S :dtype i4) (quantize X S :dtype u4)))")
+    x = np.array([-100, -8.5, -7.5, -0.5, 0.5, 1.5, 2.5, 7.4, 7.6, 15.5, 100, np.nan], np.float32)
+    y, u = _mod(rt, bounds, "i4", src).q(x, np.array(1.0, np.float32))
+    r = np.where(np.isnan(x), 0, np.rint(x))
+    _eq(y, _wrap(np.clip(r, -8, 7), "i4"), "quantize :dtype i4")
+    _eq(u, _wrap(np.clip(r, 0, 15), "u4"), "quantize :dtype u4")

@@ -167,7 +167,7 @@ def test_quantize_diagnostics():
     """Refused with a caten diagnostic: an output dtype other than the 8/16-bit integers, a scale
     of the wrong size, a blocked scale over a symbolic size."""
     x = np.ones(3, np.float32)
-    with pytest.raises(caten.Error, match="u8, i8, u16 or i16"):
+    with pytest.raises(caten.Error, match="u8, i8, u16, i16, i4 or u4"):
         run("(quantize A B :zero-point C)", x, np.array(1.0, np.float32), np.array(0, np.int32),
             out=("i32", (3,)), runtime="numpy")
     with pytest.raises(caten.Error, match="per-axis scale or zero point of 4 entries"):
