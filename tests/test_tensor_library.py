@@ -230,7 +230,12 @@ def _more_torch(torch: Any) -> dict[str, Any]:
     def bcast(fn: Any) -> Any:  # a loss over the broadcast of its operands (torch's wants equal shapes)
         return lambda a, b: fn(*torch.broadcast_tensors(a, b))
 
-    return {"cast": lambda x, d: x.to(getattr(torch, TORCH_DTYPES[d])),
+    def cast(x: Any, d: str) -> Any:
+        if d not in TORCH_DTYPES:  # i4/u4: torch.int4/uint4 have no kernels (a TypeError: no counterpart)
+            raise TypeError(f"torch cannot cast to {d}")
+        return x.to(getattr(torch, TORCH_DTYPES[d]))
+
+    return {"cast": cast,
             "<": torch.lt, "<=": torch.le, ">": torch.gt, ">=": torch.ge, "=": torch.eq, "!=": torch.ne,
             "idiv": torch.floor_divide, "argmax": arg(torch.argmax), "argmin": arg(torch.argmin),
             "l1-loss": bcast(F.l1_loss), "bce-with-logits": bcast(F.binary_cross_entropy_with_logits),
