@@ -165,3 +165,28 @@ def test_conv2d_int_im2col_path(runtime):
            "(conv2d-int A B :padding 1))")
     got = caten.loads(src, runtime=runtime).f(x, w)
     np.testing.assert_array_equal(got, _conv_ref(x, w.astype(np.int64), 1, 1, 1, 1).astype(np.int32))
+
+
+def test_pair_gemm_and_conv_on_opencl():
+    """OpenCL renders the tiles as plain loops (TileMM.expand): the pair product's top half is an
+    arithmetic shift. (It was a CAST from f64, which reached the C-style renderer after the
+    decompose pass and failed every matmul-int and conv2d-int there.)"""
+    from caten import plugin as R
+
+    ok, why = R.get("opencl").available()
+    if not ok:
+        pytest.skip(f"opencl unavailable: {why}")
+    rng = np.random.default_rng(11)
+    for ta, tw in [(np.uint8, np.int8), (np.int8, np.int8), (np.int16, np.int16)]:
+        src = PROG % (NAME[ta], NAME[tw], NAME[ta], NAME[tw])
+        mod = caten.loads(src, defines={"B": 2, "M": 9, "K": 37, "N": 21}, runtime="opencl")
+        a, w = _draw(rng, ta, (2, 9, 37)), _draw(rng, tw, (37, 21))
+        az, wz = _draw(rng, ta, ()), _draw(rng, tw, (21,))
+        np.testing.assert_array_equal(mod.mm(a, w, np.array(az), wz), _want(a, w, az, wz), err_msg=str((ta, tw)))
+    x = rng.integers(0, 256, (1, 4, 7, 6)).astype(np.uint8)
+    w = rng.integers(-128, 128, (5, 4, 3, 3)).astype(np.int8)
+    src = ("(composite f ((A{u8}[1, 4, 7, 6]) (B{i8}[5, 4, 3, 3]) -> (Y{i32}[1, 5, 7, 6]))"
+           " (conv2d-int A B :padding 1))")
+    got = caten.loads(src, runtime="opencl").f(x, w)
+    want = _conv_ref(x.astype(np.int64), w.astype(np.int64), 1, 1, 1, 1)
+    np.testing.assert_array_equal(got, want)

@@ -102,10 +102,8 @@ def pair_dot(a: X, b: X) -> X:
     def lo(x: X) -> X:
         return alu(Op.CAST, T.i32, alu(Op.CAST, T.i16, x))
 
-    def hi(x: X) -> X:  # the top half: (x - (x & 0xFFFF)) / 2^16, exactly in f64 (no integer shift op)
-        low = alu(Op.AND, T.i32, x, const(0xFFFF, T.i32))
-        top = alu(Op.CAST, T.f64, alu(Op.ADD, T.i32, x, alu(Op.NEG, T.i32, low)))
-        return alu(Op.CAST, T.i32, alu(Op.MUL, T.f64, top, const(1.0 / 65536, T.f64)))
+    def hi(x: X) -> X:  # the top half, signed: an arithmetic shift (the renderers' "shr" primitive; a CAST
+        return X.make("shr", T.i32, (x, const(16, T.i32)))  # from f64 would need the decompose pass, long done)
 
     return alu(Op.ADD, T.i32, alu(Op.MUL, T.i32, lo(a), lo(b)), alu(Op.MUL, T.i32, hi(a), hi(b)))
 
