@@ -83,6 +83,8 @@ def _kept_cuts(out: list[Node], plans: list[tuple[dict[Node, Cut], set[Node]]]) 
     other cone reads: a value shared by two outputs' cones (hash-consed alike) would be read whole
     by the other. A reduction over the cut keys is whole (its left-out terms are zeros), and so is
     what reads it, anywhere. A plan dropped leaves its guards, exact either way."""
+    if not any(cuts for cuts, _ in plans):
+        return {}  # (most programs: no graph walk)
     readers: dict[Node, list[Node]] = {}
     for n in toposort(out):
         for s in n.src:
