@@ -17,6 +17,9 @@ _TENSOR = {"Tensor", "jit", "trace", "no_grad", "enable_grad", "set_grad_enabled
 
 def __getattr__(name: str):
     if name in ("load", "loads"):
+        from caten.compile import llvmobj
+
+        llvmobj.prefetch()  # (the default runtime's LLVM maps on a thread while caten.api imports)
         from caten import api
 
         return getattr(api, name)

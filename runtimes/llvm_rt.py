@@ -14,21 +14,18 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import subprocess
-import tempfile
 import threading
 from collections.abc import Sequence
 
 import numpy as np
 
 from caten import target
-from caten.compile import jobs, llvmobj
+from caten.compile import llvmobj
 from caten.errors import Error
 from caten.ir import dims as D
 from caten.ir.dtypes import DType
 from caten.ir.ops import TABLE, Op
 from caten.plugin import Capabilities, Options, Runtime, threads
-from caten.render.llvm import units
 from caten.run.arena import Arenas
 from caten.target import Target
 
@@ -177,6 +174,9 @@ class LLVMRuntime(Runtime):
         return f"{_llvm_version()} {BUNDLE.decode().strip()}"
 
     def prepare(self, t: Target, options: Options) -> None:
+        # (jobs, units, subprocess imported where used: a warm load, which links cached objects, needs none)
+        from caten.compile import jobs
+
         jobs.warm_up(threads())  # the compile workers start while the program is scheduled
 
     def render(self, lowered, t: Target, options: Options) -> str:
@@ -195,6 +195,9 @@ class LLVMRuntime(Runtime):
     def compile_source(self, source: str, t: Target, options: Options) -> bytes:
         """The module's objects: split into units (caten.render.llvm.units), each compiled once
         per content (the unit cache) and in parallel; or one object where it does not split."""
+        from caten.compile import jobs
+        from caten.render.llvm import units
+
         opt = _opt(options)
         parts = units.split(source)
         if parts is None:
@@ -227,7 +230,8 @@ class LLVMRuntime(Runtime):
     def artifacts(self, source: str, kind: str, lowered, t: Target,
                   options: Options) -> dict[str, bytes | str]:
         """AOT files of a module: its IR before or after optimization, assembly, object, library."""
-        from caten.render.llvm import c_header
+        from caten.compile import jobs
+        from caten.render.llvm import c_header, units
 
         if kind == "source":
             return {".ll": source}
@@ -274,6 +278,9 @@ def _llvm_version() -> str:
 def link_shared(*objs: bytes, exports: list[str] | None = None) -> bytes:
     """A shared library of the objects, linked by the system's C compiler (CC); `exports`: the
     only symbols it exports (the units' functions link to each other but stay inside)."""
+    import subprocess
+    import tempfile
+
     cc = os.environ.get("CC", "cc")
     with tempfile.TemporaryDirectory() as d:
         os_, so = [os.path.join(d, f"k{i}.o") for i in range(len(objs))], os.path.join(d, "k.so")

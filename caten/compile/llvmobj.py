@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 
 _ready: list = []
 
@@ -35,6 +36,38 @@ def llvm():
         binding.initialize_native_asmprinter()
         _ready.append(True)
     return binding
+
+
+_prefetching: list[threading.Thread] = []
+
+
+def prefetch() -> None:
+    """Start mapping llvmlite's shared library (all of LLVM, ~15 ms of the dynamic loader's work,
+    which runs without Python's lock) on a thread, so that it overlaps a load's imports of
+    caten's modules; llvmlite's own dlopen of the same file then finds it mapped. Once per
+    process; nothing where llvmlite is missing or already loaded."""
+    if _prefetching or _ready or "llvmlite.binding" in sys.modules:
+        return
+    t = threading.Thread(target=_map_library, name="caten-llvm-prefetch", daemon=True)
+    _prefetching.append(t)
+    t.start()
+
+
+def _map_library() -> None:
+    try:
+        import ctypes
+        import importlib.util
+        import os
+
+        spec = importlib.util.find_spec("llvmlite")
+        if spec is None or not spec.submodule_search_locations:
+            return
+        name = {"darwin": "libllvmlite.dylib", "win32": "llvmlite.dll"}.get(sys.platform, "libllvmlite.so")
+        path = os.path.join(list(spec.submodule_search_locations)[0], "binding", name)
+        if os.path.isfile(path):
+            ctypes.CDLL(path)  # (ctypes never unloads it: llvmlite's CDLL takes the same mapping)
+    except Exception:  # only a head start: llvmlite reports its own failures when it loads
+        pass
 
 
 _machines: dict[tuple, object] = {}

@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from importlib import resources
 
 from caten.read.program import CompositeDef, RuleDef, parse_forms
-from caten.read.reader import read
 
 
 def library_sources() -> list[tuple[str, str]]:
@@ -26,6 +25,8 @@ def library_sources() -> list[tuple[str, str]]:
 
 
 def _parse(sources: list[tuple[str, str]]) -> tuple[dict[str, list[CompositeDef]], dict[str, list[RuleDef]]]:
+    from caten.read.reader import read  # (here: a warm load hashes the sources, reads none)
+
     comps: dict[str, list[CompositeDef]] = {}
     rules: dict[str, list[RuleDef]] = {}
     for name, text in sources:
