@@ -11,11 +11,11 @@ decompose pass's rounding are written from; `saturate` is the reference of a CAS
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 
@@ -33,7 +33,8 @@ class DType:
 
     @property
     def np(self) -> np.dtype:
-        return _NP[self.name]
+        dt = _NP.get(self.name)
+        return dt if dt is not None else _ml_dtypes_np()[self.name]
 
     @property
     def is_float(self) -> bool:
@@ -106,19 +107,42 @@ _NP: dict[str, np.dtype] = {
     "bool": np.dtype(np.bool_), "i8": np.dtype(np.int8), "i16": np.dtype(np.int16),
     "i32": np.dtype(np.int32), "i64": np.dtype(np.int64), "u8": np.dtype(np.uint8),
     "u16": np.dtype(np.uint16), "u32": np.dtype(np.uint32), "u64": np.dtype(np.uint64),
-    "f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16),
-    "f32": np.dtype(np.float32), "f64": np.dtype(np.float64),
-    "f8e4m3": np.dtype(ml_dtypes.float8_e4m3fn), "f8e5m2": np.dtype(ml_dtypes.float8_e5m2),
-    "f8e4m3fnuz": np.dtype(ml_dtypes.float8_e4m3fnuz), "f8e5m2fnuz": np.dtype(ml_dtypes.float8_e5m2fnuz),
-    "i4": np.dtype(ml_dtypes.int4), "u4": np.dtype(ml_dtypes.uint4),
-}
-_NP_INT4 = (_NP["i4"], _NP["u4"])
+    "f16": np.dtype(np.float16), "f32": np.dtype(np.float32), "f64": np.dtype(np.float64),
+}  # and ml_dtypes' (`_ML`), added at their first use: importing ml_dtypes is ~10 ms of a warm load
+_ML = {"bf16": "bfloat16", "f8e4m3": "float8_e4m3fn", "f8e5m2": "float8_e5m2", "f8e4m3fnuz": "float8_e4m3fnuz",
+       "f8e5m2fnuz": "float8_e5m2fnuz", "i4": "int4", "u4": "uint4"}
+_NP_INT4: tuple[np.dtype, ...] = ()  # (i4's, u4's), with ml_dtypes'
 _FROM_NP = {v: BY_NAME[k] for k, v in _NP.items()}
+
+
+def _ml_dtypes_np() -> dict[str, np.dtype]:
+    """_NP with ml_dtypes' dtypes in it (imported now if not yet)."""
+    global _NP_INT4
+    if "bf16" not in _NP:
+        import ml_dtypes
+
+        ml = {k: np.dtype(getattr(ml_dtypes, n)) for k, n in _ML.items()}
+        _FROM_NP.update({v: BY_NAME[k] for k, v in ml.items()})
+        _NP_INT4 = (ml["i4"], ml["u4"])
+        _NP.update(ml)  # (last: "bf16" in _NP says the rest is there)
+    return _NP
+
+
+def _ml_known() -> None:
+    """ml_dtypes' dtypes in the tables if ml_dtypes is loaded: an array of one of them can exist
+    only then (its import registers them with numpy)."""
+    if "bf16" not in _NP and "ml_dtypes" in sys.modules:
+        _ml_dtypes_np()
 
 
 def from_numpy(dt: np.dtype) -> DType | None:
     """The caten dtype of a numpy dtype, or None if caten has no such type."""
-    return _FROM_NP.get(np.dtype(dt))
+    d = np.dtype(dt)
+    got = _FROM_NP.get(d)
+    if got is None and "bf16" not in _NP:
+        _ml_dtypes_np()
+        got = _FROM_NP.get(d)
+    return got
 
 
 def lookup(name: str) -> DType | None:
@@ -131,10 +155,13 @@ class DTypeError(Exception):
 
 def iinfo(dt: DType | np.dtype):
     """The range of an integer dtype (numpy's iinfo knows no int4: ml_dtypes' does, and numpy's too)."""
+    import ml_dtypes
+
     return ml_dtypes.iinfo(dt.np if isinstance(dt, DType) else np.dtype(dt))
 
 
 def is_np_int4(dt: np.dtype) -> bool:
+    _ml_known()
     return dt in _NP_INT4
 
 
@@ -169,7 +196,10 @@ def int4_ref(ref: Callable[..., np.ndarray], reduce: bool) -> Callable[..., np.n
 
 def is_np_float(dt: np.dtype) -> bool:
     """Whether a numpy dtype is a float, numpy's own or one of ml_dtypes' (kind "V" for some)."""
-    return dt.kind == "f" or (dt in _FROM_NP and _FROM_NP[dt].is_float)
+    if dt.kind == "f":
+        return True
+    _ml_known()
+    return dt in _FROM_NP and _FROM_NP[dt].is_float
 
 
 def saturate(x: np.ndarray, dt: DType) -> np.ndarray:

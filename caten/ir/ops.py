@@ -18,7 +18,6 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from caten.ir import dims as D
@@ -308,6 +307,8 @@ def _lowest_of(dt: DType) -> Any:
     format without an infinity: its lowest finite value, -inf being nan there)."""
     f = T.MINIFLOAT.get(dt)
     if f is not None and not f.inf:
+        import ml_dtypes  # (here: caten.ir.dtypes imports it on first use)
+
         return -float(ml_dtypes.finfo(dt.np).max)
     v = _lowest(np.dtype(dt.np))
     return v if isinstance(v, bool) else float(v) if dt.is_float else int(v)

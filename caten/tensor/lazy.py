@@ -110,6 +110,8 @@ _BY_NP: dict[np.dtype, str] = {}
 
 
 def _np_name(d: Any) -> str:
+    if isinstance(d, str) and d in _ML_NAMES:  # (numpy knows the name only once ml_dtypes is imported)
+        return _ML_NAMES[d]
     try:
         nd = np.dtype(d)
     except TypeError:
