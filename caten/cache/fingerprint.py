@@ -14,7 +14,7 @@ import hashlib
 import os
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 _ROOT = "caten"
 
@@ -155,6 +155,25 @@ def _remembered(store, at: str) -> str | None:
     except (codec.CodecError, KeyError, TypeError, ValueError):
         pass
     return None
+
+
+def remembered(store, name: str, paths: list[str], compute: Callable[[], str]) -> str:
+    """compute(), a hash of what the files `paths` hold, remembered in `store` (a caten.cache.Cache)
+    under `name` and those paths with each file's status, as `fingerprint` remembers code: while
+    none of them changed, a later process stats the files instead of reading them. `paths` must
+    list every file the value reads (a file added there makes another list: another entry)."""
+    from caten.cache import codec
+    from caten.cache.store import key_of
+
+    at = key_of("remembered/1", name, *paths)
+    got = _remembered(store, at) if paths else None
+    if got is not None:
+        return got
+    files = [(p, _stat(p)) for p in paths]  # before computing: an edit in between no longer matches
+    value = compute()
+    if paths and all(st is not None for _, st in files):
+        store.put(at, MEMO_KIND, codec.dumps({"files": files, "fp": value}))
+    return value
 
 
 def _compute(key: tuple[str, ...], store, at: str | None) -> str:

@@ -10,6 +10,8 @@ or to the library or the grammar, compiles afresh.
 from __future__ import annotations
 
 import functools
+import os
+import pathlib
 
 from caten.errors import Error
 from caten.ir.dtypes import DType
@@ -140,10 +142,41 @@ def front_fingerprint() -> str:
     sources (caten.elaborate.library): a change to any of them invalidates cached programs."""
     from caten.cache import default_cache, key_of
     from caten.cache.fingerprint import fingerprint
-    from caten.elaborate.library import library_sources
     from caten.version import __version__
 
-    return key_of(__version__, fingerprint(ROOTS, default_cache()), *(t for _, t in library_sources()))
+    store = default_cache()
+    return key_of(__version__, fingerprint(ROOTS, store), _library_hash(store))
+
+
+def _library_hash(store) -> str:
+    """A hash of the library's sources (caten.elaborate.library.library_sources: the grammar,
+    ops/*.lisp, ops/rules/*.lisp), remembered with the status of every file of the packages they
+    come from (caten.cache.fingerprint.remembered): a warm load stats them, reads none."""
+    from caten.cache import key_of
+    from caten.cache.fingerprint import remembered
+    from caten.elaborate.library import library_sources
+
+    def digest() -> str:
+        return key_of(*(part for source in library_sources() for part in source))
+
+    paths = _package_files("caten.ops", "caten.grammar")
+    return digest() if paths is None else remembered(store, "library", paths, digest)
+
+
+def _package_files(*packages: str) -> list[str] | None:
+    """Every file under the packages' folders but their bytecode, or None where one is not a folder
+    on disk (a zip): a superset of what library_sources reads from them."""
+    from importlib import resources
+
+    out = []
+    for name in packages:
+        root = resources.files(name)
+        if not isinstance(root, pathlib.Path) or not root.is_dir():
+            return None
+        for folder, subs, files in os.walk(root):
+            subs[:] = sorted(d for d in subs if d != "__pycache__")
+            out.extend(os.path.join(folder, f) for f in sorted(files))
+    return out
 
 
 ROOTS = (__name__,)  # the modules whose import closure the front fingerprint covers
