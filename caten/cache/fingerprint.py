@@ -10,6 +10,7 @@ covered one imports it. Each closure is computed once per process.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -42,9 +43,14 @@ def module_file(name: str) -> str | None:
 
 
 # an import statement: its indentation, then `from X import NAMES` (parenthesized names may span
-# lines) or `import A, B as C`; a regex, not `ast`: parsing every module took a second
-_IMPORT = re.compile(r"^([ \t]*)(?:from[ \t]+([.\w]+)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]*)|import[ \t]+([^\n#;]*))",
-                     re.MULTILINE)
+# lines) or `import A, B as C`; a regex, not `ast`: parsing every module took a second. Compiled
+# on first use: a warm start, whose fingerprints are remembered, never walks the imports
+_IMPORT = r"^([ \t]*)(?:from[ \t]+([.\w]+)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]*)|import[ \t]+([^\n#;]*))"
+
+
+@functools.cache
+def _import_re() -> re.Pattern[str]:
+    return re.compile(_IMPORT, re.MULTILINE)
 
 
 def imports_of(name: str, path: str, top_only: bool = False) -> dict[str, bool]:
@@ -61,7 +67,7 @@ def imports_of(name: str, path: str, top_only: bool = False) -> dict[str, bool]:
         if m.split(".")[0] == _ROOT and module_file(m):
             out[m] = out.get(m, True) and top
 
-    for indent, base, names, plain in _IMPORT.findall(text):
+    for indent, base, names, plain in _import_re().findall(text):
         if top_only and indent:
             continue
         if plain:
