@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from caten import autodiff
+from caten.elaborate import complex as CX
 from caten.elaborate import control as CF
 from caten.elaborate import grad as G
 from caten.elaborate import meta
@@ -25,11 +26,10 @@ from caten.elaborate import principal as P
 from caten.elaborate import signature as S
 from caten.elaborate.evaluate import CONSTANTS, MAX_DOTIMES, SPECIAL, Evaluator, Frame, Ret, Scope
 from caten.elaborate.library import composites as library_composites
-from caten.elaborate.values import Lit, Origin, Tensor, describe
+from caten.elaborate.values import C64, CDType, Complex, Lit, Origin, Tensor, describe, lookup_dtype
 from caten.errors import Error, Span, closest
 from caten.ir import build as B
 from caten.ir import dims as D
-from caten.ir import dtypes as T
 from caten.ir import verify
 from caten.ir.dims import Dim
 from caten.ir.dtypes import DType
@@ -69,7 +69,7 @@ class Elaborator(Evaluator):
 
     def _callables(self) -> list[str]:
         names = list(SPECIAL) + list(G.FORMS) + list(CF.FORMS) + list(meta.META) + [o.value for o in Op] \
-            + list(self.lib)
+            + list(self.lib) + list(CX.FORMS)
         return names if self._in_library() else names + list(self.user)
 
     def lookup(self, sym: Sym, env: Scope) -> Any:
@@ -78,7 +78,7 @@ class Elaborator(Evaluator):
             return s.vars[sym.name]
         if sym.name in CONSTANTS:
             return CONSTANTS[sym.name]
-        dt = T.lookup(sym.name)
+        dt = lookup_dtype(sym.name)
         if dt is not None:
             return dt
         guess = closest(sym.name, env.names() + list(CONSTANTS))
@@ -141,6 +141,9 @@ class Elaborator(Evaluator):
         if name in CF.FORMS:
             return CF.call(self, name, f, env)
         args, kwargs, kspans = self._args(f, env)
+        user = not self._in_library() and name in self.user
+        if not user and (name in CX.FORMS or CX.involves(args, kwargs)):
+            return CX.call(self, name, args, kwargs, span)
         if name in meta.META:
             return meta.META[name](self, args, kwargs, span)
         if name in Op.__members__:
@@ -149,7 +152,8 @@ class Elaborator(Evaluator):
         if defs is None:
             guess = closest(name, self._callables())
             raise Error(f"unknown function `{name}`", f.items[0].span, f"did you mean `{guess}`?" if guess else None)
-        return self.call_composite(name, defs, args, kwargs, kspans, span)
+        result = self.call_composite(name, defs, args, kwargs, kspans, span)
+        return result if user else CX.wrap(name, result)
 
     def call_composite(self, name: str, defs: list[CompositeDef], args: list, kwargs: dict,
                        kspans: dict[str, Span], span: Span, rules: bool = True) -> Any:
@@ -226,22 +230,22 @@ class Elaborator(Evaluator):
         fixed = args[:cdef.arity]
         # type variables from tensors first, then literals take the bound dtype
         for p, a in zip(cdef.params, fixed):
-            if p.tensor and isinstance(a, Tensor):
+            if p.tensor and (isinstance(a, Tensor) or isinstance(a, Complex) and not a.weak):
                 S.bind_dtype(cdef, p, a.dtype, tvars, span)
         for p, a in zip(cdef.params, fixed):
             if not p.tensor:
                 env.vars[p.name] = a
                 continue
-            if isinstance(a, Lit):
-                dt = T.lookup(p.dtype) or tvars.get(p.dtype)
+            if isinstance(a, (Lit, Complex)) and not isinstance(a, Tensor) and (isinstance(a, Lit) or a.weak):
+                dt = lookup_dtype(p.dtype) or tvars.get(p.dtype)
                 if dt is not None or not cdef.library:
                     if dt is None:
-                        dt = a.default_dtype
+                        dt = a.default_dtype if isinstance(a, Lit) else C64
                         tvars[p.dtype] = dt
-                    a = P.to_tensor(a, span, dt)
-            elif not isinstance(a, Tensor):
+                    a = CX.to_declared(a, dt, cdef, p.name, span)
+            elif not isinstance(a, (Tensor, Complex)):
                 raise Error(f"argument `{p.name}` of `{cdef.name}` must be a tensor, got {describe(a)}", span)
-            if isinstance(a, Tensor) and not p.any_shape:
+            if isinstance(a, (Tensor, Complex)) and not p.any_shape:
                 S.bind_shape(cdef, p, a, dims, span)
             env.vars[p.name] = a
         if cdef.rest is not None:
@@ -293,13 +297,15 @@ class Elaborator(Evaluator):
         """The value of `form` (or of a body: a list of forms, which may `return`) with `bindings` in
         scope (graph nodes become tensors), names resolving as in user code: user composites, then
         the library. `cdef`: the composite the form stands in, if any. Rule replacements, the rule
-        checker and the conformance probe evaluate forms through this."""
+        checker and the conformance probe evaluate forms through this; to them a complex result is
+        its (re, im) pair of tensors (`rfft` keeps giving caten.Tensor its pair)."""
         env = Scope(None, {k: Tensor(v) if isinstance(v, Node) else v for k, v in bindings.items()})
         self.frames.append(Frame(cdef, False))
         try:
-            return self.eval_body(form, env) if isinstance(form, list) else self.eval(form, env)
+            v = self.eval_body(form, env) if isinstance(form, list) else self.eval(form, env)
         finally:
             self.frames.pop()
+        return (v.re, v.im) if isinstance(v, Complex) else v
 
     def compile(self, cdef: CompositeDef, dtypes: dict[str, DType], defines: dict[str, int]) -> Program:
         """The graph of a top-level composite for one binding of its type variables."""
@@ -375,15 +381,18 @@ class Elaborator(Evaluator):
         gdims = {k: D.substitute(v, subst) for k, v in dims.items()}
         inputs, env = [], Scope(None)
         tvars = dict(dtypes)
-        for i, p in enumerate(cdef.params):
-            dt = T.lookup(p.dtype) or tvars.get(p.dtype)
+        for p in cdef.params:
+            dt = lookup_dtype(p.dtype) or tvars.get(p.dtype)
             if dt is None:
                 raise Error(f"type variable {p.dtype} of `{p.name}` is unbound", p.span,
                             f"pass -D {p.dtype}=f32 (or call the composite with arrays)")
             spec_shape = tuple(S.sig_dim(self, d, dims, p) for d in p.dims or [])
             graph_shape = tuple(D.substitute(x, subst) for x in spec_shape)
-            inputs.append(TensorSpec(p.name, dt, spec_shape))
-            env.vars[p.name] = Tensor(B.buffer(dt, graph_shape, i, p.name))
+            parts = []
+            for name, pdt in CX.io_parts(cdef, p, dt):  # a complex parameter: two real buffers
+                inputs.append(TensorSpec(name, pdt, spec_shape))
+                parts.append(Tensor(B.buffer(pdt, graph_shape, len(inputs) - 1, name)))
+            env.vars[p.name] = parts[0] if len(parts) == 1 else Complex(*parts)
         for k, v in gdims.items():
             env.vars.setdefault(k, Lit(v, "dim"))
         for k, v in tvars.items():
@@ -402,16 +411,19 @@ class Elaborator(Evaluator):
         nodes, ospecs = [], []
         for p, v in zip(cdef.outputs, outs):
             t = S.check_output(self, cdef, p, v, tvars, gdims, rspan, self.output_constraints)
-            if p.dtype not in tvars and T.lookup(p.dtype) is None:
+            if p.dtype not in tvars and lookup_dtype(p.dtype) is None:
                 tvars[p.dtype] = t.dtype
-            nodes.append(t.node)
-            ospecs.append(TensorSpec(p.name, t.dtype, tuple(S.sig_dim(self, d, dims, p) for d in p.dims or [])))
+            shape = tuple(S.sig_dim(self, d, dims, p) for d in p.dims or [])
+            for (name, pdt), part in zip(CX.io_parts(cdef, p, t.dtype), (t.re, t.im) if isinstance(t, Complex)
+                                         else (t,)):
+                nodes.append(part.node)
+                ospecs.append(TensorSpec(name, pdt, shape))
         constraints += _check_sizes(nodes, cdef)
         dyn = [s for s in order if s not in defines and s in plain]
         constraints += [c for c in self.output_constraints if c not in constraints]
         return Program(cdef.name, inputs, ospecs, nodes, dyn, constraints,
                        {k: int(v) for k, v in defines.items() if k in order}, derived,
-                       aliases=S.in_place(cdef, inputs, ospecs))
+                       aliases=CX.in_place(cdef, inputs, ospecs))
 
 
 def _check_sizes(outputs: list, cdef: Any) -> list[Constraint]:
@@ -467,9 +479,11 @@ def _memo_key(v: Any) -> Any:
         return ("T", v.node, _Same(v.origin))
     if isinstance(v, Lit):
         return ("L", v.kind, type(v.value).__name__, repr(v.value))
+    if isinstance(v, Complex):
+        return ("C", _memo_key(v.re), _memo_key(v.im))
     if isinstance(v, (list, tuple)):
         return (type(v).__name__, tuple(_memo_key(x) for x in v))
-    if v is None or isinstance(v, (str, DType, D.DimExpr)):
+    if v is None or isinstance(v, (str, DType, CDType, D.DimExpr)):
         return (type(v).__name__, v)
     if type(v) in (int, float, bool):
         return (type(v).__name__, repr(v))

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from caten.elaborate import principal as P
-from caten.elaborate.values import Lit, Tensor
+from caten.elaborate.values import Complex, Lit, Tensor
 from caten.errors import Error, Span
 from caten.ir import dims as D
 from caten.ir.dims import Dim
@@ -177,6 +177,9 @@ class Evaluator:
         c = self.eval(f.items[1], env)
         if isinstance(c, Tensor):
             return self.runtime_if(f, c, env)
+        if isinstance(c, Complex):
+            raise Error("if needs a bool condition, got a complex value", f.items[1].span,
+                        "compare parts: (= (imag z) 0)")
         truth = c.value if isinstance(c, Lit) else c
         if isinstance(truth, D.DimExpr):
             raise Error("if needs a condition known at compile time, got a symbolic dimension", f.items[1].span)

@@ -18,8 +18,9 @@ from typing import Any, Protocol
 
 from caten import autodiff
 from caten.elaborate import principal as P
+from caten.elaborate.complex import pairs
 from caten.elaborate.evaluate import Frame, Ret, Scope
-from caten.elaborate.values import Lit, Tensor, describe
+from caten.elaborate.values import Complex, Lit, Tensor, describe
 from caten.errors import Error, Span, closest
 from caten.ir import build as B
 from caten.ir.graph import Node
@@ -97,24 +98,39 @@ def call(ev: Elaborator, form: str, f: SList, env: Scope) -> Any:
         p, a = cdef.params[k], args[k]
         if not p.tensor:
             raise Error(f"parameter `{name}` of `{fname}` is not a tensor", nspan)
+        if isinstance(a, Complex) and not a.weak:
+            continue  # the gradient of a real loss: d/dre + i d/dim, torch's convention
         t = P.to_tensor(a, nspan) if isinstance(a, (Lit, Tensor)) else None
         if t is None:
             raise Error(f"cannot differentiate with respect to `{name}`: its argument is {describe(a)}", nspan)
         if not t.dtype.is_float:
             raise Error(f"cannot differentiate with respect to `{name}`: its argument is {t.dtype}", nspan,
                         "gradients exist for floating-point arguments only; cast it to a float dtype")
+    back: dict[Node, Node] = {}
     for k, (p, a) in enumerate(zip(cdef.params, args)):
-        if p.tensor and isinstance(a, (Tensor, Lit)) and (isinstance(a, Tensor) or p.name in dict(wrt)):
+        if p.tensor and isinstance(a, Complex) and not a.weak:  # a complex argument: a holder per part
+            hs = [B.buffer(x.dtype, x.shape, -1 - k, f"%grad{uid}.{p.name}.{i}") for i, x in enumerate((a.re, a.im))]
+            holders[p.name] = hs  # type: ignore[assignment]
+            call_args[k] = Complex(Tensor(hs[0]), Tensor(hs[1]))
+            back.update({hs[0]: a.re.node, hs[1]: a.im.node})  # type: ignore[union-attr]
+        elif p.tensor and isinstance(a, (Tensor, Lit)) and (isinstance(a, Tensor) or p.name in dict(wrt)):
             t = P.to_tensor(a, span)
             holders[p.name] = B.buffer(t.dtype, t.shape, -1 - k, f"%grad{uid}.{p.name}")
             call_args[k] = Tensor(holders[p.name])
-            args[k] = t
+            back[holders[p.name]] = t.node
     result = ev.call_composite(fname, defs, call_args, kwargs, kspans, span)
     first = result[0] if isinstance(result, tuple) else result
+    if isinstance(first, Complex) and form == "vjp" and not first.weak:
+        return _complex_vjp(ev, fname, first, cot, holders, wrt, back, listed, span)
     if not isinstance(first, Tensor):
-        raise Error(f"`{fname}` returns {describe(first)}, not a tensor, first", span)
+        raise Error(f"`{fname}` returns {describe(first)}, not a tensor, first", span,
+                    "a gradient needs a real loss: take (abs z), (real z) or (imag z)" if isinstance(first, Complex)
+                    else None)
     out = first.node
     if form == "vjp":
+        if isinstance(cot, Complex):
+            raise Error(f"the cotangent is {describe(cot)} but `{fname}`'s first output is real", span,
+                        "pass a real cotangent shaped like the output")
         c = P.to_tensor(cot, span, out.dtype)
         if c.shape != out.shape or c.dtype != out.dtype:
             raise Error(f"the cotangent is {c.dtype}{B.fmt_shape(c.shape)} but `{fname}`'s first output is "
@@ -126,15 +142,42 @@ def call(ev: Elaborator, form: str, f: SList, env: Scope) -> Any:
                         f"{out.dtype}{B.fmt_shape(out.shape)}", span,
                         "reduce it to a scalar (sum, mean) or use vjp with a :cotangent")
         ct = B.const(1.0, out.dtype)
+    nodes = _grads(ev, fname, [out], [ct], holders, wrt, back, span)
+    gs = nodes[1:]
+    if form == "value-and-grad":
+        return [nodes[0], *gs]
+    return gs if listed else gs[0]
+
+
+def _grads(ev: Elaborator, fname: str, outs: list[Node], cts: list[Node], holders: dict, wrt: list,
+           back: dict[Node, Node], span: Span) -> list[Any]:
+    """The outputs, then the gradient of each :wrt name (a complex one as d/dre + i d/dim), with the
+    caller's arguments put back in place of the holders."""
+    flat = [h for n, _ in wrt for h in (holders[n] if isinstance(holders[n], list) else [holders[n]])]
     try:
-        grads = autodiff.vjp([out], [ct], [holders[n] for n, _ in wrt], ev.custom)
+        grads = autodiff.vjp(outs, cts, flat, ev.custom)
     except autodiff.GradError as e:
         raise Error(f"cannot differentiate `{fname}`: {e}", span) from None
-    back = {holders[p.name]: args[k].node for k, p in enumerate(cdef.params) if p.name in holders}
-    nodes = autodiff.substitute([out, *grads], back)
-    gs = [Tensor(n) for n in nodes[1:]]
-    if form == "value-and-grad":
-        return [Tensor(nodes[0]), *gs]
+    nodes = [Tensor(n) for n in autodiff.substitute([*outs, *grads], back)]
+    res: list[Any] = nodes[:len(outs)] if len(outs) == 1 else [Complex(*nodes[:2])]
+    k = len(outs)
+    for n, _ in wrt:
+        pair = isinstance(holders[n], list)
+        res.append(Complex(nodes[k], nodes[k + 1]) if pair else nodes[k])
+        k += 2 if pair else 1
+    return res
+
+
+def _complex_vjp(ev: Elaborator, fname: str, out: Complex, cot: Any, holders: dict, wrt: list, back: dict,
+                 listed: bool, span: Span) -> Any:
+    """vjp of a complex first output: the cotangent c (complex, as torch's grad_output) pulls back
+    through the parts as re(c) d re(out) + im(c) d im(out)."""
+    _, [(cr, ci)] = pairs([cot], span, "vjp")
+    cts = [P.to_tensor(x, span, out.re.dtype) for x in (cr, ci)]  # type: ignore[union-attr]
+    if any(c.shape != out.shape for c in cts):
+        raise Error(f"the cotangent is {describe(cot)} but `{fname}`'s first output is {describe(out)}", span,
+                    "pass a cotangent shaped like the output")
+    gs = _grads(ev, fname, [out.re.node, out.im.node], [c.node for c in cts], holders, wrt, back, span)[1:]  # type: ignore[union-attr]
     return gs if listed else gs[0]
 
 
@@ -143,6 +186,8 @@ def custom_rule(ev: Elaborator, cdef: CompositeDef, env: Scope, out: Tensor, spa
     assert cdef.vjp is not None
     names, body = cdef.vjp
     params = [p for p in cdef.params if p.tensor]
+    if any(isinstance(env.vars.get(p.name), Complex) for p in params):
+        return None  # (a :vjp is written over real tensors: a complex call differentiates its expansion)
     inputs = tuple(env.vars[p.name].node if isinstance(env.vars.get(p.name), Tensor) else None for p in params)
     if all(x is None for x in inputs):
         return None

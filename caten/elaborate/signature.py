@@ -4,15 +4,15 @@ dtype and shape (a dim that matches only for some sizes becomes a call-time cons
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from caten.elaborate import principal as P
 from caten.elaborate.evaluate import Evaluator, Scope
-from caten.elaborate.values import Lit, Tensor, describe
+from caten.elaborate.values import C64, CDType, Complex, Lit, Tensor, describe, lookup_dtype
 from caten.errors import Error, Span
 from caten.ir import build as B
 from caten.ir import dims as D
-from caten.ir import dtypes as T
 from caten.ir.dims import Dim
 from caten.ir.dtypes import DType
 from caten.ir.program import Constraint, TensorSpec
@@ -20,8 +20,8 @@ from caten.read.program import CompositeDef, Param
 from caten.read.sexpr import Annot, Form, Num, SList, Sym, show
 
 
-def bind_dtype(cdef: CompositeDef, p: Param, dt: DType, tvars: dict[str, DType], span: Span) -> None:
-    want = T.lookup(p.dtype)
+def bind_dtype(cdef: CompositeDef, p: Param, dt: DType | CDType, tvars: dict[str, Any], span: Span) -> None:
+    want = lookup_dtype(p.dtype)
     if want is None and p.dtype in tvars:
         want = tvars[p.dtype]
         if want != dt:
@@ -39,9 +39,9 @@ def dim_of(a: Tensor, p: Param, d: Form) -> Dim | None:
     return a.shape[idx] if idx < len(a.shape) else None
 
 
-def bind_shape(cdef: CompositeDef, p: Param, a: Tensor, dims: dict[str, Dim], span: Span) -> None:
+def bind_shape(cdef: CompositeDef, p: Param, a: Tensor | Complex, dims: dict[str, Dim], span: Span) -> None:
     want = p.dims or []
-    if len(want) != a.node.rank:
+    if len(want) != len(a.shape):
         raise Error(f"argument `{p.name}` of `{cdef.name}` must have rank {len(want)} "
                     f"({show(Annot(p.name, p.dtype or '', p.dims, p.span))}), got shape "
                     f"{B.fmt_shape(a.shape)}", span)
@@ -73,7 +73,9 @@ def check_output(ev: Evaluator, cdef: CompositeDef, p: Param, v: Any, tvars: dic
     """The output as a tensor of its declared dtype and shape; a declared dim that equals the
     computed one only for some sizes becomes a call-time constraint, added to `constraints`
     (`output_constraints`)."""
-    dt = T.lookup(p.dtype) or tvars.get(p.dtype)
+    dt = lookup_dtype(p.dtype) or tvars.get(p.dtype)
+    if isinstance(v, Complex) or isinstance(dt, CDType):
+        return check_complex(ev, cdef, p, v, dt, dims, span, constraints)
     if isinstance(v, Lit) and cdef.library:
         return v  # a literal stays weak through library composites, so literal-only code folds
     if isinstance(v, (Lit, Tensor)):
@@ -93,6 +95,26 @@ def check_output(ev: Evaluator, cdef: CompositeDef, p: Param, v: Any, tvars: dic
         raise Error(f"output `{p.name}` of `{cdef.name}` has shape {B.fmt_shape(t.shape)} but is declared "
                     "a scalar", span)
     return t
+
+
+def check_complex(ev: Evaluator, cdef: CompositeDef, p: Param, v: Any, dt: Any, dims: dict[str, Dim], span: Span,
+                  constraints: list[Constraint]) -> Complex:
+    """A complex output: a complex value of the declared dtype (c64/c128 or a type variable), each
+    part checked against the declared shape as a real output of the part's dtype."""
+    if not isinstance(v, Complex):
+        raise Error(f"output `{p.name}` of `{cdef.name}` is declared {dt} but the body gives {describe(v)}", span,
+                    "build a complex value with (complex re im)")
+    if dt is not None and not isinstance(dt, CDType):
+        raise Error(f"output `{p.name}` of `{cdef.name}` is declared {dt} but the body gives a complex value "
+                    f"({v.dtype})", span, "take (real z), (imag z) or (abs z)")
+    want = dt or (C64 if v.weak else v.dtype)
+    if not v.weak and v.dtype != want:
+        raise Error(f"output `{p.name}` of `{cdef.name}` is declared {want} but the body gives {v.dtype}", span,
+                    f"convert with (cast z {want})")
+    part = replace(p, dtype=want.part.name)
+    re, im = (check_output(ev, cdef, part, P.to_tensor(x, span, want.part), {}, dims, span, constraints)
+              for x in (v.re, v.im))
+    return Complex(re, im)
 
 
 def output_constraints(cdef: CompositeDef, p: Param, got: tuple[Dim, ...], want: tuple[Dim, ...], span: Span,

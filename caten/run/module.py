@@ -25,6 +25,8 @@ from caten.plugin import Options, Runtime
 from caten.read.program import CompositeDef
 from caten.read.sexpr import SList, head
 from caten.read.source import Source
+from caten.run import complexio
+from caten.run.complexio import COMPLEX_NAMES, complex_dtype
 
 
 class Composite:
@@ -45,14 +47,15 @@ class Composite:
     def _bind_types(self, arrays: list[np.ndarray]) -> dict[str, DType]:
         types = dict(self.module.types)
         for p, a in zip(self.cdef.params, arrays):
-            dt = T.from_numpy(a.dtype)
+            dt = T.from_numpy(a.dtype) or complex_dtype(a.dtype)
             if dt is None:
                 raise Error(f"argument `{p.name}` of `{self.cdef.name}` has dtype {a.dtype}, which caten does not have")
-            want = T.lookup(p.dtype) or types.get(p.dtype)
+            want = T.lookup(p.dtype) or complex_dtype(p.dtype) or types.get(p.dtype)
             if want is None:
                 types[p.dtype] = dt
             elif want != dt:
-                what = f"type variable {p.dtype} is {want} from an earlier argument" if not T.lookup(p.dtype) else \
+                what = f"type variable {p.dtype} is {want} from an earlier argument" \
+                    if not (T.lookup(p.dtype) or complex_dtype(p.dtype)) else \
                     f"declared {want}"
                 raise Error(f"argument `{p.name}` of `{self.cdef.name}` has dtype {dt}, but {what}")
         return types
@@ -96,6 +99,9 @@ class Composite:
             raise Error(f"runtime '{self.module.runtime.name}' cannot run here: {why}",
                         hint="install what it names, or choose another runtime (`caten runtimes` lists them)")
         prog, exe = self.program(self._bind_types(arrays))
+        split = len(prog.inputs) != len(arrays) or len(prog.outputs) != len(self.cdef.outputs)
+        if split:  # complex parameters or outputs: real buffers in the program (caten/run/complexio.py)
+            arrays = complexio.split(self.cdef, prog, arrays)
         key = (id(prog), tuple(a.shape for a in arrays))
         hit = self._envs.get(key)
         if hit is not None and hit[0] is prog:  # (a loop calls with the same shapes: checked once)
@@ -107,9 +113,11 @@ class Composite:
             self._envs[key] = (prog, env)  # (the program held: its id names no other while cached)
         if prog.aliases:
             return self._run_in_place(prog, exe, arrays, out, env)
-        outs = [self._output(prog, o, env) for o in prog.outputs] if out is None else \
+        outs = [self._output(prog, o, env) for o in prog.outputs] if out is None or split else \
             self._given(prog, out, env, arrays)
         exe.run([a if a.flags.c_contiguous else np.array(a, order="C") for a in arrays], outs, env)
+        if split:
+            outs = complexio.join(self.cdef, prog, outs, out)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _run_in_place(self, prog: Program, exe: Any, arrays: list[np.ndarray], out: Any,
@@ -328,7 +336,8 @@ class Module:
         if called >= {c.cdef.name for c in self._composites.values()}:
             called = set()  # every one is called by another (a cycle): check them all
         for c in self._composites.values():
-            if c.cdef.name not in called and all(T.lookup(p.dtype) or p.dtype in types for p in c.cdef.params):
+            if c.cdef.name not in called and all(T.lookup(p.dtype) or p.dtype in types or p.dtype in COMPLEX_NAMES
+                                                 for p in c.cdef.params):
                 c.elaborate(dict(types))
 
     def __getattr__(self, name: str) -> Composite:
