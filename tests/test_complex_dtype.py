@@ -116,6 +116,24 @@ def test_division_special_values_as_numpy(mod):
     np.testing.assert_allclose(got[ok], want[ok], rtol=1e-15, atol=0)
 
 
+def test_exp_and_abs_special_values_as_numpy(mod):
+    """numpy's cexp on infinite and nan parts ((exp re, im) for im = 0, (inf, nan), (0, 0)), hypot's
+    inf with a nan, atan2's signed zeros."""
+    vals = np.array([0, -0.0, 0.5, -3, np.inf, -np.inf, np.nan], np.float64)
+    re, im = np.meshgrid(vals, vals)
+    z = np.empty(re.shape, np.complex128)
+    z.real, z.imag = re, im
+    with np.errstate(all="ignore"):
+        want = [np.exp(z), np.abs(z), np.angle(z)]
+    _, e, ab, an, _, _ = mod.unary(z)
+    for got, w in zip([e, ab, an], want):
+        np.testing.assert_array_equal(np.isnan(got.real), np.isnan(w.real))
+        np.testing.assert_array_equal(np.isnan(np.imag(got)), np.isnan(np.imag(w)))
+        ok = ~np.isnan(w)
+        np.testing.assert_allclose(got[ok], w[ok], rtol=1e-15, atol=0)
+    np.testing.assert_array_equal(np.signbit(an), np.signbit(want[2]))
+
+
 @pytest.mark.parametrize("dt", ["c64", "c128"])
 def test_construct_matmul_reduce_select(mod, dt):
     rng = np.random.default_rng(1)

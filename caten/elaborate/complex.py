@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+import numpy as np
+
 from caten.elaborate import meta
 from caten.elaborate import principal as P
 from caten.elaborate.values import CDType, Complex, Lit, Tensor, complex_of, describe
@@ -34,7 +36,7 @@ class Elaborator(Protocol):
 
 
 Part = Tensor | Lit
-ZERO, ONE = Lit(0.0, "float"), Lit(1.0, "float")
+ZERO, ONE, INF, NINF = Lit(0.0, "float"), Lit(1.0, "float"), Lit(float("inf"), "float"), Lit(float("-inf"), "float")
 Fn = Callable[[Elaborator, list, dict, Span], Any]
 
 
@@ -104,10 +106,15 @@ def pairs(vals: list, span: Span, name: str) -> tuple[DType | None, list[tuple[P
                             f"convert it with (cast x {cd.part if cd else 'f32'}) first")
             out.append((v, _zeros(v, span)))
         elif isinstance(v, Lit) and v.kind in ("int", "float", "dim"):
-            out.append((v, Lit(0.0, "float")))
+            out.append((_float(v), ZERO))
         else:
             raise Error(f"`{name}` needs complex values, real tensors or numbers, got {describe(v)}", span)
     return (cd.part if cd else None), out
+
+
+def _float(v: Lit) -> Lit:
+    """A number as a part of a complex value: a float (an integer literal would not divide)."""
+    return Lit(float(v.value), "float") if v.kind == "int" else v
 
 
 def _zeros(t: Tensor, span: Span) -> Tensor:
@@ -223,8 +230,12 @@ def _div(ev: Elaborator, a: tuple, b: tuple, span: Span) -> tuple:
     a zero divisor gives a / |br|, inf or nan as numpy does."""
     def lib(n: str, *xs: Any) -> Any:
         return _lib(ev, n, *xs, span=span)
-    ar, ai = a
-    br, bi = b
+    ts = [x for x in (*a, *b) if isinstance(x, Tensor)]
+    if not ts:  # literals alone: folded now, in f64 (the result is a weak complex literal)
+        with np.errstate(all="ignore"):
+            q = np.complex128(complex(a[0].value, a[1].value)) / np.complex128(complex(b[0].value, b[1].value))
+        return Lit(float(q.real), "float"), Lit(float(q.imag), "float")
+    ar, ai, br, bi = (P.to_tensor(x, span, ts[0].dtype) for x in (*a, *b))
     abr, abi = lib("abs", br), lib("abs", bi)
     wide = lib(">=", abr, abi)
     zero = lib("and", lib("=", abr, ZERO), lib("=", abi, ZERO))
@@ -290,17 +301,25 @@ def _complex(ev, args, kw, span):
         dts = ", ".join(str(t.dtype) for t in ts)
         raise Error(f"`complex` needs f32 (c64) or f64 (c128) parts of one dtype, got {dts}", span,
                     "convert with (cast x f32) or (cast x f64)")
-    return _make(args[0], args[1], ts[0].dtype if ts else None, span)
+    return _make(*(_float(a) if isinstance(a, Lit) else a for a in args), ts[0].dtype if ts else None, span)
 
 
 def _exp(ev, args, kw, span):
-    """numpy's cexp: exp(re) (cos im, sin im), and (exp(re), im) exactly when im is 0."""
+    """numpy's cexp: exp(re) (cos im, sin im); (exp(re), im) exactly when im is 0; for an infinite
+    or nan im, (inf, nan) when re is +inf and (0, 0) when re is -inf."""
     _nokw(kw, "exp", span)
     z = _one(args, "exp", span)
-    e = _lib(ev, "exp", z.re, span=span)
-    zero = _lib(ev, "=", z.im, ZERO, span=span)
-    re = _alu(Op.WHERE, zero, e, _lib(ev, "*", e, _lib(ev, "cos", z.im, span=span), span=span), span=span)
-    im = _alu(Op.WHERE, zero, z.im, _lib(ev, "*", e, _lib(ev, "sin", z.im, span=span), span=span), span=span)
+
+    def lib(n: str, *xs: Any) -> Any:
+        return _lib(ev, n, *xs, span=span)
+    e = lib("exp", z.re)
+    zero = lib("=", z.im, ZERO)
+    wild = lib("not", lib("<", lib("abs", z.im), INF))  # im is +-inf or nan
+    up, down = lib("and", wild, lib("=", z.re, INF)), lib("and", wild, lib("=", z.re, NINF))
+    re = _alu(Op.WHERE, zero, e, _alu(Op.WHERE, down, ZERO, lib("*", e, lib("cos", z.im)), span=span), span=span)
+    im = _alu(Op.WHERE, zero, z.im, _alu(Op.WHERE, down, ZERO, lib("*", e, lib("sin", z.im)), span=span),
+              span=span)
+    re = _alu(Op.WHERE, up, INF, re, span=span)
     return _make(re, im, None, span)
 
 
@@ -367,6 +386,14 @@ def _per_part(name: str) -> Fn:
             name, lambda x: _lib(ev, name, x, *args[1:], span=span, **kw))
         return Complex(part(z.re), part(z.im))
     return fn
+
+
+def _mean(ev, args, kw, span):
+    """sum / count with the complex division, as numpy's mean divides (an empty axis gives nan)."""
+    s = _per_part("sum")(ev, args, kw, span)
+    n = meta.META["count"](ev, [args[0].re, kw.get("axis")], {}, span)
+    d = _div(ev, (s.re, s.im), (P.cast(n, s.re.dtype, span), ZERO), span)
+    return Complex(*d)
 
 
 def _pad(ev, args, kw, span):
@@ -463,7 +490,8 @@ TABLE: dict[str, Fn] = {
     "conj": _conj, "real": _real, "imag": _imag, "complex": _complex, "exp": _exp, "abs": _abs, "angle": _angle,
     "=": _compare("="), "!=": _compare("!="), "matmul": _matmul, "where": _where, "concat": _concat,
     "cast": _cast, "pad": _pad, "fft": _fft(False), "ifft": _fft(True), "irfft": _irfft, "complex?": _is_complex,
-    **{n: _per_part(n) for n in ("sum", "mean", "reshape", "permute", "transpose", "expand", "squeeze",
+    "mean": _mean,
+    **{n: _per_part(n) for n in ("sum", "reshape", "permute", "transpose", "expand", "squeeze",
                                  "unsqueeze", "slice", "flip", "contiguous", "VIEW", "COPY")},
 }
 # names that exist only here (the library has no composite of that name): called even on real values
