@@ -215,11 +215,13 @@ def test_gradients_match_torch(rt):
     np.testing.assert_allclose(m.pull(z2, c2), tz.grad.numpy(), rtol=1e-12, atol=1e-12)
 
 
-def test_abs_gradient_at_zero_is_zero():
-    m = caten.loads("(composite l ((Z{c64}[N]) -> (L{f32})) (sum (abs Z)))\n"
+def test_abs_and_angle_gradients_at_zero_are_zero():
+    """torch's: abs and angle pass no gradient at 0 (hypot's and atan2's own are nan there)."""
+    m = caten.loads("(composite l ((Z{c64}[N]) -> (L{f32})) (sum (+ (abs Z) (angle Z))))\n"
                     "(composite g ((Z{c64}[N]) -> (G{c64}[N])) (grad l Z :wrt Z))", runtime="numpy")
     z = np.array([0, 3 + 4j], np.complex64)
-    np.testing.assert_allclose(m.g(z), [0, 0.6 + 0.8j], rtol=1e-6)
+    # d|z| = z/|z|; d angle = i z/|z|^2 (d/dre + i d/dim of atan2(im, re): (-im + i re)/|z|^2)
+    np.testing.assert_allclose(m.g(z), [0, 0.6 + 0.8j + (-4 + 3j) / 25], rtol=1e-6)
 
 
 def test_pair_forms_still_work():

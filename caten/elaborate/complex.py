@@ -35,15 +35,20 @@ class Elaborator(Protocol):
                        kspans: dict[str, Span], span: Span, rules: bool = True) -> Any: ...
 
 
+_KINDS = (Complex, CDType)
 Part = Tensor | Lit
 ZERO, ONE, INF, NINF = Lit(0.0, "float"), Lit(1.0, "float"), Lit(float("inf"), "float"), Lit(float("-inf"), "float")
 Fn = Callable[[Elaborator, list, dict, Span], Any]
 
 
 def involves(args: list, kwargs: dict) -> bool:
-    """Whether a call has a complex operand or a complex dtype among its arguments."""
-    return any(isinstance(v, (Complex, CDType)) or isinstance(v, list) and any(isinstance(x, Complex) for x in v)
-               for v in [*args, *kwargs.values()])
+    """Whether a call has a complex operand or a complex dtype among its arguments (a list that
+    holds complex values is no operand: whatever takes one out calls an op on it, refused or not
+    there)."""
+    for v in args:
+        if type(v) in _KINDS:
+            return True
+    return bool(kwargs) and any(type(v) in _KINDS for v in kwargs.values())
 
 
 def call(ev: Elaborator, name: str, args: list, kwargs: dict, span: Span) -> Any:
@@ -136,12 +141,15 @@ def _make(re: Part, im: Part, dt: DType | None, span: Span) -> Complex:
     return Complex(re, im)
 
 
-def _one(args: list, name: str, span: Span) -> Complex:
+def _one(args: list, name: str, span: Span, strong: bool = False) -> Complex:
+    """The one complex operand; `strong`: a weak literal as c64 tensors (for ops that compute)."""
     if len(args) != 1:
         raise Error(f"`{name}` takes 1 argument, got {len(args)}", span)
     z = args[0]
     if not isinstance(z, Complex):
         raise Error(f"`{name}` needs a complex value here, got {describe(z)}", span)
+    if strong and z.weak:
+        return Complex(P.to_tensor(z.re, span, T.f32), P.to_tensor(z.im, span, T.f32))
     return z
 
 
@@ -308,7 +316,7 @@ def _exp(ev, args, kw, span):
     """numpy's cexp: exp(re) (cos im, sin im); (exp(re), im) exactly when im is 0; for an infinite
     or nan im, (inf, nan) when re is +inf and (0, 0) when re is -inf."""
     _nokw(kw, "exp", span)
-    z = _one(args, "exp", span)
+    z = _one(args, "exp", span, strong=True)
 
     def lib(n: str, *xs: Any) -> Any:
         return _lib(ev, n, *xs, span=span)
@@ -327,16 +335,25 @@ def _abs(ev, args, kw, span):
     """|z| = hypot(re, im); its gradient at 0 is 0, as torch's (hypot's own is nan there, so a zero
     reads hypot(1, 0) through a where that passes it no gradient)."""
     _nokw(kw, "abs", span)
-    z = _one(args, "abs", span)
+    z = _one(args, "abs", span, strong=True)
     zero = _lib(ev, "and", _lib(ev, "=", z.re, ZERO, span=span), _lib(ev, "=", z.im, ZERO, span=span), span=span)
     safe = _alu(Op.WHERE, zero, ONE, z.re, span=span)
     return _alu(Op.WHERE, zero, ZERO, _lib(ev, "hypot", safe, z.im, span=span), span=span)
 
 
 def _angle(ev, args, kw, span):
+    """atan2(im, re); at 0 its value from the signs alone (0, pi, -0, -pi as atan2's) and its
+    gradient 0, as torch's (atan2's own is nan there)."""
     _nokw(kw, "angle", span)
-    z = _one(args, "angle", span)
-    return _lib(ev, "atan2", z.im, z.re, span=span)
+    z = _one(args, "angle", span, strong=True)
+
+    def lib(n: str, *xs: Any) -> Any:
+        return _lib(ev, n, *xs, span=span)
+    zero = lib("and", lib("=", z.re, ZERO), lib("=", z.im, ZERO))
+    pi, neg = (P.to_tensor(Lit(v, "float"), span, z.re.dtype) for v in (np.pi, -1.0))  # type: ignore[union-attr]
+    signed = lib("*", _alu(Op.WHERE, lib("signbit", z.re), pi, ZERO, span=span),
+                 _alu(Op.WHERE, lib("signbit", z.im), neg, ONE, span=span))
+    return _alu(Op.WHERE, zero, signed, lib("atan2", z.im, _alu(Op.WHERE, zero, ONE, z.re, span=span)), span=span)
 
 
 def _compare(name: str) -> Fn:
@@ -447,7 +464,7 @@ def _fft(inverse: bool) -> Fn:
     name = "ifft" if inverse else "fft"
 
     def fn(ev, args, kw, span):
-        z = _one(args, name, span)
+        z = _one(args, name, span, strong=True)
         if "inverse" in kw:
             raise Error(f"(`{name}` Z) takes no :inverse: (fft Z) is forward, (ifft Z) inverse", span)
         return Complex(*_lib(ev, "fft", z.re, z.im, span=span, **kw, inverse=Lit(inverse, "bool")))
@@ -455,7 +472,7 @@ def _fft(inverse: bool) -> Fn:
 
 
 def _irfft(ev, args, kw, span):
-    z = _one(args, "irfft", span)
+    z = _one(args, "irfft", span, strong=True)
     return _lib(ev, "irfft", z.re, z.im, span=span, **kw)
 
 
