@@ -115,9 +115,12 @@ def gemm(kl: KernelLowerer, n: Node, si: int, buf: str, plan: GemmPlan) -> list:
     M, N, K = L.dim(plan.M), L.dim(plan.N), L.dim(plan.K)
     cut = kl.cuts.get(n)
     if cut is not None:  # a causal cut (caten.schedule.causal): the keys are the columns or the sum
-        assert plan.js == (cut.axis,) or plan.red == (cut.axis,), (plan, cut)
+        # (or a key block's query rows, the rows)
+        assert plan.js == (cut.axis,) or plan.red == (cut.axis,) or plan.i == cut.axis, (plan, cut)
         if plan.js == (cut.axis,):
             N = kl.key_end(cut)
+        elif plan.i == cut.axis:
+            M = kl.key_end(cut)
         else:
             K = kl.key_end(cut)
     coord, loops, baxes = batch_loops(kl, si, plan, src)

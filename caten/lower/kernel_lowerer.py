@@ -315,9 +315,13 @@ class KernelLowerer:
         return [self.key_end(c) if c is not None and a == c.axis else shape[a] for a in axes]
 
     def key_end(self, c: Cut) -> X:
-        """J = min(size, (nb + 1) * block + reach) of the cut c, nb the block's outer loop; with a
-        bounds check (caten.schedule.bounds), plus size where it failed: every key."""
-        end = L.iadd(L.imul(self.outer_vars[c.outer], L.const(c.block)), L.const(c.block + c.reach))
+        """J = min(size, (nb + 1) * block + reach) of the cut c (down: size - nb * block + reach),
+        nb the block's outer loop; with a bounds check (caten.schedule.bounds), plus size where it
+        failed: every key."""
+        if c.down:
+            end = L.isub(L.const(c.size + c.reach), L.imul(self.outer_vars[c.outer], L.const(c.block)))
+        else:
+            end = L.iadd(L.imul(self.outer_vars[c.outer], L.const(c.block)), L.const(c.block + c.reach))
         if c.unsafe is not None:
             buf = self.bufname(c.unsafe)
             self.bufs[buf] = c.unsafe.dtype

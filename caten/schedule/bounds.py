@@ -36,13 +36,19 @@ def bound(f: Node) -> Node | None:
     return _bound(f, {}, [1])
 
 
-def safe(bounds: list[Node], dtypes: list[T.DType]) -> Node:
+def safe(bounds: list[Node], dtypes: list[T.DType], positive: list[Node] = ()) -> Node:
     """An i64 [1] node, realized by the scheduler: 0 when every bound (of a factor of that dtype)
-    times HEADROOM is under its dtype's largest value, 1 when not (or a bound is nan)."""
+    times HEADROOM is under its dtype's largest value and every value of `positive` is > 0, 1 when
+    not (or a bound is nan)."""
     ok: Node | None = None
     for b, dt in zip(bounds, dtypes):
         limit = float(np.finfo(dt.np).max) / HEADROOM
         c = B.alu(Op.CMPLT, b, B.const(limit, T.f64, ()))
+        ok = c if ok is None else B.alu(Op.AND, ok, c)
+    for x in positive:  # max(-x) < 0 (a nan is caught by its bound, `largest`, which it also has)
+        neg = B.alu(Op.NEG, x)
+        most = B.reshape(B.reduce(neg, "max", tuple(range(x.rank))), ()) if x.rank else neg
+        c = B.alu(Op.CMPLT, most, B.const(0, x.dtype, ()))
         ok = c if ok is None else B.alu(Op.AND, ok, c)
     assert ok is not None
     unsafe = B.alu(Op.WHERE, ok, B.const(0, T.i64, ()), B.const(1, T.i64, ()))
@@ -69,7 +75,7 @@ def _rule(n: Node, memo: dict[Node, Node | None], terms: list[int]) -> Node | No
             if not isinstance(leaf.arg, (int, float)) or not math.isfinite(leaf.arg):
                 return None
             return B.const(abs(float(leaf.arg)), T.f64, ())
-        return _largest(leaf)
+        return largest(leaf)
     if n.op is Op.VIEW or n.op is Op.NEG:
         return _bound(n.src[0], memo, terms)
     if n.op is Op.CAST:
@@ -98,8 +104,9 @@ def _rule(n: Node, memo: dict[Node, Node | None], terms: list[int]) -> Node | No
     return None
 
 
-def _largest(buf: Node) -> Node:
-    """max |x| over the whole leaf in f64; +inf where it holds a nan (a nan compares false)."""
+def largest(buf: Node) -> Node:
+    """max |x| over the whole value (a leaf, or one computed elsewhere) in f64; +inf where it
+    holds a nan (a nan compares false)."""
     x = B.cast(buf, T.f64) if buf.dtype is not T.f64 else buf
     mag = B.alu(Op.MAX, x, B.alu(Op.NEG, x))
     mag = B.alu(Op.WHERE, B.alu(Op.CMPNE, x, x), B.const(float("inf"), T.f64, x.shape), mag)

@@ -27,6 +27,8 @@ That is exact, not an approximation, and this pass proves it before it cuts anyt
   finite the block's loops run over every key (J = size): the uncut computation.
 - a WHERE on the mask's own condition (the gradient's `where(mask, g, 0)`) is its false branch.
 
+The key blocks of the backward pass (dK, dV) are cut from the other end: caten.schedule.keycut.
+
 The cuts are all or nothing: the scheduler applies them only when every cut stage lands in the
 row-block kernel (caten.schedule.scheduler); the guard is exact either way.
 """
@@ -47,6 +49,7 @@ from caten.ir.view import View, contiguous_strides
 from caten.schedule import bounds
 
 APART: weakref.WeakSet[Node] = weakref.WeakSet()  # the guards' passes over V: the scheduler keeps each apart
+LATE: weakref.WeakSet[Node] = weakref.WeakSet()  # checks of the row statistics: apart, after the row blocks
 MAX_PLANE = 1 << 28  # elements of a mask's (i, j) plane evaluated at compile time (16k x 16k)
 NEGINF, ZERO, POS, FIN, ANY = "neginf", "zero", "pos", "fin", "any"  # a value past J(nb)
 _ELEMENTWISE = ("unary", "binary", "ternary")
@@ -56,16 +59,18 @@ _LEAVES = (Op.BUFFER, Op.CONST, Op.INDEX)
 @dataclass(frozen=True)
 class Cut:
     """A stage's loop over the key axis `axis` (of caten.schedule.scheduler.stage_shape) runs
-    to J = min(size, (nb + 1) * block + reach), nb being outer loop `outer` (the block number)."""
+    to J = min(size, (nb + 1) * block + reach), nb being outer loop `outer` (the block number);
+    `down`: over the (flipped) query axis of a key block, to J = min(size, size - nb * block + reach)."""
     axis: int
     outer: int
     block: int
     reach: int
     size: int
     unsafe: Node | None = None  # an i64 [1] (caten.schedule.bounds.safe): 1 runs the keys whole
+    down: bool = False  # J = min(size, size - nb * block + reach): a key block's query rows, flipped
 
 
-class _No(Exception):
+class No(Exception):
     """Nothing to cut: the graph stays as row blocks made it."""
 
 
@@ -78,6 +83,7 @@ class Plan:
     guard: dict[Node, Node]
     reach: int
     unsafe: Node | None  # the run-time check of the bounded factors' finiteness (None: none)
+    checks: tuple = ()  # (a key block's plan) (bound, dtype, must be > 0 too) of what `unsafe` must check
 
 
 def plan(o: Node, pos: dict[Node, int], rows: int, block: int, users: Callable[[Node], list[Node]]) -> Plan | None:
@@ -85,7 +91,7 @@ def plan(o: Node, pos: dict[Node, int], rows: int, block: int, users: Callable[[
     when nothing can be proven (see the module docstring)."""
     try:
         return _plan(o, pos, rows, block, users)
-    except _No:
+    except No:
         return None
 
 
@@ -94,18 +100,18 @@ def _plan(o: Node, pos: dict[Node, int], rows: int, block: int, users: Callable[
     r = next((n for n in toposort([o]) if n.op is Op.REDUCE and n.arg[0] == "max" and len(n.arg[1]) == 1
               and pos.get(n) is not None), None)
     if r is None:
-        raise _No
+        raise No
     size = r.src[0].shape[r.arg[1][0]]
     if not isinstance(size, int) or size < 2 * block:
-        raise _No
+        raise No
     mask_of: dict[Node, Node] = {}
     jpos = _keys(r.src[0], r.arg[1][0], size, cone, users, mask_of)
     if o in jpos:
-        raise _No
+        raise No
     # the mask: an index-only condition choosing -inf past J(nb)
     masks = [w for w in mask_of if pos.get(w) is not None]
     if not masks:
-        raise _No
+        raise No
     w = masks[0]
     reach = _reach(w.src[0], pos[w], jpos[w], rows, block)
     cls: dict[Node, tuple] = {}
@@ -118,7 +124,7 @@ def _plan(o: Node, pos: dict[Node, int], rows: int, block: int, users: Callable[
     for n in toposort([o]):
         if n.op is Op.REDUCE and n.src[0] in jpos and jpos[n.src[0]] in n.arg[1]:
             if len(n.arg[1]) != 1 or pos.get(n) is None:
-                raise _No
+                raise No
             c = cls[n.src[0]]
             if n.arg[0] == "max" and c[0] == NEGINF or n.arg[0] == "add" and c[0] == ZERO:
                 pass
@@ -127,7 +133,7 @@ def _plan(o: Node, pos: dict[Node, int], rows: int, block: int, users: Callable[
             elif n.arg[0] == "add" and c[0] == "zmul" and (c[1] in bounded or _bounded(c[1], bounded)):
                 pass
             else:
-                raise _No
+                raise No
             cut.add(n)
         elif n in jpos and pos.get(n) is not None and n.op not in _LEAVES and not _leaf_view(n):
             cut.add(n)  # (another output reading the keys it leaves out: caten.schedule.rowblock drops the plan)
@@ -162,7 +168,7 @@ def _index_only(n: Node) -> bool:
 
 
 def _keys(x: Node, j: int, size: int, cone: set[Node], users: Callable[[Node], list[Node]],
-          mask_of: dict[Node, Node]) -> dict[Node, int]:
+          mask_of: dict[Node, Node], stops: frozenset[Node] = frozenset()) -> dict[Node, int]:
     """Where the key axis lies in each node of the cone that carries it, from the scores x
     (producers and consumers both); the WHEREs whose condition is index-only go to mask_of, and
     their conditions are not followed (computed whole: they cost no key of V)."""
@@ -173,7 +179,7 @@ def _keys(x: Node, j: int, size: int, cone: set[Node], users: Callable[[Node], l
         if n not in cone:
             return
         if jpos.get(n, a) != a:
-            raise _No
+            raise No
         if n not in jpos:
             jpos[n] = a
             todo.append(n)
@@ -182,7 +188,9 @@ def _keys(x: Node, j: int, size: int, cone: set[Node], users: Callable[[Node], l
         n = todo.pop()
         a = jpos[n]
         if n.shape[a] != size:
-            raise _No
+            raise No
+        if n in stops:
+            continue  # (a value computed elsewhere, read as a leaf: caten.schedule.rowblock's statistics)
         # producers
         if n.op is Op.WHERE and _index_only(n.src[0]):
             mask_of[n] = n.src[0]
@@ -195,11 +203,11 @@ def _keys(x: Node, j: int, size: int, cone: set[Node], users: Callable[[Node], l
                     want(n.src[0], b)
         elif n.op is Op.REDUCE or n.op is Op.COPY or info(n.op).group in _ELEMENTWISE:
             if n.op is Op.REDUCE and a in n.arg[1]:
-                raise _No
+                raise No
             for s in n.src:
                 want(s, a)
         elif n.op not in _LEAVES:
-            raise _No
+            raise No
         if n.op in _LEAVES or _leaf_view(n):
             continue  # (a leaf's readers are reached from the scores; shared constants are not followed)
         for u in users(n):
@@ -211,21 +219,21 @@ def _keys(x: Node, j: int, size: int, cone: set[Node], users: Callable[[Node], l
             elif u.op is Op.VIEW:
                 ax = [k for k in range(u.rank) if _walks(u.arg, n, k, size) == a]
                 if len(ax) != 1:
-                    raise _No
+                    raise No
                 want(u, ax[0])
             elif u.op is Op.WHERE and u.src[0] is n and _index_only(n):
                 continue
             elif u.op is Op.COPY or info(u.op).group in _ELEMENTWISE:
                 want(u, a)
             else:
-                raise _No
+                raise No
     return jpos
 
 
 def _source_axis(v: View, src: Node, a: int, size: int) -> int | None:
-    """The source axis that view axis a walks whole (None: a broadcast along it); else _No."""
+    """The source axis that view axis a walks whole (None: a broadcast along it); else No."""
     if v.mask is not None or v.strides[a] != 0 and _walks(v, src, a, size) is None:
-        raise _No
+        raise No
     return _walks(v, src, a, size)
 
 
@@ -240,11 +248,10 @@ def _walks(v: View, src: Node, a: int, size: int) -> int | None:
     return next((k for k, (c, d) in enumerate(zip(cs, src.shape)) if c == st and d == size), None)
 
 
-def _reach(cond: Node, i: int, j: int, rows: int, block: int) -> int:
-    """The least `reach` with cond false at every key j >= (nb + 1) * block + reach of block nb,
-    from cond evaluated on its (i, j) plane; _No when a row keeps no key or nothing is cut."""
+def _plane(cond: Node, i: int, j: int, rows: int) -> np.ndarray:
+    """cond on its (i, j) plane (i the blocked axis, j the cut one), any() over other axes."""
     if rows * cond.shape[j] > MAX_PLANE:
-        raise _No
+        raise No
     v = _evaluate(cond, {})
     plane = np.asarray(v)
     # axes other than (i, j): broadcast ones are one value; others must agree with any()
@@ -261,17 +268,22 @@ def _reach(cond: Node, i: int, j: int, rows: int, block: int) -> int:
     others = tuple(n for n, k in enumerate(keep) if k not in (i, j))
     if others:
         plane = plane.any(axis=others)
-    if i > j:
-        plane = plane.T
+    return plane.T if i > j else plane
+
+
+def _reach(cond: Node, i: int, j: int, rows: int, block: int) -> int:
+    """The least `reach` with cond false at every key j >= (nb + 1) * block + reach of block nb,
+    from cond evaluated on its (i, j) plane; No when a row keeps no key or nothing is cut."""
+    plane = _plane(cond, i, j, rows)
     size = plane.shape[1]
     if not plane.any(axis=1).all():
-        raise _No  # a row with no key: softmax gives nan there, which a cut sum would not
+        raise No  # a row with no key: softmax gives nan there, which a cut sum would not
     last = size - 1 - np.argmax(plane[:, ::-1], axis=1)
     nb = rows // block
     lastb = last.reshape(nb, block).max(axis=1)
     reach = int((lastb + 1 - (np.arange(nb) + 1) * block).max())
     if block + reach >= size:  # (even the first block keeps every key)
-        raise _No
+        raise No
     return reach
 
 
@@ -281,12 +293,12 @@ def _evaluate(n: Node, memo: dict[Node, np.ndarray]) -> np.ndarray:
     if hit is not None:
         return hit
     if any(not isinstance(d, int) for d in n.shape):
-        raise _No
+        raise No
     if n.op is Op.VIEW:
         v: View = n.arg
         src = np.ascontiguousarray(_evaluate(n.src[0], memo))
         if v.mask is not None or not isinstance(v.offset, int) or not all(isinstance(s, int) for s in v.strides):
-            raise _No
+            raise No
         flat = src.reshape(-1)
         it = flat.itemsize
         out = np.lib.stride_tricks.as_strided(flat[v.offset:], v.shape, tuple(s * it for s in v.strides),
@@ -296,7 +308,7 @@ def _evaluate(n: Node, memo: dict[Node, np.ndarray]) -> np.ndarray:
 
         xs = [_evaluate(s, memo) for s in n.src]
         if int(np.prod(n.shape)) > MAX_PLANE:
-            raise _No
+            raise No
         out = info(n.op).ref(Ctx(n.arg, n.shape, n.dtype, {}, {}), *xs)
         out = np.broadcast_to(out, n.shape) if n.op in (Op.CONST, Op.INDEX) else np.asarray(out)
     memo[n] = out
@@ -319,6 +331,9 @@ def _classify(n: Node, cls: dict[Node, tuple], jpos: dict[Node, int], mask: Node
 
     if n.op is Op.VIEW:
         return of(n.src[0])
+    if n.op is Op.NEG:
+        c = of(n.src[0])
+        return c if c[0] in (ZERO, FIN) else (FIN,) if c[0] == POS else (ANY,)
     if n.op is Op.WHERE and (n is mask or n.src[0] is mask.src[0] and jpos.get(n) == jpos.get(mask)
                              and pos.get(n) == pos.get(mask)):
         return of(n.src[2])
@@ -418,7 +433,7 @@ def apply(kernels: list, cuts: dict[Node, Cut], threads: int) -> None:
                 if g is None or g.direct is not None or g.pairs \
                         or g.splits_k(threads, any(a >= k.outer and st.node.src[0].shape[a] != 1 for a in g.batch)):
                     return
-                if not (g.js == (c.axis,) or g.red == (c.axis,)):
+                if not (g.js == (c.axis,) or g.red == (c.axis,) or g.i == c.axis):
                     return
             chosen.append((st, c))
     for st, c in chosen:

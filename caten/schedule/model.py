@@ -99,7 +99,9 @@ class Schedule:
                     what += f" {'packed via' if s.mode == 'tiled' else 'thread partials in'} {' '.join(s.scratch)}"
                 if s.cut is not None:
                     c = s.cut
-                    what += f" keys [0, min({c.size}, (o{c.outer} + 1) * {c.block} + {c.reach}" + \
+                    end = f"{c.size + c.reach} - o{c.outer} * {c.block}" if c.down else \
+                        f"(o{c.outer} + 1) * {c.block} + {c.reach}"
+                    what += f" {'rows' if c.down else 'keys'} [0, min({c.size}, {end}" + \
                         (f" + {c.size} * {self.node_buf[c.unsafe]}[0]))" if c.unsafe is not None else "))")
                 lines.append(f"  {what} {n.op.value} {n.dtype} [{' '.join(map(str, n.shape))}] -> "
                              f"{s.buffer or 'register'}")

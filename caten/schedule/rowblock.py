@@ -23,6 +23,7 @@ outer slice (a softmax over long rows): a plain GEMM keeps its schedule.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from caten.ir import build as B
 from caten.ir import dims as D
@@ -30,7 +31,7 @@ from caten.ir import dtypes as T
 from caten.ir.graph import Node, toposort
 from caten.ir.ops import Op
 from caten.ir.view import View, contiguous_strides
-from caten.schedule import causal, keyblock
+from caten.schedule import causal, keyblock, keycut
 from caten.schedule.causal import Cut
 from caten.schedule.layout import replace_nodes
 
@@ -69,12 +70,28 @@ def row_blocks(nodes: list[Node]) -> tuple[list[Node], dict[Node, Cut], set[Node
             plans.append((c, made))
         except _Abort:
             out.append(n)
+    cones: dict[int, _KeyCone] = {}
     for k, n in enumerate(nodes):
         if out[k] is n:
             try:
-                out[k] = _key_split(n, rowed, lambda m: users.get(m, []), keyed)
+                cones[k] = _key_split(n, rowed, lambda m: users.get(m, []))
             except (_Abort, keyblock.Unmovable):
                 pass
+    planned = [kc.plan for kc in cones.values() if kc.plan is not None]
+    unsafe = keycut.check(planned) if planned else None
+    together: tuple[dict[Node, Cut], set[Node]] = ({}, set())  # (one plan: the cones share values)
+    for k, kc in cones.items():
+        try:
+            out[k], c, made = _key_build(kc, unsafe, keyed)
+        except keyblock.Unmovable:
+            continue
+        if any(together[0].get(m, x) != x for m, x in c.items()):
+            together[0].clear()  # (cut unlike another key cone: none is cut)
+            unsafe = None
+        if unsafe is not None:
+            together[0].update(c)
+        together[1].update(made)
+    plans.append(together)
     return out, _kept_cuts(out, plans), keyed
 
 
@@ -131,10 +148,11 @@ def _split_output(o: Node, users: Callable[[Node], list[Node]],
     return B.reshape(new[o], o.shape), cuts, made  # (one view over the computed value: computed into the output)
 
 
-def _key_split(o: Node, rowed: dict[Node, Node], users: Callable[[Node], list[Node]], keyed: set[Node]) -> Node:
-    """o's cone split into key blocks (caten.schedule.keyblock): o sums long softmax rows over the
-    query axis, carrying the key axis; the row statistics it reads (reductions over the keys) come
-    from their row-blocked values, row-blocked here if no other output's split made them."""
+def _key_split(o: Node, rowed: dict[Node, Node], users: Callable[[Node], list[Node]]) -> _KeyCone:
+    """o's cone to be split into key blocks (caten.schedule.keyblock): o sums long softmax rows over
+    the query axis, carrying the key axis; the row statistics it reads (reductions over the keys)
+    come from their row-blocked values, row-blocked here if no other output's split made them.
+    Built by `_key_build`, once every key cone's causal plan is known."""
     if not any(r.op is Op.REDUCE and r.arg[0] == "max" and _big(r) for r in toposort([o])):
         raise _Abort  # (no long-row softmax in the cone: the common case, decided in one walk)
     for a, rows, pos in _blockable(o):
@@ -158,12 +176,83 @@ def _key_split(o: Node, rowed: dict[Node, Node], users: Callable[[Node], list[No
         if any(d != 1 for d in o.shape[p:a]):
             raise _Abort  # (the split output's layout must be the output's own)
         block = next(b for b in BLOCKS if rows % b == 0 and rows > b)
-        new: dict[Node, Node] = {}
-        for n in toposort([o2]):
-            new[n] = _rebuild(n, pos.get(n), new, rows, block, p, pos)
-        keyed.update(new[n] for n in pos)
-        return B.reshape(new[o2], o.shape)
+        o2, pos, cp = _flipped(o, o2, pos, todo, rows, block, a)
+        return _KeyCone(o, o2, pos, cp, rows, block, p)
     raise _Abort
+
+
+@dataclass
+class _KeyCone:
+    """A key-blocked cone before its split: the output, its graph (flipped when `plan` cuts it),
+    where the key axis lies, the causal plan, the keys, the block and the block count's position."""
+    o: Node
+    o2: Node
+    pos: dict[Node, int]
+    plan: causal.Plan | None
+    rows: int
+    block: int
+    p: int
+
+
+def _key_build(kc: _KeyCone, unsafe: Node | None, keyed: set[Node]) -> tuple[Node, dict[Node, Cut], set[Node]]:
+    """kc's cone split into key blocks, with its causal cuts under the check `unsafe`; `keyed`
+    learns its nodes (kept out of the row blocks' kernels)."""
+    cp, p, block, pos = kc.plan, kc.p, kc.block, kc.pos
+    new: dict[Node, Node] = {}
+    cuts: dict[Node, Cut] = {}
+    # (the check is read through a row statistic broadcast over the keys, which the stages that
+    # compute P read anyway)
+    pin = None if cp is None else next((n for n in toposort([kc.o2]) if n in cp.jpos and n in pos
+                                        and n.op is Op.VIEW and n.src[0].op not in _LEAVES
+                                        and n.arg.strides[pos[n]] == 0), None)
+    made: set[Node] = set()
+    for n in toposort([kc.o2]):
+        new[n] = _rebuild(n, pos.get(n), new, kc.rows, block, p, pos)
+        made.add(new[n])
+        if cp is not None and n in cp.cut:
+            k = cp.jpos[n.src[0] if n.op is Op.REDUCE else n]
+            cuts[new[n]] = Cut(keyblock.axis(k, p), p, block, cp.reach,
+                               (n.src[0] if n.op is Op.REDUCE else n).shape[k], unsafe, down=True)
+        if n is pin:
+            new[n] = causal.pin(new[n], unsafe)
+    keyed.update(new[n] for n in pos)
+    return B.reshape(new[kc.o2], kc.o.shape), cuts, made | set(new.values())
+
+
+def _flipped(o: Node, o2: Node, pos: dict[Node, int], todo: dict[Node, Node], rows: int, block: int,
+             a: int) -> tuple[Node, dict[Node, int], causal.Plan | None]:
+    """o2 (o with its statistics read from `todo`) with the query axis reversed where the cone
+    reads it (leaf views, the statistics, the mask's condition), so that the rows each key block
+    leaves out of a causal mask are its last (caten.schedule.causal.plan_keys cuts them); the
+    sums over the rows do not see the order. o2 as it was and no plan when nothing is cut."""
+    stats = frozenset(todo.values())
+    try:
+        ipos, w = keycut.query_axes(o2, pos, block, stats)
+    except causal.No:
+        return o2, pos, None
+    cond = w.src[0]
+    if cond.op is not Op.VIEW:
+        return o2, pos, None
+    flip: dict[Node, Node] = {cond: B.flip(cond, [ipos[w]])}
+    for n, k in ipos.items():
+        if n.op is Op.VIEW and (n in stats or _leaf(n)) and n.arg.strides[k] != 0:
+            flip[n] = B.flip(n, [k])
+    back = {t: r for r, t in todo.items()}
+    o3 = replace_nodes([o], {back[t]: flip.get(t, t) for t in stats} | {
+        n: f for n, f in flip.items() if n not in stats})[0]
+    pos3 = _follow(o3, a, rows)
+    sums = {flip.get(t, t): _is_sum(back[t]) for t in stats}
+    cp = keycut.plan_keys(o3, pos3, rows, block, sums)
+    return (o3, pos3, cp) if cp is not None else (o2, pos, None)
+
+
+def _leaf(n: Node) -> bool:
+    return n.src[0].op in _LEAVES
+
+
+def _is_sum(r: Node) -> bool:
+    """r sums exponentials (a softmax's denominator: > 0 where finite, checked at run time)."""
+    return r.op is Op.REDUCE and r.arg[0] == "add" and r.src[0].op is Op.EXP2
 
 
 def _frontier(pos: dict[Node, int]) -> set[Node]:

@@ -310,6 +310,9 @@ def _schedule(program: Program, check: Callable | None, threads: int = 1) -> Sch
         seen_out.add(n)
         outs.append(n)
     order, realized = realize_set(outs)
+    late = {n: (c.unsafe,) for n, c in cuts.items() if c.unsafe is not None and c.unsafe in causal.LATE}
+    if late:  # a stage cut under a check of the row blocks' statistics reads the check: after it
+        order = toposort(outs, lambda x: (*x.src, *late.get(x, ())))
     rnodes = [n for n in order if n in realized]
     first_pass: set[Node] = set()
     if any(n in causal.APART for n in rnodes):  # (the causal guards' and checks' passes: first of all)
@@ -328,7 +331,8 @@ def _schedule(program: Program, check: Callable | None, threads: int = 1) -> Sch
                 groups[gi][0].append(n)
             body = BODY_MAX + 1  # nothing fuses after it
             continue
-        if n in first_pass:  # a causal guard's or check's pass over V: before the row blocks, not among them
+        if n in first_pass or n in causal.LATE:  # a causal guard's or check's pass over V: before the row
+            # blocks, not among them (a check of their statistics: after them)
             groups.append(([n], max_outer(n)))
             body = BODY_MAX + 1
             continue
