@@ -92,8 +92,8 @@ def main() -> None:
     print("| tokens | pass | caten | torch SDPA | torch/caten | caten memory (arena) | torch memory | max |err| |")
     print("|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as d:
-        jobs = [(S, False) for S in map(int, a.tokens.split(","))]
-        jobs += [(S, True) for S in map(int, a.backward.split(",")) if a.backward]
+        jobs = [(S, False) for S in map(int, a.tokens.split(","))] if a.tokens else []
+        jobs += [(S, True) for S in map(int, a.backward.split(","))] if a.backward else []
         for S, bwd in jobs:
             rc, rt = child("caten", S, bwd, a.reps, os.path.join(d, "c.npy")), \
                 child("torch", S, bwd, a.reps, os.path.join(d, "t.npy"))
