@@ -250,6 +250,7 @@ def _need(tool: str) -> str:
     return path
 
 
+@pytest.mark.ci_slice(2)
 @pytest.mark.parametrize("example", EXAMPLES, ids=[p.name for p in EXAMPLES])
 def test_cuda_source_compiles_with_nvcc(tmp_path, example):
     nvcc = _need("nvcc")
