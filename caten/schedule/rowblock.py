@@ -79,19 +79,18 @@ def row_blocks(nodes: list[Node]) -> tuple[list[Node], dict[Node, Cut], set[Node
                 pass
     planned = [kc.plan for kc in cones.values() if kc.plan is not None]
     unsafe = keycut.check(planned) if planned else None
-    together: tuple[dict[Node, Cut], set[Node]] = ({}, set())  # (one plan: the cones share values)
+    cuts: dict[Node, Cut] = {}  # (one plan for all key cones: they share values)
+    made: set[Node] = set()
+    alike = True
     for k, kc in cones.items():
         try:
-            out[k], c, made = _key_build(kc, unsafe, keyed)
+            out[k], c, m = _key_build(kc, unsafe, keyed)
         except keyblock.Unmovable:
             continue
-        if any(together[0].get(m, x) != x for m, x in c.items()):
-            together[0].clear()  # (cut unlike another key cone: none is cut)
-            unsafe = None
-        if unsafe is not None:
-            together[0].update(c)
-        together[1].update(made)
-    plans.append(together)
+        alike = alike and all(cuts.get(n, x) == x for n, x in c.items())
+        cuts.update(c)
+        made |= m
+    plans.append((cuts if alike else {}, made))  # (a value two cones cut unlike: none is cut)
     return out, _kept_cuts(out, plans), keyed
 
 
@@ -240,7 +239,10 @@ def _flipped(o: Node, o2: Node, pos: dict[Node, int], todo: dict[Node, Node], ro
     back = {t: r for r, t in todo.items()}
     o3 = replace_nodes([o], {back[t]: flip.get(t, t) for t in stats} | {
         n: f for n, f in flip.items() if n not in stats})[0]
-    pos3 = _follow(o3, a, rows)
+    try:
+        pos3 = _follow(o3, a, rows)
+    except _Abort:
+        return o2, pos, None
     sums = {flip.get(t, t): _is_sum(back[t]) for t in stats}
     cp = keycut.plan_keys(o3, pos3, rows, block, sums)
     return (o3, pos3, cp) if cp is not None else (o2, pos, None)
